@@ -1,0 +1,45 @@
+# The two commands: `make test` and `make demo`. Each sets up what is missing first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup system venv lint typecheck test demo lock clean bench
+
+setup: system venv
+
+system:
+	@bash scripts/setup-system.sh
+
+venv: $(STAMP)
+
+$(STAMP): requirements.in constraints.txt pyproject.toml
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install -q uv
+	@[ -x $(PY) ] || uv venv -q $(VENV) -p python3.11
+	VIRTUAL_ENV=$(VENV) uv pip install -q -r requirements.in -c constraints.txt -e .
+	@touch $(STAMP)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+typecheck: lint
+
+test: setup lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/drt demo
+
+bench: setup
+	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Re-resolve the dependency set and pin it (run after editing requirements.in).
+lock:
+	rm -rf .venv-lock && uv venv -q .venv-lock -p python3.11
+	VIRTUAL_ENV=.venv-lock uv pip install -q -r requirements.in
+	VIRTUAL_ENV=.venv-lock uv pip freeze > constraints.txt && rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache demo-data

@@ -1,0 +1,1 @@
+"""The `drt` command line. Each capability registers its commands from its own module."""

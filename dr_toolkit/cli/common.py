@@ -1,0 +1,63 @@
+"""What every `drt` command shares: the global options, topology and ledger access, output.
+
+``--json`` puts machine output (one JSON document) on stdout and logs on stderr; without it
+a readable table goes to stdout. Errors are raised as :class:`dr_toolkit.errors.DrtError`
+and turned into one line on stderr and the exit code by :func:`dr_toolkit.cli.main.main`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from dr_toolkit.ledger import Ledger
+from dr_toolkit.topology import Topology, load_topology
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+
+@dataclass
+class State:
+    config: str | None = None
+    json: bool = False
+    verbose: int = 0
+    _topology: Topology | None = field(default=None, repr=False)
+    _ledger: Ledger | None = field(default=None, repr=False)
+
+    def topology(self) -> Topology:
+        if self._topology is None:
+            self._topology = load_topology(self.config)
+        return self._topology
+
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger.open(self.topology().ledger.url)
+        return self._ledger
+
+
+def state(ctx: typer.Context) -> State:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, State)
+    return obj
+
+
+def emit(ctx: typer.Context, data: Any, render: Callable[[Any], None] | None = None) -> None:
+    """Print ``data`` as JSON (``--json``) or through ``render`` (a readable view)."""
+    if state(ctx).json or render is None:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        render(data)
+
+
+def setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,31 @@
+"""`drt config validate|show`."""
+
+from __future__ import annotations
+
+import typer
+
+from dr_toolkit.cli.common import emit, out_console, state
+
+
+def register(app: typer.Typer) -> None:
+    config_app = typer.Typer(help="Check and show the topology file.", no_args_is_help=True)
+
+    @config_app.command("validate")
+    def validate(ctx: typer.Context) -> None:
+        """Validate the topology file: exit 0 when valid, 2 with file:line and field when not."""
+        topo = state(ctx).topology()
+        p = topo.policies
+        summary = {"valid": True, "file": topo.source_file, "hot": topo.hot_name, "cold": topo.cold_name,
+                   "policies": {"hdfs": len(p.hdfs), "hbase": len(p.hbase), "kafka": len(p.kafka),
+                                "verify": len(p.verify)}}
+        emit(ctx, summary, lambda s: out_console.print(
+            f"[green]valid[/]: {s['file']} — hot [bold]{s['hot']}[/], cold [bold]{s['cold']}[/], policies "
+            + ", ".join(f"{k} {v}" for k, v in s["policies"].items())))
+
+    @config_app.command("show")
+    def show(ctx: typer.Context) -> None:
+        """Print the validated topology with every default filled in (JSON)."""
+        topo = state(ctx).topology()
+        emit(ctx, topo.model_dump(mode="json"), None)
+
+    app.add_typer(config_app, name="config")

@@ -1,0 +1,398 @@
+"""The SQL ledger: every copy, manifest, checkpoint, verification, audit event and lease.
+
+``sql/schema.sql`` is the source of truth; :meth:`Ledger.migrate` applies it idempotently on
+SQLite or PostgreSQL. Every write is a short transaction; JSON columns are text.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+
+from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
+from dr_toolkit.secrets import redact
+
+SCHEMA_VERSION = 1
+Row = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    """A sortable id: ``<prefix>-<UTC yyyymmddThhmmss>-<8 hex>``."""
+    return f"{prefix}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+
+def actor() -> str:
+    """Who is acting: ``$DRT_ACTOR``, else user@host."""
+    env = os.environ.get("DRT_ACTOR")
+    if env:
+        return env
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def schema_sql() -> str:
+    return resources.files("dr_toolkit.ledger").joinpath("schema.sql").read_text()
+
+
+def _statements(sql: str) -> list[str]:
+    out: list[str] = []
+    cur: list[str] = []
+    for line in sql.splitlines():
+        if line.strip() == ";":
+            stmt = "\n".join(cur).strip()
+            if stmt and not all(ln.strip().startswith("--") or not ln.strip() for ln in cur):
+                out.append(stmt)
+            cur = []
+        else:
+            cur.append(line)
+    return out
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def _load(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+class Ledger:
+    """Access to the ledger database. Create with :meth:`open` (which also migrates)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- connection ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str, *, migrate: bool = True, password: str | None = None) -> Ledger:
+        url = os.environ.get("DRT_LEDGER_URL") or url
+        if password and "://" in url and "@" in url.split("://", 1)[1]:
+            scheme, rest = url.split("://", 1)
+            userinfo, hostpart = rest.split("@", 1)
+            url = f"{scheme}://{userinfo.split(':', 1)[0]}:{password}@{hostpart}"
+        try:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"timeout": 30})
+
+                @event.listens_for(engine, "connect")
+                def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+                    cur = dbapi_conn.cursor()
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute("PRAGMA busy_timeout=30000")
+                    cur.close()
+            else:
+                engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise ConfigError(f"bad ledger URL: {exc}", where=redact(url),
+                              hint="use sqlite:///path.db or postgresql+psycopg2://user@host:port/db") from None
+        ledger = cls(engine)
+        if migrate:
+            ledger.migrate()
+        return ledger
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            msg = str(exc.orig) if exc.orig is not None else str(exc)
+            if "could not connect" in msg or "Connection refused" in msg or "timeout expired" in msg:
+                raise UnreachableError(f"ledger database unreachable: {msg.strip().splitlines()[0]}",
+                                       where=self.url, hint="start the database or fix ledger.url") from None
+            raise
+
+    def migrate(self) -> int:
+        """Apply sql/schema.sql (idempotent); return the schema version now recorded."""
+        with self._tx() as conn:
+            for stmt in _statements(schema_sql()):
+                conn.execute(text(stmt))
+            conn.execute(text("UPDATE schema_version SET applied_at = :t WHERE version = :v AND applied_at = 0"),
+                         {"t": time.time(), "v": SCHEMA_VERSION})
+        return self.schema_version()
+
+    def schema_version(self) -> int:
+        with self._tx() as conn:
+            v = conn.execute(text("SELECT MAX(version) FROM schema_version")).scalar()
+        return int(v or 0)
+
+    def _insert(self, table: str, row: Mapping[str, Any]) -> None:
+        cols = ", ".join(row)
+        params = ", ".join(f":{c}" for c in row)
+        with self._tx() as conn:
+            conn.execute(text(f"INSERT INTO {table} ({cols}) VALUES ({params})"), dict(row))
+
+    def _query(self, sql: str, **params: Any) -> list[Row]:
+        with self._tx() as conn:
+            return [dict(r._mapping) for r in conn.execute(text(sql), params)]
+
+    # -- replication runs and manifests --------------------------------------------------------
+    def start_run(self, *, source: str, target: str, policy: str | None = None,
+                  base_manifest_id: str | None = None, run_id: str | None = None) -> str:
+        run_id = run_id or new_id("copy")
+        self._insert("replication_runs", {
+            "run_id": run_id, "policy": policy, "source": source, "target": target, "status": "running",
+            "base_manifest_id": base_manifest_id, "started_at": time.time()})
+        return run_id
+
+    def finish_run(self, run_id: str, *, status: str, mode: str | None = None, mode_reason: str | None = None,
+                   manifest_id: str | None = None, base_manifest_id: str | None = None,
+                   stats: Mapping[str, int] | None = None, detail: Any = None) -> None:
+        stats = dict(stats or {})
+        allowed = ("files_total", "files_copied", "bytes_copied", "files_skipped", "files_deleted", "files_failed")
+        sets = {k: int(stats.get(k, 0)) for k in allowed}
+        with self._tx() as conn:
+            conn.execute(text(
+                "UPDATE replication_runs SET status=:status, mode=:mode, mode_reason=:mode_reason, "
+                "manifest_id=:manifest_id, base_manifest_id=COALESCE(:base, base_manifest_id), "
+                "finished_at=:t, detail=:detail, " + ", ".join(f"{k}=:{k}" for k in allowed) +
+                " WHERE run_id=:run_id"),
+                {"status": status, "mode": mode, "mode_reason": mode_reason, "manifest_id": manifest_id,
+                 "base": base_manifest_id, "t": time.time(), "detail": _dump(detail), "run_id": run_id, **sets})
+
+    def runs(self, *, policy: str | None = None, limit: int = 20) -> list[Row]:
+        where = "WHERE policy = :policy" if policy else ""
+        rows = self._query(f"SELECT * FROM replication_runs {where} ORDER BY started_at DESC LIMIT {int(limit)}",
+                           policy=policy)
+        for r in rows:
+            r["detail"] = _load(r["detail"])
+        return rows
+
+    def add_manifest(self, *, manifest_id: str, source: str, target: str, location: str, entries: int,
+                     total_bytes: int, source_time: float, policy: str | None = None,
+                     base_manifest_id: str | None = None, source_snapshot: str | None = None,
+                     content_digest: str | None = None) -> None:
+        self._insert("manifests", {
+            "manifest_id": manifest_id, "policy": policy, "source": source, "target": target,
+            "location": location, "base_manifest_id": base_manifest_id, "source_snapshot": source_snapshot,
+            "entries": entries, "total_bytes": total_bytes, "content_digest": content_digest,
+            "source_time": source_time, "created_at": time.time()})
+
+    def manifest(self, manifest_id: str) -> Row | None:
+        rows = self._query("SELECT * FROM manifests WHERE manifest_id = :m", m=manifest_id)
+        return rows[0] if rows else None
+
+    def last_manifest(self, *, source: str, target: str) -> Row | None:
+        """The newest manifest applied from ``source`` to ``target`` (the next run's base)."""
+        rows = self._query("SELECT * FROM manifests WHERE source = :s AND target = :t "
+                           "ORDER BY created_at DESC LIMIT 1", s=source, t=target)
+        return rows[0] if rows else None
+
+    # -- watermarks ----------------------------------------------------------------------------
+    def set_watermark(self, component: str, name: str, watermark: float, detail: Any = None) -> None:
+        now = time.time()
+        with self._tx() as conn:
+            updated = conn.execute(text(
+                "UPDATE watermarks SET watermark=:w, detail=:d, updated_at=:t WHERE component=:c AND name=:n"),
+                {"w": watermark, "d": _dump(detail), "t": now, "c": component, "n": name}).rowcount
+            if not updated:
+                conn.execute(text("INSERT INTO watermarks (component, name, watermark, detail, updated_at) "
+                                  "VALUES (:c, :n, :w, :d, :t)"),
+                             {"w": watermark, "d": _dump(detail), "t": now, "c": component, "n": name})
+
+    def watermarks(self, component: str | None = None) -> list[Row]:
+        where = "WHERE component = :c" if component else ""
+        rows = self._query(f"SELECT * FROM watermarks {where} ORDER BY component, name", c=component)
+        for r in rows:
+            r["detail"] = _load(r["detail"])
+        return rows
+
+    # -- kafka checkpoints ---------------------------------------------------------------------
+    def add_checkpoint(self, checkpoint_id: str, rows: list[Mapping[str, Any]]) -> None:
+        """Store one checkpoint: one row per (group, topic, partition), all in one transaction."""
+        now = time.time()
+        cols = ("group_id", "topic", "partition_id", "committed_offset", "record_timestamp", "timestamp_type",
+                "fingerprint", "log_start_offset", "high_watermark")
+        with self._tx() as conn:
+            for r in rows:
+                conn.execute(text(
+                    "INSERT INTO kafka_checkpoints (checkpoint_id, taken_at, " + ", ".join(cols) + ") VALUES "
+                    "(:checkpoint_id, :taken_at, " + ", ".join(f":{c}" for c in cols) + ")"),
+                    {"checkpoint_id": checkpoint_id, "taken_at": r.get("taken_at", now),
+                     **{c: r.get(c) for c in cols}})
+
+    def latest_checkpoint(self, group_id: str) -> list[Row]:
+        """The partitions of the newest checkpoint of ``group_id`` (empty when there is none)."""
+        rows = self._query("SELECT checkpoint_id FROM kafka_checkpoints WHERE group_id = :g "
+                           "ORDER BY taken_at DESC, checkpoint_id DESC LIMIT 1", g=group_id)
+        if not rows:
+            return []
+        return self._query("SELECT * FROM kafka_checkpoints WHERE checkpoint_id = :c AND group_id = :g "
+                           "ORDER BY topic, partition_id", c=rows[0]["checkpoint_id"], g=group_id)
+
+    # -- verification --------------------------------------------------------------------------
+    def add_verify_report(self, *, report_id: str, source: str, target: str, counters: Mapping[str, int],
+                          source_rows: int, peer_rows: int, started_at: float, finished_at: float,
+                          name: str | None = None, report_path: str | None = None, detail: Any = None) -> None:
+        self._insert("verify_reports", {
+            "report_id": report_id, "name": name, "source": source, "target": target,
+            "goodrows": counters["GOODROWS"], "badrows": counters["BADROWS"],
+            "only_in_source_table_rows": counters["ONLY_IN_SOURCE_TABLE_ROWS"],
+            "only_in_peer_table_rows": counters["ONLY_IN_PEER_TABLE_ROWS"],
+            "content_different_rows": counters["CONTENT_DIFFERENT_ROWS"],
+            "source_rows": source_rows, "peer_rows": peer_rows, "started_at": started_at,
+            "finished_at": finished_at, "report_path": report_path, "detail": _dump(detail)})
+
+    def verify_reports(self, *, name: str | None = None, limit: int = 20) -> list[Row]:
+        where = "WHERE name = :name" if name else ""
+        rows = self._query(f"SELECT * FROM verify_reports {where} ORDER BY finished_at DESC LIMIT {int(limit)}",
+                           name=name)
+        for r in rows:
+            r["detail"] = _load(r["detail"])
+        return rows
+
+    # -- failover runs and audit -----------------------------------------------------------------
+    def start_failover_run(self, *, reason: str, execute: bool, run_id: str | None = None,
+                           who: str | None = None) -> str:
+        run_id = run_id or new_id("failover")
+        self._insert("failover_runs", {"run_id": run_id, "actor": who or actor(), "reason": reason,
+                                       "execute": int(execute), "status": "running", "started_at": time.time()})
+        return run_id
+
+    def set_failover_status(self, run_id: str, status: str, detail: Any = None) -> None:
+        finished = time.time() if status in ("succeeded", "failed", "aborted") else None
+        with self._tx() as conn:
+            conn.execute(text("UPDATE failover_runs SET status=:s, finished_at=:f, detail=COALESCE(:d, detail) "
+                              "WHERE run_id=:r"), {"s": status, "f": finished, "d": _dump(detail), "r": run_id})
+
+    def failover_run(self, run_id: str) -> Row | None:
+        rows = self._query("SELECT * FROM failover_runs WHERE run_id = :r", r=run_id)
+        if not rows:
+            return None
+        rows[0]["detail"] = _load(rows[0]["detail"])
+        return rows[0]
+
+    def failover_runs(self, limit: int = 20) -> list[Row]:
+        return self._query(f"SELECT * FROM failover_runs ORDER BY started_at DESC LIMIT {int(limit)}")
+
+    def audit(self, *, component: str, action: str, dry_run: bool, status: str, target: str | None = None,
+              run_id: str | None = None, before: Any = None, after: Any = None, message: str | None = None,
+              who: str | None = None) -> str:
+        """Record one audit event (who, what, when, before/after). Values must hold no secrets."""
+        event_id = new_id("evt")
+        self._insert("audit_events", {
+            "event_id": event_id, "run_id": run_id, "component": component, "action": action,
+            "target": target, "actor": who or actor(), "dry_run": int(dry_run), "status": status,
+            "before_state": _dump(before), "after_state": _dump(after),
+            "message": redact(message) if message else None, "at": time.time()})
+        return event_id
+
+    def audit_events(self, *, run_id: str | None = None, component: str | None = None,
+                     limit: int = 1000) -> list[Row]:
+        clauses, params = [], {}
+        if run_id:
+            clauses.append("run_id = :r")
+            params["r"] = run_id
+        if component:
+            clauses.append("component = :c")
+            params["c"] = component
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        rows = self._query(f"SELECT * FROM audit_events {where} ORDER BY at, event_id LIMIT {int(limit)}",
+                           **params)
+        for r in rows:
+            r["before_state"] = _load(r["before_state"])
+            r["after_state"] = _load(r["after_state"])
+        return rows
+
+    # -- leases ----------------------------------------------------------------------------------
+    def try_acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take the lease ``name`` for ``holder`` unless another holder has an unexpired one."""
+        now = time.time()
+        params = {"n": name, "h": holder, "a": now, "e": now + ttl_s}
+        try:
+            with self._tx() as conn:
+                conn.execute(text("INSERT INTO leases (name, holder, acquired_at, expires_at) "
+                                  "VALUES (:n, :h, :a, :e)"), params)
+            return True
+        except IntegrityError:
+            pass
+        with self._tx() as conn:
+            n = conn.execute(text("UPDATE leases SET holder=:h, acquired_at=:a, expires_at=:e "
+                                  "WHERE name=:n AND (expires_at < :a OR holder = :h)"), params).rowcount
+        return bool(n)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._tx() as conn:
+            conn.execute(text("DELETE FROM leases WHERE name=:n AND holder=:h"), {"n": name, "h": holder})
+
+    def lease_holder(self, name: str) -> Row | None:
+        rows = self._query("SELECT * FROM leases WHERE name = :n AND expires_at >= :t", n=name, t=time.time())
+        return rows[0] if rows else None
+
+    @contextmanager
+    def lease(self, name: str, *, ttl_s: float = 120.0, holder: str | None = None) -> Iterator[str]:
+        """Hold the lease ``name`` for the duration of the block, renewing it in the background.
+
+        Raises :class:`LeaseHeld` at once when another live run holds it; a holder that died
+        loses it after ``ttl_s``.
+        """
+        holder = holder or f"{actor()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        if not self.try_acquire_lease(name, holder, ttl_s):
+            other = self.lease_holder(name)
+            raise LeaseHeld(f"another run holds the lease {name!r}"
+                            + (f" ({other['holder']}, until {time.ctime(other['expires_at'])})" if other else ""),
+                            hint="wait for it to finish; a killed holder loses the lease when it expires")
+        stop = threading.Event()
+
+        def _renew() -> None:
+            while not stop.wait(ttl_s / 3):
+                try:
+                    self.try_acquire_lease(name, holder, ttl_s)
+                except Exception:  # noqa: BLE001 - a missed renewal is retried next period
+                    pass
+
+        t = threading.Thread(target=_renew, name=f"lease-{name}", daemon=True)
+        t.start()
+        try:
+            yield holder
+        finally:
+            stop.set()
+            t.join(timeout=5)
+            self.release_lease(name, holder)
+
+    # -- summary ---------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """What the ledger knows, for `drt status`."""
+        last_runs = self._query(
+            "SELECT r.* FROM replication_runs r JOIN (SELECT COALESCE(policy, source) AS k, target, "
+            "MAX(started_at) AS m FROM replication_runs GROUP BY COALESCE(policy, source), target) x "
+            "ON COALESCE(r.policy, r.source) = x.k AND r.target = x.target AND r.started_at = x.m "
+            "ORDER BY r.started_at DESC")
+        checkpoints = self._query(
+            "SELECT group_id, MAX(taken_at) AS taken_at, COUNT(DISTINCT checkpoint_id) AS checkpoints "
+            "FROM kafka_checkpoints GROUP BY group_id ORDER BY group_id")
+        verifies = self._query(
+            "SELECT v.report_id, v.name, v.source, v.target, v.goodrows, v.badrows, v.finished_at, v.report_path "
+            "FROM verify_reports v JOIN (SELECT COALESCE(name, source) AS k, MAX(finished_at) AS m "
+            "FROM verify_reports GROUP BY COALESCE(name, source)) x "
+            "ON COALESCE(v.name, v.source) = x.k AND v.finished_at = x.m ORDER BY v.finished_at DESC")
+        return {
+            "ledger": self.url,
+            "schema_version": self.schema_version(),
+            "replication": [{k: r[k] for k in ("policy", "source", "target", "status", "mode", "manifest_id",
+                                                "files_copied", "bytes_copied", "files_failed", "started_at",
+                                                "finished_at")} for r in last_runs],
+            "kafka_checkpoints": checkpoints,
+            "verification": verifies,
+            "watermarks": self.watermarks(),
+            "failover_runs": self.failover_runs(limit=5),
+        }

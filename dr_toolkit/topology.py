@@ -1,0 +1,358 @@
+"""The topology file: the two clusters, what to protect, and where state lives.
+
+A YAML file (``drt.yaml`` by default) is parsed into a validated pydantic model. Errors
+name the file, the line and the field, and say what was expected (exit 2). Secrets never
+live here: each endpoint names the Airflow connection id (or environment variable) that
+holds its credentials, see :mod:`dr_toolkit.secrets`.
+
+Example: ``examples/embedded.yaml`` (everything on this machine) and
+``examples/production.yaml`` (two real clusters).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dr_toolkit.errors import ConfigError
+
+DEFAULT_CONFIG = "drt.yaml"
+_SECRET_KEYS = re.compile(r"(password|passwd|secret|token|access_key|private_key)", re.IGNORECASE)
+_CLUSTER_KEY = re.compile(r"^[A-Za-z0-9_.\-]+(,[A-Za-z0-9_.\-]+)*:\d+:/[^\s]*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HdfsEndpoint(_Model):
+    """WebHDFS access to one cluster's namenodes (several for HA: they fail over by themselves)."""
+
+    namenodes: list[str] = Field(min_length=1, description="WebHDFS base URLs, e.g. http://nn1:9870")
+    user: str | None = None
+    kerberos: bool = False
+    conn_id: str | None = Field(default=None, description="Airflow connection (type webhdfs) with credentials")
+    timeout_s: float = 30.0
+
+    @field_validator("namenodes")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for url in v:
+            p = urlparse(url)
+            if p.scheme not in ("http", "https") or not p.hostname:
+                raise ValueError(f"namenode {url!r} must be an http(s)://host:port WebHDFS URL")
+        return v
+
+
+class S3Endpoint(_Model):
+    bucket: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    conn_id: str | None = Field(default=None, description="Airflow connection (type aws) with the keys")
+    sse: Literal["AES256", "aws:kms"] | None = None
+
+
+class ZooKeeperEndpoint(_Model):
+    quorum: str = Field(description="host1:2181,host2:2181")
+    hbase_znode_parent: str = "/hbase"
+    dr_root: str = Field(default="/dr-toolkit", description="znode under which fencing state lives")
+    connect_timeout_s: float = 10.0
+    call_timeout_s: float = 10.0
+    conn_id: str | None = Field(default=None, description="digest credentials, e.g. in AIRFLOW_CONN_<ID>")
+    hbase_version: str = "2.5"
+
+    @field_validator("quorum")
+    @classmethod
+    def _quorum(cls, v: str) -> str:
+        for hp in v.split(","):
+            host, _, port = hp.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"quorum member {hp!r} must be host:port")
+        return v
+
+    @field_validator("hbase_znode_parent", "dr_root")
+    @classmethod
+    def _abs(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"znode path {v!r} must start with /")
+        return v
+
+    @property
+    def cluster_key(self) -> str:
+        """HBase's cluster key for this ensemble: ``zk1,zk2:2181:/hbase``."""
+        hosts = [hp.strip().rpartition(":") for hp in self.quorum.split(",")]
+        port = hosts[0][2]
+        return f"{','.join(h for h, _, _ in hosts)}:{port}:{self.hbase_znode_parent}"
+
+
+class KafkaEndpoint(_Model):
+    bootstrap_servers: str
+    conn_id: str | None = Field(default=None, description="Airflow connection (type kafka) with SASL/TLS settings")
+    timeout_s: float = 10.0
+
+
+class SparkEndpoint(_Model):
+    master: str = "local[2]"
+    conf: dict[str, str] = Field(default_factory=dict)
+    conn_id: str | None = None
+
+
+class Cluster(_Model):
+    role: Literal["hot", "cold"]
+    hdfs: HdfsEndpoint | None = None
+    s3: S3Endpoint | None = None
+    local_root: str | None = Field(default=None, description="a local directory standing in for HDFS")
+    zookeeper: ZooKeeperEndpoint | None = None
+    kafka: KafkaEndpoint | None = None
+    spark: SparkEndpoint = Field(default_factory=SparkEndpoint)
+    hbase_shell: str | None = Field(default=None, description="path of the `hbase` command, where installed")
+
+
+class CopyOptions(_Model):
+    update: bool = True
+    overwrite: bool = False
+    delete: bool = False
+    include: list[str] = Field(default_factory=list, description="glob patterns relative to the source root")
+    exclude: list[str] = Field(default_factory=list)
+    append_only: list[str] = Field(default_factory=list, description="globs of files that only grow (logs)")
+    preserve: list[Literal["permissions", "times"]] = Field(default_factory=list)
+    bandwidth_mb_s: float | None = None
+    workers: int = Field(default=8, ge=1, le=512)
+    engine: Literal["local", "spark"] = "local"
+    snapshots: bool = Field(default=False, description="use HDFS snapshots of the source when it is snapshottable")
+
+    @model_validator(mode="after")
+    def _distcp_rules(self) -> CopyOptions:
+        if self.delete and not (self.update or self.overwrite):
+            raise ValueError("delete needs update or overwrite (as DistCp requires)")
+        return self
+
+
+class HdfsPolicy(_Model):
+    name: str
+    source: str
+    targets: list[str] = Field(min_length=1)
+    schedule: str | None = "@hourly"
+    options: CopyOptions = Field(default_factory=CopyOptions)
+
+
+class HBasePolicy(_Model):
+    name: str
+    peer_id: str
+    namespaces: list[str] = Field(default_factory=list)
+    tables: list[str] = Field(default_factory=list)
+    table_cfs: dict[str, list[str]] = Field(default_factory=dict)
+    schedule: str | None = "@daily"
+    max_lag_s: float | None = None
+
+
+class KafkaPolicy(_Model):
+    name: str
+    topics: list[str] = Field(min_length=1)
+    groups: list[str] = Field(default_factory=list)
+    schedule: str | None = "*/15 * * * *"
+
+
+class VerifyPolicy(_Model):
+    name: str
+    source: str
+    target: str
+    key: list[str] = Field(min_length=1)
+    format: str = "parquet"
+    ts_column: str | None = None
+    recompare_sleep_s: float = 0.0
+    schedule: str | None = "@daily"
+    report_dir: str | None = None
+
+
+class Policies(_Model):
+    hdfs: list[HdfsPolicy] = Field(default_factory=list)
+    hbase: list[HBasePolicy] = Field(default_factory=list)
+    kafka: list[KafkaPolicy] = Field(default_factory=list)
+    verify: list[VerifyPolicy] = Field(default_factory=list)
+
+
+class Ledger(_Model):
+    url: str = "sqlite:///drt-ledger.db"
+    conn_id: str | None = Field(default=None, description="connection holding the password, if any")
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, v: str) -> str:
+        p = urlparse(v)
+        if p.password:
+            raise ValueError("the ledger URL holds a password: put it in an Airflow connection or DRT_LEDGER_URL")
+        return v
+
+
+class Failover(_Model):
+    max_lag_s: float = Field(default=300.0, ge=0, description="largest lag still GO before fencing")
+    max_verify_age_s: float = 86400.0
+    drain_timeout_s: float = 600.0
+    reports_dir: str = "reports"
+
+
+class Topology(_Model):
+    version: Literal[1] = 1
+    clusters: dict[str, Cluster]
+    policies: Policies = Field(default_factory=Policies)
+    ledger: Ledger = Field(default_factory=Ledger)
+    failover: Failover = Field(default_factory=Failover)
+    source_file: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _one_hot_one_cold(self) -> Topology:
+        roles = sorted(c.role for c in self.clusters.values())
+        if roles != ["cold", "hot"]:
+            raise ValueError(f"clusters must be exactly one hot and one cold, found roles {roles}")
+        names: set[str] = set()
+        for group in (self.policies.hdfs, self.policies.hbase, self.policies.kafka, self.policies.verify):
+            for p in group:
+                if p.name in names:
+                    raise ValueError(f"policy name {p.name!r} is used twice")
+                names.add(p.name)
+        return self
+
+    @property
+    def hot_name(self) -> str:
+        return next(n for n, c in self.clusters.items() if c.role == "hot")
+
+    @property
+    def cold_name(self) -> str:
+        return next(n for n, c in self.clusters.items() if c.role == "cold")
+
+    @property
+    def hot(self) -> Cluster:
+        return self.clusters[self.hot_name]
+
+    @property
+    def cold(self) -> Cluster:
+        return self.clusters[self.cold_name]
+
+    def policy(self, name: str) -> HdfsPolicy | HBasePolicy | KafkaPolicy | VerifyPolicy:
+        for group in (self.policies.hdfs, self.policies.hbase, self.policies.kafka, self.policies.verify):
+            for p in group:
+                if p.name == name:
+                    return p
+        known = [p.name for g in (self.policies.hdfs, self.policies.hbase, self.policies.kafka,
+                                  self.policies.verify) for p in g]
+        raise ConfigError(f"no policy named {name!r}", where=self.source_file,
+                          hint=f"known policies: {', '.join(known) or 'none'}")
+
+
+# --- loading with line numbers -------------------------------------------------------------
+
+
+def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
+                ) -> dict[tuple[Any, ...], int]:
+    """Map every key path of a composed YAML document to its 1-based line."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[(*path, key)] = k.start_mark.line + 1
+            _line_index(v, (*path, key), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[(*path, i)] = v.start_mark.line + 1
+            _line_index(v, (*path, i), out)
+    return out
+
+
+def _find_secrets(data: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(k, str) and _SECRET_KEYS.search(k) and v not in (None, ""):
+                return (*path, k)
+            hit = _find_secrets(v, (*path, k))
+            if hit:
+                return hit
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            hit = _find_secrets(v, (*path, i))
+            if hit:
+                return hit
+    return None
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def parse_topology(text: str, source: str = "<string>") -> Topology:
+    """Parse and validate topology text; raise ConfigError naming file, line and field."""
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", where=f"{source}{line}",
+                          hint="fix the syntax and run `drt config validate`") from None
+    if not isinstance(data, dict) or node is None:
+        raise ConfigError("the topology must be a mapping with a `clusters` section", where=f"{source}:1")
+    lines = _line_index(node)
+    secret = _find_secrets(data)
+    if secret:
+        raise ConfigError(f"field {_dotted(secret)} holds a secret value",
+                          where=f"{source}:{lines.get(secret, 1)}",
+                          hint="secrets belong in an Airflow connection or the environment; name it with conn_id")
+    try:
+        topo = Topology.model_validate({**data, "source_file": source})
+    except ValidationError as exc:
+        # A mistyped field shows up as "unknown field" plus "missing field": name the typo first.
+        errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+        err = errors[0]
+        loc = tuple(err["loc"])
+        # pydantic appends the model name for unions; keep the longest prefix we know a line for.
+        known = loc
+        while known and known not in lines:
+            known = known[:-1]
+        line_no = lines.get(known, 1)
+        if err["type"] == "extra_forbidden":
+            what = f"unknown field {_dotted(loc)}"
+            hint = "check the spelling; see examples/embedded.yaml for every field"
+        elif err["type"] == "missing":
+            what = f"missing field {_dotted(loc)}"
+            hint = "add it; see examples/embedded.yaml"
+        else:
+            what = f"field {_dotted(loc) if loc else '(top level)'}: {err['msg']}"
+            hint = None
+        more = len(errors) - 1
+        if more:
+            what += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise ConfigError(what, where=f"{source}:{line_no}", hint=hint) from None
+    return topo
+
+
+def load_topology(path: str | os.PathLike[str] | None = None) -> Topology:
+    """Load the topology from ``path``, ``$DRT_CONFIG`` or ``./drt.yaml``."""
+    p = Path(path or os.environ.get("DRT_CONFIG") or DEFAULT_CONFIG)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError("topology file not found", where=str(p),
+                          hint="pass --config PATH, set DRT_CONFIG, or copy examples/embedded.yaml to drt.yaml"
+                          ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the topology file: {exc.strerror}", where=str(p)) from None
+    return parse_topology(text, str(p))
+
+
+def validate_cluster_key(key: str) -> tuple[list[str], int, str]:
+    """Split an HBase cluster key ``zk1,zk2:2181:/hbase`` into hosts, port and znode parent."""
+    if not _CLUSTER_KEY.match(key):
+        raise ConfigError(f"malformed cluster key {key!r}",
+                          hint="expected host1,host2:2181:/hbase (quorum hosts, client port, znode parent)")
+    host_list, port, parent = key.split(":", 2)
+    return host_list.split(","), int(port), parent

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the system packages the tests and the demo need, if they are missing:
+# a Java 17 runtime (ZooKeeper, Spark), Debian's zookeeper, PostgreSQL 15, the Kerberos
+# headers (the hdfs provider builds gssapi), rsync (benchmark baseline), chromium (UI test).
+set -euo pipefail
+need=()
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
+command -v krb5-config >/dev/null 2>&1 || need+=(libkrb5-dev)
+command -v rsync >/dev/null 2>&1 || need+=(rsync)
+command -v chromium >/dev/null 2>&1 || need+=(chromium chromium-driver)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing system packages: ${need[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "setup: not root and no sudo: install ${need[*]} with your package manager" >&2; exit 2
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

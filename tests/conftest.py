@@ -1,0 +1,31 @@
+"""Test-wide set-up: a temporary AIRFLOW_HOME (set before anything imports airflow), the
+real-server fixtures from tests/support, and server logs printed when a test fails."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.airflow import env as airflow_env
+
+REPO = Path(__file__).resolve().parents[1]
+
+_airflow_home = Path(tempfile.mkdtemp(prefix="drt-airflow-"))
+os.environ.update(airflow_env(_airflow_home))
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+pytest_plugins = ["tests.support.fixtures"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call"):
+        from tests.support.procs import ALL_SERVERS
+
+        for srv in ALL_SERVERS:
+            report.sections.append((f"server log: {srv.name}", srv.log_tail(60)))

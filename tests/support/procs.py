@@ -1,0 +1,108 @@
+"""Real server processes for tests: start on a free 127.0.0.1 port, wait until ready,
+stop / kill / restart for fault injection, and keep the log to print when a test fails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ALL_SERVERS: list[ManagedProcess] = []
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class ManagedProcess:
+    """One server process. ``ready`` is polled after start until it returns True."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, port: int, log_dir: Path,
+                 ready: Callable[[], bool] | None = None, env: dict[str, str] | None = None,
+                 cwd: str | Path | None = None, user: str | None = None, start_timeout: float = 60.0) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.port = port
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self.ready = ready or (lambda: port_open(self.port))
+        self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
+        self.user = user
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        ALL_SERVERS.append(self)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ManagedProcess:
+        if self.proc and self.proc.poll() is None:
+            return self
+        argv = self.argv if not self.user else ["runuser", "-u", self.user, "--", *self.argv]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+        log.write(f"\n===== start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                     start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
+            try:
+                if self.ready():
+                    return self
+            except Exception:  # noqa: BLE001 - not ready yet
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"{self.name} not ready after {self.start_timeout}s:\n{self.log_tail()}")
+
+    def _signal(self, sig: int, wait: float) -> None:
+        if not self.proc or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Graceful stop (SIGTERM, then SIGKILL after 10 s)."""
+        self._signal(signal.SIGTERM, 10)
+
+    def kill(self) -> None:
+        """Crash: SIGKILL the whole process group."""
+        self._signal(signal.SIGKILL, 10)
+
+    def restart(self) -> ManagedProcess:
+        self.stop()
+        return self.start()
+
+    @property
+    def running(self) -> bool:
+        return bool(self.proc and self.proc.poll() is None)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
