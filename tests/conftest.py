@@ -3,6 +3,7 @@ real-server fixtures from tests/support, and server logs printed when a test fai
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +18,11 @@ _airflow_home = Path(tempfile.mkdtemp(prefix="drt-airflow-"))
 os.environ.update(airflow_env(_airflow_home))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-pytest_plugins = ["tests.support.fixtures"]
+# Shared fixtures, plus one fixture module per capability (each owned by that capability).
+_FIXTURE_MODULES = ["fixtures", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
+                    "fixtures_failover", "fixtures_demo"]
+pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES
+                  if importlib.util.find_spec(f"tests.support.{m}") is not None]
 
 
 @pytest.hookimpl(hookwrapper=True)
