@@ -62,7 +62,7 @@ def test_delete_needs_update_or_overwrite() -> None:
 
 def test_yaml_syntax_error_has_line() -> None:
     with pytest.raises(ConfigError, match=r"t.yaml:3"):
-        parse_topology("version: 1\nclusters:\n  a: [unclosed\n", "t.yaml")
+        parse_topology("version: 1\nclusters:\n\ta: 1\n", "t.yaml")
 
 
 def test_missing_file() -> None:
