@@ -1,0 +1,1 @@
+"""The embedded default: local servers and sample data for `drt demo` (never a real cluster)."""
