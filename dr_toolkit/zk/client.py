@@ -1,0 +1,445 @@
+"""ZooKeeper client factory: connect and call timeouts, retries within a deadline, digest auth, ACLs.
+
+A plain kazoo call blocks forever while ZooKeeper is down, so every call here goes through
+``*_async().get(timeout=...)`` and is retried with backoff (``ZkRetry``) until a deadline;
+when the deadline passes, :class:`~dr_toolkit.errors.UnreachableError` (exit 3) names the
+quorum. Connecting is bounded by ``endpoint.connect_timeout_s``.
+
+Usage::
+
+    from dr_toolkit.zk.client import connect, zk_session
+
+    with zk_session(cluster.zookeeper) as zk:
+        data, stat = zk.get("/hbase/replication/peers/1")
+
+Authentication comes from a :class:`~dr_toolkit.secrets.Credentials` value (``login`` and
+``password`` give a digest identity; ``extra["auth"]`` may hold ``"user:pass"``,
+``{"scheme": "digest", "credential": "user:pass"}`` or a list of those; ``extra["sasl"]``
+is passed to kazoo as ``sasl_options``), or from ``secrets.lookup(endpoint.conn_id)`` when no
+credentials are passed. When authentication is configured, every znode this client creates
+gets ``creator-all + world-read`` ACLs: never world-writable.
+
+Kazoo's node errors are translated into :class:`ZkNoNode`, :class:`ZkNodeExists`,
+:class:`ZkNotEmpty` and :class:`ZkBadVersion` so callers need not import kazoo.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+
+if TYPE_CHECKING:
+    from dr_toolkit.secrets import Credentials
+    from dr_toolkit.topology import ZooKeeperEndpoint
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+class ZkError(DrtError):
+    """A ZooKeeper operation failed for a reason other than the server being unreachable."""
+
+
+class ZkNoNode(ZkError):
+    """The znode does not exist."""
+
+
+class ZkNodeExists(ZkError):
+    """The znode already exists."""
+
+
+class ZkNotEmpty(ZkError):
+    """The znode has children (delete it with ``recursive=True``)."""
+
+
+class ZkBadVersion(ZkError):
+    """The znode changed since it was read (a conditional set/delete lost a race)."""
+
+
+class ZkNoAuth(ConfigError):
+    """The ZooKeeper credentials are missing or do not grant this operation."""
+
+
+# --- retry policy -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZkRetry:
+    """How a call is retried after a connection loss or timeout.
+
+    ``tries`` attempts at most, sleeping ``backoff`` seconds doubled each time up to
+    ``max_backoff``, all within ``deadline_s`` seconds of the first attempt (``None``: the
+    endpoint's ``call_timeout_s``). Each attempt waits at most ``call_timeout_s`` (and never past
+    the deadline).
+    """
+
+    tries: int = 5
+    backoff: float = 0.1
+    max_backoff: float = 2.0
+    deadline_s: float | None = None
+
+    def delays(self) -> Iterator[float]:
+        d = self.backoff
+        while True:
+            yield min(d, self.max_backoff) * (0.8 + 0.4 * random.random())
+            d *= 2
+
+
+# --- ACLs and auth --------------------------------------------------------------------------------
+
+
+def auth_entries(credentials: Credentials | None) -> list[tuple[str, str]]:
+    """The ``(scheme, credential)`` pairs kazoo sends at connect and on every reconnect."""
+    if credentials is None:
+        return []
+    out: list[tuple[str, str]] = []
+    raw = credentials.extra.get("auth") if credentials.extra else None
+    items = raw if isinstance(raw, list) else ([raw] if raw else [])
+    for item in items:
+        if isinstance(item, str):
+            scheme, sep, cred = item.partition(":") if item.startswith(("digest:", "sasl:")) else ("", "", item)
+            out.append((scheme, cred) if sep else ("digest", item))
+        elif isinstance(item, dict) and item.get("credential"):
+            out.append((str(item.get("scheme", "digest")), str(item["credential"])))
+        else:
+            raise ConfigError("ZooKeeper credentials: extra.auth must be 'user:pass', "
+                              "{'scheme': 'digest', 'credential': 'user:pass'} or a list of those")
+    if credentials.login and credentials.password:
+        out.append(("digest", f"{credentials.login}:{credentials.password}"))
+    return out
+
+
+def default_acl(auth: Sequence[tuple[str, str]]) -> list[Any] | None:
+    """``creator-all + world-read`` when authenticated; ``None`` (ZooKeeper's open ACL) otherwise."""
+    if not auth:
+        return None
+    from kazoo.security import ACL, Id, Permissions
+
+    return [ACL(Permissions.ALL, Id("auth", "")), ACL(Permissions.READ, Id("world", "anyone"))]
+
+
+def is_world_writable(acls: Sequence[Any]) -> bool:
+    """True when ``world:anyone`` may write, create or delete under the znode."""
+    from kazoo.security import Permissions
+
+    write_bits = Permissions.WRITE | Permissions.CREATE | Permissions.DELETE | Permissions.ADMIN
+    return any(a.id.scheme == "world" and a.id.id == "anyone" and a.perms & write_bits for a in acls)
+
+
+# --- the client -----------------------------------------------------------------------------------
+
+
+def _translate(exc: BaseException, op: str, path: str, quorum: str) -> BaseException | None:
+    """Map a kazoo error to ours; ``None`` means: retryable (connection loss, timeout)."""
+    from kazoo import exceptions as ke
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    where = f"zookeeper {quorum} {path}"
+    if isinstance(exc, (ke.ConnectionLoss, ke.SessionExpiredError, ke.OperationTimeoutError,
+                        KazooTimeoutError, ke.SessionMovedError)):
+        return None
+    if isinstance(exc, ke.NoNodeError):
+        return ZkNoNode(f"{op}: znode does not exist", where=where)
+    if isinstance(exc, ke.NodeExistsError):
+        return ZkNodeExists(f"{op}: znode already exists", where=where)
+    if isinstance(exc, ke.NotEmptyError):
+        return ZkNotEmpty(f"{op}: znode has children", where=where)
+    if isinstance(exc, ke.BadVersionError):
+        return ZkBadVersion(f"{op}: znode changed concurrently", where=where, hint="read it again and retry")
+    if isinstance(exc, (ke.NoAuthError, ke.AuthFailedError)):
+        return ZkNoAuth(f"{op}: not authorised", where=where,
+                        hint="check the digest credentials of the endpoint's conn_id")
+    if isinstance(exc, ke.ConnectionClosedError):
+        return ZkError(f"{op}: the client is closed", where=where)
+    if isinstance(exc, ke.ZookeeperError):
+        return ZkError(f"{op}: {type(exc).__name__} {exc}", where=where)
+    return exc
+
+
+class ZkTransaction:
+    """Operations recorded here are committed atomically by :meth:`commit` (rebuilt on retry)."""
+
+    def __init__(self, client: ZkClient) -> None:
+        self._client = client
+        self.ops: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> ZkTransaction:
+        self.ops.append(("create", (path, value), {"acl": self._client.acl, "ephemeral": ephemeral}))
+        return self
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> ZkTransaction:
+        self.ops.append(("set_data", (path, value), {"version": version}))
+        return self
+
+    def delete(self, path: str, version: int = -1) -> ZkTransaction:
+        self.ops.append(("delete", (path,), {"version": version}))
+        return self
+
+    def check(self, path: str, version: int) -> ZkTransaction:
+        self.ops.append(("check", (path, version), {}))
+        return self
+
+    def commit(self) -> list[Any]:
+        """Commit all operations or none; raise the error of the operation that failed."""
+        if not self.ops:
+            return []
+        self._client._writable("transaction", self.ops[0][1][0])
+
+        def start() -> Any:
+            tx = self._client.kazoo.transaction()
+            for name, args, kw in self.ops:
+                getattr(tx, name)(*args, **kw)
+            return tx.commit_async()
+
+        results: list[Any] = self._client._call("transaction", self.ops[0][1][0], start)
+        from kazoo.exceptions import RolledBackError
+
+        for (_name, args, _kw), res in zip(self.ops, results, strict=False):
+            if isinstance(res, Exception) and not isinstance(res, RolledBackError):
+                err = _translate(res, "transaction", args[0], self._client.quorum)
+                raise err or res
+        return results
+
+
+class ZkClient:
+    """A started KazooClient with call timeouts, retries, translated errors and default ACLs."""
+
+    def __init__(self, kazoo: Any, endpoint: ZooKeeperEndpoint, *, retry: ZkRetry, acl: list[Any] | None,
+                 read_only: bool) -> None:
+        self.kazoo = kazoo
+        self.endpoint = endpoint
+        self.retry = retry
+        self.acl = acl
+        self.read_only = read_only
+
+    @property
+    def quorum(self) -> str:
+        return self.endpoint.quorum
+
+    # -- plumbing
+    def _writable(self, op: str, path: str) -> None:
+        if self.read_only:
+            raise ConfigError(f"{op} {path}: this ZooKeeper client was opened read-only",
+                              where=f"zookeeper {self.quorum}")
+
+    def _call(self, op: str, path: str, start: Callable[[], Any]) -> Any:
+        """Run ``start()`` (returns a kazoo async result) with timeouts and retries."""
+        deadline_s = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
+        deadline = time.monotonic() + deadline_s
+        delays = self.retry.delays()
+        last: BaseException | None = None
+        attempt = 0
+        for attempt in range(1, max(1, self.retry.tries) + 1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                return start().get(timeout=min(self.endpoint.call_timeout_s, remaining))
+            except Exception as exc:  # noqa: BLE001 - translated or retried below
+                mapped = _translate(exc, op, path, self.quorum)
+                if mapped is not None:
+                    raise mapped from None
+                last = exc
+                log.debug("zookeeper %s %s %s: attempt %d failed: %r", self.quorum, op, path, attempt, exc)
+            pause = min(next(delays), deadline - time.monotonic())
+            if pause > 0 and attempt < self.retry.tries:
+                time.sleep(pause)
+        raise UnreachableError(
+            f"{op} {path}: no answer from ZooKeeper within {deadline_s:g}s ({type(last).__name__ if last else 'timeout'})",
+            where=f"zookeeper {self.quorum}",
+            hint=f"check that the quorum is up and reachable ({attempt} attempt(s) made)")
+
+    # -- reads
+    def get(self, path: str) -> tuple[bytes, Any]:
+        data, stat = self._call("get", path, lambda: self.kazoo.get_async(path))
+        return data, stat
+
+    def exists(self, path: str) -> Any | None:
+        return self._call("exists", path, lambda: self.kazoo.exists_async(path))
+
+    def get_children(self, path: str) -> list[str]:
+        return list(self._call("get_children", path, lambda: self.kazoo.get_children_async(path)))
+
+    def get_acls(self, path: str) -> tuple[list[Any], Any]:
+        acls, stat = self._call("get_acls", path, lambda: self.kazoo.get_acls_async(path))
+        return list(acls), stat
+
+    def _many(self, op: str, paths: Sequence[str], fn: Callable[[str], Any]) -> list[Any]:
+        """Issue every call at once (pipelined on one session), then collect; NoNode → None."""
+        if not paths:
+            return []
+        deadline_s = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
+        deadline = time.monotonic() + deadline_s
+        out: list[Any] = [None] * len(paths)
+        todo = list(range(len(paths)))
+        delays = self.retry.delays()
+        for attempt in range(1, max(1, self.retry.tries) + 1):
+            pending = [(i, fn(paths[i])) for i in todo]
+            failed: list[int] = []
+            last: BaseException | None = None
+            for i, res in pending:
+                try:
+                    out[i] = res.get(timeout=max(0.001, min(self.endpoint.call_timeout_s,
+                                                            deadline - time.monotonic())))
+                except Exception as exc:  # noqa: BLE001 - translated or retried
+                    mapped = _translate(exc, op, paths[i], self.quorum)
+                    if isinstance(mapped, ZkNoNode):
+                        out[i] = None
+                    elif mapped is not None:
+                        raise mapped from None
+                    else:
+                        failed.append(i)
+                        last = exc
+            if not failed:
+                return out
+            todo = failed
+            pause = min(next(delays), deadline - time.monotonic())
+            if pause <= 0 or attempt >= self.retry.tries:
+                break
+            time.sleep(pause)
+        raise UnreachableError(
+            f"{op} of {len(todo)} znodes (e.g. {paths[todo[0]]}): no answer within {deadline_s:g}s "
+            f"({type(last).__name__ if last else 'timeout'})",
+            where=f"zookeeper {self.quorum}", hint="check that the quorum is up and reachable")
+
+    def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Any] | None]:
+        """``get`` every path in parallel; a missing znode gives ``None``."""
+        return [None if r is None else (r[0], r[1]) for r in self._many("get", paths, self.kazoo.get_async)]
+
+    def get_children_many(self, paths: Sequence[str]) -> list[list[str] | None]:
+        """``get_children`` of every path in parallel; a missing znode gives ``None``."""
+        return [None if r is None else list(r) for r in
+                self._many("get_children", paths, self.kazoo.get_children_async)]
+
+    # -- writes
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
+               makepath: bool = False) -> str:
+        self._writable("create", path)
+        return str(self._call("create", path, lambda: self.kazoo.create_async(
+            path, value, acl=self.acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        self._writable("set", path)
+        return self._call("set", path, lambda: self.kazoo.set_async(path, value, version))
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        self._writable("delete", path)
+        if recursive:
+            try:
+                children = self.get_children(path)
+            except ZkNoNode:
+                return
+            for child in children:
+                self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+        try:
+            self._call("delete", path, lambda: self.kazoo.delete_async(path, version))
+        except ZkNoNode:
+            if not recursive:
+                raise
+
+    def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its missing parents (with this client's ACL); no error if present."""
+        self._writable("ensure_path", path)
+        parts = [p for p in path.split("/") if p]
+        cur = ""
+        for part in parts:
+            cur += "/" + part
+            if self.exists(cur) is not None:
+                continue
+            try:
+                self.create(cur)
+            except ZkNodeExists:
+                pass
+
+    def transaction(self) -> ZkTransaction:
+        return ZkTransaction(self)
+
+    # -- lifecycle
+    def close(self) -> None:
+        try:
+            self.kazoo.stop()
+        finally:
+            self.kazoo.close()
+
+    def __enter__(self) -> ZkClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _kazoo_logger() -> logging.Logger:
+    """kazoo logs every refused reconnect at WARNING; our errors already say what failed.
+
+    Its messages go to ``dr_toolkit.zk.kazoo``, quiet (ERROR and above) unless debug logging is on.
+    """
+    lg = logging.getLogger("dr_toolkit.zk.kazoo")
+    if lg.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        lg.setLevel(logging.CRITICAL)
+    return lg
+
+
+def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = None, retry: ZkRetry | None = None,
+            read_only: bool = False) -> ZkClient:
+    """Start a session on ``endpoint.quorum`` within ``endpoint.connect_timeout_s``.
+
+    Unreachable → :class:`UnreachableError` naming the quorum (exit 3), never a hang.
+    """
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import AuthFailedError
+
+    if credentials is None and endpoint.conn_id:
+        from dr_toolkit.secrets import lookup
+
+        credentials = lookup(endpoint.conn_id)
+    auth = auth_entries(credentials)
+    sasl = dict(credentials.extra.get("sasl") or {}) if credentials and credentials.extra else {}
+    kw: dict[str, Any] = {}
+    if sasl:
+        kw["sasl_options"] = sasl
+    client = KazooClient(
+        hosts=endpoint.quorum,
+        timeout=max(4.0, min(30.0, endpoint.call_timeout_s)),  # session timeout
+        auth_data=auth or None,
+        read_only=read_only,
+        # reconnect quickly after an outage (kazoo's default backs off up to an hour)
+        connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1.0},
+        logger=_kazoo_logger(),
+        **kw,
+    )
+    try:
+        client.start(timeout=endpoint.connect_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - any failure to start means: not connected
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # noqa: BLE001 - best effort clean-up of a client that never connected
+            pass
+        if isinstance(exc, AuthFailedError):
+            raise ZkNoAuth("authentication failed", where=f"zookeeper {endpoint.quorum}",
+                           hint="check the digest/SASL credentials of the endpoint's conn_id") from None
+        raise UnreachableError(
+            f"cannot connect within {endpoint.connect_timeout_s:g}s ({type(exc).__name__})",
+            where=f"zookeeper {endpoint.quorum}",
+            hint="check that the quorum is up and reachable, or raise connect_timeout_s") from None
+    return ZkClient(client, endpoint, retry=retry or ZkRetry(), acl=default_acl(auth), read_only=read_only)
+
+
+@contextmanager
+def zk_session(endpoint: ZooKeeperEndpoint, **kw: Any) -> Iterator[ZkClient]:
+    """``with zk_session(endpoint) as zk: ...`` — :func:`connect`, then close on exit."""
+    client = connect(endpoint, **kw)
+    try:
+        yield client
+    finally:
+        client.close()
