@@ -1,0 +1,371 @@
+"""HBase replication peers, written directly in HBase's ZooKeeper layout — idempotent and converging.
+
+Every operation reads the current znodes, plans the changes that bring them to the desired
+state, and applies them (or, with ``dry_run=True``, only returns them). Running an operation
+twice changes nothing the second time; a half-written peer (a crash between two znode
+writes: peer znode without ``peer-state``) is repaired by the next run. Writes of one peer
+are committed in one ZooKeeper transaction where possible; a connection loss in the middle
+of a commit is resolved by re-reading and re-planning.
+
+Validation happens before anything is written: a malformed cluster key, an unknown peer
+id (for enable/disable) and the cluster itself as its own peer are refused with a
+:class:`~dr_toolkit.errors.ConfigError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.errors import ConfigError, DrtError
+from dr_toolkit.hbase.encoding import (
+    DecodeError,
+    Layout,
+    PeerConfig,
+    decode_peer,
+    decode_state,
+    encode_peer,
+    encode_state,
+    format_table_cfs,
+    parse_table_cfs,
+    table_cfs_in_peer,
+    uses_protobuf,
+)
+from dr_toolkit.topology import ZooKeeperEndpoint, validate_cluster_key
+from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode, ZkNotEmpty
+
+if TYPE_CHECKING:
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.zk.client import ZkClient
+
+_PEER_ID = re.compile(r"^[A-Za-z0-9_.]+$")  # HBase forbids '-' (it separates recovered queue ids)
+_MAX_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class ZnodeChange:
+    """One planned or applied znode change; values shown decoded (never secrets)."""
+
+    op: str  # create | set | delete
+    path: str
+    before: str | None = None
+    after: str | None = None
+
+
+@dataclass
+class Peer:
+    peer_id: str
+    cluster_key: str
+    state: str | None  # ENABLED | DISABLED | None (peer-state znode missing: half-written peer)
+    table_cfs: dict[str, list[str]] | None = None
+    tcfs_znode: bool = field(default=False, repr=False)  # HBase 1.x `tableCFs` child exists
+
+    def to_json(self) -> dict[str, Any]:
+        return {"peer_id": self.peer_id, "cluster_key": self.cluster_key, "state": self.state,
+                "table_cfs": self.table_cfs}
+
+
+@dataclass
+class PeerResult:
+    peer_id: str
+    action: str
+    dry_run: bool
+    changes: list[ZnodeChange] = field(default_factory=list)
+    before: Peer | None = None
+    after: Peer | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"peer_id": self.peer_id, "action": self.action, "dry_run": self.dry_run, "changed": self.changed,
+                "changes": [asdict(c) for c in self.changes],
+                "before": self.before.to_json() if self.before else None,
+                "after": self.after.to_json() if self.after else None}
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+def validate_peer_id(peer_id: str) -> str:
+    if not _PEER_ID.match(peer_id or ""):
+        raise ConfigError(f"invalid peer id {peer_id!r}",
+                          hint="use letters, digits, '_' or '.'; '-' is not allowed (HBase uses it in queue names)")
+    return peer_id
+
+
+def normalize_cluster_key(key: str) -> tuple[tuple[str, ...], int, str]:
+    hosts, port, parent = validate_cluster_key(key.strip())
+    return tuple(sorted(h.lower() for h in hosts)), port, parent.rstrip("/") or "/"
+
+
+def own_cluster_key(zk: ZkClient, znode_parent: str) -> str:
+    """The cluster key of the ensemble ``zk`` is connected to, with ``znode_parent``."""
+    return ZooKeeperEndpoint(quorum=zk.endpoint.quorum, hbase_znode_parent=znode_parent).cluster_key
+
+
+def _check_not_self(cluster_key: str, own_keys: list[str]) -> None:
+    mine = normalize_cluster_key(cluster_key)
+    for own in own_keys:
+        o = normalize_cluster_key(own)
+        same_hosts = bool(set(mine[0]) & set(o[0])) or _loopback(mine[0]) and _loopback(o[0])
+        if same_hosts and mine[1] == o[1] and mine[2] == o[2]:
+            raise ConfigError(f"refusing to add the cluster itself as its own peer: {cluster_key}",
+                              hint=f"this cluster's key is {own}; a peer must be another cluster")
+
+
+def _loopback(hosts: tuple[str, ...]) -> bool:
+    return all(h in ("localhost", "127.0.0.1", "::1") for h in hosts)
+
+
+def _validate_table_cfs(table_cfs: dict[str, list[str]] | str | None) -> dict[str, list[str]] | None:
+    if table_cfs is None:
+        return None
+    try:
+        if isinstance(table_cfs, str):
+            return parse_table_cfs(table_cfs)
+        return parse_table_cfs(format_table_cfs(table_cfs))
+    except DecodeError as exc:
+        raise ConfigError(f"invalid table-CFs: {exc}", hint="expected ns:table:cf1,cf2;table2") from None
+
+
+# --- reading ---------------------------------------------------------------------------------------
+
+
+def read_peer(zk: ZkClient, peer_id: str, znode_parent: str = "/hbase") -> Peer | None:
+    lay = Layout(znode_parent)
+    res = zk.get_many([lay.peer(peer_id), lay.peer_state(peer_id), lay.peer_table_cfs(peer_id)])
+    if res[0] is None:
+        return None
+    try:
+        cfg = decode_peer(res[0][0])
+        state = decode_state(res[1][0]) if res[1] is not None else None
+    except DecodeError as exc:
+        raise DrtError(f"peer {peer_id}: cannot decode: {exc}", where=f"zookeeper {zk.quorum} {lay.peer(peer_id)}",
+                       hint="the znode was not written by HBase or dr-toolkit; inspect it with zkCli") from None
+    tcfs = cfg.table_cfs
+    if res[2] is not None:
+        text = res[2][0].decode(errors="replace").strip()
+        tcfs = parse_table_cfs(text) if text else None
+    return Peer(peer_id, cfg.cluster_key, state, tcfs, tcfs_znode=res[2] is not None)
+
+
+def list_peers(zk: ZkClient, znode_parent: str = "/hbase") -> list[Peer]:
+    lay = Layout(znode_parent)
+    ids = zk.get_children_many([lay.peers])[0] or []
+    out = []
+    for pid in sorted(ids):
+        p = read_peer(zk, pid, znode_parent)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+# --- planning and applying -------------------------------------------------------------------------
+
+
+def _state_text(raw_enabled: bool) -> str:
+    return "ENABLED" if raw_enabled else "DISABLED"
+
+
+def _plan_add(cur: Peer | None, peer_id: str, cluster_key: str, table_cfs: dict[str, list[str]] | None,
+              enabled: bool | None, lay: Layout, version: str) -> list[tuple[ZnodeChange, bytes | None]]:
+    want_state = True if enabled is None else enabled
+    plan: list[tuple[ZnodeChange, bytes | None]] = []
+    separate_tcfs = uses_protobuf(version) and not table_cfs_in_peer(version)
+    peer_value = encode_peer(PeerConfig(cluster_key, table_cfs), version)
+    tcfs_text = format_table_cfs(table_cfs) if table_cfs is not None else None
+    if cur is None:
+        plan.append((ZnodeChange("create", lay.peer(peer_id), None, cluster_key), peer_value))
+        plan.append((ZnodeChange("create", lay.peer_state(peer_id), None, _state_text(want_state)),
+                     encode_state(want_state, version)))
+        if separate_tcfs and tcfs_text is not None:
+            plan.append((ZnodeChange("create", lay.peer_table_cfs(peer_id), None, tcfs_text), tcfs_text.encode()))
+        return plan
+    if normalize_cluster_key(cur.cluster_key) != normalize_cluster_key(cluster_key):
+        raise ConfigError(f"peer {peer_id} already exists with cluster key {cur.cluster_key}",
+                          where=lay.peer(peer_id),
+                          hint=f"remove it first (drt hbase peers remove {peer_id}) to point it at {cluster_key}")
+    if cur.table_cfs != table_cfs:
+        if separate_tcfs:  # HBase 0.98-1.x: a tableCFs znode; empty means all tables
+            op = "set" if cur.tcfs_znode else "create"
+            plan.append((ZnodeChange(op, lay.peer_table_cfs(peer_id), format_table_cfs(cur.table_cfs or {}) or None,
+                                     tcfs_text), (tcfs_text or "").encode()))
+        else:
+            plan.append((ZnodeChange("set", lay.peer(peer_id),
+                                     f"{cluster_key} table-cfs={format_table_cfs(cur.table_cfs or {}) or '*'}",
+                                     f"{cluster_key} table-cfs={tcfs_text or '*'}"), peer_value))
+    if cur.state is None:
+        plan.append((ZnodeChange("create", lay.peer_state(peer_id), None, _state_text(want_state)),
+                     encode_state(want_state, version)))
+    elif enabled is not None and cur.state != _state_text(enabled):
+        plan.append((ZnodeChange("set", lay.peer_state(peer_id), cur.state, _state_text(enabled)),
+                     encode_state(enabled, version)))
+    return plan
+
+
+def _apply(zk: ZkClient, plan: list[tuple[ZnodeChange, bytes | None]]) -> None:
+    tx = zk.transaction()
+    for ch, value in plan:
+        if ch.op == "create":
+            tx.create(ch.path, value or b"")
+        elif ch.op == "set":
+            tx.set_data(ch.path, value or b"")
+        else:
+            tx.delete(ch.path)
+    tx.commit()
+
+
+def _converge(zk: ZkClient, peer_id: str, action: str, znode_parent: str, dry_run: bool,
+              planner: Callable[[Peer | None], list[tuple[ZnodeChange, bytes | None]]],
+              ledger: Ledger | None) -> PeerResult:
+    lay = Layout(znode_parent)
+    before = read_peer(zk, peer_id, znode_parent)
+    plan = planner(before)
+    result = PeerResult(peer_id, action, dry_run, [c for c, _ in plan], before=before)
+    if dry_run or not plan:
+        result.after = before if not plan else None
+        _audit(ledger, zk, result, "dry-run" if dry_run else "unchanged")
+        return result
+    if not dry_run:
+        zk.ensure_path(lay.peers)
+    applied: list[ZnodeChange] = []
+    cur = before
+    for _round in range(_MAX_ROUNDS):
+        if not plan:
+            break
+        try:
+            _apply(zk, plan)
+            applied.extend(c for c, _ in plan)
+            break
+        except (ZkNodeExists, ZkNoNode, ZkBadVersion, ZkNotEmpty):
+            # Someone (or our own commit whose answer was lost) changed the peer: re-plan.
+            cur = read_peer(zk, peer_id, znode_parent)
+            plan = planner(cur)
+    else:
+        raise DrtError(f"peer {peer_id}: znodes kept changing while {action} ran", where=lay.peer(peer_id),
+                       hint="another tool is editing this peer; try again")
+    result.changes = applied or result.changes
+    result.after = read_peer(zk, peer_id, znode_parent)
+    _audit(ledger, zk, result, "ok")
+    return result
+
+
+def _audit(ledger: Ledger | None, zk: ZkClient, res: PeerResult, status: str) -> None:
+    if ledger is None:
+        return
+    ledger.audit(component="hbase", action=f"peers.{res.action}", dry_run=res.dry_run, status=status,
+                 target=f"zookeeper {zk.quorum} peer {res.peer_id}",
+                 before=res.before.to_json() if res.before else None,
+                 after=res.after.to_json() if res.after else [asdict(c) for c in res.changes] or None,
+                 message=f"{len(res.changes)} znode change(s)")
+
+
+# --- public operations ---------------------------------------------------------------------------
+
+
+def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[str, list[str]] | str | None = None,
+             znode_parent: str = "/hbase", hbase_version: str = "2.5", enabled: bool | None = None,
+             own_cluster_keys: list[str] | None = None, dry_run: bool = False,
+             ledger: Ledger | None = None) -> PeerResult:
+    """Add peer ``peer_id`` → ``cluster_key`` (or repair / update it to that state).
+
+    ``enabled=None`` creates it ENABLED and leaves an existing peer's state alone. The
+    cluster's own key (from the ensemble ``zk`` is connected to, plus ``own_cluster_keys``) is
+    refused. An existing peer with another cluster key is refused (remove it first).
+    """
+    validate_peer_id(peer_id)
+    try:
+        validate_cluster_key(cluster_key.strip())
+    except ConfigError as exc:
+        raise ConfigError(f"peer {peer_id}: {exc.what}", hint=exc.hint) from None
+    cluster_key = cluster_key.strip()
+    tcfs = _validate_table_cfs(table_cfs)
+    if tcfs is not None and not uses_protobuf(hbase_version):
+        raise ConfigError(f"peer {peer_id}: table-CFs need HBase 0.96 or later (configured: {hbase_version})")
+    _check_not_self(cluster_key, [own_cluster_key(zk, znode_parent), *(own_cluster_keys or [])])
+    lay = Layout(znode_parent)
+    return _converge(zk, peer_id, "add", znode_parent, dry_run,
+                     lambda cur: _plan_add(cur, peer_id, cluster_key, tcfs, enabled, lay, hbase_version), ledger)
+
+
+def _require(cur: Peer | None, peer_id: str, zk: ZkClient, znode_parent: str) -> Peer:
+    if cur is None:
+        known = [p.peer_id for p in list_peers(zk, znode_parent)]
+        raise ConfigError(f"unknown peer id {peer_id!r}", where=f"zookeeper {zk.quorum} {Layout(znode_parent).peers}",
+                          hint=f"known peers: {', '.join(known) or 'none'}; add it with `drt hbase peers add`")
+    return cur
+
+
+def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, znode_parent: str = "/hbase",
+                   hbase_version: str = "2.5", dry_run: bool = False, ledger: Ledger | None = None) -> PeerResult:
+    validate_peer_id(peer_id)
+    lay = Layout(znode_parent)
+
+    def plan(cur: Peer | None) -> list[tuple[ZnodeChange, bytes | None]]:
+        cur = _require(cur, peer_id, zk, znode_parent)
+        want = _state_text(enabled)
+        if cur.state == want:
+            return []
+        op = "create" if cur.state is None else "set"
+        return [(ZnodeChange(op, lay.peer_state(peer_id), cur.state, want), encode_state(enabled, hbase_version))]
+
+    return _converge(zk, peer_id, "enable" if enabled else "disable", znode_parent, dry_run, plan, ledger)
+
+
+def enable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
+    return set_peer_state(zk, peer_id, True, **kw)
+
+
+def disable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
+    return set_peer_state(zk, peer_id, False, **kw)
+
+
+def remove_peer(zk: ZkClient, peer_id: str, *, znode_parent: str = "/hbase", missing_ok: bool = True,
+                dry_run: bool = False, ledger: Ledger | None = None, hbase_version: str = "2.5") -> PeerResult:
+    """Delete the peer's znodes (children first). An absent peer is already removed (``missing_ok``)."""
+    validate_peer_id(peer_id)
+    lay = Layout(znode_parent)
+
+    def plan(cur: Peer | None) -> list[tuple[ZnodeChange, bytes | None]]:
+        if cur is None:
+            if not missing_ok:
+                _require(cur, peer_id, zk, znode_parent)
+            return []
+        children = zk.get_children_many([lay.peer(peer_id)])[0] or []
+        out: list[tuple[ZnodeChange, bytes | None]] = []
+        for child in sorted(children):
+            out.append((ZnodeChange("delete", f"{lay.peer(peer_id)}/{child}",
+                                    cur.state if child == "peer-state" else child, None), None))
+        out.append((ZnodeChange("delete", lay.peer(peer_id), cur.cluster_key, None), None))
+        return out
+
+    return _converge(zk, peer_id, "remove", znode_parent, dry_run, plan, ledger)
+
+
+@dataclass(frozen=True)
+class PeerSpec:
+    """A desired peer, e.g. from the topology's HBase policies."""
+
+    peer_id: str
+    cluster_key: str
+    table_cfs: dict[str, list[str]] | None = None
+    enabled: bool = True
+
+
+def converge_peers(zk: ZkClient, desired: list[PeerSpec], *, znode_parent: str = "/hbase",
+                   hbase_version: str = "2.5", remove_others: bool = False, dry_run: bool = False,
+                   ledger: Ledger | None = None) -> list[PeerResult]:
+    """Bring the peers to exactly ``desired`` (``remove_others``: also delete peers not listed)."""
+    results = [add_peer(zk, s.peer_id, s.cluster_key, table_cfs=s.table_cfs, znode_parent=znode_parent,
+                        hbase_version=hbase_version, enabled=s.enabled, dry_run=dry_run, ledger=ledger)
+               for s in desired]
+    if remove_others:
+        wanted = {s.peer_id for s in desired}
+        for p in list_peers(zk, znode_parent):
+            if p.peer_id not in wanted:
+                results.append(remove_peer(zk, p.peer_id, znode_parent=znode_parent, dry_run=dry_run, ledger=ledger))
+    return results

@@ -1,0 +1,317 @@
+"""HBase replication status from ZooKeeper (queues, positions, dead servers) and from `status 'replication'`.
+
+Reading: the live servers (``/hbase/rs``), the peers and their ``peer-state``, and every
+queue ``/hbase/replication/rs/<server>/<queue>/<wal>`` are read level by level with
+pipelined asynchronous calls on one session (four round trips in all), never one znode at
+a time.
+
+When is a queue drained? HBase deletes a WAL's znode once it has shipped all of it *and*
+a newer WAL exists; the WAL the region server is still writing stays in the queue with the
+offset shipped so far. So:
+
+* a queue with no WAL is drained;
+* a queue with more than one WAL is not (``SizeOfLogQueue`` > 0: whole WALs wait);
+* a *recovered* queue (``<peer>-<deadserver>``, claimed from a dead server) never gets new
+  edits and is deleted when finished, so any WAL left in it is data not yet shipped;
+* any queue still held by a dead server (not in ``/hbase/rs``) is not drained — unclaimed,
+  or claimed (``lock`` znode) but not yet transferred;
+* a live server's queue holding only its current WAL: whether bytes are left in that WAL
+  is not in ZooKeeper (HBase keeps the shipped offset there, not the file length). The
+  toolkit decides, in this order, and says which it used in ``basis``:
+  ``wal-length`` — a ``wal_length(server, wal)`` callable was given (e.g. the file length
+  from HDFS ``/hbase/WALs/<server>/<wal>``, or the simulator's) and the position reached it;
+  ``settled`` — ``settle_s`` > 0 and the position and WAL did not move across a second read
+  ``settle_s`` later (after the hot cluster stopped taking writes this means the shipper has
+  nothing more to send, *provided* the peer is ENABLED — a DISABLED peer is never caught up);
+  ``queue-size`` — neither was available, so HBase's own metric is used: ``SizeOfLogQueue``
+  = 0 (only the current WAL left). This is the weakest basis and is reported as such.
+
+Caught up = every queue of every selected peer drained, no queue held by a dead server,
+and every selected peer exists (and is ENABLED if it still has data queued).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.hbase.encoding import (
+    LOCK,
+    DecodeError,
+    Layout,
+    decode_lock,
+    decode_position,
+    decode_state,
+    parse_queue_id,
+    server_from_lock_owner,
+)
+
+if TYPE_CHECKING:
+    from dr_toolkit.zk.client import ZkClient
+
+WalLength = Callable[[str, str], "int | None"]
+
+
+@dataclass
+class QueueStatus:
+    server: str
+    peer: str
+    queue_id: str
+    wals: int
+    size_of_log_queue: int
+    position: int
+    current_wal: str | None
+    dead: bool
+    recovered: bool
+    claimed_by: str | None = None
+    dead_servers: list[str] = field(default_factory=list)
+    drained: bool = False
+    basis: str | None = None
+    reason: str | None = None
+    wal_names: list[str] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("wal_names")
+        return d
+
+
+@dataclass
+class ReplicationStatus:
+    caught_up: bool
+    queues: list[QueueStatus]
+    reasons: list[str]
+    peers: dict[str, str | None]  # peer id -> ENABLED | DISABLED | None (half-written)
+    live_servers: list[str]
+    znode_parent: str
+    read_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"caught_up": self.caught_up, "queues": [q.to_json() for q in self.queues],
+                "reasons": self.reasons, "peers": self.peers, "live_servers": len(self.live_servers),
+                "znode_parent": self.znode_parent, "read_s": round(self.read_s, 3)}
+
+
+def wal_sort_key(wal: str) -> tuple[int, str]:
+    """WAL names end in their creation time in ms (``host%2C16020%2C1700000000000.1700000012345``)."""
+    m = re.search(r"\.(\d+)(?:\.meta)?$", wal)
+    return (int(m.group(1)) if m else 0, wal)
+
+
+def _snapshot(zk: ZkClient, lay: Layout) -> tuple[list[str], dict[str, str | None], list[QueueStatus]]:
+    live_l, servers_l, peers_l = zk.get_children_many([lay.rs, lay.queues, lay.peers])
+    live = sorted(live_l or [])
+    servers = sorted(servers_l or [])
+    peer_ids = sorted(peers_l or [])
+    # round 2: queue ids of every server, peer states
+    queue_lists = zk.get_children_many([f"{lay.queues}/{s}" for s in servers])
+    states_raw = zk.get_many([lay.peer_state(p) for p in peer_ids])
+    peers: dict[str, str | None] = {}
+    for pid, raw in zip(peer_ids, states_raw, strict=True):
+        try:
+            peers[pid] = decode_state(raw[0]) if raw is not None else None
+        except DecodeError:
+            peers[pid] = None
+    # round 3: WAL lists of every queue, lock owners
+    qpaths: list[tuple[str, str]] = []
+    locked: list[str] = []
+    for s, qs in zip(servers, queue_lists, strict=True):
+        for q in sorted(qs or []):
+            if q == LOCK:
+                locked.append(s)
+            else:
+                qpaths.append((s, q))
+    wal_lists = zk.get_children_many([f"{lay.queues}/{s}/{q}" for s, q in qpaths])
+    locks_raw = zk.get_many([f"{lay.queues}/{s}/{LOCK}" for s in locked])
+    lock_owner = {s: server_from_lock_owner(decode_lock(r[0])) if r is not None else None
+                  for s, r in zip(locked, locks_raw, strict=True)}
+    # round 4: every WAL position
+    wal_paths: list[str] = []
+    for (s, q), wals in zip(qpaths, wal_lists, strict=True):
+        for w in wals or []:
+            wal_paths.append(f"{lay.queues}/{s}/{q}/{w}")
+    positions_raw = zk.get_many(wal_paths)
+    pos: dict[str, int] = {}
+    for path, raw in zip(wal_paths, positions_raw, strict=True):
+        if raw is not None:
+            try:
+                pos[path] = decode_position(raw[0])
+            except DecodeError:
+                pos[path] = -1
+    live_set = set(live)
+    queues: list[QueueStatus] = []
+    for (s, q), wals in zip(qpaths, wal_lists, strict=True):
+        names = sorted((w for w in wals or [] if f"{lay.queues}/{s}/{q}/{w}" in pos), key=wal_sort_key)
+        peer, dead_from = parse_queue_id(q)
+        cur = names[0] if names else None
+        queues.append(QueueStatus(
+            server=s, peer=peer, queue_id=q, wals=len(names), size_of_log_queue=max(0, len(names) - 1),
+            position=pos.get(f"{lay.queues}/{s}/{q}/{cur}", 0) if cur else 0, current_wal=cur,
+            dead=s not in live_set, recovered=bool(dead_from), claimed_by=lock_owner.get(s),
+            dead_servers=dead_from, wal_names=names))
+    return live, peers, queues
+
+
+def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: list[str] | None = None,
+                       wal_length: WalLength | None = None, settle_s: float = 0.0) -> ReplicationStatus:
+    """Read every replication queue and decide whether the selected peers are caught up.
+
+    ``peers``: only these peer ids (default: all). ``wal_length(server, wal)``: the WAL file's
+    length when known (exact basis); ``settle_s``: re-read positions after this many seconds
+    and require them unchanged (see the module docstring for the rules).
+    """
+    t0 = time.monotonic()
+    lay = Layout(znode_parent)
+    live, peer_states, queues = _snapshot(zk, lay)
+    if peers is not None:
+        queues = [q for q in queues if q.peer in set(peers)]
+    second: dict[tuple[str, str], QueueStatus] | None = None
+    if settle_s > 0 and any(not q.dead and not q.recovered and q.wals == 1 for q in queues):
+        time.sleep(settle_s)
+        second = {(q.server, q.queue_id): q for q in _snapshot(zk, lay)[2]}
+    reasons: list[str] = []
+    for q in queues:
+        _judge(q, wal_length, second)
+        if not q.drained and q.reason:
+            reasons.append(q.reason)
+    selected = peers if peers is not None else sorted(peer_states)
+    for pid in selected:
+        if pid not in peer_states:
+            reasons.append(f"peer {pid} is not configured under {lay.peers}")
+        elif peer_states[pid] is None:
+            reasons.append(f"peer {pid} has no peer-state znode (half-written): run `drt hbase peers add` again")
+        elif peer_states[pid] == "DISABLED" and any(q.peer == pid and not q.drained for q in queues):
+            reasons.append(f"peer {pid} is DISABLED: its queues do not drain until it is enabled")
+    queues.sort(key=lambda q: (q.peer, q.server, q.queue_id))
+    return ReplicationStatus(caught_up=not reasons, queues=queues, reasons=reasons,
+                             peers={p: peer_states.get(p) for p in selected if p in peer_states},
+                             live_servers=live, znode_parent=znode_parent, read_s=time.monotonic() - t0)
+
+
+def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str, str], QueueStatus] | None) -> None:
+    where = f"{q.server} queue {q.queue_id}"
+    if q.wals == 0:
+        q.drained, q.basis = True, "empty"
+        return
+    if q.dead:
+        q.drained = False
+        if q.claimed_by:
+            q.reason = f"{where}: dead server's queue ({q.wals} WALs) claimed by {q.claimed_by}, transfer not finished"
+        else:
+            q.reason = f"{where}: unclaimed queue of dead server ({q.wals} WALs, none shipped by anyone)"
+        return
+    if q.recovered:
+        q.reason = (f"{where}: recovered queue from {', '.join(q.dead_servers)} still holds {q.wals} WAL(s) "
+                    f"(position {q.position} in {q.current_wal})")
+        return
+    if q.wals > 1:
+        q.reason = f"{where}: SizeOfLogQueue={q.size_of_log_queue} (whole WALs not yet shipped)"
+        return
+    length = wal_length(q.server, q.current_wal or "") if wal_length else None
+    if length is not None:
+        q.basis = "wal-length"
+        q.drained = q.position >= length
+        if not q.drained:
+            q.reason = f"{where}: {length - q.position} bytes left to ship in {q.current_wal}"
+        return
+    if second is not None:
+        q.basis = "settled"
+        again = second.get((q.server, q.queue_id))
+        q.drained = again is not None and again.wal_names == q.wal_names and again.position == q.position
+        if not q.drained:
+            q.reason = f"{where}: still shipping (position or WALs moved while settling)"
+        return
+    q.basis, q.drained = "queue-size", True
+
+
+# --- `status 'replication'` text ------------------------------------------------------------------
+
+_KV = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*=\s*([^,]*?)\s*(?=,\s*[A-Za-z][A-Za-z ]*?\s*=|$)")
+_INT_FIELDS = {"AgeOfLastShippedOp": "age_of_last_shipped_op", "SizeOfLogQueue": "size_of_log_queue",
+               "Replication Lag": "replication_lag", "AgeOfLastAppliedOp": "age_of_last_applied_op"}
+_TEXT_FIELDS = {"TimeStampsOfLastShippedOp": "timestamps_of_last_shipped_op",
+                "TimeStampOfLastShippedOp": "timestamps_of_last_shipped_op",
+                "TimeStampsOfLastAppliedOp": "timestamps_of_last_applied_op", "PeerID": "peer_id"}
+
+
+@dataclass
+class ShellSource:
+    server: str
+    peer_id: str | None = None
+    age_of_last_shipped_op: int | None = None
+    size_of_log_queue: int | None = None
+    timestamps_of_last_shipped_op: str | None = None
+    replication_lag: int | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ShellStatus:
+    version: str | None
+    live_servers: int | None
+    sources: list[ShellSource]
+    sinks: list[dict[str, str]]
+
+    @property
+    def caught_up(self) -> bool:
+        """Every source reports SizeOfLogQueue=0 and (where given) Replication Lag=0."""
+        return bool(self.sources) and all(
+            s.size_of_log_queue == 0 and (s.replication_lag in (0, None)) for s in self.sources)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "live_servers": self.live_servers, "caught_up": self.caught_up,
+                "sources": [asdict(s) for s in self.sources], "sinks": self.sinks}
+
+
+def _kv(text: str) -> dict[str, str]:
+    return {m.group(1).strip(): m.group(2).strip() for m in _KV.finditer(text.strip().strip(","))}
+
+
+def parse_status_replication(text: str) -> ShellStatus:
+    """Parse the hbase shell's ``status 'replication'`` (HBase 1.x one-line and 2.x multi-line forms)."""
+    version = live = None
+    sources: list[ShellSource] = []
+    sinks: list[dict[str, str]] = []
+    server = ""
+    mode: str | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if m := re.match(r"^version\s+(\S+)", line):
+            version = m.group(1)
+            continue
+        if m := re.match(r"^(\d+)\s+live servers?", line):
+            live = int(m.group(1))
+            continue
+        if m := re.match(r"^SOURCE\s*:\s*(.*)$", line):
+            sources.append(ShellSource(server=server))
+            mode = "source"
+            line = m.group(1)
+        elif m := re.match(r"^SINK\s*:\s*(.*)$", line):
+            sinks.append({"server": server})
+            mode = "sink"
+            line = m.group(1)
+        elif line.endswith(":") and "=" not in line:
+            server, mode = line[:-1].strip(), None
+            continue
+        if mode is None or "=" not in line:
+            continue
+        kv = _kv(line)
+        if mode == "sink":
+            sinks[-1].update(kv)
+            continue
+        src = sources[-1]
+        src.fields.update(kv)
+        for k, v in kv.items():
+            if k in _INT_FIELDS:
+                try:
+                    setattr(src, _INT_FIELDS[k], int(v))
+                except ValueError:
+                    pass
+            elif k in _TEXT_FIELDS:
+                setattr(src, _TEXT_FIELDS[k], v)
+    return ShellStatus(version, live, sources, sinks)
