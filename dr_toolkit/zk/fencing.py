@@ -1,0 +1,258 @@
+"""Fencing: which cluster is active, and an increasing epoch that retires stale writers.
+
+Layout under the ZooKeeper ``dr_root`` of the cold cluster (the one that survives the hot
+cluster's loss; the hot cluster's when the cold one has no ZooKeeper)::
+
+    <dr_root>/fencing              JSON {"epoch": N, "fenced_cluster": "hot", "at": epoch-s, "by": who}
+    <dr_root>/active-cluster       JSON {"cluster": "cold", "epoch": N, "at": ..., "by": ...}
+    <dr_root>/read-only/<cluster>  JSON {"epoch": N, "at": ..., "by": ...} — present = read-only
+
+Every bump of the epoch is a versioned compare-and-set, so two operators racing each get a
+distinct epoch. A writer remembers the epoch it started under and writes only through
+:meth:`Fence.guarded_set` (one ZooKeeper transaction: *the fencing znode still has the
+version I saw* + *my write*) or checks with :meth:`Fence.check_epoch` first; a writer whose
+epoch is older than the current one gets :class:`~dr_toolkit.errors.FencedError` and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.errors import ConfigError, FencedError
+
+if TYPE_CHECKING:
+    from dr_toolkit.secrets import Credentials
+    from dr_toolkit.topology import Topology, ZooKeeperEndpoint
+    from dr_toolkit.zk.client import ZkClient
+
+
+@dataclass(frozen=True)
+class FenceState:
+    epoch: int = 0
+    fenced_cluster: str | None = None
+    at: float | None = None
+    by: str | None = None
+    version: int = -1  # znode version; -1 = the fencing znode does not exist yet
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("version")
+        return d
+
+
+def _dump(d: dict[str, Any]) -> bytes:
+    return json.dumps(d, sort_keys=True).encode()
+
+
+def _load(raw: bytes | None) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        v = json.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def fencing_endpoint(topology: Topology) -> ZooKeeperEndpoint:
+    """The ZooKeeper holding the fencing state: the cold cluster's, else the hot cluster's."""
+    ep = topology.cold.zookeeper or topology.hot.zookeeper
+    if ep is None:
+        raise ConfigError("no ZooKeeper configured for fencing", where=topology.source_file,
+                          hint="add a zookeeper section to the cold cluster (it holds the fencing znode)")
+    return ep
+
+
+class Fence:
+    """The fencing recipe on one ZooKeeper session (:class:`dr_toolkit.zk.client.ZkClient`)."""
+
+    def __init__(self, zk: ZkClient, dr_root: str = "/dr-toolkit") -> None:
+        self.zk = zk
+        self.root = dr_root.rstrip("/") or "/dr-toolkit"
+
+    @property
+    def fencing_path(self) -> str:
+        return f"{self.root}/fencing"
+
+    @property
+    def active_path(self) -> str:
+        return f"{self.root}/active-cluster"
+
+    def read_only_path(self, cluster: str) -> str:
+        return f"{self.root}/read-only/{cluster}"
+
+    # -- reads ---------------------------------------------------------------------------------
+    def state(self) -> FenceState:
+        from dr_toolkit.zk.client import ZkNoNode
+
+        try:
+            raw, stat = self.zk.get(self.fencing_path)
+        except ZkNoNode:
+            return FenceState()
+        d = _load(raw)
+        return FenceState(epoch=int(d.get("epoch", 0)), fenced_cluster=d.get("fenced_cluster"),
+                          at=d.get("at"), by=d.get("by"), version=int(stat.version))
+
+    def active(self) -> dict[str, Any] | None:
+        """The active-cluster record, or None when it was never set."""
+        from dr_toolkit.zk.client import ZkNoNode
+
+        try:
+            raw, _ = self.zk.get(self.active_path)
+        except ZkNoNode:
+            return None
+        return _load(raw) or None
+
+    def is_read_only(self, cluster: str) -> bool:
+        return self.zk.exists(self.read_only_path(cluster)) is not None
+
+    # -- the epoch -------------------------------------------------------------------------------
+    def bump(self, *, fenced_cluster: str, by: str, expected_epoch: int | None = None,
+             tries: int = 5) -> FenceState:
+        """Raise the epoch by one (compare-and-set) and record who fenced which cluster.
+
+        ``expected_epoch``: fail with FencedError when the epoch is no longer that value
+        (someone else fenced in between) instead of bumping past them.
+        """
+        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists
+
+        self.zk.ensure_path(self.root)
+        for _ in range(max(1, tries)):
+            cur = self.state()
+            if expected_epoch is not None and cur.epoch != expected_epoch:
+                raise FencedError(f"fencing epoch is {cur.epoch}, expected {expected_epoch}",
+                                  where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                                  hint="another operator fenced in between; read the state and decide again")
+            new = FenceState(epoch=cur.epoch + 1, fenced_cluster=fenced_cluster, at=time.time(), by=by)
+            try:
+                if cur.version < 0:
+                    self.zk.create(self.fencing_path, _dump(new.to_json()))
+                    version = 0
+                else:
+                    stat = self.zk.set(self.fencing_path, _dump(new.to_json()), cur.version)
+                    version = int(stat.version)
+            except (ZkBadVersion, ZkNodeExists):
+                continue  # lost a race: read again
+            return FenceState(new.epoch, new.fenced_cluster, new.at, new.by, version)
+        raise FencedError("could not bump the fencing epoch: it kept changing under us",
+                          where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                          hint="another operator is fencing at the same time; stop and coordinate")
+
+    def check_epoch(self, epoch: int) -> FenceState:
+        """Raise FencedError when ``epoch`` is older than the current one; return the state."""
+        cur = self.state()
+        if epoch < cur.epoch:
+            raise FencedError(
+                f"stale fencing epoch {epoch}: the current epoch is {cur.epoch} "
+                f"(cluster {cur.fenced_cluster!r} fenced by {cur.by})",
+                where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                hint="this writer works for a cluster that is no longer active; stop it")
+        return cur
+
+    @contextmanager
+    def guard(self, epoch: int) -> Iterator[FenceState]:
+        """``with fence.guard(epoch):`` — refuse to start (FencedError) under a stale epoch."""
+        yield self.check_epoch(epoch)
+
+    def guarded_set(self, path: str, value: bytes, epoch: int) -> None:
+        """Write ``value`` at ``path`` only while ``epoch`` is current — atomically.
+
+        One transaction: check the fencing znode's version + create/set ``path``. A concurrent
+        bump makes the whole transaction fail, and the write does not happen.
+        """
+        from dr_toolkit.zk.client import ZkBadVersion
+
+        cur = self.check_epoch(epoch)
+        if epoch > cur.epoch:
+            raise FencedError(f"fencing epoch {epoch} was never issued (current {cur.epoch})",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}")
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self.zk.ensure_path(parent)
+        exists = self.zk.exists(path) is not None
+        tx = self.zk.transaction()
+        if cur.version >= 0:
+            tx.check(self.fencing_path, cur.version)
+        if exists:
+            tx.set_data(path, value)
+        else:
+            tx.create(path, value)
+        try:
+            tx.commit()
+        except ZkBadVersion:
+            raise FencedError(f"write to {path} refused: the fencing epoch changed while writing",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="this writer's epoch is stale; stop it") from None
+
+    def guarded_delete(self, path: str, epoch: int) -> None:
+        from dr_toolkit.zk.client import ZkBadVersion, ZkNoNode
+
+        cur = self.check_epoch(epoch)
+        if self.zk.exists(path) is None:
+            return
+        tx = self.zk.transaction()
+        if cur.version >= 0:
+            tx.check(self.fencing_path, cur.version)
+        tx.delete(path)
+        try:
+            tx.commit()
+        except ZkNoNode:
+            return
+        except ZkBadVersion:
+            raise FencedError(f"delete of {path} refused: the fencing epoch changed",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}") from None
+
+    # -- the active cluster and the read-only flag -------------------------------------------------
+    def set_active(self, cluster: str, *, epoch: int, by: str) -> dict[str, Any]:
+        rec = {"cluster": cluster, "epoch": epoch, "at": time.time(), "by": by}
+        self.guarded_set(self.active_path, _dump(rec), epoch)
+        return rec
+
+    def set_read_only(self, cluster: str, read_only: bool, *, epoch: int, by: str) -> None:
+        path = self.read_only_path(cluster)
+        if read_only:
+            self.guarded_set(path, _dump({"epoch": epoch, "at": time.time(), "by": by}), epoch)
+        else:
+            self.guarded_delete(path, epoch)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything, for audit records and the status view."""
+        st = self.state()
+        ro_root = f"{self.root}/read-only"
+        from dr_toolkit.zk.client import ZkNoNode
+
+        try:
+            ro = sorted(self.zk.get_children(ro_root))
+        except ZkNoNode:
+            ro = []
+        return {"fencing": st.to_json(), "active": self.active(), "read_only": ro}
+
+
+@contextmanager
+def open_fence(topology: Topology, *, credentials: Credentials | None = None) -> Iterator[Fence]:
+    """A :class:`Fence` on the topology's fencing ZooKeeper (UnreachableError when it is down)."""
+    from dr_toolkit.zk.client import zk_session
+
+    ep = fencing_endpoint(topology)
+    with zk_session(ep, credentials=credentials) as zk:
+        yield Fence(zk, ep.dr_root)
+
+
+def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = None,
+                    credentials: Credentials | None = None) -> None:
+    """For the toolkit's writers: refuse (FencedError) to write for a fenced or read-only cluster.
+
+    ``epoch``: the epoch the writer started under; a newer one means it must stop.
+    """
+    with open_fence(topology, credentials=credentials) as fence:
+        st = fence.state() if epoch is None else fence.check_epoch(epoch)
+        if fence.is_read_only(cluster) or (st.fenced_cluster == cluster and epoch is None):
+            raise FencedError(f"cluster {cluster!r} is fenced (epoch {st.epoch}, by {st.by})",
+                              where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}",
+                              hint="it is no longer the active cluster; writes to it are refused")

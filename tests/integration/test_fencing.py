@@ -1,0 +1,84 @@
+"""Fencing on the real ZooKeeper: increasing epochs, stale writers refused, active cluster, read-only flag."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from dr_toolkit.errors import FencedError
+from dr_toolkit.topology import ZooKeeperEndpoint
+from dr_toolkit.zk.client import connect
+from dr_toolkit.zk.fencing import Fence
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def fence(zk_server):
+    if not zk_server.running:
+        zk_server.start()
+    ep = ZooKeeperEndpoint(quorum=zk_server.address, dr_root=f"/drt-{uuid.uuid4().hex[:8]}",
+                           connect_timeout_s=5, call_timeout_s=5)
+    client = connect(ep)
+    yield Fence(client, ep.dr_root)
+    client.close()
+
+
+def test_a_writer_holding_a_stale_fencing_epoch_is_refused(fence) -> None:
+    writer = fence.bump(fenced_cluster="cold", by="writer-a")  # writer A works under epoch 1
+    fence.guarded_set(f"{fence.root}/data", b"from-a-1", writer.epoch)
+
+    newer = fence.bump(fenced_cluster="hot", by="operator")  # the operator fences: epoch 2
+    assert newer.epoch == writer.epoch + 1
+
+    with pytest.raises(FencedError, match="stale fencing epoch"):
+        fence.guarded_set(f"{fence.root}/data", b"from-a-2", writer.epoch)
+    with pytest.raises(FencedError):
+        fence.check_epoch(writer.epoch)
+    with pytest.raises(FencedError):
+        fence.set_active("hot", epoch=writer.epoch, by="writer-a")
+    data, _ = fence.zk.get(f"{fence.root}/data")
+    assert data == b"from-a-1"  # the stale write did not land
+    assert fence.active() is None
+
+    fence.guarded_set(f"{fence.root}/data", b"from-operator", newer.epoch)
+    assert fence.zk.get(f"{fence.root}/data")[0] == b"from-operator"
+
+
+def test_concurrent_bumps_each_get_a_distinct_increasing_epoch(fence) -> None:
+    epochs: list[int] = []
+    lock = threading.Lock()
+
+    def bump(i: int) -> None:
+        st = fence.bump(fenced_cluster="hot", by=f"op-{i}", tries=50)
+        with lock:
+            epochs.append(st.epoch)
+
+    threads = [threading.Thread(target=bump, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(epochs) == list(range(1, 7))
+    assert fence.state().epoch == 6
+
+
+def test_bump_with_an_expected_epoch_refuses_when_someone_fenced_in_between(fence) -> None:
+    fence.bump(fenced_cluster="hot", by="a")
+    fence.bump(fenced_cluster="hot", by="b")
+    with pytest.raises(FencedError, match="expected 1"):
+        fence.bump(fenced_cluster="hot", by="a", expected_epoch=1)
+    assert fence.state().epoch == 2
+
+
+def test_promotion_and_read_only_flag_are_written_under_the_epoch(fence) -> None:
+    st = fence.bump(fenced_cluster="hot", by="op")
+    fence.set_read_only("hot", True, epoch=st.epoch, by="op")
+    assert fence.is_read_only("hot") and not fence.is_read_only("cold")
+    fence.set_active("cold", epoch=st.epoch, by="op")
+    snap = fence.snapshot()
+    assert snap["active"]["cluster"] == "cold" and snap["active"]["epoch"] == st.epoch
+    assert snap["read_only"] == ["hot"]
+    assert snap["fencing"] == {"epoch": 1, "fenced_cluster": "hot", "at": st.at, "by": "op"}

@@ -1,0 +1,164 @@
+"""Failover test support: topologies on the test servers' ports, and an Airflow api-server.
+
+``write_topology(tmp_path, ...)`` writes a topology whose ZooKeeper znodes (HBase parent,
+``dr_root``) are unique to the test, so tests share one ZooKeeper without seeing each other.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.procs import free_port, port_open
+
+
+def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = None, kafka_cold: str | None = None,
+                   hdfs: list[dict[str, Any]] | None = None, hbase: list[dict[str, Any]] | None = None,
+                   kafka: list[dict[str, Any]] | None = None, verify: list[dict[str, Any]] | None = None,
+                   failover: dict[str, Any] | None = None, hot_extra: dict[str, Any] | None = None,
+                   cold_extra: dict[str, Any] | None = None) -> Path:
+    tag = uuid.uuid4().hex[:8]
+    (tmp_path / "hot").mkdir(exist_ok=True)
+    (tmp_path / "cold").mkdir(exist_ok=True)
+
+    def cluster(role: str, kafka_addr: str | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+        c: dict[str, Any] = {"role": role, "local_root": str(tmp_path / role)}
+        if zk:
+            c["zookeeper"] = {"quorum": zk, "hbase_znode_parent": f"/hbase-{role}-{tag}",
+                              "dr_root": f"/drt-{tag}", "connect_timeout_s": 3, "call_timeout_s": 3}
+        if kafka_addr:
+            c["kafka"] = {"bootstrap_servers": kafka_addr, "timeout_s": 5}
+        c.update(extra or {})
+        return c
+
+    doc = {
+        "version": 1,
+        "clusters": {"hot": cluster("hot", kafka_hot, hot_extra), "cold": cluster("cold", kafka_cold, cold_extra)},
+        "policies": {"hdfs": hdfs or [], "hbase": hbase or [], "kafka": kafka or [], "verify": verify or []},
+        "ledger": {"url": f"sqlite:///{tmp_path / 'ledger.db'}"},
+        "failover": {"max_lag_s": 300, "drain_timeout_s": 20, "reports_dir": str(tmp_path / "reports"),
+                     **(failover or {})},
+    }
+    path = tmp_path / "drt.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def add_verify_report(ledger: Any, name: str, *, bad: int = 0, age_s: float = 0.0) -> str:
+    """A verification report as the verify capability writes it (counters, times)."""
+    now = time.time() - age_s
+    rid = f"verify-{uuid.uuid4().hex[:8]}"
+    counters = {"GOODROWS": 10 - min(bad, 10), "BADROWS": bad, "ONLY_IN_SOURCE_TABLE_ROWS": bad,
+                "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0}
+    ledger.add_verify_report(report_id=rid, source="hdfs://hot/t", target="hdfs://cold/t", counters=counters,
+                             source_rows=10, peer_rows=10 - bad, started_at=now - 1, finished_at=now, name=name)
+    return rid
+
+
+def drt(*args: str, config: Path, env: dict[str, str] | None = None, timeout: float = 120
+        ) -> subprocess.CompletedProcess[str]:
+    """Run the real `drt` command line in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+class ApiServer:
+    """`airflow api-server` on 127.0.0.1 only (never `airflow standalone`), SimpleAuthManager, all admins."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = Path(tempfile.mkdtemp(prefix="drt-api-")) / "api-server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ,
+                "AIRFLOW__CORE__AUTH_MANAGER":
+                    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                "AIRFLOW__API__BASE_URL": self.url,
+                "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__WORKERS": "1"}
+
+    def start(self, timeout: float = 120) -> ApiServer:
+        out = self.log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(self.port),
+             "--workers", "1"], stdout=out, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True)
+        deadline = time.monotonic() + timeout
+        import urllib.request
+
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"api-server exited:\n{self.log.read_text()[-3000:]}")
+            if port_open(self.port):
+                try:
+                    with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=5) as r:
+                        if r.status == 200:
+                            return self
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        raise RuntimeError(f"api-server not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            import signal
+
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+    def token(self) -> str:
+        import json
+        import urllib.request
+
+        req = urllib.request.Request(f"{self.url}/auth/token", method="GET")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return str(json.loads(r.read())["access_token"])
+        except OSError:
+            req = urllib.request.Request(f"{self.url}/auth/token", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return str(json.loads(r.read())["access_token"])
+
+
+@pytest.fixture(scope="session")
+def api_server(airflow_home: Path) -> Iterator[ApiServer]:
+    srv = ApiServer(airflow_home).start()
+    yield srv
+    srv.stop()
+
+
+def chromium_dump_dom(url: str, *, timeout: float = 90, budget_ms: int = 15000) -> str:
+    """Load ``url`` in real headless Chromium and return the DOM after scripts ran."""
+    exe = shutil.which("chromium") or "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="drt-chromium-")
+    try:
+        r = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                            "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+                            f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+                           capture_output=True, text=True, timeout=timeout)
+        return r.stdout
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
