@@ -1,0 +1,272 @@
+"""Kafka clients for one cluster: configuration, timeouts, error translation, record reads.
+
+confluent-kafka is imported inside functions (it is heavy). Every broker call takes a
+timeout. A broker that does not answer becomes :class:`UnreachableError` (exit 3) naming the
+bootstrap address. Client configuration may hold SASL passwords: it is never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+
+if TYPE_CHECKING:
+    from dr_toolkit.secrets import Credentials
+
+log = logging.getLogger(__name__)
+
+# Keys of an Airflow Kafka connection's extra that are not librdkafka settings.
+_NOT_CLIENT_KEYS = {"bootstrap_servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
+TIMESTAMP_TYPES = {0: "none", 1: "create", 2: "log_append"}
+
+
+def client_config(bootstrap: str, credentials: Credentials | None = None) -> dict[str, Any]:
+    """librdkafka settings for ``bootstrap``: the connection's extra (an Airflow Kafka
+    connection keeps the client config there), plus login/password as SASL credentials."""
+    conf: dict[str, Any] = {}
+    if credentials is not None:
+        for k, v in (credentials.extra or {}).items():
+            if isinstance(k, str) and "." in k and k not in _NOT_CLIENT_KEYS:
+                conf[k] = v
+        if credentials.login and "sasl.username" not in conf:
+            conf["sasl.username"] = credentials.login
+        if credentials.password and "sasl.password" not in conf:
+            conf["sasl.password"] = credentials.password
+    conf["bootstrap.servers"] = bootstrap or conf.get("bootstrap.servers", "")
+    if not conf["bootstrap.servers"]:
+        raise ConfigError("no Kafka bootstrap servers given",
+                          hint="set clusters.<name>.kafka.bootstrap_servers or pass --source/--target-bootstrap")
+    conf["logger"] = logging.getLogger("dr_toolkit.kafka.librdkafka")
+    return conf
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    timestamp_type: str
+    fingerprint: str
+
+
+def fingerprint(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None) -> str:
+    """A stable hash of a record's key, value and headers (length-prefixed, so no two
+    different records frame to the same bytes). Timestamps and offsets are not part of it."""
+    h = hashlib.sha256()
+
+    def part(b: bytes | None) -> None:
+        if b is None:
+            h.update(b"\xff\xff\xff\xff")
+        else:
+            h.update(len(b).to_bytes(4, "big"))
+            h.update(b)
+
+    part(key)
+    part(value)
+    for name, hv in headers or []:
+        part(name.encode())
+        part(hv)
+    return h.hexdigest()[:32]
+
+
+def _to_record(msg: Any) -> Record:
+    ts_type, ts = msg.timestamp()
+    return Record(int(msg.offset()), int(ts), TIMESTAMP_TYPES.get(int(ts_type), "none"),
+                  fingerprint(msg.key(), msg.value(), msg.headers()))
+
+
+class KafkaCluster:
+    """Admin and probing-consumer access to one cluster, with one timeout for every call."""
+
+    def __init__(self, bootstrap: str, *, credentials: Credentials | None = None, timeout_s: float = 10.0,
+                 role: str = "kafka") -> None:
+        self.bootstrap = bootstrap
+        self.role = role
+        self.timeout_s = timeout_s
+        self._conf = client_config(bootstrap, credentials)
+        self._admin: Any = None
+        self._consumer: Any = None
+        self.fetches = 0  # positioned reads sent (probes)
+
+    # -- errors ---------------------------------------------------------------------------------
+    def unreachable(self, what: str) -> UnreachableError:
+        return UnreachableError(f"{self.role} Kafka cluster did not answer ({what}) within {self.timeout_s:g}s",
+                                where=self.bootstrap, hint="check that the brokers run and the address is right")
+
+    def _wrap(self, exc: BaseException, what: str) -> DrtError:
+        from confluent_kafka import KafkaError, KafkaException
+
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            err = exc.args[0]
+            if err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                              KafkaError.REQUEST_TIMED_OUT, KafkaError._WAIT_COORD,
+                              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR):
+                return self.unreachable(what)
+            return DrtError(f"{self.role} Kafka cluster refused {what}: {err.str()}", where=self.bootstrap)
+        if isinstance(exc, TimeoutError | RuntimeError):
+            return self.unreachable(what)
+        return DrtError(f"{self.role} Kafka call {what} failed: {exc}", where=self.bootstrap)
+
+    # -- clients --------------------------------------------------------------------------------
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({**self._conf, "socket.timeout.ms": int(self.timeout_s * 1000)})
+        return self._admin
+
+    @property
+    def consumer(self) -> Any:
+        """A probing consumer: its own throw-away group id, never commits, short fetch waits."""
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer({
+                **self._conf, "group.id": f"drt-probe-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
+                "socket.timeout.ms": int(self.timeout_s * 1000)})
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception:  # noqa: BLE001 - closing a probe consumer of a dead broker
+                pass
+            self._consumer = None
+        self._admin = None
+
+    def __enter__(self) -> KafkaCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata -------------------------------------------------------------------------------
+    def topics(self) -> dict[str, int]:
+        """Topic name → partition count (internal topics left out)."""
+        try:
+            md = self.admin.list_topics(timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, "metadata") from None
+        return {name: len(t.partitions) for name, t in md.topics.items()
+                if not name.startswith("__") and t.error is None}
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, end offset) of one partition."""
+        from confluent_kafka import TopicPartition
+
+        try:
+            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s,
+                                                         cached=False)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, f"watermarks of {topic}[{partition}]") from None
+        return int(lo), int(hi)
+
+    def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int | None:
+        """The broker's timestamp-index answer (a hint only: some brokers answer it wrongly)."""
+        from confluent_kafka import TopicPartition
+
+        try:
+            out = self.consumer.offsets_for_times([TopicPartition(topic, partition, ts_ms)], timeout=self.timeout_s)
+        except Exception:  # noqa: BLE001 - a hint; the caller checks it by fetching anyway
+            return None
+        if not out or out[0].error is not None or out[0].offset < 0:
+            return None
+        return int(out[0].offset)
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, topic: str, partition: int, start: int, end: int, *, max_records: int | None = None,
+             batch: int = 500) -> Iterator[Record]:
+        """Records from offset ``start`` (or the next one that exists) up to ``end`` (exclusive).
+        Counts one probe per positioned read; a sequential read in batches counts one per batch.
+        Never asks for more records than exist before ``end`` (a consumer waits for the rest)."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if start >= end:
+            return
+        c = self.consumer
+        c.assign([TopicPartition(topic, partition, start)])
+        seen = 0
+        want = end - start if max_records is None else min(max_records, end - start)
+        while seen < want:
+            self.fetches += 1
+            msgs = c.consume(num_messages=max(1, min(batch, want - seen)), timeout=self.timeout_s)
+            if not msgs:
+                raise self.unreachable(f"fetch of {topic}[{partition}] at offset {start}")
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
+                if msg.offset() >= end:
+                    return
+                seen += 1
+                yield _to_record(msg)
+                if seen >= want:
+                    return
+
+    def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
+        """The record at ``offset`` or, when that one is gone (compaction, markers), the next one
+        before ``end``; None when there is none."""
+        return next(iter(self.read(topic, partition, offset, end, max_records=1)), None)
+
+    # -- consumer groups ------------------------------------------------------------------------
+    def committed(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+        """The group's committed offsets; partitions without a commit are left out."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        tps = [TopicPartition(t, p) for t, p in partitions] if partitions else None
+        try:
+            futs = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                          request_timeout=self.timeout_s)
+            res = futs[group].result(timeout=self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, f"committed offsets of group {group!r}") from None
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or []
+                if tp.error is None and tp.offset >= 0}
+
+    def group_state(self, group: str) -> tuple[str, int]:
+        """(state name, number of members) of ``group``."""
+        try:
+            futs = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)
+            d = futs[group].result(timeout=self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, f"describe group {group!r}") from None
+        state = getattr(d.state, "name", str(d.state)).upper()
+        return state, len(d.members or [])
+
+    def groups(self) -> list[str]:
+        try:
+            res = self.admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, "list groups") from None
+        return sorted(g.group_id for g in res.valid)
+
+    def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str | None]:
+        """Commit all ``offsets`` of ``group`` in ONE OffsetCommit request; per-partition errors."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        try:
+            futs = self.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                           request_timeout=self.timeout_s)
+            res = futs[group].result(timeout=self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, f"commit offsets of group {group!r}") from None
+        return {(tp.topic, tp.partition): (tp.error.str() if tp.error is not None else None)
+                for tp in res.topic_partitions}
+
+
+def _kafka_exception(err: Any) -> BaseException:
+    from confluent_kafka import KafkaException
+
+    return KafkaException(err)

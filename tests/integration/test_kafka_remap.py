@@ -1,0 +1,141 @@
+"""Checkpoint on hot, remap onto a shifted mirror on cold, against the real test brokers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dr_toolkit.kafka import api
+from dr_toolkit.kafka.remap import probe_budget
+from dr_toolkit.ledger import Ledger
+from dr_toolkit.topology import load_topology
+from tests.support.fixtures_kafka import (
+    Rec,
+    commit_after_consuming,
+    create_topic,
+    mirror,
+    produce,
+    read_all,
+    unique,
+    write_topology,
+)
+
+pytestmark = pytest.mark.integration
+T0 = 1_700_000_000_000
+
+
+def _runs(n: int, run_lengths: list[int], start: int = T0) -> list[Rec]:
+    """``n`` records whose timestamps come in runs of equal values (lengths cycled)."""
+    out, ts, i = [], start, 0
+    while len(out) < n:
+        for _ in range(run_lengths[i % len(run_lengths)]):
+            if len(out) < n:
+                out.append(Rec(f"v{len(out)}".encode(), ts, f"k{len(out) % 7}".encode(), [("h", b"1")]))
+        ts += 5
+        i += 1
+    return out
+
+
+def _backwards(n: int) -> list[Rec]:
+    """Timestamps that mostly grow but jump back by up to 40 ms every few records."""
+    out = []
+    for i in range(n):
+        ts = T0 + 10 * i - (40 if i % 7 == 3 else 0) - (25 if i % 11 == 5 else 0)
+        out.append(Rec(f"b{i}".encode(), ts, None))
+    return out
+
+
+# partition → (records, committed by the group, cold-only records first)
+def _scenario() -> dict[int, tuple[list[Rec], int, int]]:
+    return {
+        0: (_runs(300, [1, 3, 50, 2, 17]), 137, 7),     # inside a run of 50 equal timestamps
+        1: (_backwards(200), 108, 3),                    # ts of record 107 is lower than record 106's
+        2: ([], 0, 4),                                   # empty partition (cold holds other records)
+        3: (_runs(100, [4]), 100, 0),                    # the group consumed everything
+        4: (_runs(80, [2]), 0, 12),                      # the group consumed nothing
+        5: ([Rec(f"same{i}".encode(), T0, b"same") for i in range(50)], 23, 5),  # 50 share one ts
+        6: ([Rec(b"dup", T0 + 7) for _ in range(5)] + _runs(10, [1], T0 + 8), 2, 2),  # identical records
+    }
+
+
+@pytest.fixture
+def mirrored(kafka_env, tmp_path: Path):
+    hot, cold = kafka_env
+    topic, group, idle = unique("orders"), unique("billing"), unique("idle")
+    scen = _scenario()
+    create_topic(hot, topic, len(scen))
+    create_topic(cold, topic, len(scen))
+    for p, (recs, _, shift) in scen.items():
+        produce(hot, topic, p, recs)
+        assert mirror(hot, cold, topic, p, shift=shift) == len(recs)
+    commit_after_consuming(hot, group, topic, {p: n for p, (_, n, _) in scen.items()})
+    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[group, idle],
+                         ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+    topo = load_topology(cfg)
+    return topo, Ledger.open(topo.ledger.url), topic, group, idle, scen
+
+
+def test_remap_points_at_the_next_unconsumed_record_on_every_partition(mirrored) -> None:
+    topo, ledger, topic, group, idle, scen = mirrored
+    ck = api.checkpoint(topo, ledger)
+    assert set(ck["groups"]) == {group, idle}
+    rows = {(r["group_id"], r["partition_id"]): r for r in ck["partitions"]}
+    assert rows[(group, 3)]["committed_offset"] == 100 and rows[(group, 3)]["timestamp_type"] == "create"
+    assert rows[(group, 2)]["fingerprint"] is None  # empty partition: nothing to fingerprint
+    assert all(rows[(idle, p)]["committed_offset"] is None for p in scen)  # a group with no commits
+    assert [r["partition_id"] for r in ledger.latest_checkpoint(group)] == sorted(scen)
+
+    res = api.remap(topo, ledger, group)
+    assert res["applied"] is False
+    by_p = {r["partition"]: r for r in res["partitions"]}
+    for p, (recs, consumed, shift) in scen.items():
+        r = by_p[p]
+        if p != 6:
+            assert r["target_offset"] == shift + consumed, (p, r)
+        assert r["source_offset"] == consumed
+        if recs:
+            n = shift + len(recs)
+            assert r["probes"] <= probe_budget(n), (p, r)
+    assert by_p[0]["method"] == by_p[1]["method"] == by_p[5]["method"] == "exact"
+    assert by_p[3]["method"] == by_p[4]["method"] == "exact"
+    assert by_p[2]["method"] == "empty"
+    # Five identical records: resuming after the first copy re-reads the others, never skips one.
+    assert by_p[6]["method"] == "exact" and by_p[6]["duplicate_window"]
+    rest = [r.value for r in read_all(topo.cold.kafka.bootstrap_servers, topic, 6)[by_p[6]["target_offset"]:]]
+    expected = [r.value for r in scen[6][0][2:]]
+    assert rest[-len(expected):] == expected and len(rest) - len(expected) <= 2
+
+    # The record each target points at is the hot record the group would have read next.
+    cold = topo.cold.kafka.bootstrap_servers
+    for p in (0, 1, 5):
+        recs, consumed, _ = scen[p]
+        got = read_all(cold, topic, p)[by_p[p]["target_offset"]]
+        assert (got.value, got.timestamp) == (recs[consumed].value, recs[consumed].timestamp)
+
+    none = api.remap(topo, ledger, idle)
+    assert {r["method"] for r in none["partitions"]} == {"none"}
+    assert all(r["target_offset"] is None for r in none["partitions"])
+    audit = ledger.audit_events(component="kafka")
+    assert audit and audit[-1]["dry_run"] == 1 and audit[-1]["status"] == "planned"
+
+
+def test_lag_reports_records_and_seconds_behind_then_caught_up(kafka_env, tmp_path: Path) -> None:
+    hot, cold = kafka_env
+    topic = unique("lag")
+    create_topic(hot, topic, 2)
+    create_topic(cold, topic, 2)
+    recs = [Rec(f"r{i}".encode(), T0 + 1000 * i) for i in range(10)]
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, [Rec(b"other", 5)] + recs[:6])  # shifted by one, 4 records behind
+    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                         ledger_url=f"sqlite:///{tmp_path}/l.db")
+    out = api.lag(load_topology(cfg))
+    p0, p1 = out["partitions"]
+    assert (p0["records_behind"], p0["seconds_behind"]) == (4, 4.0)
+    assert (p0["hot_end"], p0["cold_end"]) == (10, 7)
+    assert p1["records_behind"] == 0 and p1["hot_newest_ts"] is None
+    assert out["caught_up"] is False and out["max_seconds_behind"] == 4.0
+    produce(cold, topic, 0, recs[6:])
+    out = api.lag(load_topology(cfg))
+    assert out["caught_up"] is True and out["partitions"][0]["records_behind"] == 0

@@ -1,0 +1,144 @@
+"""Kafka test helpers and fixtures (capability 1.2), on the real hot/cold tansu brokers.
+
+tansu's high watermark is wrong when a produce batch holds more than one record, so every
+helper produces one record per request (flush after each).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support import servers
+from tests.support.procs import ManagedProcess
+
+QUIET = {"log_level": 0}
+
+
+@dataclass(frozen=True)
+class Rec:
+    value: bytes | None
+    timestamp: int
+    key: bytes | None = None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(address: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": address, **QUIET})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=10).values():
+        f.result(timeout=15)
+
+
+def produce(address: str, topic: str, partition: int, records: Sequence[Rec]) -> None:
+    """Produce ``records`` in order, one record per request."""
+    p = Producer({"bootstrap.servers": address, "linger.ms": 0, "batch.num.messages": 1, **QUIET})
+    errors: list[Any] = []
+    for r in records:
+        p.produce(topic, value=r.value, key=r.key, partition=partition, timestamp=r.timestamp,
+                  headers=r.headers or None, on_delivery=lambda err, _m: errors.append(err) if err else None)
+        assert p.flush(10) == 0, "produce did not complete"
+    assert not errors, errors
+
+
+def read_all(address: str, topic: str, partition: int) -> list[Rec]:
+    """Every record of one partition, in order."""
+    c = Consumer({"bootstrap.servers": address, "group.id": unique("read"), "enable.auto.commit": False,
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 10, **QUIET})
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+    out: list[Rec] = []
+    if hi > lo:
+        c.assign([TopicPartition(topic, partition, lo)])
+        while len(out) < hi - lo:
+            for m in c.consume(min(500, hi - lo - len(out)), timeout=10):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(m.error())
+                out.append(Rec(m.value(), m.timestamp()[1], m.key(), list(m.headers() or [])))
+    c.close()
+    return out
+
+
+def mirror(hot: str, cold: str, topic: str, partition: int, *, shift: int = 0, shift_ts: int = 1) -> int:
+    """Copy a hot partition to cold after ``shift`` unrelated records (the offset shift).
+    Returns the number of records copied."""
+    other = [Rec(f"cold-only-{i}".encode(), shift_ts + i, b"other") for i in range(shift)]
+    produce(cold, topic, partition, other)
+    recs = read_all(hot, topic, partition)
+    produce(cold, topic, partition, recs)
+    return len(recs)
+
+
+def commit_after_consuming(address: str, group: str, topic: str, counts: dict[int, int]) -> None:
+    """A consumer of ``group`` reads ``counts[p]`` records of each partition and commits."""
+    c = Consumer({"bootstrap.servers": address, "group.id": group, "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 10, **QUIET})
+    commits = []
+    for p, n in counts.items():
+        got = 0
+        if n:
+            c.assign([TopicPartition(topic, p, 0)])
+            while got < n:
+                got += len([m for m in c.consume(n - got, timeout=10) if not m.error()])
+        commits.append(TopicPartition(topic, p, got))
+    c.commit(offsets=commits, asynchronous=False)
+    c.close()
+
+
+def committed(address: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": address, "group.id": group, "enable.auto.commit": False, **QUIET})
+    out = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                          timeout=10)}
+    c.close()
+    return out
+
+
+def write_topology(path: Path, *, hot: str, cold: str, topics: list[str], groups: list[str],
+                   ledger_url: str, timeout_s: float = 5.0) -> Path:
+    doc = {
+        "version": 1,
+        "clusters": {
+            "hot": {"role": "hot", "kafka": {"bootstrap_servers": hot, "timeout_s": timeout_s}},
+            "cold": {"role": "cold", "kafka": {"bootstrap_servers": cold, "timeout_s": timeout_s}},
+        },
+        "policies": {"kafka": [{"name": "stream", "topics": topics, "groups": groups}]},
+        "ledger": {"url": ledger_url},
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def kafka_env(kafka_hot: ManagedProcess, kafka_cold: ManagedProcess) -> Iterator[tuple[str, str]]:
+    """(hot address, cold address), restarting a broker a previous test stopped."""
+    for b in (kafka_hot, kafka_cold):
+        if not b.running:
+            b.start()
+    yield kafka_hot.address, kafka_cold.address
+
+
+@pytest.fixture
+def kafka_durable(tmp_path: Path, s3_server: servers.S3Server) -> Iterator[ManagedProcess]:
+    """A tansu broker whose storage survives a restart: this tansu build has no PostgreSQL
+    engine (only memory:// and s3://), so it stores to the moto S3 server."""
+    bucket = unique("tansu")
+    s3_server.client().create_bucket(Bucket=bucket)
+    broker = servers.kafka_broker(tmp_path, unique("durable"), storage=f"s3://{bucket}/")
+    broker.env.update({"AWS_ENDPOINT": s3_server.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
+                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                       "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+    broker.start()
+    yield broker
+    broker.kill()
