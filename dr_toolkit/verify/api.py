@@ -1,0 +1,378 @@
+"""verifyrep on Spark: compare a dataset and its replica by key, with VerifyReplication's counters.
+
+``verify()`` is the whole job (see :mod:`dr_toolkit.verify.compare` for the steps);
+``verify_policy()`` runs a topology's verify policy. Defined answers for the edge cases:
+
+- **Null keys**: NULL is a key value (keys are matched null-safe); ``null_keys`` counts, per
+  side, the rows with a NULL in any key column.
+- **Duplicate keys**: all rows under one key fold into one digest, so a key is GOODROWS
+  only when both sides hold the same multiset of rows; otherwise it counts once as
+  CONTENT_DIFFERENT_ROWS (or ONLY_IN_*). ``duplicate_keys`` counts and samples the keys with
+  more than one row on either side, found in the buckets that were row-compared (identical
+  duplicates inside a bucket whose digests match are a faithful copy and are not listed).
+- **Schema differences**: reported in ``schema``; a column missing on one side is NULL there,
+  a changed type is compared by text (see :func:`dr_toolkit.verify.compare.align`). A key
+  column or ``ts_column`` missing on either side is a ConfigError (exit 2).
+- **Empty datasets**: zero rows (or an existing directory without data files) compare like
+  any other: two empty sides give all-zero counters and no difference.
+- **Counters** count keys in row-compared buckets and rows in buckets whose digests match
+  (the same number unless a key is duplicated). BADROWS = ONLY_IN_SOURCE_TABLE_ROWS +
+  ONLY_IN_PEER_TABLE_ROWS + CONTENT_DIFFERENT_ROWS. With ``recompare_sleep_s`` > 0 the keys
+  that differed are compared again after the pause (re-reading both sides); those that no
+  longer differ count as GOODROWS, the rest in the category they have then.
+- **Watermark**: with ``name`` and a ledger, ``watermarks(component="verify", name)`` is set
+  to the time the compared data is from (``end_time``, else the start of the run) — only
+  when BADROWS = 0, so it always means "the replica is proven up to here".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.ledger.store import new_id
+from dr_toolkit.secrets import Credentials
+from dr_toolkit.topology import VerifyPolicy
+from dr_toolkit.verify import compare as C
+from dr_toolkit.verify.sources import Dataset, read
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
+
+log = logging.getLogger(__name__)
+DEFAULT_BUCKETS = 8192
+MAX_VALUE_CHARS = 200
+Progress = Callable[[str], None]
+
+
+@dataclass
+class VerifyResult:
+    """What one verification found. ``to_json()`` is the CLI's JSON (DESIGN §3)."""
+
+    counters: dict[str, int]
+    source_rows: int
+    peer_rows: int
+    source: str
+    target: str
+    key: list[str]
+    duration_s: float
+    started_at: float
+    finished_at: float
+    data_time: float
+    report_id: str
+    report_path: str | None = None
+    name: str | None = None
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    buckets: int = 0
+    buckets_compared: int = 0
+    buckets_differing: int = 0
+    duplicate_keys: dict[str, Any] = field(default_factory=dict)
+    null_keys: dict[str, int] = field(default_factory=dict)
+    schema: dict[str, Any] = field(default_factory=dict)
+    window: dict[str, Any] = field(default_factory=dict)
+    recompare: dict[str, Any] = field(default_factory=dict)
+    bucket_chart: list[dict[str, int]] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.counters[C.BAD] == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.counters,
+            "source_rows": self.source_rows, "peer_rows": self.peer_rows,
+            "duration_s": round(self.duration_s, 3), "report_path": self.report_path,
+            "samples": self.samples, "buckets": self.buckets, "buckets_compared": self.buckets_compared,
+            "buckets_differing": self.buckets_differing, "duplicate_keys": self.duplicate_keys,
+            "null_keys": self.null_keys, "schema": self.schema, "window": self.window,
+            "recompare": self.recompare, "source": self.source, "target": self.target, "key": self.key,
+            "name": self.name, "report_id": self.report_id, "started_at": self.started_at,
+            "finished_at": self.finished_at, "data_time": self.data_time,
+        }
+
+
+def parse_time(value: str | float | None, option: str) -> float | None:
+    """Epoch seconds from ``1700000000``, ``2024-05-01``, ``2024-05-01T12:00:00Z`` (UTC if no zone)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{option} {value!r} is not a time",
+                          hint="use ISO 8601 (2024-05-01T12:00:00Z) or epoch seconds") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return t.timestamp()
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, bool | int | float):
+        return v
+    if isinstance(v, str):
+        return v if len(v) <= MAX_VALUE_CHARS else v[:MAX_VALUE_CHARS] + "…"
+    if isinstance(v, dt.datetime | dt.date):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, bytes | bytearray):
+        return _jsonable(bytes(v).hex())
+    if hasattr(v, "asDict"):
+        return {k: _jsonable(x) for k, x in v.asDict().items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return _jsonable(str(v))
+
+
+def _row_dict(r: Any) -> dict[str, Any]:
+    return {} if r is None else {k: _jsonable(v) for k, v in r.asDict().items()}
+
+
+def _sample(r: Row, key: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": {k: _jsonable(r[k]) for k in key}}
+    s, p = _row_dict(r["s_row"]), _row_dict(r["p_row"])
+    if r["category"] == C.CONTENT:
+        cols = sorted(c for c in set(s) | set(p) if s.get(c) != p.get(c))
+        out["columns"] = cols
+        out["source"] = {c: s.get(c) for c in cols}
+        out["peer"] = {c: p.get(c) for c in cols}
+        if (r["s_n"] or 0) > 1 or (r["p_n"] or 0) > 1:
+            out["rows"] = {"source": r["s_n"], "peer": r["p_n"]}
+    elif r["category"] == C.ONLY_SOURCE:
+        out["source"] = s
+    else:
+        out["peer"] = p
+    return out
+
+
+@dataclass
+class _Side:
+    df: DataFrame
+    ds: Dataset
+
+
+class _Job:
+    """The state of one verification; methods are the passes."""
+
+    def __init__(self, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *,
+                 topology: Topology | None, ts_column: str | None, start: float | None, end: float | None,
+                 ignore: list[str], buckets: int, progress: Progress) -> None:
+        self.spark, self.src, self.peer, self.key = spark, src, peer, key
+        self.topology, self.ts_column, self.start, self.end = topology, ts_column, start, end
+        self.ignore, self.buckets, self.progress = ignore, buckets, progress
+        self.schema = C.SchemaDiff()
+
+    def prepare(self) -> tuple[DataFrame, DataFrame]:
+        """Read both sides, check columns, apply the window, align; return the hashed frames."""
+        s = read(self.spark, self.src, side="source", topology=self.topology)
+        p = read(self.spark, self.peer, side="peer", topology=self.topology)
+        if s is None and p is None:
+            from pyspark.sql.types import StringType, StructField, StructType
+
+            empty = self.spark.createDataFrame([], StructType([StructField(k, StringType()) for k in self.key]))
+            s = p = empty
+        elif s is None:
+            assert p is not None
+            s = self.spark.createDataFrame([], p.schema)
+        elif p is None:
+            p = self.spark.createDataFrame([], s.schema)
+        need = [*self.key, *([self.ts_column] if self.ts_column else [])]
+        C.check_columns(s, need, "the source", self.src.display)
+        C.check_columns(p, need, "the peer", self.peer.display)
+        if self.ts_column:
+            s = C.in_window(s, self.ts_column, self.start, self.end)
+            p = C.in_window(p, self.ts_column, self.start, self.end)
+        s, p, self.schema = C.align(s, p, self.key, self.ignore)
+        return C.with_hashes(s, self.key, self.buckets), C.with_hashes(p, self.key, self.buckets)
+
+    def row_compare(self, hs: DataFrame, hp: DataFrame, buckets: list[int], nonempty: int) -> DataFrame:
+        if len(buckets) < nonempty:
+            hs, hp = C.restrict(hs, buckets), C.restrict(hp, buckets)
+        return C.classify(C.key_digests(hs, self.key), C.key_digests(hp, self.key), self.key)
+
+
+def _counts(cls: DataFrame) -> dict[str, int]:
+    return {r["category"]: int(r["count"]) for r in cls.groupBy("category").count().collect()}
+
+
+def _chart(rows_per_bucket: dict[int, int], bad_per_bucket: dict[int, int], buckets: int,
+           bars: int = 64) -> list[dict[str, int]]:
+    """Fold the buckets into at most ``bars`` groups for the report's chart."""
+    bars = max(1, min(bars, buckets))
+    out = [{"first": g * buckets // bars, "last": (g + 1) * buckets // bars - 1, "rows": 0, "bad": 0}
+           for g in range(bars)]
+    for b, n in rows_per_bucket.items():
+        out[b * bars // buckets]["rows"] += n
+    for b, n in bad_per_bucket.items():
+        out[b * bars // buckets]["bad"] += n
+    return out
+
+
+def verify(source: str, target: str, key: list[str], *, topology: Topology | None = None, fmt: str = "parquet",
+           start_time: str | None = None, end_time: str | None = None, ts_column: str | None = None,
+           recompare_sleep_s: float = 0, report_path: str | None = None, sample_size: int = 20,
+           buckets: int | None = None, spark: SparkSession | None = None, ledger: Ledger | None = None,
+           name: str | None = None, peer_format: str | None = None, table: str | None = None,
+           peer_table: str | None = None, conn_id: str | None = None, peer_conn_id: str | None = None,
+           credentials: Credentials | None = None, peer_credentials: Credentials | None = None,
+           ignore_columns: list[str] | None = None, progress: Progress | None = None) -> VerifyResult:
+    """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
+
+    Raises ConfigError (exit 2) for bad input: a missing path, an unreadable format, a key or
+    timestamp column that does not exist, a bad time. Differences are not errors: look at
+    ``result.counters["BADROWS"]`` (the CLI exits 1 when it is > 0).
+    """
+    started = time.time()
+    say: Progress = progress or (lambda m: log.info("%s", m))
+    key = [k.strip() for k in key if k and k.strip()]
+    if not key:
+        raise ConfigError("no key columns given", hint="pass --key COL[,COL...]")
+    start, end = parse_time(start_time, "--start-time"), parse_time(end_time, "--end-time")
+    if (start is not None or end is not None) and not ts_column:
+        raise ConfigError("a time window needs the timestamp column", hint="pass --ts-column COL")
+    if start is not None and end is not None and end <= start:
+        raise ConfigError(f"--end-time {end_time} is not after --start-time {start_time}")
+    n_buckets = int(buckets or DEFAULT_BUCKETS)
+    if n_buckets < 1:
+        raise ConfigError(f"buckets must be at least 1, not {n_buckets}")
+    src = Dataset(source, fmt, table, conn_id, credentials)
+    peer = Dataset(target, peer_format or fmt, peer_table or table, peer_conn_id or conn_id,
+                   peer_credentials or credentials)
+    if spark is None:
+        from dr_toolkit.spark.session import get_session
+
+        cluster = topology.hot.spark if topology is not None else None
+        spark = get_session(cluster.master if cluster else None, conf=dict(cluster.conf) if cluster else None)
+
+    job = _Job(spark, src, peer, key, topology=topology, ts_column=ts_column, start=start, end=end,
+               ignore=list(ignore_columns or []), buckets=n_buckets, progress=say)
+    say("reading both sides")
+    hs, hp = job.prepare()
+    say(f"comparing {n_buckets} bucket digests")
+    sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(hs).collect()}
+    pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(hp).collect()}
+    nonempty = set(sd) | set(pd)
+    differing = sorted(b for b in nonempty if (sd.get(b) or (0,))[:3] != (pd.get(b) or (0,))[:3])
+    differing_set = set(differing)
+    good = sum(v[0] for b, v in sd.items() if b not in differing_set)
+    counters = dict.fromkeys(C.COUNTERS, 0)
+    samples: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
+    duplicates: dict[str, Any] = {"source": 0, "peer": 0, "samples": []}
+    recompare: dict[str, Any] = {"sleep_s": recompare_sleep_s, "keys_rechecked": 0, "resolved": 0}
+    bad_per_bucket: dict[int, int] = {}
+    persisted: list[DataFrame] = []
+    try:
+        if differing:
+            from pyspark.sql import functions as F
+
+            say(f"row-comparing {len(differing)} of {len(nonempty)} buckets")
+            cls = job.row_compare(hs, hp, differing, len(nonempty)).persist()
+            persisted.append(cls)
+            first = _counts(cls)
+            good += first.get(C.GOOD, 0)
+            dup = cls.filter((F.col("s_n") > 1) | (F.col("p_n") > 1))
+            d = dup.agg(F.sum((F.col("s_n") > 1).cast("int")).alias("s"),
+                        F.sum((F.col("p_n") > 1).cast("int")).alias("p")).collect()[0]
+            duplicates = {"source": int(d["s"] or 0), "peer": int(d["p"] or 0), "samples": [
+                {"key": {k: _jsonable(r[k]) for k in key}, "source_rows": r["s_n"] or 0, "peer_rows": r["p_n"] or 0}
+                for r in dup.orderBy(*[C.col(k) for k in key]).limit(sample_size).collect()]}
+            final = cls.filter(F.col("category") != C.GOOD)
+            first_bad = sum(first.get(k, 0) for k in C.BAD_KINDS)
+            if recompare_sleep_s > 0 and first_bad:
+                bad_keys = final.select(*[C.col(k) for k in key], C.BUCKET).localCheckpoint(eager=True)
+                persisted.append(bad_keys)
+                bad_buckets = sorted(r[0] for r in bad_keys.select(C.BUCKET).distinct().collect())
+                say(f"{first_bad} keys differ; re-comparing them in {recompare_sleep_s:g} s")
+                time.sleep(recompare_sleep_s)
+                hs2, hp2 = job.prepare()
+                again = C.only_keys(job.row_compare(hs2, hp2, bad_buckets, n_buckets + 1), bad_keys, key)
+                final = again.filter(F.col("category") != C.GOOD).persist()
+                persisted.append(final)
+                second = _counts(final)
+                still = sum(second.get(k, 0) for k in C.BAD_KINDS)
+                recompare.update(keys_rechecked=first_bad, resolved=first_bad - still)
+                good += first_bad - still
+                counts = second
+            else:
+                counts = first
+            for k in C.BAD_KINDS:
+                counters[k] = counts.get(k, 0)
+                if counters[k]:
+                    rows = final.filter(F.col("category") == k).orderBy(*[C.col(c) for c in key])
+                    samples[k] = [_sample(r, key) for r in rows.limit(sample_size).collect()]
+            bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
+    finally:
+        for df in persisted:
+            df.unpersist()
+    counters[C.GOOD] = good
+    counters[C.BAD] = sum(counters[k] for k in C.BAD_KINDS)
+    finished = time.time()
+    result = VerifyResult(
+        counters=counters, source_rows=sum(v[0] for v in sd.values()), peer_rows=sum(v[0] for v in pd.values()),
+        source=src.display, target=peer.display, key=key, duration_s=finished - started, started_at=started,
+        finished_at=finished, data_time=end if end is not None else started, report_id=new_id("verify"),
+        name=name, samples=samples, buckets=n_buckets, buckets_compared=len(nonempty),
+        buckets_differing=len(differing), duplicate_keys=duplicates,
+        null_keys={"source": sum(v[3] or 0 for v in sd.values()), "peer": sum(v[3] or 0 for v in pd.values())},
+        schema=job.schema.to_json(),
+        window={"ts_column": ts_column, "start": start, "end": end},
+        recompare=recompare,
+        bucket_chart=_chart({b: v[0] for b, v in sd.items()}, bad_per_bucket, n_buckets),
+    )
+    if report_path:
+        from dr_toolkit.verify.report import write_html
+
+        result.report_path = str(Path(report_path).resolve())
+        write_html(result, result.report_path)
+    if ledger is not None:
+        ledger.add_verify_report(report_id=result.report_id, source=result.source, target=result.target,
+                                 counters=counters, source_rows=result.source_rows, peer_rows=result.peer_rows,
+                                 started_at=started, finished_at=finished, name=name,
+                                 report_path=result.report_path,
+                                 detail={k: v for k, v in result.to_json().items() if k not in C.COUNTERS})
+        if name and result.ok:
+            ledger.set_watermark("verify", name, result.data_time,
+                                 detail={"report_id": result.report_id, "rows": result.source_rows})
+    return result
+
+
+def reports_dir(topology: Topology, policy: VerifyPolicy) -> Path:
+    """Where a policy's reports go: ``report_dir`` or ``failover.reports_dir`` (relative to the topology file)."""
+    d = Path(policy.report_dir or topology.failover.reports_dir)
+    if not d.is_absolute() and topology.source_file:
+        d = Path(topology.source_file).resolve().parent / d
+    return d
+
+
+def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *,
+                  spark: SparkSession | None = None, progress: Progress | None = None) -> VerifyResult:
+    """Run the verify policy ``policy_name``: the report goes to its reports directory, the
+    result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, the data
+    compared is what was written before the run started (``end_time`` = now)."""
+    policy = topology.policy(policy_name)
+    if not isinstance(policy, VerifyPolicy):
+        raise ConfigError(f"policy {policy_name!r} is not a verify policy", where=topology.source_file,
+                          hint="name one listed under policies.verify")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    report = reports_dir(topology, policy) / f"verify-{policy.name}-{stamp}.html"
+    end = str(time.time()) if policy.ts_column else None
+    return verify(policy.source, policy.target, list(policy.key), topology=topology, fmt=policy.format,
+                  ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
+                  report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress)

@@ -1,0 +1,130 @@
+"""What `drt verify` can read, and how each is named.
+
+- A path URI (see :mod:`dr_toolkit.fs.uri`): ``file:///abs/dir``, ``hdfs://<cluster>/dir``,
+  ``webhdfs://host:port/dir``, ``s3://bucket/prefix`` (or a bare ``/abs/dir``), read in
+  ``fmt``: ``parquet`` (default), ``orc``, ``csv`` (with a header line, every column read as
+  text — no schema inference pass), ``json`` (JSON lines). S3 needs ``hadoop-aws`` on
+  Spark's classpath.
+- ``table:<db>.<name>`` (or ``table:<name>``): a Spark/Hive table or a temporary view of the
+  Spark session.
+- ``jdbc:<driver url>``, e.g. ``jdbc:postgresql://db:5432/sales``, with the table given by
+  ``table`` (``--table``, ``--peer-table``) and the user/password by a connection id
+  (``--conn-id``/``--peer-conn-id``: an Airflow connection, or ``AIRFLOW_CONN_<ID>`` outside
+  Airflow). The JDBC driver jar must be on Spark's classpath (``spark.jars``). Passwords
+  never appear in the report, the ledger or a log: the URI is shown through ``redact``.
+
+An existing directory without data files is an empty dataset (it takes the other side's
+schema); a path that does not exist, an unknown format or files that are not in the
+format are a ConfigError (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.secrets import Credentials, lookup, redact
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from dr_toolkit.topology import Topology
+
+FORMATS = ("parquet", "orc", "csv", "json")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One side of a verification: where it is and how to read it."""
+
+    uri: str
+    fmt: str = "parquet"
+    table: str | None = None  # JDBC table
+    conn_id: str | None = None
+    credentials: Credentials | None = field(default=None, repr=False)
+
+    @property
+    def display(self) -> str:
+        """What reports and logs show: the URI without any password (plus the JDBC table)."""
+        text = redact(self.uri)
+        return f"{text} [{self.table}]" if self.uri.startswith("jdbc:") and self.table else text
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return redact(text[0] if text else type(exc).__name__)[:300]
+
+
+def _is_empty_dir(path: str) -> bool:
+    try:
+        return not any(not n.startswith(("_", ".")) for n in os.listdir(path))
+    except OSError:
+        return False
+
+
+def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None) -> DataFrame | None:
+    """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
+    uri = ds.uri
+    if uri.startswith("table:"):
+        name = uri[len("table:"):]
+        try:
+            return spark.table(name)
+        except Exception as exc:  # noqa: BLE001 - pyspark raises AnalysisException subclasses
+            raise ConfigError(f"{side} table {name!r} cannot be read: {_first_line(exc)}", where=ds.display,
+                              hint="name an existing Spark/Hive table or view as table:<db>.<name>") from None
+    if uri.startswith("jdbc:"):
+        return _read_jdbc(spark, ds, side)
+    if ds.fmt not in FORMATS:
+        raise ConfigError(f"unknown format {ds.fmt!r} for the {side}", where=ds.display,
+                          hint=f"use one of: {', '.join(FORMATS)}")
+    if uri.startswith("/"):
+        uri = "file://" + uri
+    loc = parse_uri(uri, topology)
+    if loc.kind == "local":
+        if not os.path.exists(loc.path):
+            raise ConfigError(f"{side} path does not exist", where=loc.path,
+                              hint="check the path (a replica not copied yet?) or the cluster's local_root")
+        if os.path.isdir(loc.path) and _is_empty_dir(loc.path):
+            return None
+    reader = spark.read.format(ds.fmt)
+    if ds.fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "false")
+    try:
+        df = reader.load(loc.spark_path())
+    except Exception as exc:  # noqa: BLE001 - AnalysisException, SparkException, Py4JJavaError
+        msg = str(exc)
+        if "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
+            raise ConfigError(f"{side} path does not exist", where=ds.display,
+                              hint="check the path (a replica not copied yet?)") from None
+        if "UNABLE_TO_INFER_SCHEMA" in msg and loc.kind == "local":
+            return None
+        raise ConfigError(f"{side} cannot be read as {ds.fmt}: {_first_line(exc)}", where=ds.display,
+                          hint="pass the right --format (parquet, orc, csv, json)") from None
+    if ds.fmt == "json" and df.columns == ["_corrupt_record"]:
+        raise ConfigError(f"{side} is not JSON lines", where=ds.display, hint="pass the right --format")
+    return df
+
+
+def _read_jdbc(spark: SparkSession, ds: Dataset, side: str) -> DataFrame:
+    if not ds.table:
+        raise ConfigError(f"the {side} is a JDBC URL but no table was given", where=ds.display,
+                          hint="pass --table NAME (and --peer-table when the replica's differs)")
+    creds = ds.credentials or lookup(ds.conn_id)
+    reader = spark.read.format("jdbc").option("url", ds.uri).option("dbtable", ds.table)
+    if creds is not None:
+        if creds.login:
+            reader = reader.option("user", creds.login)
+        if creds.password:
+            reader = reader.option("password", creds.password)
+        driver = (creds.extra or {}).get("driver")
+        if driver:
+            reader = reader.option("driver", str(driver))
+    try:
+        return reader.load()
+    except Exception as exc:  # noqa: BLE001 - SQLException arrives wrapped in Py4JJavaError
+        raise ConfigError(f"{side} JDBC table cannot be read: {_first_line(exc)}", where=ds.display,
+                          hint="check the URL, the table, the credentials (conn id) and that the driver jar "
+                               "is in spark.jars") from None
