@@ -1,0 +1,292 @@
+"""Execution: one per-file copy function shared by the two engines.
+
+:func:`copy_one` streams a file (bounded memory: one chunk in flight) to a temporary name on
+the target, verifies length and checksum, renames it into place, and detects a source that
+changed while it was being read (re-copied, then reported as failed). ``append`` tasks check
+that the target is a verified prefix of the source and send only the tail.
+
+Engines: :func:`run_local` (a thread pool) and :func:`run_spark` (``mapPartitions`` over
+groups of files balanced by bytes and by file count, like DistCp's dynamic strategy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.copy.plan import FileTask
+from dr_toolkit.errors import DrtError
+from dr_toolkit.fs.base import CHUNK, FileSystem, tmp_name
+
+if TYPE_CHECKING:
+    from dr_toolkit.fs.uri import Location
+    from dr_toolkit.secrets import Credentials
+
+log = logging.getLogger(__name__)
+ATTEMPTS = 3
+PER_FILE_COST = 256 << 10  # bytes a file "costs" beyond its size when balancing groups
+
+
+class SourceChanged(Exception):
+    """The source file moved (size, mtime or content) while it was being copied."""
+
+
+class Throttle:
+    """A token bucket shared by the workers of one process (bytes per second)."""
+
+    def __init__(self, bytes_per_s: float | None) -> None:
+        self.rate = bytes_per_s
+        self.lock = threading.Lock()
+        self.t0 = time.monotonic()
+        self.sent = 0
+
+    def take(self, n: int) -> None:
+        if not self.rate:
+            return
+        with self.lock:
+            self.sent += n
+            due = self.t0 + self.sent / self.rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+@dataclass
+class CopyContext:
+    src_fs: FileSystem
+    tgt_fs: FileSystem
+    src_root: str  # where the source is read (a snapshot path when copying from a snapshot)
+    tgt_root: str
+    run_id: str
+    preserve: tuple[str, ...] = ()
+    throttle: Throttle = field(default_factory=lambda: Throttle(None))
+    on_bytes: Callable[[int], None] | None = None
+    stable_source: bool = False  # a snapshot: cannot change under us
+
+
+@dataclass
+class Outcome:
+    rel: str
+    ok: bool
+    bytes: int = 0
+    size: int = 0
+    mtime: float = 0.0
+    checksum: str | None = None
+    tmtime: float | None = None
+    action: str = "copy"
+    attempts: int = 0
+    changed: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _stream(ctx: CopyContext, chunks: Iterator[bytes], md5: Any, counter: list[int]) -> Iterator[bytes]:
+    for c in chunks:
+        md5.update(c)
+        counter[0] += len(c)
+        ctx.throttle.take(len(c))
+        if ctx.on_bytes:
+            ctx.on_bytes(len(c))
+        yield c
+
+
+def _finish(ctx: CopyContext, task: FileTask, path: str) -> float | None:
+    tgt = ctx.tgt_fs
+    if "permissions" in ctx.preserve and task.permission and tgt.supports_permissions:
+        tgt.set_permission(path, task.permission)
+    if "times" in ctx.preserve and tgt.supports_times:
+        tgt.set_times(path, task.mtime)
+    return None
+
+
+def _verify_written(ctx: CopyContext, path: str, n: int, digest: str) -> None:
+    t = ctx.tgt_fs.stat(path)
+    if t is None or t.size != n:
+        raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
+    if ctx.tgt_fs.cheap_checksum:
+        c = ctx.tgt_fs.checksum(path)
+        if c is not None and c.algorithm == "MD5" and c.value != digest:
+            raise OSError(f"verification failed: checksum of {path} is {c.value}, streamed {digest}")
+
+
+def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, n: int, digest: str) -> None:
+    if ctx.stable_source:
+        return
+    s = ctx.src_fs.stat(src)
+    if s is None:
+        raise SourceChanged(f"{src} vanished while being copied")
+    if (s.size, round(s.mtime, 3)) != (size, round(mtime, 3)) or n != size:
+        raise SourceChanged(f"{src} changed while being copied ({size}→{s.size} bytes)")
+    if ctx.src_fs.cheap_checksum:
+        c = ctx.src_fs.checksum(src)
+        if c is not None and c.algorithm == "MD5" and c.value != digest:
+            raise SourceChanged(f"{src} content changed while being copied")
+
+
+def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome:
+    tmp = tmp_name(dst, ctx.run_id)
+    md5 = hashlib.md5(usedforsecurity=False)
+    counter = [0]
+    try:
+        n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, chunk_size=CHUNK), md5, counter))
+        digest = md5.hexdigest()
+        _check_source(ctx, src, size, mtime, n, digest)
+        _verify_written(ctx, tmp, n, digest)
+        _finish(ctx, task, tmp)
+        ctx.tgt_fs.rename(tmp, dst)
+    except BaseException:
+        try:
+            ctx.tgt_fs.delete(tmp)
+        except Exception:  # noqa: BLE001 - clean-up is retried by the next run
+            pass
+        raise
+    t = ctx.tgt_fs.stat(dst)
+    return Outcome(task.rel, True, n, n, mtime, f"MD5:{digest}", t.mtime if t else None, "copy")
+
+
+def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome | None:
+    """Append the source's tail when the target is a verified prefix; None when it is not."""
+    t = ctx.tgt_fs.stat(dst)
+    if t is None or t.size != task.offset or not task.prefix_checksum or size < task.offset:
+        return None
+    algo, _, want = task.prefix_checksum.rpartition(":")
+    if algo != "MD5":
+        return None
+    md5 = hashlib.md5(usedforsecurity=False)
+    reader = ctx.src_fs.read(src, chunk_size=CHUNK)
+    left = task.offset
+    pending = b""
+    for c in reader:  # hash the prefix, keep what lies beyond it
+        if left >= len(c):
+            md5.update(c)
+            left -= len(c)
+            if left == 0:
+                break
+            continue
+        md5.update(c[:left])
+        pending = c[left:]
+        left = 0
+        break
+    if md5.hexdigest() != want:
+        return None
+
+    def tail() -> Iterator[bytes]:
+        if pending:
+            yield pending
+        yield from reader
+
+    counter = [0]
+    n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), md5, counter), append=True)
+    digest = md5.hexdigest()
+    _check_source(ctx, src, size, mtime, task.offset + n, digest)
+    _verify_written(ctx, dst, task.offset + n, digest)
+    _finish(ctx, task, dst)
+    t2 = ctx.tgt_fs.stat(dst)
+    return Outcome(task.rel, True, n, task.offset + n, mtime, f"MD5:{digest}", t2.mtime if t2 else None, "append")
+
+
+def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
+    """Copy (or append) one file with retries and backoff; never raises for a per-file failure."""
+    src = ctx.src_fs.join(ctx.src_root, task.rel)
+    dst = ctx.tgt_fs.join(ctx.tgt_root, task.rel)
+    changed = False
+    err = ""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            s = ctx.src_fs.stat(src)
+            if s is None or s.is_dir:
+                return Outcome(task.rel, False, attempts=attempt, error=f"{src} vanished before it was copied")
+            if (s.size, round(s.mtime, 3)) != (task.size, round(task.mtime, 3)):
+                changed = True  # re-plan this file to its current version
+            out = None
+            if task.action == "append" and not changed:
+                out = _copy_tail(ctx, task, src, dst, s.size, s.mtime)
+            if out is None:
+                out = _copy_full(ctx, task, src, dst, s.size, s.mtime)
+            out.attempts, out.changed = attempt, changed
+            return out
+        except SourceChanged as exc:
+            changed, err = True, str(exc)
+        except (OSError, DrtError) as exc:
+            err = f"{type(exc).__name__}: {exc}"
+        log.warning("copy of %s failed (attempt %d/%d): %s", task.rel, attempt, ATTEMPTS, err)
+        if attempt < ATTEMPTS:
+            time.sleep(min(0.2 * 2 ** attempt, 5.0))
+    return Outcome(task.rel, False, attempts=ATTEMPTS, changed=changed, error=err)
+
+
+def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
+              on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    out: list[Outcome] = []
+    if not tasks:
+        return out
+    with ThreadPoolExecutor(max(1, min(workers, len(tasks)))) as pool:
+        futs = [pool.submit(copy_one, ctx, t) for t in sorted(tasks, key=lambda t: -t.size)]
+        for f in as_completed(futs):
+            o = f.result()
+            out.append(o)
+            if on_done:
+                on_done(o)
+    return out
+
+
+def balance(tasks: list[FileTask], groups: int) -> list[list[FileTask]]:
+    """Split tasks into ``groups`` of similar weight (bytes + a per-file cost), largest first."""
+    groups = max(1, min(groups, len(tasks)))
+    bins: list[list[FileTask]] = [[] for _ in range(groups)]
+    weight = [0] * groups
+    for t in sorted(tasks, key=lambda t: -(t.size - t.offset)):
+        i = min(range(groups), key=weight.__getitem__)
+        bins[i].append(t)
+        weight[i] += t.size - t.offset + PER_FILE_COST
+    return [b for b in bins if b]
+
+
+@dataclass
+class SparkJob:
+    """Everything an executor needs to rebuild the filesystems (pickled into the tasks)."""
+
+    src: Location
+    tgt: Location
+    src_root: str
+    tgt_root: str
+    run_id: str
+    preserve: tuple[str, ...]
+    bytes_per_s: float | None
+    stable_source: bool
+    src_credentials: Credentials | None = None
+    tgt_credentials: Credentials | None = None
+
+    def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
+        from dr_toolkit.fs import open_fs
+
+        ctx = CopyContext(open_fs(self.src, self.src_credentials), open_fs(self.tgt, self.tgt_credentials),
+                          self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
+                          stable_source=self.stable_source)
+        for t in tasks:
+            yield copy_one(ctx, t).to_dict()
+
+
+def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | None = None) -> list[Outcome]:
+    """Copy on Spark: one partition per balanced group of files, results collected."""
+    if not tasks:
+        return []
+    from dr_toolkit.spark.session import get_session
+
+    spark = get_session(master, app_name=f"drt-distcp-{job.run_id}")
+    groups = balance(tasks, max(workers, spark.sparkContext.defaultParallelism) * 2)
+    if job.bytes_per_s:
+        job.bytes_per_s = job.bytes_per_s / min(len(groups), spark.sparkContext.defaultParallelism)
+    # one partition per group: key by group index, partition by that key, drop the key
+    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), len(groups)).partitionBy(
+        len(groups), lambda k: int(k)).flatMap(lambda kv: kv[1])
+    rows = rdd.mapPartitions(job).collect()
+    return [Outcome(**r) for r in rows]
