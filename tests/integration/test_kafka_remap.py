@@ -8,76 +8,12 @@ import pytest
 
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.remap import probe_budget
-from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.support.fixtures_kafka import (
-    Rec,
-    commit_after_consuming,
-    create_topic,
-    mirror,
-    produce,
-    read_all,
-    unique,
-    write_topology,
-)
+from tests.support.fixtures_kafka import T0, Rec, create_topic, produce, read_all, unique, write_topology
 
 pytestmark = pytest.mark.integration
-T0 = 1_700_000_000_000
-
-
-def _runs(n: int, run_lengths: list[int], start: int = T0) -> list[Rec]:
-    """``n`` records whose timestamps come in runs of equal values (lengths cycled)."""
-    out, ts, i = [], start, 0
-    while len(out) < n:
-        for _ in range(run_lengths[i % len(run_lengths)]):
-            if len(out) < n:
-                out.append(Rec(f"v{len(out)}".encode(), ts, f"k{len(out) % 7}".encode(), [("h", b"1")]))
-        ts += 5
-        i += 1
-    return out
-
-
-def _backwards(n: int) -> list[Rec]:
-    """Timestamps that mostly grow but jump back by up to 40 ms every few records."""
-    out = []
-    for i in range(n):
-        ts = T0 + 10 * i - (40 if i % 7 == 3 else 0) - (25 if i % 11 == 5 else 0)
-        out.append(Rec(f"b{i}".encode(), ts, None))
-    return out
-
-
-# partition → (records, committed by the group, cold-only records first)
-def _scenario() -> dict[int, tuple[list[Rec], int, int]]:
-    return {
-        0: (_runs(300, [1, 3, 50, 2, 17]), 137, 7),     # inside a run of 50 equal timestamps
-        1: (_backwards(200), 108, 3),                    # ts of record 107 is lower than record 106's
-        2: ([], 0, 4),                                   # empty partition (cold holds other records)
-        3: (_runs(100, [4]), 100, 0),                    # the group consumed everything
-        4: (_runs(80, [2]), 0, 12),                      # the group consumed nothing
-        5: ([Rec(f"same{i}".encode(), T0, b"same") for i in range(50)], 23, 5),  # 50 share one ts
-        6: ([Rec(b"dup", T0 + 7) for _ in range(5)] + _runs(10, [1], T0 + 8), 2, 2),  # identical records
-    }
-
-
-@pytest.fixture
-def mirrored(kafka_env, tmp_path: Path):
-    hot, cold = kafka_env
-    topic, group, idle = unique("orders"), unique("billing"), unique("idle")
-    scen = _scenario()
-    create_topic(hot, topic, len(scen))
-    create_topic(cold, topic, len(scen))
-    for p, (recs, _, shift) in scen.items():
-        produce(hot, topic, p, recs)
-        assert mirror(hot, cold, topic, p, shift=shift) == len(recs)
-    commit_after_consuming(hot, group, topic, {p: n for p, (_, n, _) in scen.items()})
-    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[group, idle],
-                         ledger_url=f"sqlite:///{tmp_path}/ledger.db")
-    topo = load_topology(cfg)
-    return topo, Ledger.open(topo.ledger.url), topic, group, idle, scen
-
-
-def test_remap_points_at_the_next_unconsumed_record_on_every_partition(mirrored) -> None:
-    topo, ledger, topic, group, idle, scen = mirrored
+def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mirror) -> None:
+    topo, ledger, topic, group, idle, scen = kafka_mirror
     ck = api.checkpoint(topo, ledger)
     assert set(ck["groups"]) == {group, idle}
     rows = {(r["group_id"], r["partition_id"]): r for r in ck["partitions"]}
