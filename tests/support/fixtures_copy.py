@@ -1,0 +1,69 @@
+"""Fixtures of file replication: a WebHDFS emulator (two namenodes, one standby), an S3
+bucket on the shared moto server, trees to copy, and tree comparison helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.webhdfs_emulator import WebHdfsEmulator
+
+
+@pytest.fixture
+def webhdfs(tmp_path: Path) -> Iterator[WebHdfsEmulator]:
+    """A WebHDFS emulator; ``urls`` lists the standby namenode first, so every client fails over."""
+    emu = WebHdfsEmulator(tmp_path / "webhdfs").start(standby_first=True)
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket on the moto S3 server; the default AWS chain points at it."""
+    name = "drt-" + uuid.uuid4().hex[:10]
+    s3_server.client().create_bucket(Bucket=name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    return name
+
+
+def make_tree(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def sample_tree(n: int = 12, size: int = 5000) -> dict[str, bytes]:
+    out = {}
+    for i in range(n):
+        d = ["", "a/", "a/b/", "c/"][i % 4]
+        out[f"{d}f{i:03d}.bin"] = hashlib.sha256(str(i).encode()).digest() * (size // 32 + i)
+    return out
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """rel path -> md5 of every visible file (the toolkit's hidden entries left out)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if d != ".drt"]
+        for f in filenames:
+            if f.startswith(".drt-tmp."):
+                continue
+            p = Path(dirpath) / f
+            out[str(p.relative_to(root))] = hashlib.md5(p.read_bytes()).hexdigest()
+    return out
+
+
+def tmp_files(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob(".drt-tmp.*")]
