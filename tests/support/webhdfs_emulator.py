@@ -49,6 +49,8 @@ class Store:
         self.snapshottable: set[str] = set()
         self.layout_checksum = layout_checksum
         self.lock = threading.RLock()
+        self.ids: dict[str, int] = {}  # HDFS path -> inode id (never reused, moved by RENAME)
+        self.next_id = 16385
         self.opens: list[str] = []  # paths of the OPEN calls answered (tests count reads)
 
     # -- path mapping --------------------------------------------------------------------------
@@ -76,15 +78,40 @@ class Store:
                 "blockSize": 134217728, "replication": 0 if is_dir else 3, "fileId": s.st_ino,
                 "childrenNum": len(os.listdir(p)) if is_dir else 0, "storagePolicy": 0}
 
+    # -- inode ids -------------------------------------------------------------------------------
+    def ino(self, path: str) -> int:
+        with self.lock:
+            if path not in self.ids:
+                self.ids[path] = self.next_id
+                self.next_id += 1
+            return self.ids[path]
+
+    def new_ino(self, path: str) -> None:
+        with self.lock:
+            self.forget(path)
+            self.ino(path)
+
+    def forget(self, path: str) -> None:
+        with self.lock:
+            for k in [k for k in self.ids if k == path or k.startswith(path.rstrip("/") + "/")]:
+                del self.ids[k]
+
+    def move(self, src: str, dst: str) -> None:
+        with self.lock:
+            for k in [k for k in self.ids if k == src or k.startswith(src + "/")]:
+                self.ids[dst + k[len(src):]] = self.ids.pop(k)
+
     # -- snapshots -------------------------------------------------------------------------------
-    def inventory(self, base: Path) -> dict[str, tuple[int, int, int, bool]]:
-        """relative path -> (inode, size, mtime_ns, is_dir) of a live tree."""
+    def inventory(self, d: str) -> dict[str, tuple[int, int, int, bool]]:
+        """relative path -> (inode, size, mtime_ns, is_dir) of the live tree at HDFS path ``d``."""
+        base = self.local(d)
         out: dict[str, tuple[int, int, int, bool]] = {}
         for dirpath, dirnames, filenames in os.walk(base):
             for n in dirnames + filenames:
                 p = Path(dirpath) / n
                 s = p.stat()
-                out[str(p.relative_to(base))] = (s.st_ino, s.st_size, s.st_mtime_ns, st.S_ISDIR(s.st_mode))
+                rel = str(p.relative_to(base))
+                out[rel] = (self.ino(d.rstrip("/") + "/" + rel), s.st_size, s.st_mtime_ns, st.S_ISDIR(s.st_mode))
         return out
 
     def create_snapshot(self, d: str, name: str) -> None:
@@ -95,11 +122,11 @@ class Store:
             raise _Err(403, "SnapshotException", f"snapshot {name} already exists for {d}")
         src = self.local(d)
         shutil.copytree(src, sd / "data", copy_function=shutil.copy2)
-        (sd / "inventory.json").write_text(json.dumps(self.inventory(src)))
+        (sd / "inventory.json").write_text(json.dumps(self.inventory(d)))
 
     def _snap_inventory(self, d: str, name: str) -> dict[str, tuple[int, int, int, bool]]:
         if name in ("", "."):
-            return self.inventory(self.local(d))
+            return self.inventory(d)
         f = self._snapdir(d, name) / "inventory.json"
         if not f.exists():
             raise _Err(403, "SnapshotException", f"Cannot find the snapshot of directory {d} with name {name}")
@@ -280,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "datanode" not in q:
             return self._redirect(path, q)
         p.parent.mkdir(parents=True, exist_ok=True)
+        self.store.new_ino(path)
         with open(p, "wb") as f:
             for b in self._body_chunks():
                 f.write(b)
@@ -317,6 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json({"boolean": False})
         with self.store.lock:
             os.rename(src, dst)
+            self.store.move(path, "/" + str(dst.relative_to(self.store.fs)))
         self._json({"boolean": True})
 
     def op_delete(self, method: str, path: str, q: dict[str, str]) -> None:
@@ -329,6 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             shutil.rmtree(p)
         else:
             p.unlink()
+        self.store.forget(path)
         self._json({"boolean": True})
 
     def op_getfilechecksum(self, method: str, path: str, q: dict[str, str]) -> None:
@@ -431,6 +461,13 @@ class WebHdfsEmulator:
     def local(self, path: str) -> Path:
         """The backing file of an HDFS path (tests inspect and corrupt files through it)."""
         return self.store.local(path)
+
+    def location(self, path: str) -> Any:
+        """A :class:`dr_toolkit.fs.uri.Location` naming both namenodes (as a topology cluster would)."""
+        from dr_toolkit.fs.uri import Location
+
+        return Location("webhdfs", path, f"webhdfs://{self.urls[0].split('//')[1]}{path}",
+                        namenodes=tuple(self.urls))
 
     def allow_snapshot(self, path: str) -> None:
         self.store.snapshottable.add("/" + path.strip("/"))

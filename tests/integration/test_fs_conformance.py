@@ -1,0 +1,148 @@
+"""One conformance suite for the three filesystems: local for real, S3 against moto's S3
+server, WebHDFS against the WebHDFS emulator (standby namenode first, so every call fails
+over) — and against a real cluster when DRT_TEST_WEBHDFS_URL is set."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr_toolkit.fs import FileSystem, open_fs, parse_uri
+from dr_toolkit.fs.base import tmp_name
+
+pytestmark = pytest.mark.integration
+KINDS = ["local", "webhdfs", "s3"] + (["real-webhdfs"] if os.environ.get("DRT_TEST_WEBHDFS_URL") else [])
+
+
+@pytest.fixture(params=KINDS)
+def anyfs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileSystem, str]]:
+    kind = request.param
+    if kind == "local":
+        yield open_fs(parse_uri(f"file://{tmp_path}/root")), f"{tmp_path}/root"
+    elif kind == "webhdfs":
+        emu = request.getfixturevalue("webhdfs")
+        yield open_fs(emu.location("/root")), "/root"
+    elif kind == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        yield open_fs(parse_uri(f"s3://{bucket}/root")), "root"
+    else:
+        url = os.environ["DRT_TEST_WEBHDFS_URL"].rstrip("/")
+        root = f"/tmp/drt-conformance-{uuid.uuid4().hex[:8]}"
+        fs = open_fs(parse_uri(url.replace("http://", "webhdfs://") + root))
+        yield fs, root
+        fs.delete(root, recursive=True)
+
+
+def test_write_stat_read_checksum(anyfs: tuple[FileSystem, str]) -> None:
+    fs, root = anyfs
+    data = os.urandom(3 * 1024 * 1024 + 17)  # more than one streaming chunk
+    p = fs.join(root, "d1/d2/file.bin")
+    assert fs.write(p, [data[:1000], data[1000:]]) == len(data)
+    s = fs.stat(p)
+    assert s is not None and s.size == len(data) and not s.is_dir and s.mtime > 0
+    assert fs.read_all(p) == data
+    assert b"".join(fs.read(p, offset=5, length=100)) == data[5:105]
+    assert b"".join(fs.read(p, offset=len(data) - 10)) == data[-10:]
+    c = fs.checksum(p)
+    assert c is not None and c.layout_independent and c.value == hashlib.md5(data).hexdigest()
+
+
+def test_listing_is_recursive_and_skips_internal_entries(anyfs: tuple[FileSystem, str]) -> None:
+    fs, root = anyfs
+    for rel in ("a", "x/b", "x/y/c", ".drt/manifests/m.jsonl.gz"):
+        fs.write_bytes(fs.join(root, rel), rel.encode())
+    fs.write_bytes(tmp_name(fs.join(root, "x/b"), "run1"), b"partial")
+    rels = sorted(fs.relative(root, s.path) for s in fs.list_files(root))
+    assert rels == ["a", "x/b", "x/y/c"]
+    assert [fs.relative(root, p) for p in fs.list_tmp(root)] == ["x/.drt-tmp.b.run1"]
+    assert list(fs.list_files(fs.join(root, "nothing-here"))) == []
+
+
+def test_rename_replaces_and_delete(anyfs: tuple[FileSystem, str]) -> None:
+    fs, root = anyfs
+    a, b = fs.join(root, "a"), fs.join(root, "sub/b")
+    fs.write_bytes(a, b"new")
+    fs.write_bytes(b, b"old content")
+    fs.rename(a, b)
+    assert fs.stat(a) is None
+    assert fs.read_all(b) == b"new"
+    assert fs.delete(b) is True
+    assert fs.stat(b) is None
+    fs.write_bytes(fs.join(root, "t/1"), b"1")
+    fs.write_bytes(fs.join(root, "t/u/2"), b"2")
+    assert fs.delete(fs.join(root, "t"), recursive=True)
+    assert list(fs.list_files(fs.join(root, "t"))) == []
+
+
+def test_missing_paths(anyfs: tuple[FileSystem, str]) -> None:
+    fs, root = anyfs
+    assert fs.stat(fs.join(root, "missing")) is None
+    with pytest.raises(FileNotFoundError):
+        fs.read_all(fs.join(root, "missing"))
+
+
+def test_append_times_permissions_where_supported(anyfs: tuple[FileSystem, str]) -> None:
+    fs, root = anyfs
+    p = fs.join(root, "log")
+    fs.write_bytes(p, b"line1\n")
+    if fs.supports_append:
+        fs.write(p, [b"line2\n"], append=True)
+        assert fs.read_all(p) == b"line1\nline2\n"
+    else:
+        with pytest.raises(NotImplementedError):
+            fs.write(p, [b"x"], append=True)
+    if fs.supports_times:
+        fs.set_times(p, 1_600_000_000.25)
+        s = fs.stat(p)
+        assert s is not None and abs(s.mtime - 1_600_000_000.25) < 1e-3
+    if fs.supports_permissions:
+        fs.set_permission(p, "640")
+        s = fs.stat(p)
+        assert s is not None and s.permission == "640"
+
+
+def test_webhdfs_snapshots_and_diff(webhdfs: Any) -> None:
+    fs = open_fs(webhdfs.location("/snap"))
+    for rel in ("keep", "gone", "dir/moved", "mod"):
+        fs.write_bytes(f"/snap/{rel}", rel.encode())
+    assert not fs.is_snapshottable("/snap")
+    webhdfs.allow_snapshot("/snap")
+    assert fs.is_snapshottable("/snap")
+    fs.create_snapshot("/snap", "s1")
+    fs.delete("/snap/gone")
+    fs.rename("/snap/dir", "/snap/dir2")
+    fs.write("/snap/mod", [b"+more"], append=True)  # same inode: MODIFY
+    fs.write_bytes("/snap/keep", b"rewritten")  # CREATE with overwrite makes a new inode, as HDFS does
+    fs.write_bytes("/snap/new", b"n")
+    fs.create_snapshot("/snap", "s2")
+    diff = {(d.type, d.path, d.target) for d in fs.snapshot_diff("/snap", "s1", "s2")}
+    assert diff == {("-", "gone", None), ("R", "dir", "dir2"), ("M", "mod", None), ("+", "new", None),
+                    ("-", "keep", None), ("+", "keep", None)}
+    assert fs.read_all("/snap/.snapshot/s1/gone") == b"gone"
+    assert fs.snapshot_exists("/snap", "s1")
+    fs.delete_snapshot("/snap", "s1")
+    assert not fs.snapshot_exists("/snap", "s1")
+
+
+def test_webhdfs_fails_over_between_namenodes(webhdfs: Any) -> None:
+    fs = open_fs(webhdfs.location("/ha"))
+    fs.write_bytes("/ha/f", b"one")
+    webhdfs.failover()  # the other namenode becomes active
+    assert fs.read_all("/ha/f") == b"one"
+    fs.write_bytes("/ha/g", b"two")
+    assert sorted(s.path for s in fs.list_files("/ha")) == ["/ha/f", "/ha/g"]
+
+
+def test_webhdfs_all_standby_is_unreachable_error(webhdfs: Any) -> None:
+    from dr_toolkit.errors import UnreachableError
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+
+    fs = WebHdfsFileSystem(webhdfs.urls[:1], timeout_s=5)  # only the standby
+    with pytest.raises(UnreachableError, match="no active namenode"):
+        fs.stat("/x")
