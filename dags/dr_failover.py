@@ -1,0 +1,83 @@
+"""dr_failover: the manual hot-to-cold failover runbook (dr-toolkit capability 1.5)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.sdk import Param, dag, task
+
+DOC = """
+### Fail over from the hot cluster to the cold one
+
+**Manual only** (no schedule). Trigger it with a *reason* (it goes to the audit log). With
+**dry_run** on (the default) every step only says what it would do and nothing changes.
+
+Steps: fence the hot cluster (fencing epoch + read-only flag in ZooKeeper) → wait until
+HBase queues and the Kafka mirror drained → final incremental copy of every HDFS policy →
+final verification (BADROWS must be 0) → remap and apply Kafka consumer offsets → the
+caught-up gate must say **GO** → **human approval** (this DAG waits in *Required actions*)
+→ promote the cold cluster (active-cluster znode) → final report (JSON + HTML in
+`failover.reports_dir`).
+
+Every step is idempotent and recorded in the ledger's audit events (who, what, when,
+before/after); clearing a failed task re-runs only that step. The same runbook runs from the
+command line: `drt failover run [--execute] [--resume RUN]`.
+"""
+
+STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate")
+RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
+
+
+@dag(
+    dag_id="dr_failover",
+    schedule=None,
+    catchup=False,
+    tags=["dr-toolkit", "failover"],
+    doc_md=DOC,
+    max_active_runs=1,
+    params={
+        "reason": Param(type="string", minLength=3, title="Reason",
+                        description="Why fail over now (recorded in the audit log)."),
+        "dry_run": Param(True, type="boolean", title="Dry run",
+                         description="On: only say what each step would do. Off: really fail over."),
+    },
+    render_template_as_native_obj=False,
+)
+def dr_failover():  # type: ignore[no-untyped-def]
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from drt_airflow.failover import FailoverStepOperator, start_run
+
+    @task
+    def start(**context) -> str:  # type: ignore[no-untyped-def]
+        """Record the failover run in the ledger (reason, who, dry run or not)."""
+        p = context["params"]
+        return start_run(context, reason=str(p["reason"]), dry_run=bool(p["dry_run"]))
+
+    @task.branch
+    def execute_or_dry_run(**context) -> str:  # type: ignore[no-untyped-def]
+        """A dry run skips the approval and the promotion (nothing to approve)."""
+        return "report" if context["params"]["dry_run"] else "approval"
+
+    prev = start()
+    for step in STEPS:
+        op = FailoverStepOperator(task_id=step, step=step, run_id=RUN_ID,
+                                  execution_timeout=timedelta(hours=2) if step == "wait_drain" else None)
+        prev >> op
+        prev = op
+    branch = execute_or_dry_run()
+    approval = ApprovalOperator(
+        task_id="approval",
+        subject="Promote the cold cluster? (failover run {{ ti.xcom_pull(task_ids='start') }})",
+        body="The gate said **GO** after fencing. Approving makes the cold cluster the active one. "
+             "Reason: {{ params.reason }}",
+        response_timeout=timedelta(hours=12),
+    )
+    promote = FailoverStepOperator(task_id="promote_cold", step="promote_cold", run_id=RUN_ID,
+                                   approval_task_id="approval")
+    report = FailoverStepOperator(task_id="report", step="report", run_id=RUN_ID,
+                                  trigger_rule="none_failed_min_one_success")
+    prev >> branch >> [approval, report]
+    approval >> promote >> report
+
+
+dr_failover()

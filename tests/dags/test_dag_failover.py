@@ -1,0 +1,108 @@
+"""dr_failover with dag.test() on the real test services: a dry run (no approval, nothing changes)
+and an executed failover approved through Airflow's HITL REST API on a running api-server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from dr_toolkit.ledger import Ledger
+from dr_toolkit.topology import load_topology
+from tests.integration.test_failover_runbook import fence_of, hbase_world
+from tests.support.fixtures_failover import write_topology
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+@pytest.fixture
+def topo_path(tmp_path, zk_server, monkeypatch):
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+    hbase_world(load_topology(path), lagging=False)
+    monkeypatch.setenv("DRT_CONFIG", str(path))
+    return path
+
+
+def test_dag_shape_params_and_docs(airflow_home) -> None:
+    from tests.support.airflow import load_dag
+
+    dag = load_dag("dr_failover")
+    assert dag.schedule is None or str(dag.timetable.summary) in ("None", "Never, external triggers only")
+    assert "dr-toolkit" in dag.tags and "human approval" in dag.doc_md.lower()
+    assert dag.params["dry_run"] is True
+    assert dag.params.get_param("reason").schema["type"] == "string"
+    assert "approval" in dag.task_dict and type(dag.task_dict["approval"]).__name__ == "ApprovalOperator"
+    assert dag.task_dict["promote_cold"].upstream_task_ids == {"approval"}
+
+
+@pytest.mark.slow
+def test_dry_run_goes_through_every_step_without_changing_anything(airflow_home, topo_path) -> None:
+    from tests.support.airflow import load_dag
+
+    run = load_dag("dr_failover").test(run_conf={"reason": "quarterly drill", "dry_run": True})
+    assert run.state == "success"
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["approval"].state == "skipped" and tis["promote_cold"].state == "skipped"
+    assert tis["report"].state == "success"
+    assert tis["fence_hot"].xcom_pull(task_ids="fence_hot")["status"] == "planned"
+    topo = load_topology(topo_path)
+    assert fence_of(topo)["fencing"]["epoch"] == 0 and fence_of(topo)["active"] is None
+    run_id = tis["start"].xcom_pull(task_ids="start")
+    row = Ledger.open(topo.ledger.url).failover_run(run_id)
+    assert row["reason"] == "quarterly drill" and row["execute"] == 0 and row["status"] == "succeeded"
+
+
+def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list) -> None:
+    token = api.token()
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    while not stop.is_set():
+        req = urllib.request.Request(f"{api.url}/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}",
+                                     headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                details = json.loads(r.read())["hitl_details"]
+        except OSError:
+            details = []
+        for d in details:
+            ti = d["task_instance"]
+            if d.get("response_received") or ti["task_id"] != "approval":
+                continue
+            url = (f"{api.url}/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                   f"{ti['task_id']}/{ti['map_index']}/hitlDetails")
+            body = json.dumps({"chosen_options": ["Approve"], "params_input": {}}).encode()
+            with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PATCH", headers=headers),
+                                        timeout=10) as r:
+                answered.append(json.loads(r.read()))
+            return
+        time.sleep(1)
+
+
+@pytest.mark.slow
+def test_executed_failover_waits_for_approval_given_through_the_api(airflow_home, api_server, topo_path) -> None:
+    from tests.support.airflow import load_dag
+
+    stop, answered = threading.Event(), []
+    t = threading.Thread(target=_approve_when_asked, args=(api_server, "dr_failover", stop, answered), daemon=True)
+    t.start()
+    try:
+        run = load_dag("dr_failover").test(run_conf={"reason": "site A flooded", "dry_run": False})
+    finally:
+        stop.set()
+        t.join(15)
+    assert answered and answered[0]["chosen_options"] == ["Approve"]
+    assert run.state == "success"
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["promote_cold"].state == "success"
+    topo = load_topology(topo_path)
+    snap = fence_of(topo)
+    assert snap["active"]["cluster"] == "cold" and snap["fencing"]["epoch"] == 1
+    run_id = tis["start"].xcom_pull(task_ids="start")
+    ledger = Ledger.open(topo.ledger.url)
+    assert ledger.failover_run(run_id)["status"] == "succeeded"
+    approval = [e for e in ledger.audit_events(run_id=run_id) if e["action"] == "approval"]
+    assert approval and approval[-1]["status"] == "done" and approval[-1]["actor"].startswith("airflow:")
