@@ -261,7 +261,7 @@ def _run(src: _Side, tgt: _Side, options: CopyOptions, *, ledger: Ledger | None,
     try:
         _execute(src, tgt, plan, read_root, options, result, run_id, progress, credentials, spark_master,
                  stable=snapshot is not None)
-        manifest_id = new_id("manifest")
+        manifest_id = mf.new_manifest_id()
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
                       "source_time": listed_at, "mode": plan.mode, "policy": policy}

@@ -11,6 +11,8 @@ import gzip
 import hashlib
 import io
 import json
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,12 @@ class Entry:
 
 
 Entries = dict[str, Entry]
+
+
+def new_manifest_id() -> str:
+    """A manifest id that sorts by creation time (nanoseconds), like the ledger's ids."""
+    ns = time.time_ns()
+    return f"manifest-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(ns // 10**9))}.{ns % 10**9:09d}-{uuid.uuid4().hex[:6]}"
 
 
 def manifest_path(fs: FileSystem, target_root: str, manifest_id: str) -> str:
