@@ -24,7 +24,8 @@ def hbase_parent(zk_server: Any) -> Iterator[str]:
         zk_server.start()
     from kazoo.client import KazooClient
 
-    c = KazooClient(hosts=zk_server.address, timeout=5)
+    # the ACL test creates znodes as digest user drt: authenticate so they can be removed
+    c = KazooClient(hosts=zk_server.address, timeout=5, auth_data=[("digest", "drt:s3cret-pw")])
     try:
         c.start(timeout=15)
         c.delete(parent, recursive=True)

@@ -1,0 +1,201 @@
+"""Replication peers written in HBase's layout on a real ZooKeeper: idempotent, converging, validated."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.hbase import peers as hp
+from dr_toolkit.hbase.encoding import Layout, decode_peer, decode_state
+from dr_toolkit.zk.client import ZkRetry, connect, is_world_writable
+
+pytestmark = pytest.mark.integration
+
+COLD = "cold-zk1.example.com,cold-zk2.example.com:2181:/hbase"
+
+
+def _tree(zk, root: str) -> dict[str, bytes]:
+    """Every znode under root with its value (kazoo, read directly)."""
+    out = {}
+    stack = [root]
+    while stack:
+        p = stack.pop()
+        if zk.exists(p) is None:
+            continue
+        out[p] = zk.get(p)[0]
+        stack.extend(f"{p}/{c}" for c in zk.get_children(p))
+    return out
+
+
+def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_path) -> None:
+    from dr_toolkit.ledger import Ledger
+
+    ledger = Ledger.open(f"sqlite:///{tmp_path}/l.db")
+    lay = Layout(hbase_parent)
+    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", znode_parent=hbase_parent, ledger=ledger)
+    assert res.changed and [c.path for c in res.changes] == [lay.peer("1"), lay.peer_state("1")]
+    raw = zk.get(lay.peer("1"))[0]
+    assert raw.startswith(b"PBUF")
+    cfg = decode_peer(raw)
+    assert cfg.cluster_key == COLD and cfg.table_cfs == {"shop:orders": ["d", "m"], "audit": []}
+    assert cfg.replicate_all is False
+    assert zk.get(lay.peer_state("1"))[0] == b"PBUF\x08\x00"  # ReplicationState ENABLED
+    before = _tree(zk, hbase_parent)
+    again = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", znode_parent=hbase_parent, ledger=ledger)
+    assert not again.changed and _tree(zk, hbase_parent) == before
+    events = ledger.audit_events(component="hbase")
+    assert [e["action"] for e in events] == ["peers.add", "peers.add"]
+    assert [e["status"] for e in events] == ["ok", "unchanged"]
+
+
+def test_enable_disable_remove_list(zkc, zk, hbase_parent) -> None:
+    lay = Layout(hbase_parent)
+    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent)
+    hp.add_peer(zkc, "2", "other:2181:/hbase-x", znode_parent=hbase_parent, enabled=False)
+    assert decode_state(zk.get(lay.peer_state("2"))[0]) == "DISABLED"
+    assert hp.disable_peer(zkc, "1", znode_parent=hbase_parent).changed
+    assert not hp.disable_peer(zkc, "1", znode_parent=hbase_parent).changed
+    assert zk.get(lay.peer_state("1"))[0] == b"PBUF\x08\x01"
+    hp.enable_peer(zkc, "2", znode_parent=hbase_parent)
+    listed = {p.peer_id: (p.cluster_key, p.state, p.table_cfs) for p in hp.list_peers(zkc, hbase_parent)}
+    assert listed == {"1": (COLD, "DISABLED", None), "2": ("other:2181:/hbase-x", "ENABLED", None)}
+    assert hp.remove_peer(zkc, "1", znode_parent=hbase_parent).changed
+    assert zk.exists(lay.peer("1")) is None
+    assert not hp.remove_peer(zkc, "1", znode_parent=hbase_parent).changed  # already gone: nothing to do
+    assert [p.peer_id for p in hp.list_peers(zkc, hbase_parent)] == ["2"]
+
+
+def test_dry_run_returns_changes_and_writes_nothing(zkc, zk, hbase_parent) -> None:
+    res = hp.add_peer(zkc, "7", COLD, znode_parent=hbase_parent, dry_run=True)
+    assert [c.op for c in res.changes] == ["create", "create"] and res.dry_run
+    assert zk.exists(hbase_parent) is None
+    hp.add_peer(zkc, "7", COLD, znode_parent=hbase_parent)
+    res = hp.remove_peer(zkc, "7", znode_parent=hbase_parent, dry_run=True)
+    assert {c.op for c in res.changes} == {"delete"}
+    assert zk.exists(Layout(hbase_parent).peer("7")) is not None
+
+
+def test_half_written_peer_is_repaired(zkc, zk, hbase_parent) -> None:
+    """A crash between the two znode writes (peer without peer-state) is repaired by the next run."""
+    from dr_toolkit.hbase.encoding import PeerConfig, encode_peer
+
+    lay = Layout(hbase_parent)
+    zk.create(lay.peer("3"), encode_peer(PeerConfig(COLD)), makepath=True)
+    assert hp.read_peer(zkc, "3", hbase_parent).state is None
+    res = hp.add_peer(zkc, "3", COLD, znode_parent=hbase_parent)
+    assert [c.path for c in res.changes] == [lay.peer_state("3")]
+    assert hp.read_peer(zkc, "3", hbase_parent).state == "ENABLED"
+
+
+@pytest.mark.parametrize("version,peer_value,state_value", [
+    ("0.94", COLD.encode(), b"ENABLED"),
+    ("1.4", b"PBUF", b"PBUF\x08\x00"),
+])
+def test_older_hbase_encodings(zkc, zk, hbase_parent, version, peer_value, state_value) -> None:
+    lay = Layout(hbase_parent)
+    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version=version)
+    assert zk.get(lay.peer("1"))[0].startswith(peer_value)
+    assert zk.get(lay.peer_state("1"))[0] == state_value
+    if version == "1.4":  # HBase 1.x keeps table-CFs in a tableCFs child znode
+        hp.add_peer(zkc, "1", COLD, table_cfs={"t1": ["cf"]}, znode_parent=hbase_parent, hbase_version=version)
+        assert zk.get(lay.peer_table_cfs("1"))[0] == b"t1:cf"
+        assert hp.read_peer(zkc, "1", hbase_parent).table_cfs == {"t1": ["cf"]}
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda z, p: hp.add_peer(z, "1", "zk1,zk2/hbase", znode_parent=p), "malformed cluster key"),
+    (lambda z, p: hp.add_peer(z, "1", "zk1:21x81:/hbase", znode_parent=p), "malformed cluster key"),
+    (lambda z, p: hp.add_peer(z, "bad-id", COLD, znode_parent=p), "invalid peer id"),
+    (lambda z, p: hp.add_peer(z, "1", COLD, table_cfs="t1:cf 1", znode_parent=p), "invalid table-CFs"),
+    (lambda z, p: hp.enable_peer(z, "42", znode_parent=p), "unknown peer id '42'"),
+    (lambda z, p: hp.disable_peer(z, "42", znode_parent=p), "unknown peer id '42'"),
+])
+def test_bad_input_is_refused_and_nothing_written(zkc, zk, hbase_parent, call, msg) -> None:
+    with pytest.raises(ConfigError, match=msg):
+        call(zkc, hbase_parent)
+    assert zk.exists(hbase_parent) is None
+
+
+def test_self_as_peer_is_refused(zkc, zk, zk_server, hbase_parent) -> None:
+    host, port = zk_server.address.rsplit(":", 1)
+    for key in (f"{host}:{port}:{hbase_parent}", f"localhost:{port}:{hbase_parent}/"):
+        with pytest.raises(ConfigError, match="itself as its own peer"):
+            hp.add_peer(zkc, "1", key, znode_parent=hbase_parent)
+    assert zk.exists(hbase_parent) is None
+    # the same ensemble with another znode parent is another cluster
+    hp.add_peer(zkc, "1", f"{host}:{port}:/hbase-other", znode_parent=hbase_parent)
+
+
+def test_existing_peer_with_other_key_is_refused(zkc, hbase_parent) -> None:
+    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent)
+    with pytest.raises(ConfigError, match="already exists with cluster key"):
+        hp.add_peer(zkc, "1", "elsewhere:2181:/hbase", znode_parent=hbase_parent)
+
+
+@pytest.mark.slow
+def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, zk_endpoint, hbase_parent) -> None:
+    """10 rounds of peer commands with ZooKeeper stopped/restarted at random points in between."""
+    from dr_toolkit.secrets import Credentials
+
+    rng = random.Random(5)
+    creds = Credentials(login="drt", password="s3cret-pw")
+    retry = ZkRetry(tries=50, backoff=0.1, max_backoff=0.5, deadline_s=20)
+    desired = {"1": (COLD, "ENABLED"), "2": ("dr2:2181:/hbase", "DISABLED"), "3": ("dr3,dr4:2182:/hb", "ENABLED")}
+    ops = [
+        lambda z: hp.add_peer(z, "1", COLD, znode_parent=hbase_parent),
+        lambda z: hp.add_peer(z, "2", "dr2:2181:/hbase", znode_parent=hbase_parent),
+        lambda z: hp.disable_peer(z, "2", znode_parent=hbase_parent),
+        lambda z: hp.add_peer(z, "3", "dr3,dr4:2182:/hb", znode_parent=hbase_parent),
+        lambda z: hp.add_peer(z, "9", "gone:2181:/hbase", znode_parent=hbase_parent),
+        lambda z: hp.remove_peer(z, "9", znode_parent=hbase_parent),
+    ]
+    try:
+        for _round in range(10):
+            z = None
+            for op in ops:
+                if z is None:
+                    z = connect(zk_endpoint, credentials=creds, retry=retry)
+                fault = rng.random()
+                timer = None
+                if fault < 0.07:  # down while the command runs: it must retry until ZooKeeper is back
+                    zk_server.stop()
+                    timer = threading.Timer(rng.uniform(0.2, 1.5), zk_server.start)
+                    timer.start()
+                elif fault < 0.14:
+                    zk_server.stop()
+                    zk_server.start()
+                elif fault < 0.2:
+                    zk_server.kill()
+                    zk_server.start()
+                for _attempt in range(3):  # what an operator does after exit 3: run it again
+                    try:
+                        op(z)
+                        break
+                    except UnreachableError:
+                        z.close()
+                        z = connect(zk_endpoint, credentials=creds, retry=retry)
+                if timer is not None:
+                    timer.join()
+            if z is not None:
+                z.close()
+        with connect(zk_endpoint, credentials=creds, retry=retry) as z:
+            got = {p.peer_id: (p.cluster_key, p.state) for p in hp.list_peers(z, hbase_parent)}
+            assert got == desired
+            lay = Layout(hbase_parent)
+            created = [lay.peers] + [lay.peer(p) for p in desired] + [lay.peer_state(p) for p in desired]
+            for path in created:
+                acls, _ = z.get_acls(path)
+                assert not is_world_writable(acls), (path, acls)
+        # a client without the credentials can read but not change the peers
+        with connect(zk_endpoint) as anon:
+            assert len(hp.list_peers(anon, hbase_parent)) == 3
+            from dr_toolkit.zk.client import ZkNoAuth
+
+            with pytest.raises(ZkNoAuth):
+                hp.disable_peer(anon, "1", znode_parent=hbase_parent)
+    finally:
+        if not zk_server.running:
+            zk_server.start()
