@@ -93,8 +93,54 @@ def first_at_or_after(reader: PartitionReader, topic: str, partition: int, ts: i
     return a
 
 
+@dataclass
+class _Seen:
+    matches: list[int]
+    first_same: int | None = None
+    last_same: int | None = None
+    start: int = 0
+    end: int = 0  # [start, end) read so far
+
+    def add(self, rec: Record, anchor: Anchor) -> None:
+        if rec.timestamp == anchor.timestamp:
+            self.first_same = rec.offset if self.first_same is None else min(self.first_same, rec.offset)
+            self.last_same = rec.offset if self.last_same is None else max(self.last_same, rec.offset)
+        if rec.fingerprint == anchor.fingerprint:
+            self.matches.append(rec.offset)
+
+
+def _scan(reader: PartitionReader, topic: str, partition: int, anchor: Anchor, pos: int, lo: int, hi: int,
+          window: int) -> _Seen:
+    """One sequential read around ``pos``: ``window`` records before it, then on while records
+    still carry the anchor's timestamp (a run of equal timestamps), at least ``window`` after."""
+    seen = _Seen([], start=max(lo, pos - window), end=max(lo, pos - window))
+    first_batch = pos - seen.start + window + 1
+    for rec in reader.read(topic, partition, seen.start, hi, max_records=MAX_SCAN, batch=first_batch):
+        seen.add(rec, anchor)
+        seen.end = rec.offset + 1
+        if rec.offset >= pos + window and rec.timestamp != anchor.timestamp:
+            break
+    return seen
+
+
+def _widen(reader: PartitionReader, topic: str, partition: int, anchor: Anchor, pos: int, lo: int, hi: int,
+           seen: _Seen, window: int) -> None:
+    """CreateTime far out of order: read outwards from ``pos`` in growing steps (each step two
+    sequential reads) until the fingerprint shows up or the partition is read (MAX_SCAN cap)."""
+    reach = 4 * window
+    while not seen.matches and (seen.start > lo or seen.end < hi) and seen.end - seen.start < MAX_SCAN:
+        a, b = max(lo, pos - reach), min(hi, max(seen.end, pos + reach))
+        for rng in ((a, seen.start), (seen.end, b)):
+            if rng[0] < rng[1]:
+                for rec in reader.read(topic, partition, rng[0], rng[1], batch=min(500, rng[1] - rng[0])):
+                    seen.add(rec, anchor)
+        seen.start, seen.end = min(a, seen.start), max(b, seen.end)
+        reach *= 4
+
+
 def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor: Anchor | None,
-                    lo: int, hi: int, *, window: int = WINDOW, use_index: bool = True) -> RemapResult:
+                    lo: int, hi: int, *, window: int = WINDOW, use_index: bool = True,
+                    widen: bool = True) -> RemapResult:
     """Where on the mirror partition [lo, hi) should a consumer resume after ``anchor``?
 
     - ``anchor`` None: nothing to anchor on (the source partition was empty): resume at the
@@ -104,28 +150,35 @@ def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor:
     - not found, but records with the timestamp exist: ``timestamp`` at the earliest of them,
       with the duplicate window.
     - the checkpoint is newer than everything on the mirror: ``end`` (the mirror is behind).
+
+    Probes: the index guess costs one fetch and, when consistent, one window read that usually
+    ends the search; otherwise a binary search (⌈log2 n⌉ fetches) and one window read. Only when
+    timestamps are far out of order (the fingerprint is not near any timestamp crossing) does
+    ``widen`` read outwards, costing more probes (reported) rather than a wrong answer.
     """
     start_fetches = reader.fetches
     if anchor is None:
         return RemapResult(hi, "empty", 0)
     if lo >= hi:
         return RemapResult(lo, "empty", 0)
-    pos = first_at_or_after(reader, topic, partition, anchor.timestamp, lo, hi, use_index=use_index)
-    # One sequential read around pos: `window` records before it, then on while the records
-    # still carry the anchor's timestamp (a run of equal timestamps), at least `window` after.
-    scan_from = max(lo, pos - window)
-    matches: list[int] = []
-    first_same_ts: int | None = None
-    last_same_ts: int | None = None
-    first_batch = pos - scan_from + window + 1
-    for rec in reader.read(topic, partition, scan_from, hi, max_records=MAX_SCAN, batch=first_batch):
-        if rec.timestamp == anchor.timestamp:
-            first_same_ts = rec.offset if first_same_ts is None else first_same_ts
-            last_same_ts = rec.offset
-        if rec.fingerprint == anchor.fingerprint:
-            matches.append(rec.offset)
-        if rec.offset >= pos + window and rec.timestamp != anchor.timestamp:
-            break
+    scanned_at: int | None = None
+    found = _Seen([])
+    if use_index:
+        guess = reader.offset_for_time(topic, partition, anchor.timestamp)
+        if guess is not None and lo < guess < hi:
+            rec = reader.record_at(topic, partition, guess, hi)
+            if rec is not None and rec.timestamp >= anchor.timestamp:
+                found = _scan(reader, topic, partition, anchor, rec.offset, lo, hi, window)
+                scanned_at = rec.offset
+    if found.matches and scanned_at is not None:
+        pos = scanned_at
+    else:
+        pos = first_at_or_after(reader, topic, partition, anchor.timestamp, lo, hi, use_index=False)
+        if pos != scanned_at:
+            found = _scan(reader, topic, partition, anchor, pos, lo, hi, window)
+        if widen and not found.matches:
+            _widen(reader, topic, partition, anchor, pos, lo, hi, found, window)
+    matches, first_same_ts, last_same_ts = sorted(found.matches), found.first_same, found.last_same
     probes = reader.fetches - start_fetches
     if matches:
         hit = matches[0]  # identical records: resume at the first one (re-reading, never skipping)
