@@ -41,7 +41,7 @@ from dr_toolkit.ledger.store import new_id
 from dr_toolkit.secrets import Credentials
 from dr_toolkit.topology import VerifyPolicy
 from dr_toolkit.verify import compare as C
-from dr_toolkit.verify.sources import Dataset, read
+from dr_toolkit.verify.sources import Dataset, precheck, read
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -255,11 +255,14 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     src = Dataset(source, fmt, table, conn_id, credentials)
     peer = Dataset(target, peer_format or fmt, peer_table or table, peer_conn_id or conn_id,
                    peer_credentials or credentials)
+    precheck(src, side="source", topology=topology)
+    precheck(peer, side="peer", topology=topology)
     if spark is None:
         from dr_toolkit.spark.session import get_session
 
         cluster = topology.hot.spark if topology is not None else None
-        spark = get_session(cluster.master if cluster else None, conf=dict(cluster.conf) if cluster else None)
+        spark = get_session(cluster.master if cluster else None, app_name="drt-verify",
+                            conf={"spark.ui.showConsoleProgress": "false", **(cluster.conf if cluster else {})})
 
     job = _Job(spark, src, peer, key, topology=topology, ts_column=ts_column, start=start, end=end,
                ignore=list(ignore_columns or []), buckets=n_buckets, progress=say)
@@ -299,6 +302,8 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                 bad_keys = final.select(*[C.col(k) for k in key], C.BUCKET).localCheckpoint(eager=True)
                 persisted.append(bad_keys)
                 bad_buckets = sorted(r[0] for r in bad_keys.select(C.BUCKET).distinct().collect())
+                # The re-read has the same plan as ``cls``: drop the cache, or Spark would answer from it.
+                cls.unpersist()
                 say(f"{first_bad} keys differ; re-comparing them in {recompare_sleep_s:g} s")
                 time.sleep(recompare_sleep_s)
                 hs2, hp2 = job.prepare()

@@ -65,6 +65,24 @@ def _is_empty_dir(path: str) -> bool:
         return False
 
 
+def precheck(ds: Dataset, *, side: str, topology: Topology | None = None) -> None:
+    """The checks that need no Spark (run before a session starts): format, URI, local path."""
+    if ds.uri.startswith("table:"):
+        return
+    if ds.uri.startswith("jdbc:"):
+        if not ds.table:
+            raise ConfigError(f"the {side} is a JDBC URL but no table was given", where=ds.display,
+                              hint="pass --table NAME (and --peer-table when the replica's differs)")
+        return
+    if ds.fmt not in FORMATS:
+        raise ConfigError(f"unknown format {ds.fmt!r} for the {side}", where=ds.display,
+                          hint=f"use one of: {', '.join(FORMATS)}")
+    loc = parse_uri("file://" + ds.uri if ds.uri.startswith("/") else ds.uri, topology)
+    if loc.kind == "local" and not os.path.exists(loc.path):
+        raise ConfigError(f"{side} path does not exist", where=loc.path,
+                          hint="check the path (a replica not copied yet?) or the cluster's local_root")
+
+
 def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None) -> DataFrame | None:
     """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
     uri = ds.uri
@@ -77,18 +95,10 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
                               hint="name an existing Spark/Hive table or view as table:<db>.<name>") from None
     if uri.startswith("jdbc:"):
         return _read_jdbc(spark, ds, side)
-    if ds.fmt not in FORMATS:
-        raise ConfigError(f"unknown format {ds.fmt!r} for the {side}", where=ds.display,
-                          hint=f"use one of: {', '.join(FORMATS)}")
-    if uri.startswith("/"):
-        uri = "file://" + uri
-    loc = parse_uri(uri, topology)
-    if loc.kind == "local":
-        if not os.path.exists(loc.path):
-            raise ConfigError(f"{side} path does not exist", where=loc.path,
-                              hint="check the path (a replica not copied yet?) or the cluster's local_root")
-        if os.path.isdir(loc.path) and _is_empty_dir(loc.path):
-            return None
+    precheck(ds, side=side, topology=topology)
+    loc = parse_uri("file://" + uri if uri.startswith("/") else uri, topology)
+    if loc.kind == "local" and os.path.isdir(loc.path) and _is_empty_dir(loc.path):
+        return None
     reader = spark.read.format(ds.fmt)
     if ds.fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "false")
@@ -109,9 +119,8 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
 
 
 def _read_jdbc(spark: SparkSession, ds: Dataset, side: str) -> DataFrame:
-    if not ds.table:
-        raise ConfigError(f"the {side} is a JDBC URL but no table was given", where=ds.display,
-                          hint="pass --table NAME (and --peer-table when the replica's differs)")
+    precheck(ds, side=side)
+    assert ds.table is not None
     creds = ds.credentials or lookup(ds.conn_id)
     reader = spark.read.format("jdbc").option("url", ds.uri).option("dbtable", ds.table)
     if creds is not None:

@@ -1,0 +1,138 @@
+"""`drt verify SRC DST --key COLS`: verifyrep on Spark (DESIGN §1.4, §3).
+
+Exit 0 when BADROWS = 0, 1 when the replica differs, 2 for bad input (a missing path, a key
+column that does not exist, files not in ``--format``), 3 when a dependency is unreachable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dr_toolkit.cli.common import emit, err_console, out_console, state
+from dr_toolkit.errors import UsageError
+from dr_toolkit.topology import DEFAULT_CONFIG
+
+if TYPE_CHECKING:
+    from dr_toolkit.cli.common import State
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
+
+
+def _render(d: dict[str, Any]) -> None:
+    bad = d["BADROWS"]
+    colour = "green" if not bad else "red"
+    out_console.print(f"[bold {colour}]{'replica matches' if not bad else f'{bad:,} bad rows'}[/]  "
+                      f"{d['source']} → {d['target']}  ({d['duration_s']:.1f} s)")
+    t = Table()
+    for c in ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS",
+              "CONTENT_DIFFERENT_ROWS", "source_rows", "peer_rows"):
+        t.add_column(c, justify="right")
+    t.add_row(*(f"{d[c]:,}" for c in ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS",
+                                      "CONTENT_DIFFERENT_ROWS", "source_rows", "peer_rows")))
+    out_console.print(t)
+    for kind, rows in d["samples"].items():
+        if rows:
+            keys = ", ".join(str(list(s["key"].values())[0] if len(s["key"]) == 1 else s["key"]) for s in rows[:10])
+            out_console.print(f"{kind}: {keys}{' …' if len(rows) > 10 else ''}")
+    if d["duplicate_keys"].get("source") or d["duplicate_keys"].get("peer"):
+        out_console.print(f"duplicate keys: source {d['duplicate_keys']['source']}, "
+                          f"peer {d['duplicate_keys']['peer']}")
+    if d["report_path"]:
+        out_console.print(f"report: {d['report_path']}")
+
+
+def _topology_and_ledger(st: State, required: bool) -> tuple[Topology | None, Ledger | None]:
+    """The topology (and its ledger) when one is configured; plain paths need neither."""
+    if not required and st.config is None and not Path(DEFAULT_CONFIG).exists():
+        return None, None
+    return st.topology(), st.ledger()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("verify")
+    def verify_cmd(
+        ctx: typer.Context,
+        source: Annotated[str | None, typer.Argument(
+            help="Source dataset: file:///dir, hdfs://<cluster>/dir, webhdfs://h:p/dir, s3://b/p, "
+                 "table:db.name or jdbc:<url> (with --table).")] = None,
+        target: Annotated[str | None, typer.Argument(help="Its replica, in the same forms.")] = None,
+        key: Annotated[str | None, typer.Option("--key", "-k", help="Key column(s), comma-separated.")] = None,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="parquet, orc, csv (header) or json.")] = "parquet",
+        peer_format: Annotated[str | None, typer.Option("--peer-format", help="The replica's format, if other.")
+                               ] = None,
+        start_time: Annotated[str | None, typer.Option(
+            "--start-time", help="Window start (ISO 8601 or epoch s), inclusive.")] = None,
+        end_time: Annotated[str | None, typer.Option("--end-time", help="Window end, exclusive.")] = None,
+        ts_column: Annotated[str | None, typer.Option("--ts-column", help="Timestamp column of the window.")
+                             ] = None,
+        recompare_sleep: Annotated[float, typer.Option(
+            "--recompare-sleep", help="Seconds to wait, then re-compare the keys that differed.")] = 0.0,
+        report: Annotated[str | None, typer.Option("--report", help="Write the HTML report here.")] = None,
+        policy: Annotated[str | None, typer.Option("--policy", help="Run this verify policy of the topology.")
+                          ] = None,
+        table: Annotated[str | None, typer.Option("--table", help="JDBC table (both sides).")] = None,
+        peer_table: Annotated[str | None, typer.Option("--peer-table", help="The replica's JDBC table.")] = None,
+        conn_id: Annotated[str | None, typer.Option("--conn-id", help="Connection with the JDBC user/password.")
+                           ] = None,
+        peer_conn_id: Annotated[str | None, typer.Option("--peer-conn-id", help="The replica's connection.")
+                                ] = None,
+        ignore_columns: Annotated[str | None, typer.Option(
+            "--ignore-columns", help="Columns not to compare, comma-separated.")] = None,
+        buckets: Annotated[int | None, typer.Option("--buckets", help="Hash buckets (default 8192).")] = None,
+        sample_size: Annotated[int, typer.Option("--sample-size", help="Sample keys per counter.")] = 20,
+        name: Annotated[str | None, typer.Option("--name", help="Dataset name for the ledger and watermark.")
+                        ] = None,
+    ) -> None:
+        """Compare a dataset with its replica by key (HBase VerifyReplication's counters).
+
+        Exit 1 when BADROWS > 0. Example: drt verify file:///data/hot/orders file:///data/cold/orders
+        --key order_id --report orders.html
+        """
+        from dr_toolkit.verify.api import verify, verify_policy
+
+        st = state(ctx)
+        quiet = st.json
+        status = None if quiet else err_console.status("verifying…")
+
+        def progress(msg: str) -> None:
+            if status is not None:
+                status.update(msg)
+
+        if policy:
+            if source or target:
+                raise UsageError("--policy takes SRC and DST from the topology; do not pass them too")
+            topo, ledger = _topology_and_ledger(st, True)
+            assert topo is not None
+            if status is not None:
+                status.start()
+            try:
+                result = verify_policy(topo, policy, ledger, spark=None, progress=progress)
+            finally:
+                if status is not None:
+                    status.stop()
+        else:
+            if not source or not target:
+                raise UsageError("missing SRC and DST", hint="drt verify SRC DST --key COLS (or --policy NAME)")
+            if not key:
+                raise UsageError("missing --key", hint="name the key column(s): --key id or --key a,b")
+            topo, ledger = _topology_and_ledger(st, False)
+            if status is not None:
+                status.start()
+            try:
+                result = verify(source, target, key.split(","), topology=topo, fmt=fmt, peer_format=peer_format,
+                                start_time=start_time, end_time=end_time, ts_column=ts_column,
+                                recompare_sleep_s=recompare_sleep, report_path=report, sample_size=sample_size,
+                                buckets=buckets, spark=None, ledger=ledger, name=name, table=table,
+                                peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
+                                ignore_columns=[c for c in (ignore_columns or "").split(",") if c],
+                                progress=progress)
+            finally:
+                if status is not None:
+                    status.stop()
+        emit(ctx, result.to_json(), _render)
+        if not result.ok:
+            raise typer.Exit(1)
