@@ -1,0 +1,99 @@
+"""dr_toolkit.zk.client on a real ZooKeeper: timeouts, retries through restarts, digest auth and ACLs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.secrets import Credentials
+from dr_toolkit.topology import ZooKeeperEndpoint
+from dr_toolkit.zk.client import (
+    ZkNoAuth,
+    ZkNodeExists,
+    ZkNoNode,
+    ZkRetry,
+    connect,
+    is_world_writable,
+    zk_session,
+)
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_unreachable_quorum_is_named_and_never_hangs() -> None:
+    quorum = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    ep = ZooKeeperEndpoint(quorum=quorum, connect_timeout_s=1.5)
+    with pytest.raises(UnreachableError) as ei:
+        connect(ep)
+    assert quorum in str(ei.value) and ei.value.exit_code == 3
+
+
+def test_call_while_zookeeper_is_down_fails_within_deadline_then_recovers(zk_server, zk_endpoint, hbase_parent
+                                                                          ) -> None:
+    ep = zk_endpoint.model_copy(update={"call_timeout_s": 1.0})
+    with zk_session(ep, retry=ZkRetry(tries=3, deadline_s=2.0)) as z:
+        z.ensure_path(f"{hbase_parent}/a")
+        try:
+            zk_server.stop()
+            with pytest.raises(UnreachableError, match=zk_server.address):
+                z.get(f"{hbase_parent}/a")
+        finally:
+            zk_server.start()
+        # the same client reconnects by itself once the server is back
+        assert z.exists(f"{hbase_parent}/a") is not None
+
+
+def test_call_retries_through_a_restart(zk_server, zk_endpoint, hbase_parent) -> None:
+    with zk_session(zk_endpoint, retry=ZkRetry(tries=100, backoff=0.1, max_backoff=0.5, deadline_s=30)) as z:
+        z.ensure_path(hbase_parent)
+        zk_server.stop()
+        t = threading.Timer(1.0, zk_server.start)
+        t.start()
+        try:
+            z.create(f"{hbase_parent}/after-restart", b"x")
+        finally:
+            t.join()
+            if not zk_server.running:
+                zk_server.start()
+        assert z.get(f"{hbase_parent}/after-restart")[0] == b"x"
+
+
+@pytest.mark.parametrize("creds", [
+    Credentials(login="drt", password="s3cret-pw"),
+    Credentials(extra={"auth": "drt:s3cret-pw"}),
+    Credentials(extra={"auth": [{"scheme": "digest", "credential": "drt:s3cret-pw"}]}),
+])
+def test_digest_auth_gives_creator_all_world_read(zk_endpoint, hbase_parent, creds) -> None:
+    with connect(zk_endpoint, credentials=creds) as z:
+        z.ensure_path(f"{hbase_parent}/x/y")
+        z.create(f"{hbase_parent}/x/y/z", b"1")
+        for path in (hbase_parent, f"{hbase_parent}/x", f"{hbase_parent}/x/y/z"):
+            acls, _ = z.get_acls(path)
+            assert not is_world_writable(acls)
+            assert {a.id.scheme for a in acls} == {"digest", "world"}
+    with connect(zk_endpoint) as anon:
+        assert anon.get(f"{hbase_parent}/x/y/z")[0] == b"1"  # world-read
+        with pytest.raises(ZkNoAuth):
+            anon.set(f"{hbase_parent}/x/y/z", b"2")
+        with pytest.raises(ZkNoAuth):
+            anon.create(f"{hbase_parent}/x/intruder")
+
+
+def test_errors_transactions_and_read_only(zkc, hbase_parent) -> None:
+    with pytest.raises(ZkNoNode):
+        zkc.get(f"{hbase_parent}/missing")
+    zkc.ensure_path(hbase_parent)
+    zkc.create(f"{hbase_parent}/a", b"1")
+    with pytest.raises(ZkNodeExists):
+        zkc.create(f"{hbase_parent}/a")
+    with pytest.raises(ZkNodeExists):  # all or nothing: b is not created either
+        zkc.transaction().create(f"{hbase_parent}/b").create(f"{hbase_parent}/a").commit()
+    assert zkc.exists(f"{hbase_parent}/b") is None
+    assert zkc.get_many([f"{hbase_parent}/a", f"{hbase_parent}/nope"])[1] is None
+    with connect(zkc.endpoint, read_only=True) as ro:
+        assert ro.get(f"{hbase_parent}/a")[0] == b"1"
+        with pytest.raises(ConfigError, match="read-only"):
+            ro.set(f"{hbase_parent}/a", b"2")
