@@ -1,0 +1,84 @@
+"""`drt hbase ...` end to end on the test ZooKeeper, from the topology and with --zk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dr_toolkit.cli.main import main
+from dr_toolkit.hbase.encoding import Layout
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.integration
+
+COLD = "cold-zk1.example.com,cold-zk2.example.com:2181:/hbase"
+
+
+def _run(capsys, *argv: str) -> tuple[int, dict | list | None, str]:
+    rc = main(["--json", *argv])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def test_peers_cycle_from_topology(capsys, hbase_topology, hbase_parent, zk) -> None:
+    cfg = ["--config", str(hbase_topology)]
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "add", "1", COLD, "--dry-run")
+    assert rc == 0 and doc["dry_run"] and [c["op"] for c in doc["changes"]] == ["create", "create"]
+    assert zk.exists(Layout(hbase_parent).peer("1")) is None
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "add", "1", COLD, "--table-cfs", "shop:orders:d")
+    assert rc == 0 and doc["changed"]
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "add", "1", COLD, "--table-cfs", "shop:orders:d")
+    assert rc == 0 and not doc["changed"]
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "disable", "1")
+    assert rc == 0 and doc["after"]["state"] == "DISABLED"
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "list")
+    assert doc == [{"peer_id": "1", "cluster_key": COLD, "state": "DISABLED", "table_cfs": {"shop:orders": ["d"]}}]
+    rc, doc, err = _run(capsys, *cfg, "hbase", "peers", "enable", "2")
+    assert rc == 2 and "unknown peer id '2'" in err
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "remove", "1")
+    assert rc == 0 and doc["changed"]
+    # every change (not the dry run's znodes) is in the audit log of the topology's ledger
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import load_topology
+
+    events = Ledger.open(load_topology(hbase_topology).ledger.url).audit_events(component="hbase")
+    assert [(e["action"], e["dry_run"]) for e in events][:2] == [("peers.add", 1), ("peers.add", 0)]
+    assert events[-1]["action"] == "peers.remove"
+
+
+def test_bad_input_exit_2_and_nothing_written(capsys, zk_server, hbase_parent, zk) -> None:
+    base = ["hbase", "peers", "add", "--zk", zk_server.address, "--znode-parent", hbase_parent]
+    host, port = zk_server.address.rsplit(":", 1)
+    for key, msg in (("zk1;zk2:2181", "malformed cluster key"),
+                     (f"{host}:{port}:{hbase_parent}", "itself as its own peer")):
+        rc, _, err = _run(capsys, *base, "1", key)
+        assert rc == 2 and msg in err
+    assert zk.exists(hbase_parent) is None
+
+
+def test_status_exit_codes(capsys, zk_server, hbase_parent, rs_cluster) -> None:
+    c = rs_cluster(["1"])
+    a = c.add_server("rs-a.example.com")
+    a.write(10)
+    a.roll()
+    args = ["hbase", "status", "--zk", zk_server.address, "--znode-parent", hbase_parent]
+    rc, doc, _ = _run(capsys, *args)
+    assert rc == 1 and doc["caught_up"] is False and doc["queues"][0]["size_of_log_queue"] == 1
+    a.drain()
+    rc, doc, _ = _run(capsys, *args, "--peer", "1")
+    assert rc == 1 and any("peer 1 is not configured" in r for r in doc["reasons"])
+    rc, doc, _ = _run(capsys, "--config", "/nonexistent.yaml", *args)
+    assert rc == 0 and doc["caught_up"] is True and doc["queues"][0]["wals"] == 1
+
+
+def test_unreachable_zookeeper_exit_3_naming_the_quorum(tmp_path) -> None:
+    quorum = f"127.0.0.1:{free_port()}"
+    p = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "hbase", "status", "--zk", quorum,
+                        "--timeout", "2"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DRT_CONFIG": str(tmp_path / "none.yaml")})
+    assert p.returncode == 3, p.stderr
+    assert quorum in p.stderr and "cannot connect within 2s" in p.stderr
