@@ -1,0 +1,169 @@
+"""Faults and edges of a copy: a source file changing while it is copied, a corrupted
+target (flipped byte, truncated) found by the next --update run, checksum fallbacks
+reported, bad input refused with exit 2 and nothing written, S3 as target and source."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr_toolkit.cli.main import main
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.fs import open_fs, parse_uri
+from dr_toolkit.topology import CopyOptions
+from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
+from tests.support.webhdfs_emulator import WebHdfsEmulator
+
+pytestmark = pytest.mark.integration
+
+
+def _modify_when_copy_starts(src_file: Path, dst: Path, stop: threading.Event, keep_going: bool) -> None:
+    deadline = time.monotonic() + 30
+    while not tmp_files(dst) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    n = 0
+    while True:
+        n += 1
+        data = bytes([n % 256]) * (6 << 20)
+        src_file.write_bytes(data)
+        os.utime(src_file, (time.time() + n, time.time() + n))
+        if not keep_going or stop.wait(0.05):
+            return
+
+
+@pytest.mark.parametrize("keep_going", [False, True], ids=["changed-once", "keeps-changing"])
+def test_file_modified_during_copy_is_recopied_or_failed_never_mixed(tmp_path: Path, keep_going: bool) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, {"big.bin": b"\xaa" * (6 << 20), "small.txt": b"small"})
+    stop = threading.Event()
+    t = threading.Thread(target=_modify_when_copy_starts, args=(src / "big.bin", dst, stop, keep_going))
+    t.start()
+    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(workers=1, bandwidth_mb_s=3))
+    stop.set()
+    t.join()
+    assert "big.bin" in r.changed_during_copy
+    out = dst / "big.bin"
+    if keep_going:
+        assert r.files_failed == 1 and r.failures[0]["path"] == "big.bin"
+        assert "changed" in r.failures[0]["error"]
+        assert not out.exists()  # never a half-old, half-new file
+    else:
+        assert r.files_failed == 0
+        assert out.read_bytes() == (src / "big.bin").read_bytes()
+    assert tmp_files(dst) == []
+    assert (dst / "small.txt").read_bytes() == b"small"
+
+
+@pytest.mark.parametrize("damage", ["flip-byte", "truncate"])
+def test_corrupted_target_is_detected_and_repaired_by_update(tmp_path: Path, damage: str) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, sample_tree())
+    distcp(f"file://{src}", f"file://{dst}")
+    victim = dst / "a/f001.bin"
+    data = bytearray(victim.read_bytes())
+    if damage == "flip-byte":
+        data[len(data) // 2] ^= 0xFF
+    else:
+        data = data[:-7]
+    victim.write_bytes(bytes(data))
+    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True))
+    assert r.mode == "reconcile" and "a/f001.bin" in r.mode_reason
+    assert r.files_copied == 1
+    assert tree_digest(dst) == tree_digest(src)
+
+
+def test_layout_dependent_checksum_falls_back_to_size_and_mtime_and_says_so(tmp_path: Path) -> None:
+    emu = WebHdfsEmulator(tmp_path / "hdfs", layout_checksum=True).start()
+    try:
+        fs = open_fs(emu.location("/src"))
+        for rel, data in sample_tree(4).items():
+            fs.write_bytes(f"/src/{rel}", data)
+        uri = f"webhdfs://{emu.active_url.split('//')[1]}/src"
+        distcp(uri, f"file://{tmp_path}/dst")
+        for m in (tmp_path / "dst/.drt/manifests").iterdir():
+            m.unlink()  # manifest missing: the next run must compare files
+        r = distcp(uri, f"file://{tmp_path}/dst")
+        assert r.files_copied == 0 and r.files_skipped == 4
+        assert len(r.fallbacks) == 4
+        assert all(f["used"] == "size+mtime" and "MD5-of-0MD5-of-512CRC32C" in f["reason"] for f in r.fallbacks)
+    finally:
+        emu.stop()
+
+
+@pytest.mark.parametrize("case", ["unknown-scheme", "missing-source", "target-in-source", "source-in-target",
+                                  "dotdot", "delete-without-update"])
+def test_bad_input_is_one_clear_error_exit_2_nothing_written(tmp_path: Path, case: str,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DRT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "src"
+    make_tree(src, {"a": b"a"})
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    args = {
+        "unknown-scheme": ["ftp://host/x", f"file://{tmp_path}/dst"],
+        "missing-source": [f"file://{tmp_path}/nope", f"file://{tmp_path}/dst"],
+        "target-in-source": [f"file://{src}", f"file://{src}/inner"],
+        "source-in-target": [f"file://{src}", f"file://{tmp_path}"],
+        "dotdot": [f"file://{src}", f"file://{tmp_path}/dst/../../etc"],
+        "delete-without-update": [f"file://{src}", f"file://{tmp_path}/dst", "--overwrite", "--update"],
+    }[case]
+    code = main(["distcp", *args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("drt: error:") == 1
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_dry_run_counts_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DRT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    files = sample_tree(6)
+    make_tree(tmp_path / "src", files)
+    assert main(["distcp", f"file://{tmp_path}/src", f"file://{tmp_path}/dst", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files_to_copy"] == 6 and out["bytes_to_copy"] == sum(len(v) for v in files.values())
+    assert out["dry_run"] is True and not (tmp_path / "dst").exists()
+
+
+def test_s3_target_then_s3_source(tmp_path: Path, s3_bucket: str, s3_server: Any) -> None:
+    src = tmp_path / "src"
+    files = sample_tree(8, size=20_000)
+    files["big/multipart.bin"] = os.urandom((8 << 20) + 12345)  # more than one multipart part
+    make_tree(src, files)
+    uri = f"s3://{s3_bucket}/backup"
+    r = distcp(f"file://{src}", uri, options=CopyOptions(workers=4))
+    assert r.files_copied == 9 and r.files_failed == 0
+    fs = open_fs(parse_uri(uri))
+    for rel, data in files.items():
+        assert fs.read_all(f"backup/{rel}") == data
+    assert fs.checksum("backup/big/multipart.bin") is not None
+    again = distcp(f"file://{src}", uri)
+    assert again.mode == "fast-forward" and again.files_copied == 0
+    (src / "a/f001.bin").write_bytes(b"changed")
+    third = distcp(f"file://{src}", uri, options=CopyOptions(delete=True))
+    assert third.files_copied == 1 and fs.read_all("backup/a/f001.bin") == b"changed"
+    # and back: S3 as the source of a copy
+    back = distcp(uri, f"file://{tmp_path}/restored")
+    assert back.files_failed == 0
+    assert tree_digest(tmp_path / "restored") == tree_digest(src)
+
+
+@pytest.mark.spark
+def test_spark_engine_copies_like_the_local_engine(tmp_path: Path, spark: Any) -> None:
+    src = tmp_path / "src"
+    make_tree(src, sample_tree(30, size=30_000))
+    r = distcp(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark", workers=2))
+    assert r.engine == "spark" and r.files_copied == 30 and r.files_failed == 0
+    assert tree_digest(tmp_path / "dst") == tree_digest(src)
+    (src / "c/f003.bin").write_bytes(b"new")
+    r2 = distcp(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark"))
+    assert r2.mode == "fast-forward" and r2.files_copied == 1
+    assert tree_digest(tmp_path / "dst") == tree_digest(src)
