@@ -18,7 +18,6 @@ TERMINAL_FAILURES = ("failed", "rejected")
 
 def _ledger(topology: Any) -> Any:
     from dr_toolkit.ledger import Ledger
-
     from drt_airflow.connections import credentials
 
     creds = credentials(topology.ledger.conn_id)
@@ -39,7 +38,6 @@ def failover_run_id(airflow_run_id: str) -> str:
 def start_run(context: Any, *, reason: str, dry_run: bool) -> str:
     """Start (or find again, on retry) the failover run of this DAG run; return its id."""
     from dr_toolkit.failover.runbook import Runbook
-
     from drt_airflow.connections import topology as load
 
     topo = load()
@@ -65,7 +63,6 @@ class FailoverStepOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from dr_toolkit.failover.runbook import Runbook
-
         from drt_airflow.connections import topology as load
 
         topo = load()
