@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.secrets import redact
 from dr_toolkit.verify import compare as C
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def render_html(r: VerifyResult) -> str:
                       "(green); grey: source rows per group of buckets.")
     w = r.window or {}
     facts = {
-        "source": r.source, "peer": r.target, "key": ", ".join(r.key), "report id": r.report_id,
+        "source": redact(r.source), "peer": redact(r.target), "key": ", ".join(r.key), "report id": r.report_id,
         "started": _ts(r.started_at), "duration": f"{r.duration_s:.1f} s",
         "window": (f"{w.get('ts_column')} in [{_ts(w.get('start'))}, {_ts(w.get('end'))})"
                    if w.get("ts_column") else "none (all rows)"),
@@ -170,7 +171,7 @@ def render_html(r: VerifyResult) -> str:
     values = {
         "title": _e(f"verify {r.name or r.source}: {'OK' if not bad else f'{bad} bad rows'}"),
         "banner": "#1a7f37" if not bad else "#cf222e",
-        "headline": _e(headline), "source": _e(r.source), "target": _e(r.target),
+        "headline": _e(headline), "source": _e(redact(r.source)), "target": _e(redact(r.target)),
         "key": _e(", ".join(r.key)), "when": _e(_ts(r.finished_at)), "duration": _e(f"{r.duration_s:.1f} s"),
         "cards": _cards(r), "chart_note": _e(chart_note), "chart": _chart(r), "schema": _schema(r),
         "extras": _extras(r), "samples": _samples(r),

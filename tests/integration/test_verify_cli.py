@@ -1,0 +1,64 @@
+"""`drt verify`: JSON per DESIGN §3, exit 1 on differences, exit 2 with one clear error for bad
+input. Most run `main()` in this process (the shared Spark session); one runs the real
+`drt` command in a subprocess (its own Spark, ≈ 6 s)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dr_toolkit.cli.main import main
+from tests.support.fixtures_verify import CONTENT, ONLY_PEER, ONLY_SOURCE, ROWS
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS", "CONTENT_DIFFERENT_ROWS",
+            "source_rows", "peer_rows", "duration_s")
+
+
+def errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("drt: error")]
+
+
+def test_cli_subprocess_reports_differences_with_exit_1(planted, tmp_path: Path) -> None:
+    report = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", planted.source,
+                        planted.peer, "--key", "id", "--report", str(report)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 1, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert all(f in out for f in CONTRACT)
+    assert (out["ONLY_IN_SOURCE_TABLE_ROWS"], out["ONLY_IN_PEER_TABLE_ROWS"], out["CONTENT_DIFFERENT_ROWS"]) == (
+        len(ONLY_SOURCE), len(ONLY_PEER), len(CONTENT))
+    assert out["report_path"] == str(report) and report.exists()
+
+
+def test_cli_identical_exit_0(spark, planted, capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no drt.yaml here: plain paths need no topology
+    assert main(["--json", "verify", planted.source, planted.same, "--key", "id"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["GOODROWS"] == out["source_rows"] == out["peer_rows"] == ROWS and out["BADROWS"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{src}", "file:///nonexistent/replica", "--key", "id"], "peer path does not exist"),
+    (["{src}", "{peer}", "--key", "id,region"], "no column 'region'"),
+    (["{src}", "{csv}", "--key", "id"], "cannot be read as parquet"),
+    (["{src}", "{peer}", "--key", "id", "--format", "xlsx"], "unknown format 'xlsx'"),
+    (["{src}", "{peer}"], "missing --key"),
+    (["{src}", "{peer}", "--key", "id", "--start-time", "yesterday", "--ts-column", "ts"], "is not a time"),
+])
+def test_cli_bad_input_exit_2_one_error(spark, planted, capsys, tmp_path: Path, monkeypatch, args, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "part-0.parquet").write_text("id,name\n1,a\n")
+    argv = [a.format(src=planted.source, peer=planted.peer, csv=f"file://{tmp_path}/csv") for a in args]
+    assert main(["--json", "verify", *argv]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    lines = errors(cap.err)
+    assert len(lines) == 1 and message in lines[0], cap.err[-2000:]
