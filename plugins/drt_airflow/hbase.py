@@ -1,0 +1,142 @@
+"""Airflow side of capability 1.3: peers and table-scope operators and a "replication caught up" sensor.
+
+The ZooKeeper ensemble comes from the topology (``clusters.<name>.zookeeper``, default: the
+hot cluster); digest credentials from the Airflow connection named by its ``conn_id`` (or
+the operator's ``zk_conn_id``), passed to the library as a Credentials value — never logged
+or returned to XCom. Peers point the hot cluster at the cold one: one peer per HBase policy
+(``policies.hbase[].peer_id``, table-CFs from ``table_cfs``), cluster key = the cold
+cluster's ``zookeeper.cluster_key``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, BaseSensorOperator
+
+from dr_toolkit.errors import ConfigError, UnreachableError
+
+log = logging.getLogger(__name__)
+
+
+def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, Any]:
+    from drt_airflow.connections import credentials, topology
+
+    topo = topology()
+    name = cluster or topo.hot_name
+    c = topo.clusters.get(name)
+    if c is None or c.zookeeper is None:
+        raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file)
+    return topo, c, credentials(zk_conn_id or c.zookeeper.conn_id)
+
+
+def desired_peers(topo: Any) -> list[Any]:
+    """One peer per HBase policy, pointing at the cold cluster."""
+    from dr_toolkit.hbase.peers import PeerSpec
+
+    if topo.cold.zookeeper is None and topo.policies.hbase:
+        raise ConfigError("HBase policies need clusters.<cold>.zookeeper (the peer's cluster key)",
+                          where=topo.source_file)
+    return [PeerSpec(p.peer_id, topo.cold.zookeeper.cluster_key, dict(p.table_cfs) or None)
+            for p in topo.policies.hbase]
+
+
+def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Converge the peers of the topology's HBase policies; summary fit for XCom."""
+    from dr_toolkit.hbase.peers import converge_peers
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.zk.client import zk_session
+
+    topo, c, creds = _endpoint(cluster, zk_conn_id)
+    ep = c.zookeeper
+    with zk_session(ep, credentials=creds) as z:
+        results = converge_peers(z, desired_peers(topo), znode_parent=ep.hbase_znode_parent,
+                                 hbase_version=ep.hbase_version, dry_run=dry_run,
+                                 ledger=Ledger.open(topo.ledger.url))
+    out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
+                                          "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
+    log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")
+    return out
+
+
+def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Report (and with ``fix``, repair) protected tables lacking REPLICATION_SCOPE => 1."""
+    from dr_toolkit.hbase.tables import sweep
+    from dr_toolkit.ledger import Ledger
+    from drt_airflow.connections import topology
+
+    topo = topology()
+    c = topo.clusters[cluster or topo.hot_name]
+    ns = sorted({n for p in topo.policies.hbase for n in p.namespaces})
+    tables = sorted({t for p in topo.policies.hbase for t in p.tables})
+    if not c.hbase_shell:
+        log.warning("table sweep skipped: clusters.%s.hbase_shell is not set (no hbase shell here)",
+                    cluster or topo.hot_name)
+        return {"skipped": "no hbase_shell configured", "namespaces": ns, "tables": tables}
+    version = c.zookeeper.hbase_version if c.zookeeper else "2.5"
+    res = sweep(c.hbase_shell, namespaces=ns, tables=tables, fix=fix, dry_run=dry_run, hbase_version=version)
+    if fix and not dry_run and res.lacking:
+        Ledger.open(topo.ledger.url).audit(component="hbase", action="tables.enable", dry_run=False,
+                                           status="ok" if res.fixed else "failed", target=c.hbase_shell,
+                                           before=res.lacking, after={"fixed": res.fixed}, message=res.script)
+    return res.to_json()
+
+
+def run_status(*, peers: Sequence[str] | None = None, cluster: str | None = None,
+               zk_conn_id: str | None = None) -> dict[str, Any]:
+    from dr_toolkit.hbase.status import replication_status
+    from dr_toolkit.zk.client import zk_session
+
+    _topo, c, creds = _endpoint(cluster, zk_conn_id)
+    with zk_session(c.zookeeper, credentials=creds, read_only=True) as z:
+        st = replication_status(z, c.zookeeper.hbase_znode_parent, peers=list(peers) if peers else None)
+    log.info("hbase replication caught_up=%s over %d queue(s); %s", st.caught_up, len(st.queues),
+             "; ".join(st.reasons[:5]) or "no reasons")
+    return st.to_json()
+
+
+class HBasePeersOperator(BaseOperator):
+    """Add/repair the replication peers of the topology's HBase policies (idempotent)."""
+
+    def __init__(self, *, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster, self.zk_conn_id, self.dry_run = cluster, zk_conn_id, dry_run
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return run_peers(cluster=self.cluster, zk_conn_id=self.zk_conn_id, dry_run=self.dry_run)
+
+
+class HBaseTableSweepOperator(BaseOperator):
+    """Find protected tables lacking REPLICATION_SCOPE => 1; with ``fix``, set it via hbase shell -n."""
+
+    def __init__(self, *, cluster: str | None = None, fix: bool = False, dry_run: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster, self.fix, self.dry_run = cluster, fix, dry_run
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return run_table_sweep(cluster=self.cluster, fix=self.fix, dry_run=self.dry_run)
+
+
+class HBaseReplicationCaughtUpSensor(BaseSensorOperator):
+    """Waits until every queue of the selected peers is drained (see dr_toolkit.hbase.status).
+    An unreachable ZooKeeper is "not yet", never "caught up"."""
+
+    template_fields = ("peers",)
+
+    def __init__(self, *, peers: Sequence[str] | None = None, cluster: str | None = None,
+                 zk_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.peers = list(peers) if peers else None
+        self.cluster, self.zk_conn_id = cluster, zk_conn_id
+
+    def poke(self, context: Any) -> bool:
+        try:
+            out = run_status(peers=self.peers, cluster=self.cluster, zk_conn_id=self.zk_conn_id)
+        except UnreachableError as exc:
+            log.warning("hbase replication status unknown: %s", exc.message)
+            return False
+        return bool(out["caught_up"])

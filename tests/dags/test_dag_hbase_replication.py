@@ -1,0 +1,54 @@
+"""The dr_hbase_replication DAG (dag.test()) and the HBase sensor, against the test ZooKeeper."""
+
+from __future__ import annotations
+
+import pytest
+
+from dr_toolkit.hbase.encoding import Layout
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+COLD_KEY = "cold-zk1.example.com,cold-zk2.example.com:2181:/hbase"
+
+
+@pytest.mark.slow
+def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hbase_parent, zk, monkeypatch
+                                                ) -> None:
+    from tests.support.airflow import load_dag
+
+    monkeypatch.setenv("DRT_CONFIG", str(hbase_topology))
+    run = load_dag("dr_hbase_replication").test()
+    assert run.state == "success"
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    peers = tis["peers"].xcom_pull(task_ids="peers")
+    assert peers["peers"][0]["peer_id"] == "1" and peers["peers"][0]["changed"] is True
+    assert zk.exists(Layout(hbase_parent).peer_state("1")) is not None
+    sweep = tis["table_sweep"].xcom_pull(task_ids="table_sweep")
+    assert sweep["skipped"] == "no hbase_shell configured" and sweep["namespaces"] == ["shop"]
+    status = tis["queue_status"].xcom_pull(task_ids="queue_status")
+    assert status["caught_up"] is True and status["peers"] == {"1": "ENABLED"}
+
+    from dr_toolkit.hbase.peers import read_peer
+    from dr_toolkit.topology import load_topology
+    from dr_toolkit.zk.client import connect
+
+    topo = load_topology(hbase_topology)
+    with connect(topo.hot.zookeeper) as z:
+        p = read_peer(z, "1", hbase_parent)
+    assert p is not None and p.cluster_key == COLD_KEY and p.state == "ENABLED"
+
+
+def test_sensor_follows_queues(airflow_home, hbase_topology, hbase_parent, rs_cluster, monkeypatch) -> None:
+    from drt_airflow.hbase import HBaseReplicationCaughtUpSensor, run_peers
+
+    monkeypatch.setenv("DRT_CONFIG", str(hbase_topology))
+    assert run_peers()["peers"][0]["changed"] is True
+    assert run_peers()["peers"][0]["changed"] is False  # idempotent
+    c = rs_cluster(["1"])
+    rs = c.add_server("rs-a.example.com")
+    rs.write(100)
+    rs.roll()
+    sensor = HBaseReplicationCaughtUpSensor(task_id="hbase_caught_up", peers=["1"])
+    assert sensor.poke({}) is False
+    rs.drain()
+    assert sensor.poke({}) is True
