@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -373,22 +373,35 @@ def _policy(topology: Topology, name: str) -> HdfsPolicy:
 
 
 def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dry_run: bool = False,
-                     engine: str | None = None, progress: Progress | None = None) -> list[CopyResult]:
+                     engine: str | None = None, progress: Progress | None = None,
+                     credentials: Mapping[str, Credentials | None] | None = None) -> list[CopyResult]:
     """Run one HDFS policy: one copy per target (each acknowledged separately) under the
-    ledger lease ``policy:<name>``; records runs, manifests and each target's watermark."""
+    ledger lease ``policy:<name>``; records runs, manifests and each target's watermark.
+
+    ``credentials`` (cluster name -> Credentials) comes from Airflow connections; without it
+    each endpoint's ``conn_id`` is looked up in the environment."""
     pol = _policy(topology, policy_name)
     options = pol.options if engine is None else pol.options.model_copy(update={"engine": engine})
     results: list[CopyResult] = []
     with ledger.lease(f"policy:{policy_name}"):
         for target in pol.targets:
             r = distcp(pol.source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       policy=policy_name, progress=progress)
+                       policy=policy_name, progress=progress,
+                       credentials=_creds(topology, pol.source, target, credentials))
             if not dry_run and r.ok and r.watermark is not None:
                 ledger.set_watermark("hdfs", f"{policy_name}:{target}", r.watermark, {
                     "manifest_id": r.manifest_id, "run_id": r.run_id, "mode": r.mode,
                     "source_snapshot": r.source_snapshot, "source": pol.source, "target": target})
             results.append(r)
     return results
+
+
+def _creds(topology: Topology, source: str, target: str, by_cluster: Mapping[str, Credentials | None] | None
+           ) -> tuple[Credentials | None, Credentials | None]:
+    if not by_cluster:
+        return None, None
+    a, b = parse_uri(source, topology).cluster, parse_uri(target, topology).cluster
+    return (by_cluster.get(a) if a else None), (by_cluster.get(b) if b else None)
 
 
 def pending(topology: Topology, policy_name: str, ledger: Ledger) -> list[dict[str, Any]]:

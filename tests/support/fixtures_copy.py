@@ -67,3 +67,26 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def tmp_files(root: Path) -> list[str]:
     return [str(p) for p in root.rglob(".drt-tmp.*")]
+
+
+def write_copy_topology(path: Path, *, namenodes: list[str], cold_root: Path, ledger_url: str,
+                        targets: list[str] | None = None, s3: tuple[str, str] | None = None,
+                        options: dict[str, Any] | None = None, schedule: str = "@hourly") -> Path:
+    """A topology: hot = the WebHDFS emulator (HA pair), cold = a local root (and an S3 bucket
+    ``s3 = (endpoint_url, bucket)``), one HDFS policy ``warehouse`` from hdfs://hot/data."""
+    import yaml
+
+    cold: dict[str, Any] = {"role": "cold", "local_root": str(cold_root)}
+    if s3:
+        cold["s3"] = {"endpoint_url": s3[0], "bucket": s3[1], "region": "us-east-1"}
+    doc = {
+        "version": 1,
+        "clusters": {"hot": {"role": "hot", "hdfs": {"namenodes": namenodes, "user": "hdfs", "timeout_s": 10}},
+                     "cold": cold},
+        "policies": {"hdfs": [{"name": "warehouse", "source": "hdfs://hot/data",
+                               "targets": targets or ["hdfs://cold/data"], "schedule": schedule,
+                               "options": {"update": True, "delete": True, **(options or {})}}]},
+        "ledger": {"url": ledger_url},
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
