@@ -199,3 +199,30 @@ def test_killed_mid_way_then_resumed_completes_without_repeating_finished_steps(
     events = ledger.audit_events(run_id=run_id, component="failover")
     assert [e["action"] for e in events if e["action"] == "fence_hot" and e["status"] == "started"] == ["fence_hot"]
     assert [e["action"] for e in events if e["status"] == "done"] == list(STEPS)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_server, spark) -> None:
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
+                          verify=[{"name": "orders", "source": "hdfs://hot/warehouse/orders",
+                                   "target": "hdfs://cold/warehouse/orders", "key": ["id"], "format": "json"}])
+    orders = tmp_path / "hot" / "warehouse" / "orders"
+    orders.mkdir(parents=True)
+    (orders / "part-0.json").write_text("".join(json.dumps({"id": i, "v": f"x{i}"}) + "\n" for i in range(20)))
+    topo = load_topology(path)
+    hbase_world(topo, lagging=False)
+    ledger = Ledger.open(topo.ledger.url)
+    # written after the last scheduled copy: only the runbook's final copy brings it over
+    (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
+    rb = Runbook.start(topo, ledger, reason="final copy test", execute=True, approver=lambda req: True)
+    out = rb.run()
+    assert out["status"] == "succeeded", out
+    assert (tmp_path / "cold" / "warehouse" / "orders" / "part-1.json").read_text() == \
+        (orders / "part-1.json").read_text()
+    verify_evt = next(e for e in ledger.audit_events(run_id=rb.run_id) if e["action"] == "final_verify"
+                      and e["status"] == "done")
+    assert verify_evt["after_state"]["results"][0]["BADROWS"] == 0
+    assert verify_evt["after_state"]["results"][0]["GOODROWS"] == 21
+    assert ledger.verify_reports(name="orders", limit=1)[0]["badrows"] == 0
