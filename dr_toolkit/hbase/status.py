@@ -3,7 +3,8 @@
 Reading: the live servers (``/hbase/rs``), the peers and their ``peer-state``, and every
 queue ``/hbase/replication/rs/<server>/<queue>/<wal>`` are read level by level with
 pipelined asynchronous calls on one session (four round trips in all), never one znode at
-a time.
+a time. Of each queue's WALs only the oldest one's value is read: it is the WAL being
+shipped, the only one whose position HBase records (``all_positions=True`` reads them all).
 
 When is a queue drained? HBase deletes a WAL's znode once it has shipped all of it *and*
 a newer WAL exists; the WAL the region server is still writing stays in the queue with the
@@ -101,7 +102,7 @@ def wal_sort_key(wal: str) -> tuple[int, str]:
     return (int(m.group(1)) if m else 0, wal)
 
 
-def _snapshot(zk: ZkClient, lay: Layout) -> tuple[list[str], dict[str, str | None], list[QueueStatus]]:
+def _snapshot(zk: ZkClient, lay: Layout, all_positions: bool = False) -> tuple[list[str], dict[str, str | None], list[QueueStatus]]:
     live_l, servers_l, peers_l = zk.get_children_many([lay.rs, lay.queues, lay.peers])
     live = sorted(live_l or [])
     servers = sorted(servers_l or [])
@@ -128,23 +129,30 @@ def _snapshot(zk: ZkClient, lay: Layout) -> tuple[list[str], dict[str, str | Non
     locks_raw = zk.get_many([f"{lay.queues}/{s}/{LOCK}" for s in locked])
     lock_owner = {s: server_from_lock_owner(decode_lock(r[0])) if r is not None else None
                   for s, r in zip(locked, locks_raw, strict=True)}
-    # round 4: every WAL position
+    # round 4: the position of the WAL each queue is reading (its oldest). HBase only ever
+    # records a position for that WAL; the others wait at 0, so reading them adds nothing.
     wal_paths: list[str] = []
+    ordered: list[list[str]] = []
     for (s, q), wals in zip(qpaths, wal_lists, strict=True):
-        for w in wals or []:
+        names = sorted(wals or [], key=wal_sort_key)
+        ordered.append(names)
+        for w in (names if all_positions else names[:1]):
             wal_paths.append(f"{lay.queues}/{s}/{q}/{w}")
     positions_raw = zk.get_many(wal_paths)
     pos: dict[str, int] = {}
+    gone: set[str] = set()
     for path, raw in zip(wal_paths, positions_raw, strict=True):
-        if raw is not None:
-            try:
-                pos[path] = decode_position(raw[0])
-            except DecodeError:
-                pos[path] = -1
+        if raw is None:
+            gone.add(path)  # shipped and deleted between the listing and the read
+            continue
+        try:
+            pos[path] = decode_position(raw[0])
+        except DecodeError:
+            pos[path] = -1
     live_set = set(live)
     queues: list[QueueStatus] = []
-    for (s, q), wals in zip(qpaths, wal_lists, strict=True):
-        names = sorted((w for w in wals or [] if f"{lay.queues}/{s}/{q}/{w}" in pos), key=wal_sort_key)
+    for (s, q), all_names in zip(qpaths, ordered, strict=True):
+        names = [w for w in all_names if f"{lay.queues}/{s}/{q}/{w}" not in gone]
         peer, dead_from = parse_queue_id(q)
         cur = names[0] if names else None
         queues.append(QueueStatus(
@@ -156,16 +164,18 @@ def _snapshot(zk: ZkClient, lay: Layout) -> tuple[list[str], dict[str, str | Non
 
 
 def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: list[str] | None = None,
-                       wal_length: WalLength | None = None, settle_s: float = 0.0) -> ReplicationStatus:
+                       wal_length: WalLength | None = None, settle_s: float = 0.0,
+                       all_positions: bool = False) -> ReplicationStatus:
     """Read every replication queue and decide whether the selected peers are caught up.
 
     ``peers``: only these peer ids (default: all). ``wal_length(server, wal)``: the WAL file's
     length when known (exact basis); ``settle_s``: re-read positions after this many seconds
-    and require them unchanged (see the module docstring for the rules).
+    and require them unchanged (see the module docstring for the rules). ``all_positions``:
+    also read the positions of the WALs waiting behind the current one (always 0 in HBase).
     """
     t0 = time.monotonic()
     lay = Layout(znode_parent)
-    live, peer_states, queues = _snapshot(zk, lay)
+    live, peer_states, queues = _snapshot(zk, lay, all_positions)
     if peers is not None:
         queues = [q for q in queues if q.peer in set(peers)]
     second: dict[tuple[str, str], QueueStatus] | None = None
