@@ -378,14 +378,40 @@ class ZkClient:
         self.close()
 
 
-def _kazoo_logger() -> logging.Logger:
+class _HideCredentials(logging.Filter):
+    """kazoo logs its Auth packets (``auth='user:password'``) at DEBUG: replace every credential
+    this process has connected with by ``***`` before a record leaves the logger."""
+
+    secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        try:
+            msg = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is left as it is
+            return True
+        hidden = msg
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            hidden = hidden.replace(secret, "***")
+        if hidden != msg:
+            record.msg, record.args = hidden, ()
+        return True
+
+
+def _kazoo_logger(auth: Sequence[tuple[str, str]] = ()) -> logging.Logger:
     """kazoo logs every refused reconnect at WARNING; our errors already say what failed.
 
-    Its messages go to ``dr_toolkit.zk.kazoo``, quiet (ERROR and above) unless debug logging is on.
+    Its messages go to ``dr_toolkit.zk.kazoo``, quiet (CRITICAL only) unless debug logging is
+    on, with the credentials in ``auth`` hidden.
     """
     lg = logging.getLogger("dr_toolkit.zk.kazoo")
     if lg.level == logging.NOTSET and not logging.getLogger().isEnabledFor(logging.DEBUG):
         lg.setLevel(logging.CRITICAL)
+    for _scheme, cred in auth:
+        _HideCredentials.secrets.update({cred, cred.partition(":")[2]} - {""})
+    if not any(isinstance(f, _HideCredentials) for f in lg.filters):
+        lg.addFilter(_HideCredentials())
     return lg
 
 
@@ -414,7 +440,7 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = No
         read_only=read_only,
         # reconnect quickly after an outage (kazoo's default backs off up to an hour)
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1.0},
-        logger=_kazoo_logger(),
+        logger=_kazoo_logger(auth),
         **kw,
     )
     try:

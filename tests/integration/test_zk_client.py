@@ -97,3 +97,15 @@ def test_errors_transactions_and_read_only(zkc, hbase_parent) -> None:
         assert ro.get(f"{hbase_parent}/a")[0] == b"1"
         with pytest.raises(ConfigError, match="read-only"):
             ro.set(f"{hbase_parent}/a", b"2")
+
+
+def test_credentials_never_reach_the_logs(zk_endpoint, caplog) -> None:
+    import logging
+
+    caplog.set_level(1, logger="dr_toolkit.zk.kazoo")  # kazoo's BLATHER level logs every packet
+    with connect(zk_endpoint, credentials=Credentials(login="drt", password="s3cret-pw")) as z:
+        z.exists("/")
+    kazoo_lines = [r for r in caplog.records if r.name == "dr_toolkit.zk.kazoo"]
+    assert any("Auth" in r.getMessage() or "auth" in r.getMessage() for r in kazoo_lines)
+    assert "s3cret-pw" not in caplog.text and "***" in caplog.text
+    logging.getLogger("dr_toolkit.zk.kazoo").setLevel(logging.CRITICAL)
