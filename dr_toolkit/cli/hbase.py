@@ -36,10 +36,15 @@ ScriptOpt = Annotated[str | None, typer.Option("--script-out", help="Also write 
 
 @dataclass
 class Target:
-    endpoint: ZooKeeperEndpoint
+    zk: ZooKeeperEndpoint | None
     cluster: Cluster | None
     ledger: Ledger | None
     policies: list[HBasePolicy]
+
+    @property
+    def endpoint(self) -> ZooKeeperEndpoint:
+        assert self.zk is not None
+        return self.zk
 
     @property
     def parent(self) -> str:
@@ -47,11 +52,11 @@ class Target:
 
     @property
     def version(self) -> str:
-        return self.endpoint.hbase_version
+        return self.zk.hbase_version if self.zk else "2.5"
 
 
 def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str | None, version: str | None,
-            timeout: float | None, *, need_ledger: bool = False) -> Target:
+            timeout: float | None, *, need_ledger: bool = False, need_zk: bool = True) -> Target:
     st = state(ctx)
     topo = None
     try:
@@ -60,6 +65,7 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
         if not zk:
             raise
     c: Cluster | None = None
+    ep: ZooKeeperEndpoint | None
     if zk:
         if cluster:
             raise UsageError("--cluster and --zk do not go together", hint="name the cluster or give its quorum")
@@ -75,11 +81,11 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
             raise ConfigError(f"no cluster named {name!r}", where=topo.source_file,
                               hint=f"clusters: {', '.join(topo.clusters)}")
         c = topo.clusters[name]
-        if c.zookeeper is None:
+        if c.zookeeper is None and need_zk:
             raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file,
                               hint="add clusters.<name>.zookeeper.quorum, or pass --zk")
         ep = c.zookeeper
-        if parent:
+        if parent and ep is not None:
             ep = ep.model_copy(update={"hbase_znode_parent": parent})
     upd: dict[str, Any] = {}
     if version:
@@ -87,7 +93,7 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
     if timeout:
         upd["connect_timeout_s"] = timeout
         upd["call_timeout_s"] = timeout
-    if upd:
+    if upd and ep is not None:
         ep = ep.model_copy(update=upd)
     ledger = st.ledger() if (need_ledger and topo is not None) else None
     return Target(ep, c, ledger, list(topo.policies.hbase) if topo is not None else [])
@@ -197,7 +203,7 @@ def register(app: typer.Typer) -> None:
                 method: str, script_out: str | None, cluster: str | None, hbase: str | None) -> None:
         from dr_toolkit.hbase.tables import sweep
 
-        tg = _target(ctx, cluster, None, None, None, None, need_ledger=fix and not dry_run)
+        tg = _target(ctx, cluster, None, None, None, None, need_ledger=fix and not dry_run, need_zk=False)
         shell = hbase or (tg.cluster.hbase_shell if tg.cluster else None)
         if not shell:
             raise ConfigError("no hbase shell configured for this cluster",

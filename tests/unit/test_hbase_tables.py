@@ -193,3 +193,32 @@ def test_sweep_check_then_fix(fake_hbase) -> None:
     assert tables["shop:orders"] == {"d": 1, "m": 1} and tables["audit"] == {"e": 1}
     assert tables["other:t"] == {"x": 0}  # not protected: untouched
     assert sweep(exe, namespaces=["shop"], tables=["audit"]).lacking == []
+
+
+def test_cli_tables_check_and_enable(fake_hbase, tmp_path: Path, capsys) -> None:
+    from dr_toolkit.cli.main import main
+    from dr_toolkit.ledger import Ledger
+
+    exe, state = fake_hbase
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(f"""\
+version: 1
+clusters:
+  hot: {{role: hot, local_root: {tmp_path}/h, hbase_shell: {exe}}}
+  cold: {{role: cold, local_root: {tmp_path}/c}}
+policies:
+  hbase:
+    - {{name: shop, peer_id: "1", namespaces: [shop], tables: [audit]}}
+ledger: {{url: "sqlite:///{tmp_path}/l.db"}}
+""")
+    assert main(["--json", "--config", str(cfg), "hbase", "tables", "check"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [x["table"] for x in doc["lacking"]] == ["audit", "shop:orders"]
+    assert main(["--json", "--config", str(cfg), "hbase", "tables", "enable", "--dry-run"]) == 1
+    assert json.loads(state.read_text())["tables"]["audit"] == {"e": 0}
+    capsys.readouterr()
+    assert main(["--json", "--config", str(cfg), "hbase", "tables", "enable"]) == 0
+    assert json.loads(capsys.readouterr().out)["fixed"] is True
+    assert main(["--config", str(cfg), "hbase", "tables", "check"]) == 0
+    events = Ledger.open(f"sqlite:///{tmp_path}/l.db").audit_events(component="hbase")
+    assert [(e["action"], e["status"]) for e in events] == [("tables.enable", "ok")]
