@@ -83,7 +83,7 @@ class ZkRetry:
     the deadline).
     """
 
-    tries: int = 5
+    tries: int = 10
     backoff: float = 0.1
     max_backoff: float = 2.0
     deadline_s: float | None = None
