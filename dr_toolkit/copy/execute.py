@@ -11,7 +11,6 @@ groups of files balanced by bytes and by file count, like DistCp's dynamic strat
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.plan import FileTask
 from dr_toolkit.errors import DrtError
-from dr_toolkit.fs.base import CHUNK, FileSystem, tmp_name
+from dr_toolkit.fs.base import CHUNK, CONTENT_ALGO, ContentHash, FileSystem, tmp_name
 
 if TYPE_CHECKING:
     from dr_toolkit.fs.uri import Location
@@ -88,9 +87,9 @@ class Outcome:
         return asdict(self)
 
 
-def _stream(ctx: CopyContext, chunks: Iterator[bytes], md5: Any, counter: list[int]) -> Iterator[bytes]:
+def _stream(ctx: CopyContext, chunks: Iterator[bytes], crc: Any, counter: list[int]) -> Iterator[bytes]:
     for c in chunks:
-        md5.update(c)
+        crc.update(c)
         counter[0] += len(c)
         ctx.throttle.take(len(c))
         if ctx.on_bytes:
@@ -113,7 +112,7 @@ def _verify_written(ctx: CopyContext, path: str, n: int, digest: str) -> None:
         raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
     if ctx.tgt_fs.cheap_checksum:
         c = ctx.tgt_fs.checksum(path)
-        if c is not None and c.algorithm == "MD5" and c.value != digest:
+        if c is not None and c.algorithm == CONTENT_ALGO and c.value != digest:
             raise OSError(f"verification failed: checksum of {path} is {c.value}, streamed {digest}")
 
 
@@ -127,17 +126,17 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, n: int, d
         raise SourceChanged(f"{src} changed while being copied ({size}→{s.size} bytes)")
     if ctx.src_fs.cheap_checksum:
         c = ctx.src_fs.checksum(src)
-        if c is not None and c.algorithm == "MD5" and c.value != digest:
+        if c is not None and c.algorithm == CONTENT_ALGO and c.value != digest:
             raise SourceChanged(f"{src} content changed while being copied")
 
 
 def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome:
     tmp = tmp_name(dst, ctx.run_id)
-    md5 = hashlib.md5(usedforsecurity=False)
+    crc = ContentHash()
     counter = [0]
     try:
-        n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, chunk_size=CHUNK), md5, counter))
-        digest = md5.hexdigest()
+        n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, chunk_size=CHUNK), crc, counter))
+        digest = crc.hexdigest()
         _check_source(ctx, src, size, mtime, n, digest)
         _verify_written(ctx, tmp, n, digest)
         _finish(ctx, task, tmp)
@@ -149,7 +148,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             pass
         raise
     t = ctx.tgt_fs.stat(dst)
-    return Outcome(task.rel, True, n, n, mtime, f"MD5:{digest}", t.mtime if t else None, "copy")
+    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", t.mtime if t else None, "copy")
 
 
 def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome | None:
@@ -158,24 +157,24 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
     if t is None or t.size != task.offset or not task.prefix_checksum or size < task.offset:
         return None
     algo, _, want = task.prefix_checksum.rpartition(":")
-    if algo != "MD5":
+    if algo != CONTENT_ALGO:
         return None
-    md5 = hashlib.md5(usedforsecurity=False)
+    crc = ContentHash()
     reader = ctx.src_fs.read(src, chunk_size=CHUNK)
     left = task.offset
     pending = b""
     for c in reader:  # hash the prefix, keep what lies beyond it
         if left >= len(c):
-            md5.update(c)
+            crc.update(c)
             left -= len(c)
             if left == 0:
                 break
             continue
-        md5.update(c[:left])
+        crc.update(c[:left])
         pending = c[left:]
         left = 0
         break
-    if md5.hexdigest() != want:
+    if crc.hexdigest() != want:
         return None
 
     def tail() -> Iterator[bytes]:
@@ -184,13 +183,13 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         yield from reader
 
     counter = [0]
-    n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), md5, counter), append=True)
-    digest = md5.hexdigest()
+    n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), crc, counter), append=True)
+    digest = crc.hexdigest()
     _check_source(ctx, src, size, mtime, task.offset + n, digest)
     _verify_written(ctx, dst, task.offset + n, digest)
     _finish(ctx, task, dst)
     t2 = ctx.tgt_fs.stat(dst)
-    return Outcome(task.rel, True, n, task.offset + n, mtime, f"MD5:{digest}", t2.mtime if t2 else None, "append")
+    return Outcome(task.rel, True, n, task.offset + n, mtime, f"{CONTENT_ALGO}:{digest}", t2.mtime if t2 else None, "append")
 
 
 def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:

@@ -17,6 +17,29 @@ TMP_PREFIX = ".drt-tmp."
 CHUNK = 1 << 20  # streaming chunk: memory per worker is a few of these
 #: checksum algorithms whose value depends only on the bytes (not on block or part sizes)
 LAYOUT_INDEPENDENT = frozenset({"MD5", "COMPOSITE-CRC32C", "COMPOSITE-CRC32"})
+#: the content checksum this toolkit computes while streaming: CRC32C of the whole content,
+#: the value HDFS answers with dfs.checksum.combine.mode=COMPOSITE_CRC (hardware-fast)
+CONTENT_ALGO = "COMPOSITE-CRC32C"
+
+
+class ContentHash:
+    """Running CRC32C of a byte stream (``update`` / ``hexdigest``, like hashlib)."""
+
+    __slots__ = ("crc",)
+
+    def __init__(self, crc: int = 0) -> None:
+        self.crc = crc
+
+    def update(self, data: bytes) -> None:
+        import google_crc32c
+
+        self.crc = google_crc32c.extend(self.crc, data)
+
+    def hexdigest(self) -> str:
+        return f"{self.crc:08x}"
+
+    def checksum(self) -> Checksum:
+        return Checksum(CONTENT_ALGO, self.hexdigest())
 
 
 def is_internal(rel: str) -> bool:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat as st
 from collections.abc import Iterable, Iterator
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, FileStatus, FileSystem
+from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, ContentHash, FileStatus, FileSystem
 
 
 class LocalFileSystem(FileSystem):
@@ -17,7 +16,7 @@ class LocalFileSystem(FileSystem):
     supports_append = True
     supports_times = True
     supports_permissions = True
-    cheap_checksum = False  # MD5 of the content: the file is read
+    cheap_checksum = False  # CRC32C of the content: the file is read
 
     def _walk(self, root: str, want_tmp: bool) -> Iterator[os.DirEntry[str]]:
         stack = [root]
@@ -58,10 +57,10 @@ class LocalFileSystem(FileSystem):
                           st.S_ISDIR(s.st_mode), format(st.S_IMODE(s.st_mode), "o"))
 
     def checksum(self, path: str) -> Checksum | None:
-        h = hashlib.md5(usedforsecurity=False)
-        for chunk in self.read(path):
+        h = ContentHash()
+        for chunk in self.read(path, chunk_size=4 << 20):
             h.update(chunk)
-        return Checksum("MD5", h.hexdigest())
+        return h.checksum()
 
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
              ) -> Iterator[bytes]:

@@ -2,28 +2,27 @@
 encryption. S3 has no rename (copy + delete) and no append.
 
 ETags are not content checksums across copies (a multipart ETag differs from a plain MD5,
-and a server-side copy changes one into the other). The content MD5 of every object this
-toolkit writes is computed while streaming and stored in the object tag ``drt-md5``;
+and a server-side copy changes one into the other). The content CRC32C of every object this
+toolkit writes is computed while streaming and stored in the object tag ``drt-crc32c``;
 objects written by others have no checksum and are compared by size and time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, FileStatus, FileSystem
+from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, ContentHash, FileStatus, FileSystem
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import S3Endpoint
 
 PART_SIZE = 8 << 20
-MD5_TAG = "drt-md5"
+CRC_TAG = "drt-crc32c"  # value: COMPOSITE-CRC32C of the content, 8 hex digits
 
 
 class S3FileSystem(FileSystem):
@@ -122,8 +121,8 @@ class S3FileSystem(FileSystem):
         with self._errors(key):
             tags = self.client.get_object_tagging(Bucket=self.bucket, Key=key).get("TagSet", [])
         for t in tags:
-            if t["Key"] == MD5_TAG:
-                return Checksum("MD5", t["Value"])
+            if t["Key"] == CRC_TAG:
+                return Checksum("COMPOSITE-CRC32C", t["Value"])
         return None
 
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
@@ -154,7 +153,7 @@ class S3FileSystem(FileSystem):
         if append:
             raise NotImplementedError("S3 objects cannot be appended to")
         key = path.strip("/")
-        md5 = hashlib.md5(usedforsecurity=False)
+        crc = ContentHash()
         buf = bytearray()
         total = 0
         upload_id: str | None = None
@@ -162,7 +161,7 @@ class S3FileSystem(FileSystem):
         with self._errors(key):
             try:
                 for c in chunks:
-                    md5.update(c)
+                    crc.update(c)
                     buf += c
                     total += len(c)
                     while len(buf) >= PART_SIZE:
@@ -174,7 +173,7 @@ class S3FileSystem(FileSystem):
                                                     PartNumber=n, Body=bytes(buf[:PART_SIZE]))
                         parts.append({"PartNumber": n, "ETag": r["ETag"]})
                         del buf[:PART_SIZE]
-                tag = f"{MD5_TAG}={md5.hexdigest()}"
+                tag = f"{CRC_TAG}={crc.hexdigest()}"
                 if upload_id is None:
                     self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(buf), Tagging=tag,
                                            **self._extra())
@@ -188,7 +187,7 @@ class S3FileSystem(FileSystem):
                                                       MultipartUpload={"Parts": parts})
                 upload_id = None
                 self.client.put_object_tagging(Bucket=self.bucket, Key=key,
-                                               Tagging={"TagSet": [{"Key": MD5_TAG, "Value": md5.hexdigest()}]})
+                                               Tagging={"TagSet": [{"Key": CRC_TAG, "Value": crc.hexdigest()}]})
             finally:
                 if upload_id is not None:
                     self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)

@@ -8,7 +8,8 @@ ALLOWSNAPSHOT, CREATESNAPSHOT, DELETESNAPSHOT, GETSNAPSHOTDIFF (inode-based rena
 as HDFS does), and ``<dir>/.snapshot/<name>/...`` reads. A namenode may be put in standby:
 it then answers every call with ``StandbyException`` (403) so clients fail over.
 
-GETFILECHECKSUM answers ``MD5`` of the content (layout-independent); with
+GETFILECHECKSUM answers ``COMPOSITE-CRC32C`` (what HDFS answers with
+``dfs.checksum.combine.mode=COMPOSITE_CRC``: the CRC32C of the whole content); with
 ``layout_checksum=True`` it answers HDFS's default block-layout-dependent algorithm name
 (``MD5-of-0MD5-of-512CRC32C``) to exercise the size+mtime fallback.
 """
@@ -365,14 +366,18 @@ class _Handler(BaseHTTPRequestHandler):
         p = self._existing(path)
         if p.is_dir():
             raise _Err(404, "FileNotFoundException", f"Path is not a file: {path}")
-        h = hashlib.md5(usedforsecurity=False)
+        import google_crc32c
+
+        crc = 0
+        md5 = hashlib.md5(usedforsecurity=False)
         with open(p, "rb") as f:
             while b := f.read(1 << 20):
-                h.update(b)
+                crc = google_crc32c.extend(crc, b)
+                md5.update(b)
         if self.store.layout_checksum:
-            algo, value = "MD5-of-0MD5-of-512CRC32C", "00000200" + "0" * 16 + h.hexdigest()
+            algo, value = "MD5-of-0MD5-of-512CRC32C", "00000200" + "0" * 16 + md5.hexdigest()
         else:
-            algo, value = "MD5", h.hexdigest()
+            algo, value = "COMPOSITE-CRC32C", f"{crc:08x}"
         self._json({"FileChecksum": {"algorithm": algo, "bytes": value, "length": len(value) // 2}})
 
     def op_settimes(self, method: str, path: str, q: dict[str, str]) -> None:
