@@ -109,3 +109,22 @@ def test_credentials_never_reach_the_logs(zk_endpoint, caplog) -> None:
     assert any("Auth" in r.getMessage() or "auth" in r.getMessage() for r in kazoo_lines)
     assert "s3cret-pw" not in caplog.text and "***" in caplog.text
     logging.getLogger("dr_toolkit.zk.kazoo").setLevel(logging.CRITICAL)
+
+
+def test_calls_survive_session_expiry(zk_server, zk_endpoint, hbase_parent) -> None:
+    """Expire the session from outside (ZooKeeper's own trick: close a second client on the same
+    session id); the next calls retry until kazoo has a new session, then succeed."""
+    from kazoo.client import KazooClient
+
+    with zk_session(zk_endpoint, retry=ZkRetry(tries=50, backoff=0.1, max_backoff=0.5, deadline_s=20)) as z:
+        z.ensure_path(hbase_parent)
+        z.create(f"{hbase_parent}/eph", b"", ephemeral=True)
+        old_session = z.kazoo.client_id[0]
+        twin = KazooClient(hosts=zk_server.address, client_id=z.kazoo.client_id, timeout=5)
+        twin.start(timeout=15)
+        twin.stop()
+        twin.close()
+        z.create(f"{hbase_parent}/after-expiry", b"y")
+        assert z.get(f"{hbase_parent}/after-expiry")[0] == b"y"
+        assert z.kazoo.client_id[0] != old_session
+        assert z.exists(f"{hbase_parent}/eph") is None  # the expired session's ephemeral znode is gone
