@@ -19,8 +19,10 @@ offset shipped so far. So:
 * a live server's queue holding only its current WAL: whether bytes are left in that WAL
   is not in ZooKeeper (HBase keeps the shipped offset there, not the file length). The
   toolkit decides, in this order, and says which it used in ``basis``:
-  ``wal-length`` — a ``wal_length(server, wal)`` callable was given (e.g. the file length
-  from HDFS ``/hbase/WALs/<server>/<wal>``, or the simulator's) and the position reached it;
+  ``wal-length`` — a ``wal_length(server, wal)`` callable was given and the position reached
+  it (the simulator provides one; no HDFS-backed provider is built in: the NameNode reports
+  an *open* WAL's length without its block under construction, so HDFS ``/hbase/WALs/<server>/
+  <wal>`` is exact only for a closed WAL — e.g. after the region server rolled or stopped);
   ``settled`` — ``settle_s`` > 0 and the position and WAL did not move across a second read
   ``settle_s`` later (after the hot cluster stopped taking writes this means the shipper has
   nothing more to send, *provided* the peer is ENABLED — a DISABLED peer is never caught up);
@@ -211,7 +213,7 @@ def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str,
         if q.claimed_by:
             q.reason = f"{where}: dead server's queue ({q.wals} WALs) claimed by {q.claimed_by}, transfer not finished"
         else:
-            q.reason = f"{where}: unclaimed queue of dead server ({q.wals} WALs, none shipped by anyone)"
+            q.reason = f"{where}: unclaimed queue of dead server ({q.wals} WAL(s), nobody is shipping them)"
         return
     if q.recovered:
         q.reason = (f"{where}: recovered queue from {', '.join(q.dead_servers)} still holds {q.wals} WAL(s) "
