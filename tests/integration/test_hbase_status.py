@@ -111,3 +111,25 @@ def test_without_wal_lengths_current_wal_basis_is_reported(zkc, rs_cluster, hbas
     assert st.caught_up and st.queues[0].basis == "queue-size"
     st = replication_status(zkc, hbase_parent, settle_s=0.2)
     assert st.caught_up and st.queues[0].basis == "settled"
+
+
+def test_chained_claims_like_the_reference_example(zkc, rs_cluster, hbase_parent) -> None:
+    """1.1.1.2 dies, 1.1.1.3 claims it and dies too; 1.1.1.1 ends up with 2-<1.1.1.2>-<1.1.1.3>."""
+    c = rs_cluster(["2"])
+    r1, r2, r3 = (c.add_server(h, 60020) for h in ("1.1.1.1", "1.1.1.2", "1.1.1.3"))
+    for rs in (r1, r2, r3):
+        rs.write(10)
+    r2.roll()
+    r2.die()
+    assert r3.claim(r2) == [f"2-{r2.name}"]
+    r3.die()
+    got = sorted(r1.claim(r3))
+    assert got == sorted(["2-" + r3.name, f"2-{r2.name}-{r3.name}"])
+    st = replication_status(zkc, hbase_parent, wal_length=c.wal_length)
+    chained = next(q for q in st.queues if q.queue_id == f"2-{r2.name}-{r3.name}")
+    assert chained.peer == "2" and chained.dead_servers == [r2.name, r3.name] and chained.recovered
+    assert not chained.dead and chained.wals == 2 and not st.caught_up
+    r1.drain()
+    st = replication_status(zkc, hbase_parent, wal_length=c.wal_length)
+    assert st.caught_up, st.reasons
+    assert [q.queue_id for q in st.queues] == ["2"]

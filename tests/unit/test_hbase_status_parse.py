@@ -55,3 +55,18 @@ def test_parse_2x_multiline_sources() -> None:
 def test_wal_order_by_timestamp_suffix() -> None:
     wals = ["rs1%2C16020%2C1.1700000000010", "rs1%2C16020%2C1.1700000000002", "rs1%2C16020%2C1.1700000000100"]
     assert sorted(wals, key=wal_sort_key)[0].endswith("0002")
+
+
+def test_cli_parse_status(tmp_path, capsys) -> None:
+    import json
+
+    from dr_toolkit.cli.main import main
+
+    f = tmp_path / "status.txt"
+    f.write_text(STATUS_1X)
+    assert main(["--json", "hbase", "parse-status", str(f)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["caught_up"] is False and doc["sources"][1]["size_of_log_queue"] == 3
+    f.write_text("nothing here\n")
+    assert main(["hbase", "parse-status", str(f)]) == 1
+    assert "no SOURCE lines found" in capsys.readouterr().err
