@@ -38,6 +38,7 @@ from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode, ZkNotEmpt
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
     from dr_toolkit.zk.client import ZkClient
 
 _PEER_ID = re.compile(r"^[A-Za-z0-9_.]+$")  # HBase forbids '-' (it separates recovered queue ids)
@@ -369,3 +370,14 @@ def converge_peers(zk: ZkClient, desired: list[PeerSpec], *, znode_parent: str =
             if p.peer_id not in wanted:
                 results.append(remove_peer(zk, p.peer_id, znode_parent=znode_parent, dry_run=dry_run, ledger=ledger))
     return results
+
+
+def peers_from_topology(topology: Topology) -> list[PeerSpec]:
+    """The desired peers of the hot cluster: one per HBase policy, pointing at the cold cluster."""
+    if not topology.policies.hbase:
+        return []
+    cold = topology.cold.zookeeper
+    if cold is None:
+        raise ConfigError("HBase policies need clusters.<cold>.zookeeper (the peer's cluster key)",
+                          where=topology.source_file, hint="add the cold cluster's zookeeper quorum")
+    return [PeerSpec(p.peer_id, cold.cluster_key, dict(p.table_cfs) or None) for p in topology.policies.hbase]

@@ -32,27 +32,16 @@ def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, An
     return topo, c, credentials(zk_conn_id or c.zookeeper.conn_id)
 
 
-def desired_peers(topo: Any) -> list[Any]:
-    """One peer per HBase policy, pointing at the cold cluster."""
-    from dr_toolkit.hbase.peers import PeerSpec
-
-    if topo.cold.zookeeper is None and topo.policies.hbase:
-        raise ConfigError("HBase policies need clusters.<cold>.zookeeper (the peer's cluster key)",
-                          where=topo.source_file)
-    return [PeerSpec(p.peer_id, topo.cold.zookeeper.cluster_key, dict(p.table_cfs) or None)
-            for p in topo.policies.hbase]
-
-
 def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Converge the peers of the topology's HBase policies; summary fit for XCom."""
-    from dr_toolkit.hbase.peers import converge_peers
+    from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.zk.client import zk_session
 
     topo, c, creds = _endpoint(cluster, zk_conn_id)
     ep = c.zookeeper
     with zk_session(ep, credentials=creds) as z:
-        results = converge_peers(z, desired_peers(topo), znode_parent=ep.hbase_znode_parent,
+        results = converge_peers(z, peers_from_topology(topo), znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
                                  ledger=Ledger.open(topo.ledger.url))
     out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,

@@ -39,6 +39,7 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
 
 
 def test_sensor_follows_queues(airflow_home, hbase_topology, hbase_parent, rs_cluster, monkeypatch) -> None:
+    import airflow  # noqa: F401 - its settings put plugins/ on sys.path
     from drt_airflow.hbase import HBaseReplicationCaughtUpSensor, run_peers
 
     monkeypatch.setenv("DRT_CONFIG", str(hbase_topology))
