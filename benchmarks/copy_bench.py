@@ -30,6 +30,7 @@ DRT = [sys.executable, "-m", "dr_toolkit.cli.main"]
 
 
 def timed(cmd: list[str], **kw: object) -> tuple[float, str]:
+    os.sync()  # start every measurement with no dirty pages left by the one before
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
     dt = time.perf_counter() - t
@@ -53,6 +54,24 @@ def distcp(src: Path, dst: Path, *extra: str) -> tuple[float, dict[str, object]]
     return dt, json.loads(out)
 
 
+ENGINE_CHILD = r"""
+import json, os, sys, time
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.topology import CopyOptions
+os.sync()
+t = time.perf_counter()
+r = distcp("file://" + sys.argv[1], "file://" + sys.argv[2], options=CopyOptions(engine=sys.argv[3]))
+print(json.dumps({"t": time.perf_counter() - t, "bytes": r.bytes_copied}))
+"""
+
+
+def engine_only(src: Path, dst: Path, engine: str = "local") -> float:
+    """The copy alone, timed inside an already started interpreter (no CLI start-up)."""
+    r = subprocess.run([sys.executable, "-c", ENGINE_CHILD, str(src), str(dst), engine], capture_output=True,
+                       text=True, cwd=REPO, check=True)
+    return float(json.loads(r.stdout.strip().splitlines()[-1])["t"])
+
+
 def bench_large(work: Path, n: int, mib: int, spark: bool) -> None:
     src = work / "large"
     src.mkdir()
@@ -63,12 +82,21 @@ def bench_large(work: Path, n: int, mib: int, spark: bool) -> None:
                 f.write(block)
     total = n * mib * (1 << 20)
     warm(src)
-    t_cp, _ = timed(["cp", "-r", str(src), str(work / "large-cp")])
-    t_drt, out = distcp(src, work / "large-drt")
-    assert out["bytes_copied"] == total, out
+    os.sync()
+    t_cp = t_drt = float("inf")
+    for _ in range(2):  # alternate, best of two: the machine is shared and the disk's writeback is bursty
+        shutil.rmtree(work / "large-cp", ignore_errors=True)
+        shutil.rmtree(work / "large-drt", ignore_errors=True)
+        t_cp = min(t_cp, timed(["cp", "-r", str(src), str(work / "large-cp")])[0])
+        dt, out = distcp(src, work / "large-drt")
+        t_drt = min(t_drt, dt)
+        assert out["bytes_copied"] == total, out
+    shutil.rmtree(work / "large-drt")
+    t_eng = engine_only(src, work / "large-drt")
     print(f"[1] large files {n} x {mib} MiB: cp -r {t_cp:.2f}s ({total / t_cp / 1e6:.0f} MB/s); "
           f"drt distcp --engine local {t_drt:.2f}s ({total / t_drt / 1e6:.0f} MB/s); "
-          f"throughput ratio {t_cp / t_drt:.2f}x of cp (goal >= 0.8)")
+          f"throughput ratio {t_cp / t_drt:.2f}x of cp (goal >= 0.8); "
+          f"the copy alone (in-process, no CLI start-up) {t_eng:.2f}s = {t_cp / t_eng:.2f}x of cp")
     if spark:
         t_sp, out = distcp(src, work / "large-spark", "--engine", "spark")
         assert out["bytes_copied"] == total, out
@@ -83,8 +111,13 @@ def bench_tree(work: Path, tree: Path, spark: bool) -> None:
     files = sum(1 for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
     size = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
     warm(tree)
-    t_rs, _ = timed(["rsync", "-a", f"{tree}/", str(work / "tree-rsync")])
-    t_drt, out = distcp(tree, work / "tree-drt", "--preserve", "perm,times")
+    t_rs = t_drt = float("inf")
+    for _ in range(2):  # alternate, best of two
+        shutil.rmtree(work / "tree-rsync", ignore_errors=True)
+        shutil.rmtree(work / "tree-drt", ignore_errors=True)
+        t_rs = min(t_rs, timed(["rsync", "-a", f"{tree}/", str(work / "tree-rsync")])[0])
+        dt, out = distcp(tree, work / "tree-drt", "--preserve", "perm,times")
+        t_drt = min(t_drt, dt)
     print(f"[2] small files ({tree}: {files} files, {size / 1e6:.0f} MB): rsync -a {t_rs:.2f}s; "
           f"drt distcp {t_drt:.2f}s; wall-time ratio {t_drt / t_rs:.2f}x of rsync (goal <= 1.0); "
           f"copied {out['files_copied']} files")

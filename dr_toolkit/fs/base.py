@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 INTERNAL_DIR = ".drt"
 TMP_PREFIX = ".drt-tmp."
-CHUNK = 1 << 20  # streaming chunk: memory per worker is a few of these
+CHUNK = 4 << 20  # streaming chunk: memory per worker is a few of these
 #: checksum algorithms whose value depends only on the bytes (not on block or part sizes)
 LAYOUT_INDEPENDENT = frozenset({"MD5", "COMPOSITE-CRC32C", "COMPOSITE-CRC32"})
 #: the content checksum this toolkit computes while streaming: CRC32C of the whole content,
