@@ -187,6 +187,27 @@ def register(app: typer.Typer) -> None:
             return cmd
         peers_app.command(_action, help=_doc)(_make(_action))
 
+    @peers_app.command("sync")
+    def sync(ctx: typer.Context, remove_others: Annotated[bool, typer.Option(
+                 "--remove-others", help="Also remove peers no HBase policy names.")] = False,
+             dry_run: DryRunOpt = False, cluster: ClusterOpt = None, timeout: TimeoutOpt = None) -> None:
+        """Converge the peers to the topology's HBase policies (one per policy, pointing at the cold cluster)."""
+        from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
+        from dr_toolkit.zk.client import zk_session
+
+        tg = _target(ctx, cluster, None, None, None, timeout, need_ledger=True)
+        desired = peers_from_topology(state(ctx).topology())
+        with zk_session(tg.endpoint) as z:
+            results = converge_peers(z, desired, znode_parent=tg.parent, hbase_version=tg.version,
+                                     remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger)
+        def render(rows: list[dict[str, Any]]) -> None:
+            if not rows:
+                out_console.print("no HBase policies: no peers to sync")
+            for r in rows:
+                _render_changes(r)
+
+        emit(ctx, [r.to_json() for r in results], render)
+
     @peers_app.command("list")
     def list_(ctx: typer.Context, cluster: ClusterOpt = None, zk: ZkOpt = None, znode_parent: ParentOpt = None,
               timeout: TimeoutOpt = None) -> None:

@@ -82,3 +82,16 @@ def test_unreachable_zookeeper_exit_3_naming_the_quorum(tmp_path) -> None:
                        env={**os.environ, "DRT_CONFIG": str(tmp_path / "none.yaml")})
     assert p.returncode == 3, p.stderr
     assert quorum in p.stderr and "cannot connect within 2s" in p.stderr
+
+
+def test_peers_sync_from_policies(capsys, hbase_topology, hbase_parent) -> None:
+    cfg = ["--config", str(hbase_topology)]
+    _run(capsys, *cfg, "hbase", "peers", "add", "stale", "old-dr:2181:/hbase")
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "sync", "--remove-others", "--dry-run")
+    assert rc == 0 and [(r["peer_id"], r["action"], r["changed"]) for r in doc] == [
+        ("1", "add", True), ("stale", "remove", True)]
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "sync", "--remove-others")
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "list")
+    assert [(p["peer_id"], p["cluster_key"]) for p in doc] == [("1", COLD)]
+    rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "sync", "--remove-others")
+    assert rc == 0 and not any(r["changed"] for r in doc)
