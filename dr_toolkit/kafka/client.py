@@ -130,7 +130,7 @@ class KafkaCluster:
             self._consumer = Consumer({
                 **self._conf, "group.id": f"drt-probe-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
                 "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10, "fetch.min.bytes": 1,
+                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1,
                 "socket.timeout.ms": int(self.timeout_s * 1000)})
         return self._consumer
 
@@ -188,12 +188,24 @@ class KafkaCluster:
         """Records from offset ``start`` (or the next one that exists) up to ``end`` (exclusive).
         Counts one probe per positioned read; a sequential read in batches counts one per batch.
         Never asks for more records than exist before ``end`` (a consumer waits for the rest)."""
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import TopicPartition
 
         if start >= end:
             return
         c = self.consumer
         c.assign([TopicPartition(topic, partition, start)])
+        try:
+            yield from self._consume(c, topic, partition, start, end, max_records, batch)
+        finally:
+            try:
+                c.unassign()  # stop background fetching between probes
+            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
+                pass
+
+    def _consume(self, c: Any, topic: str, partition: int, start: int, end: int, max_records: int | None,
+                 batch: int) -> Iterator[Record]:
+        from confluent_kafka import KafkaError
+
         seen = 0
         want = end - start if max_records is None else min(max_records, end - start)
         while seen < want:
