@@ -93,6 +93,7 @@ class _Side:
     loc: Location
     fs: FileSystem
     root: str
+    single: str | None = None  # a source that is one file: list only it
 
 
 def _resolve(source: str, target: str, topology: Topology | None,
@@ -116,16 +117,15 @@ def _resolve(source: str, target: str, topology: Topology | None,
     t = tfs.stat(tgt.path) if tgt.path else None
     if t is not None and not t.is_dir:
         raise ConfigError(f"the target {target} is a file", hint="name a directory to copy into")
-    root = src.path
     if not st.is_dir:  # a single file: copy it into the target directory under its name
-        root = posixpath.dirname(src.path.rstrip("/")) or "/"
-    return _Side(src, sfs, root), _Side(tgt, tfs, tgt.path)
+        return _Side(src, sfs, posixpath.dirname(src.path.rstrip("/")) or "/", src.path), _Side(tgt, tfs, tgt.path)
+    return _Side(src, sfs, src.path), _Side(tgt, tfs, tgt.path)
 
 
 def _listing(side: _Side, only: str | None = None) -> dict[str, FileStatus]:
     out = {}
     fs = side.fs
-    for s in fs.list_files(only or side.root):
+    for s in fs.list_files(only or side.single or side.root):
         rel = fs.relative(side.root, s.path)
         if rel:
             out[rel] = s
@@ -165,7 +165,7 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base_id: str | None, hea
           base: mf.Entries | None, why_no_base: str, snapshot: str | None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
-    reading = _Side(src.loc, src.fs, read_root)
+    reading = _Side(src.loc, src.fs, read_root, src.single)
     f = filters_of(options)
     with ThreadPoolExecutor(2) as pool:
         tgt_future = pool.submit(_listing, tgt)
@@ -281,6 +281,11 @@ def _run(src: _Side, tgt: _Side, options: CopyOptions, *, ledger: Ledger | None,
         status = "succeeded" if result.ok else "failed"
     except BaseException:
         status = "killed"
+        if snapshot:  # the next run must not take a snapshot of an unfinished run as its base
+            try:
+                src.fs.delete_snapshot(src.root, snapshot)
+            except Exception:  # noqa: BLE001 - best effort; the error that stopped the run matters more
+                log.warning("could not delete snapshot %s of %s", snapshot, src.root)
         raise
     finally:
         result.duration_s = time.time() - t0
