@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPONENTS = ("hdfs", "hbase", "kafka", "verify")
+KAFKA_PARALLEL = 8  # topics whose lag is read at the same time
 
 
 @dataclass
@@ -167,16 +168,28 @@ def kafka_signals(topology: Topology, ledger: Ledger, now: float) -> list[Signal
         return []
     try:
         api = _module("dr_toolkit.kafka.api")
-        doc = api.lag(topology, topics=topics)
-    except Exception as exc:  # noqa: BLE001 - broker down or module missing: NO_GO
-        why = _why(exc)
-        return [unreadable("kafka", t, why) for t in topics]
+    except DrtError as exc:
+        return [unreadable("kafka", t, exc.message) for t in topics]
+    # The lag of each topic is read on its own connections, several topics at once: the
+    # per-partition probes are round trips, and a large topology has thousands of them.
+    failed: dict[str, str] = {}
     by_topic: dict[str, list[dict[str, Any]]] = {t: [] for t in topics}
-    for part in doc.get("partitions", []):
-        by_topic.setdefault(str(part.get("topic")), []).append(part)
+    with cf.ThreadPoolExecutor(max_workers=min(KAFKA_PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
+        futs = {t: ex.submit(api.lag, topology, topics=[t]) for t in topics}
+        for t, fut in futs.items():
+            try:
+                doc = fut.result()
+            except Exception as exc:  # noqa: BLE001 - broker down: NO_GO with the reason
+                failed[t] = _why(exc)
+                continue
+            for part in doc.get("partitions", []):
+                by_topic.setdefault(str(part.get("topic")), []).append(part)
     out: list[Signal] = []
     for t in topics:
         parts = by_topic.get(t) or []
+        if t in failed:
+            out.append(unreadable("kafka", t, failed[t]))
+            continue
         if not parts:
             out.append(unreadable("kafka", t, f"no partitions reported for topic {t}"))
             continue
