@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.plan import FileTask
 from dr_toolkit.errors import DrtError
-from dr_toolkit.fs.base import CHUNK, CONTENT_ALGO, ContentHash, FileSystem, tmp_name
+from dr_toolkit.fs.base import CHUNK, CONTENT_ALGO, ContentHash, FileStatus, FileSystem, tmp_name
 
 if TYPE_CHECKING:
     from dr_toolkit.fs.uri import Location
@@ -49,10 +49,14 @@ class Throttle:
     def take(self, n: int) -> None:
         if not self.rate:
             return
+        now = time.monotonic()
         with self.lock:
+            idle_credit = now - (self.t0 + self.sent / self.rate)
+            if idle_credit > 1.0:  # a bucket of one second: idle time does not buy an unlimited burst
+                self.t0 += idle_credit - 1.0
             self.sent += n
             due = self.t0 + self.sent / self.rate
-        delay = due - time.monotonic()
+        delay = due - now
         if delay > 0:
             time.sleep(delay)
 
@@ -165,13 +169,14 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
     counter = [0]
     try:
         fast = _kernel_copy(ctx, src, tmp)
-        if fast is not None:
+        if fast is not None:  # length and checksum were read back from the written file
             n, digest = fast
+            _check_source(ctx, src, size, mtime, n, digest)
         else:
             n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, chunk_size=CHUNK), crc, counter))
             digest = crc.hexdigest()
-        _check_source(ctx, src, size, mtime, n, digest)
-        _verify_written(ctx, tmp, n, digest)
+            _check_source(ctx, src, size, mtime, n, digest)
+            _verify_written(ctx, tmp, n, digest)
         _finish(ctx, task, tmp)
         ctx.tgt_fs.rename(tmp, dst)
     except BaseException:
@@ -180,8 +185,12 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         except Exception:  # noqa: BLE001 - clean-up is retried by the next run
             pass
         raise
-    t = ctx.tgt_fs.stat(dst)
-    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", t.mtime if t else None, "copy")
+    if "times" in ctx.preserve and ctx.tgt_fs.supports_times:
+        tmtime: float | None = mtime
+    else:
+        t = ctx.tgt_fs.stat(dst)
+        tmtime = t.mtime if t else None
+    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tmtime, "copy")
 
 
 def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome | None:
@@ -233,11 +242,15 @@ def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
     err = ""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            s = ctx.src_fs.stat(src)
-            if s is None or s.is_dir:
-                return Outcome(task.rel, False, attempts=attempt, error=f"{src} vanished before it was copied")
-            if (s.size, round(s.mtime, 3)) != (task.size, round(task.mtime, 3)):
-                changed = True  # re-plan this file to its current version
+            s = FileStatus(src, task.size, task.mtime)  # as planned; checked again after the copy
+            if attempt > 1:  # after a failure: copy the file as it is now
+                fresh = ctx.src_fs.stat(src)
+                if fresh is None or fresh.is_dir:
+                    return Outcome(task.rel, False, attempts=attempt, changed=changed,
+                                   error=f"{src} vanished before it was copied")
+                if (fresh.size, round(fresh.mtime, 3)) != (task.size, round(task.mtime, 3)):
+                    changed = True
+                s = fresh
             out = None
             if task.action == "append" and not changed:
                 out = _copy_tail(ctx, task, src, dst, s.size, s.mtime)
