@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
             options = CopyOptions(update=not overwrite, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], append_only=append_only or [],
                                   preserve=keep, bandwidth_mb_s=bandwidth, workers=workers,
-                                  engine=engine)  # type: ignore[arg-type]
+                                  engine=engine)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         st = state(ctx)
