@@ -232,8 +232,15 @@ class ZkClient:
             raise ConfigError(f"{op} {path}: this ZooKeeper client was opened read-only",
                               where=f"zookeeper {self.quorum}")
 
-    def _call(self, op: str, path: str, start: Callable[[], Any]) -> Any:
-        """Run ``start()`` (returns a kazoo async result) with timeouts and retries."""
+    def _call(self, op: str, path: str, start: Callable[[], Any],
+              after_lost_answer: Callable[[ZkError], Any] | None = None) -> Any:
+        """Run ``start()`` (returns a kazoo async result) with timeouts and retries.
+
+        A write whose answer was lost (timeout, connection loss) may still have been applied —
+        kazoo even sends a queued request after it reconnects. When a retry then fails with
+        "exists"/"no node", ``after_lost_answer(error)`` decides whether that is our own earlier
+        attempt (return a value) or a real conflict (raise).
+        """
         deadline_s = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
         deadline = time.monotonic() + deadline_s
         delays = self.retry.delays()
@@ -248,6 +255,9 @@ class ZkClient:
             except Exception as exc:  # noqa: BLE001 - translated or retried below
                 mapped = _translate(exc, op, path, self.quorum)
                 if mapped is not None:
+                    if last is not None and after_lost_answer is not None and isinstance(
+                            mapped, (ZkNodeExists, ZkNoNode)):
+                        return after_lost_answer(mapped)
                     raise mapped from None
                 last = exc
                 log.debug("zookeeper %s %s %s: attempt %d failed: %r", self.quorum, op, path, attempt, exc)
@@ -325,8 +335,18 @@ class ZkClient:
     def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
                makepath: bool = False) -> str:
         self._writable("create", path)
+
+        def ours(err: ZkError) -> str:
+            # the znode exists: ours if it holds our value (and, if ephemeral, our session)
+            if isinstance(err, ZkNodeExists) and not sequence:
+                data, stat = self.get(path)
+                owner_ok = not ephemeral or stat.ephemeralOwner == self.kazoo.client_id[0]
+                if data == value and owner_ok:
+                    return path
+            raise err
+
         return str(self._call("create", path, lambda: self.kazoo.create_async(
-            path, value, acl=self.acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath)))
+            path, value, acl=self.acl, ephemeral=ephemeral, sequence=sequence, makepath=makepath), ours))
 
     def set(self, path: str, value: bytes, version: int = -1) -> Any:
         self._writable("set", path)
@@ -341,8 +361,13 @@ class ZkClient:
                 return
             for child in children:
                 self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+        def gone(err: ZkError) -> None:
+            if isinstance(err, ZkNoNode):
+                return None  # our earlier attempt deleted it
+            raise err
+
         try:
-            self._call("delete", path, lambda: self.kazoo.delete_async(path, version))
+            self._call("delete", path, lambda: self.kazoo.delete_async(path, version), gone)
         except ZkNoNode:
             if not recursive:
                 raise

@@ -128,3 +128,45 @@ def test_calls_survive_session_expiry(zk_server, zk_endpoint, hbase_parent) -> N
         assert z.get(f"{hbase_parent}/after-expiry")[0] == b"y"
         assert z.kazoo.client_id[0] != old_session
         assert z.exists(f"{hbase_parent}/eph") is None  # the expired session's ephemeral znode is gone
+
+
+def test_write_whose_answer_was_lost_is_not_reported_as_a_conflict(zkc, hbase_parent, monkeypatch) -> None:
+    """Inject a lost answer: the create reaches ZooKeeper but the client sees a connection loss.
+    The retry's "node exists" is recognised as our own write (same value); another value is a conflict."""
+    from kazoo.exceptions import ConnectionLoss
+
+    zkc.ensure_path(hbase_parent)
+    real_create, real_delete = zkc.kazoo.create_async, zkc.kazoo.delete_async
+
+    class Lost:
+        def get(self, timeout: float | None = None) -> None:
+            raise ConnectionLoss()
+
+    def lose_first(real):  # type: ignore[no-untyped-def]
+        calls = []
+
+        def wrapper(*a, **kw):  # type: ignore[no-untyped-def]
+            calls.append(a)
+            r = real(*a, **kw)
+            if len(calls) == 1:
+                r.get(timeout=5)  # it really happened on the server...
+                return Lost()  # ...but the answer never arrived
+            return r
+        return wrapper
+
+    monkeypatch.setattr(zkc.kazoo, "create_async", lose_first(real_create))
+    assert zkc.create(f"{hbase_parent}/n", b"v") == f"{hbase_parent}/n"
+    monkeypatch.setattr(zkc.kazoo, "delete_async", lose_first(real_delete))
+    zkc.delete(f"{hbase_parent}/n")
+    assert zkc.exists(f"{hbase_parent}/n") is None
+
+    real_create(f"{hbase_parent}/taken", b"someone else").get(timeout=5)
+    first = []
+
+    def lost_before_sending(*a, **kw):  # type: ignore[no-untyped-def]
+        first.append(a)
+        return Lost() if len(first) == 1 else real_create(*a, **kw)
+
+    monkeypatch.setattr(zkc.kazoo, "create_async", lost_before_sending)
+    with pytest.raises(ZkNodeExists):  # after a lost answer, another writer's value is still a conflict
+        zkc.create(f"{hbase_parent}/taken", b"mine")
