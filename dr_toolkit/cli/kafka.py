@@ -21,14 +21,17 @@ SourceOpt = Annotated[str | None, typer.Option("--source-bootstrap", help="Hot b
 TargetOpt = Annotated[str | None, typer.Option("--target-bootstrap", help="Cold brokers (instead of the topology).")]
 
 
-def _context(ctx: typer.Context, *, need_topology: bool) -> tuple[Topology | None, Ledger | None]:
+def _context(ctx: typer.Context, *, need_topology: bool, need_ledger: bool = False
+             ) -> tuple[Topology | None, Ledger | None]:
+    """The topology and ledger; with bootstrap addresses given, the topology file may be absent:
+    then only a write (--apply) opens a ledger ($DRT_LEDGER_URL or ./drt-ledger.db) for its audit."""
     st = state(ctx)
     try:
         topo = st.topology()
     except ConfigError as exc:
         if need_topology or "not found" not in exc.what:
             raise
-        return None, Ledger.open("sqlite:///drt-ledger.db")
+        return None, (Ledger.open("sqlite:///drt-ledger.db") if need_ledger else None)
     return topo, st.ledger()
 
 
@@ -85,7 +88,7 @@ def checkpoint_cmd(
     timestamp and fingerprint."""
     from dr_toolkit.kafka import api
 
-    topo, ledger = _context(ctx, need_topology=not (source_bootstrap and group))
+    topo, ledger = _context(ctx, need_topology=not (source_bootstrap and group), need_ledger=True)
     with _progress(ctx, "checkpointing consumer groups…"):
         out = api.checkpoint(topo, ledger, groups=group or None, source_bootstrap=source_bootstrap)
     emit(ctx, out, _render_checkpoint)
@@ -125,7 +128,7 @@ def remap_cmd(
 
     if force and not apply:
         raise UsageError("--force only makes sense with --apply")
-    topo, ledger = _context(ctx, need_topology=not (source_bootstrap and target_bootstrap))
+    topo, ledger = _context(ctx, need_topology=not (source_bootstrap and target_bootstrap), need_ledger=apply)
     with _progress(ctx, f"remapping group {group}…"):
         out = api.remap(topo, ledger, group, apply=apply, force=force, source_bootstrap=source_bootstrap,
                         target_bootstrap=target_bootstrap, run_id=run_id)

@@ -74,8 +74,8 @@ def policy_groups(topology: Topology | None) -> list[str]:
     return out
 
 
-def _partition_counts(c: KafkaCluster, topics: list[str]) -> dict[str, int]:
-    have = c.topics()
+def _partition_counts(c: KafkaCluster, topics: list[str], have: dict[str, int] | None = None) -> dict[str, int]:
+    have = c.topics() if have is None else have
     missing = [t for t in topics if t not in have]
     if missing:
         raise ConfigError(f"topic{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing on the "
@@ -87,8 +87,9 @@ def _partition_counts(c: KafkaCluster, topics: list[str]) -> dict[str, int]:
 
 def check_parity(hot: KafkaCluster, cold: KafkaCluster, topics: list[str]) -> dict[str, int]:
     """Topics exist on both sides with equal partition counts (CDAP requires it)."""
-    hot_counts = _partition_counts(hot, topics)
-    cold_counts = _partition_counts(cold, topics)
+    hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
+    hot_counts = _partition_counts(hot, topics, hot_have)
+    cold_counts = _partition_counts(cold, topics, cold_have)
     for t in topics:
         if hot_counts[t] != cold_counts[t]:
             raise ConfigError(f"partition count mismatch for topic {t!r}: hot has {hot_counts[t]}, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,6 @@ from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
 
-log = logging.getLogger(__name__)
 
 # Keys of an Airflow Kafka connection's extra that are not librdkafka settings.
 _NOT_CLIENT_KEYS = {"bootstrap_servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
@@ -232,48 +231,37 @@ class KafkaCluster:
         return next(iter(self.read(topic, partition, offset, end, max_records=1)), None)
 
     # -- consumer groups ------------------------------------------------------------------------
+    def _admin_call(self, what: str, submit: Callable[[Any], Any], key: str) -> Any:
+        """Run one admin request (``submit(admin)`` returns futures by ``key``) with the timeout."""
+        try:
+            return submit(self.admin)[key].result(timeout=self.timeout_s + 1)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, what) from None
+
     def committed(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
         """The group's committed offsets; partitions without a commit are left out."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         tps = [TopicPartition(t, p) for t, p in partitions] if partitions else None
-        try:
-            futs = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
-                                                          request_timeout=self.timeout_s)
-            res = futs[group].result(timeout=self.timeout_s + 1)
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise self._wrap(exc, f"committed offsets of group {group!r}") from None
+        res = self._admin_call(f"committed offsets of group {group!r}", lambda a: a.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
         return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or []
                 if tp.error is None and tp.offset >= 0}
 
     def group_state(self, group: str) -> tuple[str, int]:
         """(state name, number of members) of ``group``."""
-        try:
-            futs = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)
-            d = futs[group].result(timeout=self.timeout_s + 1)
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise self._wrap(exc, f"describe group {group!r}") from None
+        d = self._admin_call(f"describe group {group!r}", lambda a: a.describe_consumer_groups(
+            [group], request_timeout=self.timeout_s), group)
         state = getattr(d.state, "name", str(d.state)).upper()
         return state, len(d.members or [])
-
-    def groups(self) -> list[str]:
-        try:
-            res = self.admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s + 1)
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise self._wrap(exc, "list groups") from None
-        return sorted(g.group_id for g in res.valid)
 
     def commit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str | None]:
         """Commit all ``offsets`` of ``group`` in ONE OffsetCommit request; per-partition errors."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        try:
-            futs = self.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
-                                                           request_timeout=self.timeout_s)
-            res = futs[group].result(timeout=self.timeout_s + 1)
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise self._wrap(exc, f"commit offsets of group {group!r}") from None
+        res = self._admin_call(f"commit offsets of group {group!r}", lambda a: a.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
         return {(tp.topic, tp.partition): (tp.error.str() if tp.error is not None else None)
                 for tp in res.topic_partitions}
 
