@@ -108,7 +108,15 @@ def _durable_setup(broker, parts: int = 6):  # type: ignore[no-untyped-def]
 
 
 def _state(broker, group, topic, parts) -> dict[tuple[str, int], int]:  # type: ignore[no-untyped-def]
-    return {(topic, p): o for p, o in committed(broker.address, group, topic, parts).items()}
+    """The group's offsets as the (just restarted) broker reports them."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return {(topic, p): o for p, o in committed(broker.address, group, topic, parts).items()}
+        except Exception:  # the broker may still be loading after its restart
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.mark.slow
