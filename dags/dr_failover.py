@@ -24,7 +24,7 @@ before/after); clearing a failed task re-runs only that step. The same runbook r
 command line: `drt failover run [--execute] [--resume RUN]`.
 """
 
-STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate")
+STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate")  # then approval
 RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
 
 
@@ -45,7 +45,7 @@ RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
 )
 def dr_failover():  # type: ignore[no-untyped-def]
     from airflow.providers.standard.operators.hitl import ApprovalOperator
-    from drt_airflow.failover import FailoverStepOperator, start_run
+    from drt_airflow.failover import DrainedSensor, FailoverStepOperator, start_run
 
     @task
     def start(**context) -> str:  # type: ignore[no-untyped-def]
@@ -60,8 +60,11 @@ def dr_failover():  # type: ignore[no-untyped-def]
 
     prev = start()
     for step in STEPS:
-        op = FailoverStepOperator(task_id=step, step=step, run_id=RUN_ID,
-                                  execution_timeout=timedelta(hours=2) if step == "wait_drain" else None)
+        if step == "wait_drain":
+            op = DrainedSensor(task_id=step, run_id=RUN_ID, poke_interval=5, timeout=timedelta(hours=2),
+                               mode="poke")
+        else:
+            op = FailoverStepOperator(task_id=step, step=step, run_id=RUN_ID)
         prev >> op
         prev = op
     branch = execute_or_dry_run()

@@ -243,17 +243,21 @@ class Runbook:
             return float(e["after_state"]["fencing"]["at"])
         return None
 
-    def _step_wait_drain(self) -> StepResult:
+    def drain_state(self) -> tuple[list[Any], list[str], dict[str, Any]]:
+        """HBase queues and the Kafka mirror: (signals, reasons not drained, detail); nothing is recorded."""
         from dr_toolkit.failover.gate import decide
         from dr_toolkit.failover.signals import read_signals
 
         fenced_at = self._fenced_at()
+        sigs = read_signals(self.topology, self.ledger, components=("hbase", "kafka"))
+        reasons = decide(self.topology, sigs, fenced_at=fenced_at).reasons if sigs else []
+        return sigs, reasons, {"signals": [s.to_json() for s in sigs], "reasons": reasons,
+                               "fenced_at": iso(fenced_at)}
+
+    def _step_wait_drain(self) -> StepResult:
         deadline = time.monotonic() + self.drain_timeout_s
         while True:
-            sigs = read_signals(self.topology, self.ledger, components=("hbase", "kafka"))
-            res = decide(self.topology, sigs, fenced_at=fenced_at)
-            reasons = [] if not sigs else res.reasons
-            detail = {"signals": [s.to_json() for s in sigs], "reasons": reasons, "fenced_at": iso(fenced_at)}
+            sigs, reasons, detail = self.drain_state()
             if not reasons:
                 return StepResult("wait_drain", DONE if self.execute else PLANNED, detail,
                                   "HBase queues and the Kafka mirror are drained" if sigs else "nothing to drain")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, BaseSensorOperator
 
 TERMINAL_FAILURES = ("failed", "rejected")
 
@@ -90,3 +90,33 @@ class FailoverStepOperator(BaseOperator):
 
             raise AirflowException(f"failover step {self.step} {res.status}: {res.message}")
         return {"name": res.name, "status": res.status, "message": res.message}
+
+
+class DrainedSensor(BaseSensorOperator):
+    """Wait until the HBase queues and the Kafka mirror shipped everything taken before the fence.
+
+    ``poke`` returns the library's answer (nothing is recorded while waiting); once drained,
+    the ``wait_drain`` step is recorded done in the audit log. A dry run records what it saw
+    and passes at once. The sensor's ``timeout`` bounds the wait (then the task fails).
+    """
+
+    template_fields = ("run_id",)
+
+    def __init__(self, *, run_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run_id = run_id
+
+    def poke(self, context: Any) -> bool:
+        from dr_toolkit.failover.runbook import Runbook
+        from drt_airflow.connections import topology as load
+
+        topo = load()
+        rb = Runbook.resume(topo, _ledger(topo), self.run_id, who=_who(context), drain_timeout_s=0)
+        if rb.execute:
+            _sigs, reasons, _detail = rb.drain_state()
+            if reasons:
+                self.log.info("not drained yet: %s", "; ".join(reasons))
+                return False
+        res = rb.run_step("wait_drain")
+        self.log.info("wait_drain: %s — %s", res.status, res.message or "")
+        return res.status in ("done", "planned")
