@@ -226,3 +226,37 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     assert verify_evt["after_state"]["results"][0]["BADROWS"] == 0
     assert verify_evt["after_state"]["results"][0]["GOODROWS"] == 21
     assert ledger.verify_reports(name="orders", limit=1)[0]["badrows"] == 0
+
+
+def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_path, zk_server) -> None:
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    hbase_world(topo, lagging=True)
+    rb = Runbook.start(topo, ledger, reason="timeout test", execute=True, approver=lambda req: True,
+                       drain_timeout_s=1, poll_s=0.2)
+    out = rb.run()
+    assert out["status"] == "failed"
+    steps = {s["name"]: s for s in out["steps"]}
+    assert steps["fence_hot"]["status"] == "done" and steps["wait_drain"]["status"] == "failed"
+    assert steps["wait_drain"]["message"].startswith("not drained after 1s: hbase 1:")
+    assert steps["promote_cold"]["status"] == "pending" and fence_of(topo)["active"] is None
+    assert ledger.failover_run(rb.run_id)["status"] == "failed"
+    hbase_drain(topo)
+    out = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: True).run()
+    assert out["status"] == "succeeded" and fence_of(topo)["active"]["cluster"] == "cold"
+
+
+def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_path, zk_server) -> None:
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    hbase_world(topo, lagging=False)
+    rb = Runbook.start(topo, ledger, reason="first operator", execute=True, approver=lambda req: True)
+    assert rb.run(until="approval")["status"] == "running"
+    # a second operator fences again (epoch 2) before the first one promotes
+    other = Runbook.start(topo, ledger, reason="second operator", execute=True)
+    assert other.run_step("fence_hot").status == "done"
+    res = rb.run_step("promote_cold")
+    assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
+    assert fence_of(topo)["active"] is None and fence_of(topo)["fencing"]["epoch"] == 2
