@@ -72,6 +72,7 @@ def _why(exc: BaseException) -> str:
 def hdfs_signals(topology: Topology, ledger: Ledger, now: float) -> list[Signal]:
     """Per policy target: files/bytes still pending and the age of the source state it holds."""
     out: list[Signal] = []
+    marks = {w["name"]: w for w in ledger.watermarks("hdfs")} if topology.policies.hdfs else {}
     for policy in topology.policies.hdfs:
         try:
             api = _module("dr_toolkit.copy.api")
@@ -88,8 +89,11 @@ def hdfs_signals(topology: Topology, ledger: Ledger, now: float) -> list[Signal]
             nbytes = int(row.get("bytes_pending") or 0)
             wm = row.get("watermark")
             status = row.get("last_run_status")
+            mark = (marks.get(name) or {}).get("detail") or {}
             detail = {"files_pending": files, "bytes_pending": nbytes, "last_run_status": status,
-                      "source_time": wm}
+                      "source_time": wm, "manifest_id": mark.get("manifest_id"),
+                      "source_snapshot": mark.get("source_snapshot"),
+                      "snapshot_age_s": None if wm is None else round(max(0.0, now - float(wm)), 1)}
             if files == 0 and nbytes == 0 and status not in (None, "failed", "running"):
                 # Nothing pending now: the cold side holds what the hot side holds as of this check.
                 out.append(Signal("hdfs", name, True, 0.0, now, detail))

@@ -33,6 +33,7 @@ def test_files_pending_is_no_go_then_go_after_the_copy(tmp_path) -> None:
     res = check(topo, ledger)
     assert res.verdict == "GO", res.reasons
     assert res.signals[0].detail["files_pending"] == 0
+    assert res.signals[0].detail["manifest_id"] and res.signals[0].detail["snapshot_age_s"] is not None
 
     (src / "b.csv").write_text("3,4,5\n")
     res = check(topo, ledger)
