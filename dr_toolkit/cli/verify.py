@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
                                 ] = None,
         ignore_columns: Annotated[str | None, typer.Option(
             "--ignore-columns", help="Columns not to compare, comma-separated.")] = None,
-        buckets: Annotated[int | None, typer.Option("--buckets", help="Hash buckets (default 8192).")] = None,
+        buckets: Annotated[int | None, typer.Option("--buckets", help="Hash buckets (default 32768).")] = None,
         sample_size: Annotated[int, typer.Option("--sample-size", help="Sample keys per counter.")] = 20,
         name: Annotated[str | None, typer.Option("--name", help="Dataset name for the ledger and watermark.")
                         ] = None,

@@ -44,13 +44,13 @@ from dr_toolkit.verify import compare as C
 from dr_toolkit.verify.sources import Dataset, precheck, read
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
 log = logging.getLogger(__name__)
-DEFAULT_BUCKETS = 8192
+DEFAULT_BUCKETS = 32768
 MAX_VALUE_CHARS = 200
 Progress = Callable[[str], None]
 
@@ -145,27 +145,34 @@ def _row_dict(r: Any) -> dict[str, Any]:
     return {} if r is None else {k: _jsonable(v) for k, v in r.asDict().items()}
 
 
-def _sample(r: Row, key: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": {k: _jsonable(r[k]) for k in key}}
-    s, p = _row_dict(r["s_row"]), _row_dict(r["p_row"])
-    if r["category"] == C.CONTENT:
-        cols = sorted(c for c in set(s) | set(p) if s.get(c) != p.get(c))
-        out["columns"] = cols
-        out["source"] = {c: s.get(c) for c in cols}
-        out["peer"] = {c: p.get(c) for c in cols}
-        if (r["s_n"] or 0) > 1 or (r["p_n"] or 0) > 1:
-            out["rows"] = {"source": r["s_n"], "peer": r["p_n"]}
-    elif r["category"] == C.ONLY_SOURCE:
-        out["source"] = s
-    else:
-        out["peer"] = p
+def _samples(final: DataFrame, rs: DataFrame, rp: DataFrame, key: list[str], n: int
+             ) -> dict[str, list[dict[str, Any]]]:
+    """Per bad kind, up to ``n`` keys (smallest first) with their rows side by side (4 small jobs)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("category").orderBy(*[C.col(k) for k in key])
+    picked = (final.filter(F.col("category") != C.GOOD).withColumn("_rank", F.row_number().over(order))
+              .filter(F.col("_rank") <= n).localCheckpoint(eager=True))
+    rows = sorted(picked.collect(), key=lambda r: r["_rank"])
+    s_rows = {tuple(r[C.KEY]): _row_dict(r["row"]) for r in C.rows_of(rs, picked, key, "row").collect()}
+    p_rows = {tuple(r[C.KEY]): _row_dict(r["row"]) for r in C.rows_of(rp, picked, key, "row").collect()}
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
+    for r in rows:
+        k, kind = tuple(r[C.KEY]), r["category"]
+        item: dict[str, Any] = {"key": {c: _jsonable(r[c]) for c in key}}
+        s, p = s_rows.get(k, {}), p_rows.get(k, {})
+        if kind == C.CONTENT:
+            cols = sorted(c for c in set(s) | set(p) if s.get(c) != p.get(c))
+            item.update(columns=cols, source={c: s.get(c) for c in cols}, peer={c: p.get(c) for c in cols})
+            if (r["s_n"] or 0) > 1 or (r["p_n"] or 0) > 1:
+                item["rows"] = {"source": r["s_n"], "peer": r["p_n"]}
+        elif kind == C.ONLY_SOURCE:
+            item["source"] = s
+        else:
+            item["peer"] = p
+        out[kind].append(item)
     return out
-
-
-@dataclass
-class _Side:
-    df: DataFrame
-    ds: Dataset
 
 
 class _Job:
@@ -202,10 +209,16 @@ class _Job:
         s, p, self.schema = C.align(s, p, self.key, self.ignore)
         return C.with_hashes(s, self.key, self.buckets), C.with_hashes(p, self.key, self.buckets)
 
-    def row_compare(self, hs: DataFrame, hp: DataFrame, buckets: list[int], nonempty: int) -> DataFrame:
+    def row_compare(self, hs: DataFrame, hp: DataFrame, buckets: list[int], nonempty: int, keep: list[DataFrame]
+                    ) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """Classify the keys of ``buckets``; returns (classified, source rows, peer rows), all cached
+        (and appended to ``keep`` so the caller can drop them)."""
         if len(buckets) < nonempty:
             hs, hp = C.restrict(hs, buckets), C.restrict(hp, buckets)
-        return C.classify(C.key_digests(hs, self.key), C.key_digests(hp, self.key), self.key)
+        rs, rp = C.with_key(hs, self.key).persist(), C.with_key(hp, self.key).persist()
+        cls = C.classify(C.key_digests(rs), C.key_digests(rp), self.key).persist()
+        keep += [rs, rp, cls]
+        return cls, rs, rp
 
 
 def _counts(cls: DataFrame) -> dict[str, int]:
@@ -286,9 +299,9 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
             from pyspark.sql import functions as F
 
             say(f"row-comparing {len(differing)} of {len(nonempty)} buckets")
-            cls = job.row_compare(hs, hp, differing, len(nonempty)).persist()
-            persisted.append(cls)
+            cls, rs, rp = job.row_compare(hs, hp, differing, len(nonempty), persisted)
             first = _counts(cls)
+            say("looking for duplicate keys")
             good += first.get(C.GOOD, 0)
             dup = cls.filter((F.col("s_n") > 1) | (F.col("p_n") > 1))
             d = dup.agg(F.sum((F.col("s_n") > 1).cast("int")).alias("s"),
@@ -299,16 +312,16 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
             final = cls.filter(F.col("category") != C.GOOD)
             first_bad = sum(first.get(k, 0) for k in C.BAD_KINDS)
             if recompare_sleep_s > 0 and first_bad:
-                bad_keys = final.select(*[C.col(k) for k in key], C.BUCKET).localCheckpoint(eager=True)
-                persisted.append(bad_keys)
+                bad_keys = final.select(C.KEY, C.BUCKET).localCheckpoint(eager=True)
                 bad_buckets = sorted(r[0] for r in bad_keys.select(C.BUCKET).distinct().collect())
-                # The re-read has the same plan as ``cls``: drop the cache, or Spark would answer from it.
-                cls.unpersist()
+                # The re-read may have the same plan as the first: drop the caches, or Spark answers from them.
+                for df in persisted:
+                    df.unpersist()
                 say(f"{first_bad} keys differ; re-comparing them in {recompare_sleep_s:g} s")
                 time.sleep(recompare_sleep_s)
                 hs2, hp2 = job.prepare()
-                again = C.only_keys(job.row_compare(hs2, hp2, bad_buckets, n_buckets + 1), bad_keys, key)
-                final = again.filter(F.col("category") != C.GOOD).persist()
+                again, rs, rp = job.row_compare(hs2, hp2, bad_buckets, n_buckets + 1, persisted)
+                final = C.only_keys(again, bad_keys).filter(F.col("category") != C.GOOD).persist()
                 persisted.append(final)
                 second = _counts(final)
                 still = sum(second.get(k, 0) for k in C.BAD_KINDS)
@@ -317,11 +330,11 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                 counts = second
             else:
                 counts = first
+            say("collecting samples")
             for k in C.BAD_KINDS:
                 counters[k] = counts.get(k, 0)
-                if counters[k]:
-                    rows = final.filter(F.col("category") == k).orderBy(*[C.col(c) for c in key])
-                    samples[k] = [_sample(r, key) for r in rows.limit(sample_size).collect()]
+            if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
+                samples = _samples(final, rs, rp, key, sample_size)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
     finally:
         for df in persisted:

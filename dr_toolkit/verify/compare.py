@@ -15,7 +15,8 @@ The pipeline, for a source and its replica ("peer") read by Spark:
 4. For the buckets that differ, :func:`key_digests` folds each key into the same digest
    (several rows under one key fold into one digest: duplicates are compared as multisets,
    never joined row by row) and :func:`classify` full-outer-joins the two sides by key
-   (null-safe) into VerifyReplication's categories.
+   (null-safe) into VerifyReplication's categories. :func:`rows_of` fetches the rows of the
+   sampled keys for the report.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 BUCKET = "__bucket"
 ROW_HASH = "__h"
 NULL_KEY = "__nullkey"
+KEY = "__key"
 GOOD = "GOODROWS"
 BAD = "BADROWS"
 ONLY_SOURCE = "ONLY_IN_SOURCE_TABLE_ROWS"
@@ -147,48 +149,53 @@ def bucket_digests(hashed: DataFrame) -> DataFrame:
     return hashed.groupBy(BUCKET).agg(*_digest_aggs(), F.sum(NULL_KEY).alias("nulls"))
 
 
-def key_digests(hashed: DataFrame, key: list[str]) -> DataFrame:
-    """One row per key (null is a key value): ``keys.., __bucket, n, x, s, row``.
-
-    ``row`` holds one of the key's rows (a struct of the other columns) for the samples.
-    """
+def with_key(hashed: DataFrame, key: list[str]) -> DataFrame:
+    """Add ``__key``: the key columns as one struct (struct equality treats NULL fields as equal,
+    so joining on it is null-safe, and grouping and joining by it share one partitioning)."""
     from pyspark.sql import functions as F
 
-    others = [c for c in hashed.columns if c not in key and c not in (BUCKET, ROW_HASH, NULL_KEY)]
-    row = F.struct(*[col(c) for c in others]) if others else F.lit(None)
-    return hashed.groupBy(*[col(k) for k in key]).agg(
-        F.first(BUCKET).alias(BUCKET), *_digest_aggs(), F.first(row).alias("row"))
+    return hashed.withColumn(KEY, F.struct(*[col(k) for k in key]))
+
+
+def key_digests(keyed: DataFrame) -> DataFrame:
+    """One row per key (null is a key value): ``__key, __bucket, n, x, s`` (a hash aggregate)."""
+    from pyspark.sql import functions as F
+
+    return keyed.groupBy(KEY).agg(F.min(BUCKET).alias(BUCKET), *_digest_aggs())
 
 
 def classify(source_keys: DataFrame, peer_keys: DataFrame, key: list[str]) -> DataFrame:
-    """Full outer join of two :func:`key_digests` by key (null-safe) into the categories.
+    """Full outer join of two :func:`key_digests` by ``__key`` into the categories.
 
-    Output: ``keys.., __bucket, category, s_n, p_n, s_row, p_row`` with ``category`` one of
+    Output: ``__key, keys.., __bucket, category, s_n, p_n`` with ``category`` one of
     GOODROWS, ONLY_IN_SOURCE_TABLE_ROWS, ONLY_IN_PEER_TABLE_ROWS, CONTENT_DIFFERENT_ROWS.
     ``s_n``/``p_n`` are the rows under the key on each side (> 1: a duplicate key).
     """
     from pyspark.sql import functions as F
 
     def side(df: DataFrame, p: str) -> DataFrame:
-        return df.select(*[col(k).alias(f"{p}k{i}") for i, k in enumerate(key)],
-                         *[col(c).alias(f"{p}{c}") for c in (BUCKET, "n", "x", "s", "row")])
+        return df.select(KEY, *[col(c).alias(f"{p}{c}") for c in (BUCKET, "n", "x", "s")])
 
-    s, p = side(source_keys, "s_"), side(peer_keys, "p_")
-    cond = reduce(lambda a, b: a & b, [s[f"s_k{i}"].eqNullSafe(p[f"p_k{i}"]) for i in range(len(key))])
-    j = s.join(p, cond, "full_outer")
+    j = side(source_keys, "s_").join(side(peer_keys, "p_"), KEY, "full_outer")
     same = (j["s_n"] == j["p_n"]) & (j["s_x"] == j["p_x"]) & (j["s_s"] == j["p_s"])
     category = (F.when(j["p_n"].isNull(), F.lit(ONLY_SOURCE))
                 .when(j["s_n"].isNull(), F.lit(ONLY_PEER))
                 .when(same, F.lit(GOOD))
                 .otherwise(F.lit(CONTENT)))
-    bad = category != F.lit(GOOD)
     return j.select(
-        *[F.coalesce(j[f"s_k{i}"], j[f"p_k{i}"]).alias(k) for i, k in enumerate(key)],
-        F.coalesce(j["s___bucket"], j["p___bucket"]).alias(BUCKET),
-        category.alias("category"),
-        j["s_n"], j["p_n"],
-        F.when(bad, j["s_row"]).alias("s_row"), F.when(bad, j["p_row"]).alias("p_row"),
+        col(KEY), *[col(KEY).getField(k).alias(k) for k in key],
+        F.coalesce(j[f"s_{BUCKET}"], j[f"p_{BUCKET}"]).alias(BUCKET),
+        category.alias("category"), j["s_n"], j["p_n"],
     )
+
+
+def rows_of(keyed: DataFrame, keys: DataFrame, key: list[str], alias: str) -> DataFrame:
+    """``__key, <alias>``: the rows (a struct of the non-key columns) of ``keyed`` whose key is in ``keys``."""
+    from pyspark.sql import functions as F
+
+    others = [c for c in keyed.columns if c not in (KEY, BUCKET, ROW_HASH, NULL_KEY, *key)]
+    row = F.struct(*[col(c) for c in others]) if others else F.lit(None)
+    return keyed.join(keys.select(KEY), KEY, "left_semi").select(KEY, row.alias(alias))
 
 
 def restrict(hashed: DataFrame, buckets: list[int]) -> DataFrame:
@@ -196,10 +203,9 @@ def restrict(hashed: DataFrame, buckets: list[int]) -> DataFrame:
     return hashed.filter(col(BUCKET).isin(buckets))
 
 
-def only_keys(df: DataFrame, keys: DataFrame, key: list[str]) -> DataFrame:
-    """Rows of ``df`` whose key is in ``keys`` (null-safe left semi join)."""
-    cond = reduce(lambda a, b: a & b, [df[k].eqNullSafe(keys[k]) for k in key])
-    return df.join(keys, cond, "left_semi")
+def only_keys(df: DataFrame, keys: DataFrame) -> DataFrame:
+    """Rows of ``df`` whose ``__key`` is in ``keys`` (null-safe: struct equality)."""
+    return df.join(keys.select(KEY), KEY, "left_semi")
 
 
 def in_window(df: DataFrame, ts_column: str, start: float | None, end: float | None) -> DataFrame:

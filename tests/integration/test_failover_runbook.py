@@ -260,3 +260,20 @@ def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_pat
     res = rb.run_step("promote_cold")
     assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
     assert fence_of(topo)["active"] is None and fence_of(topo)["fencing"]["epoch"] == 2
+
+
+def test_metadata_lint_findings_are_shown_to_the_approver(tmp_path, zk_server) -> None:
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
+    conf = tmp_path / "hot" / "warehouse" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n")
+    topo = load_topology(path)
+    hbase_world(topo, lagging=False)
+    ledger = Ledger.open(topo.ledger.url)
+    asked = []
+    out = Runbook.start(topo, ledger, reason="lint", execute=True, approver=lambda r: asked.append(r) or False).run()
+    assert out["status"] == "aborted"
+    assert asked[0]["metadata_lint"].startswith("1 hot-cluster value(s) in replicated metadata, e.g. ")
+    assert "core-site.xml:1 (hdfs://hot)" in asked[0]["metadata_lint"]
+    assert fence_of(topo)["active"] is None

@@ -49,11 +49,12 @@ def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mir
         got = read_all(cold, topic, p)[by_p[p]["target_offset"]]
         assert (got.value, got.timestamp) == (recs[consumed].value, recs[consumed].timestamp)
 
-    none = api.remap(topo, ledger, idle)
-    assert {r["method"] for r in none["partitions"]} == {"none"}
-    assert all(r["target_offset"] is None for r in none["partitions"])
     audit = ledger.audit_events(component="kafka")
     assert audit and audit[-1]["dry_run"] == 1 and audit[-1]["status"] == "planned"
+    none = api.remap(topo, ledger, idle, apply=True)
+    assert {r["method"] for r in none["partitions"]} == {"none"}
+    assert all(r["target_offset"] is None for r in none["partitions"])
+    assert none["applied"] is True and none["written"] == 0  # nothing to carry over, nothing written
 
 
 def test_lag_reports_records_and_seconds_behind_then_caught_up(kafka_env, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dr_toolkit.cli.main import main
-from tests.support.fixtures_verify import CONTENT, ONLY_PEER, ONLY_SOURCE, ROWS
+from tests.support.fixtures_verify import ROWS, base_frame, write
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[2]
@@ -24,16 +24,24 @@ def errors(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("drt: error")]
 
 
-def test_cli_subprocess_reports_differences_with_exit_1(planted, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_cli_subprocess_reports_differences_with_exit_1(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    df = base_frame(spark, 1000)
+    src = write(df, tmp_path / "a", 1)
+    peer = write(df.filter(F.col("id") != 5).withColumn(
+        "qty", F.when(F.col("id") == 9, F.lit(-1)).otherwise(F.col("qty"))), tmp_path / "b", 2)
     report = tmp_path / "r.html"
-    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", planted.source,
-                        planted.peer, "--key", "id", "--report", str(report)],
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", src, peer,
+                        "--key", "id", "--report", str(report)],
                        capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 1, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert all(f in out for f in CONTRACT)
     assert (out["ONLY_IN_SOURCE_TABLE_ROWS"], out["ONLY_IN_PEER_TABLE_ROWS"], out["CONTENT_DIFFERENT_ROWS"]) == (
-        len(ONLY_SOURCE), len(ONLY_PEER), len(CONTENT))
+        1, 0, 1)
+    assert out["GOODROWS"] == 998 and out["BADROWS"] == 2
     assert out["report_path"] == str(report) and report.exists()
 
 

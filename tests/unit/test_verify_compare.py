@@ -44,7 +44,7 @@ def test_classify_categories_and_duplicates(spark) -> None:
     schema = "id int, v string"
     src = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c"), (5, "e"), (5, "e"), (None, "n")], schema)
     peer = spark.createDataFrame([(1, "a"), (2, "B"), (4, "d"), (5, "e"), (None, "n")], schema)
-    kd = [C.key_digests(C.with_hashes(df, ["id"], 4), ["id"]) for df in (src, peer)]
+    kd = [C.key_digests(C.with_key(C.with_hashes(df, ["id"], 4), ["id"])) for df in (src, peer)]
     got = {r["id"]: (r["category"], r["s_n"], r["p_n"]) for r in C.classify(*kd, ["id"]).collect()}
     assert got == {1: (C.GOOD, 1, 1), 2: (C.CONTENT, 1, 1), 3: (C.ONLY_SOURCE, 1, None),
                    4: (C.ONLY_PEER, None, 1), 5: (C.CONTENT, 2, 1), None: (C.GOOD, 1, 1)}
