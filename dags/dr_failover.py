@@ -15,7 +15,8 @@ DOC = """
 Steps: fence the hot cluster (fencing epoch + read-only flag in ZooKeeper) → wait until
 HBase queues and the Kafka mirror drained → final incremental copy of every HDFS policy →
 final verification (BADROWS must be 0) → remap and apply Kafka consumer offsets → the
-caught-up gate must say **GO** → **human approval** (this DAG waits in *Required actions*)
+caught-up gate must say **GO** → metadata lint (hot-cluster namenodes, hosts, buckets left
+in replicated metadata, shown to the approver) → **human approval** (this DAG waits in *Required actions*)
 → promote the cold cluster (active-cluster znode) → final report (JSON + HTML in
 `failover.reports_dir`).
 
@@ -24,7 +25,7 @@ before/after); clearing a failed task re-runs only that step. The same runbook r
 command line: `drt failover run [--execute] [--resume RUN]`.
 """
 
-STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate")  # then approval
+STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate", "metadata_lint")
 RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
 
 
@@ -72,7 +73,9 @@ def dr_failover():  # type: ignore[no-untyped-def]
         task_id="approval",
         subject="Promote the cold cluster? (failover run {{ ti.xcom_pull(task_ids='start') }})",
         body="The gate said **GO** after fencing. Approving makes the cold cluster the active one. "
-             "Reason: {{ params.reason }}",
+             "Reason: {{ params.reason }}. Metadata lint: "
+             "{{ ti.xcom_pull(task_ids='metadata_lint')['message'] if ti.xcom_pull(task_ids='metadata_lint') "
+             "else 'not run' }}",
         response_timeout=timedelta(hours=12),
     )
     promote = FailoverStepOperator(task_id="promote_cold", step="promote_cold", run_id=RUN_ID,

@@ -91,6 +91,8 @@ def register(app: typer.Typer) -> None:
                                   hint="run interactively, or pass --yes-i-am-sure")
             err_console.print(f"About to make [bold]{topo.cold_name}[/] the active cluster "
                               f"(recovery point {req.get('recovery_point') or 'unknown'}).")
+            if req.get("metadata_lint"):
+                err_console.print(f"metadata lint: {req['metadata_lint']}", markup=False, highlight=False)
             typed = typer.prompt(f"Type the cold cluster's name ({topo.cold_name}) to promote it",
                                  default="", show_default=False, err=True)
             return bool(typed.strip() == topo.cold_name)

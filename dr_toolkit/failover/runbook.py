@@ -10,10 +10,12 @@ Steps, in order (:data:`STEPS`):
 5. ``kafka_offsets`` checkpoint the hot groups (when the hot brokers still answer), remap the
                      offsets onto the cold cluster and apply them
 6. ``final_gate``    the gate must say GO: every signal caught up past the fence
-7. ``approval``      a human approves (typed confirmation in the CLI, Airflow's approval
+7. ``metadata_lint`` hot-cluster values (namenodes, hosts, buckets) left in the replicated
+                     metadata and configuration, shown to the approver (it does not block)
+8. ``approval``      a human approves (typed confirmation in the CLI, Airflow's approval
                      operator in the DAG)
-8. ``promote_cold``  the active-cluster znode names the cold cluster (written under the epoch)
-9. ``report``        the final report, JSON and HTML, in ``failover.reports_dir``
+9. ``promote_cold``  the active-cluster znode names the cold cluster (written under the epoch)
+10. ``report``       the final report, JSON and HTML, in ``failover.reports_dir``
 
 Nothing changes unless ``execute`` is true (dry run: every step says what it would do). Each
 step is idempotent and recorded in the ledger's audit events (who, what, when,
@@ -44,8 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate", "approval",
-         "promote_cold", "report")
+STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate", "metadata_lint",
+         "approval", "promote_cold", "report")
 COMPONENT = "failover"
 DONE, PLANNED, FAILED, SKIPPED, WAITING, REJECTED = "done", "planned", "failed", "skipped", "waiting", "rejected"
 
@@ -346,11 +348,24 @@ class Runbook:
             return StepResult("final_gate", PLANNED, detail, "NO_GO now: " + "; ".join(res.reasons))
         return StepResult("final_gate", FAILED, detail, "NO_GO: " + "; ".join(res.reasons))
 
+    def _step_metadata_lint(self) -> StepResult:
+        from dr_toolkit.failover.lint import lint
+
+        res = lint(self.topology)
+        n = len(res["findings"])
+        msg = (f"{n} hot-cluster value(s) in replicated metadata, e.g. {res['findings'][0]['path']}:"
+               f"{res['findings'][0]['line']} ({res['findings'][0]['value']})" if n else
+               f"no hot-cluster values in {res['files_scanned']} metadata/config files")
+        return StepResult("metadata_lint", DONE if self.execute else PLANNED,
+                          {"after": {"clean": res["clean"], "files_scanned": res["files_scanned"],
+                                     "findings": res["findings"][:50]}}, msg)
+
     def approval_request(self) -> dict[str, Any]:
         gate = self._step_event("final_gate", DONE)
+        lint = self._step_event("metadata_lint", DONE)
         return {"run_id": self.run_id, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
                 "reason": self.reason, "recovery_point": (gate["after_state"] or {}).get("recovery_point")
-                if gate else None}
+                if gate else None, "metadata_lint": lint["message"] if lint else None}
 
     def record_approval(self, *, approved: bool, who: str, note: str | None = None) -> StepResult:
         """Record a human decision taken outside the runbook (the Airflow approval operator)."""
