@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dr_toolkit.ledger import Ledger
-from tests.support.fixtures_verify import base_frame, write
+from tests.support.fixtures_verify import base_frame, topology_file, write
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
@@ -24,18 +24,9 @@ def test_dag_verifies_every_policy_and_keeps_reports(airflow_home, spark, tmp_pa
         write(df, side / "orders", 2)
     write(df.filter(F.col("id") < 1000), hot / "events", 1)
     write(df.filter((F.col("id") < 1000) & (F.col("id") != 17)), cold / "events", 1)
-    cfg = tmp_path / "drt.yaml"
-    cfg.write_text(f"""version: 1
-clusters:
-  hot: {{role: hot, local_root: {hot}}}
-  cold: {{role: cold, local_root: {cold}}}
-policies:
-  verify:
-    - {{name: orders, source: hdfs://hot/orders, target: hdfs://cold/orders, key: [id]}}
-    - {{name: events, source: hdfs://hot/events, target: hdfs://cold/events, key: [id], report_dir: ev-reports}}
-ledger: {{url: 'sqlite:///{tmp_path}/ledger.db'}}
-failover: {{reports_dir: reports}}
-""")
+    cfg = topology_file(tmp_path, [
+        "{name: orders, source: hdfs://hot/orders, target: hdfs://cold/orders, key: [id]}",
+        "{name: events, source: hdfs://hot/events, target: hdfs://cold/events, key: [id], report_dir: ev-reports}"])
     monkeypatch.setenv("DRT_CONFIG", str(cfg))
     run = load_dag("dr_verify").test()
     tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}

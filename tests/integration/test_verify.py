@@ -17,7 +17,16 @@ from dr_toolkit.errors import ConfigError
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import parse_topology
 from dr_toolkit.verify.api import verify, verify_policy
-from tests.support.fixtures_verify import CONTENT, ONLY_PEER, ONLY_SOURCE, ROWS, T0, base_frame, write
+from tests.support.fixtures_verify import (
+    CONTENT,
+    ONLY_PEER,
+    ONLY_SOURCE,
+    ROWS,
+    T0,
+    base_frame,
+    topology_file,
+    write,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -210,17 +219,8 @@ def test_ledger_row_watermark_and_policy(spark, tmp_path: Path) -> None:
     df = base_frame(spark, 1000)
     write(df, hot / "orders", 2)
     write(df, cold / "orders", 3)
-    cfg = tmp_path / "drt.yaml"
-    cfg.write_text(f"""version: 1
-clusters:
-  hot: {{role: hot, local_root: {hot}}}
-  cold: {{role: cold, local_root: {cold}}}
-policies:
-  verify:
-    - {{name: orders, source: hdfs://hot/orders, target: hdfs://cold/orders, key: [id], ts_column: ts}}
-ledger: {{url: 'sqlite:///{tmp_path}/ledger.db'}}
-failover: {{reports_dir: reports}}
-""")
+    cfg = topology_file(tmp_path, ["{name: orders, source: hdfs://hot/orders, target: hdfs://cold/orders, "
+                                   "key: [id], ts_column: ts}"])
     topo = parse_topology(cfg.read_text(), str(cfg))
     ledger = Ledger.open(topo.ledger.url)
     before = time.time()

@@ -59,6 +59,23 @@ def write(df: Any, path: Path, parts: int, shuffle: bool = False) -> str:
     return f"file://{path}"
 
 
+def topology_file(base: Path, policies: list[str]) -> Path:
+    """A topology with clusters ``hot``/``cold`` under ``base`` (local roots), the given verify
+    policy lines (YAML flow mappings), a SQLite ledger and ``reports`` as the reports dir."""
+    cfg = base / "drt.yaml"
+    lines = "".join(f"    - {p}\n" for p in policies)
+    cfg.write_text(f"""version: 1
+clusters:
+  hot: {{role: hot, local_root: {base / "hot"}}}
+  cold: {{role: cold, local_root: {base / "cold"}}}
+policies:
+  verify:
+{lines}ledger: {{url: 'sqlite:///{base}/ledger.db'}}
+failover: {{reports_dir: reports}}
+""")
+    return cfg
+
+
 @dataclass
 class Planted:
     source: str
