@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
 
 from dr_toolkit.hbase.encoding import Layout, decode_position, encode_lock, encode_position
 
@@ -46,6 +46,8 @@ class SimCluster:
         self.peers = list(peers)
         self.lengths: dict[str, int] = {}
         self.servers: dict[str, RegionServerSim] = {}
+        from kazoo.client import KazooClient
+
         self.admin = KazooClient(hosts=hosts, timeout=10)
         self.admin.start(timeout=15)
         for p in (self.lay.rs, self.lay.queues, self.lay.peers):
@@ -82,6 +84,8 @@ class RegionServerSim:
         return f"{self.c.lay.queues}/{self.name}"
 
     def start(self) -> RegionServerSim:
+        from kazoo.client import KazooClient
+
         self.session = KazooClient(hosts=self.c.hosts, timeout=10)
         self.session.start(timeout=15)
         self.session.create(f"{self.c.lay.rs}/{self.name}", b"", ephemeral=True)
@@ -160,6 +164,8 @@ class RegionServerSim:
         the reference's "right before 1.1.1.3 is able to clean up the old znodes" picture.
         Returns the new (recovered) queue ids; [] when another server holds the lock.
         """
+        from kazoo.exceptions import NodeExistsError
+
         dead_name = dead if isinstance(dead, str) else dead.name
         dz = f"{self.c.lay.queues}/{dead_name}"
         try:
@@ -183,9 +189,11 @@ class RegionServerSim:
 def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_every: int = 0) -> None:
     """Write a large queue tree quickly (benchmarks): pipelined async creates, no sessions per server."""
     lay = Layout(parent)
-    for p in (lay.rs, lay.queues, lay.peers):
-        zk.ensure_path(p)
-    pending = []
+    for base in (lay.rs, lay.queues, lay.peers):
+        zk.ensure_path(base)
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    pending: list[Any] = []
 
     def flush() -> None:
         for r in pending:
@@ -209,8 +217,8 @@ def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_
         host = n.split(",")[0]
         for p in range(1, peers + 1):
             for w in range(wals):
-                wal = f"{host}%2C16020%2C{n.split(',')[2]}.{1700000000000 + w}"
-                pending.append(zk.create_async(f"{lay.queues}/{n}/{p}/{wal}", encode_position(w * 1000)))
+                wal_name = f"{host}%2C16020%2C{n.split(',')[2]}.{1700000000000 + w}"
+                pending.append(zk.create_async(f"{lay.queues}/{n}/{p}/{wal_name}", encode_position(w * 1000)))
             if len(pending) > 5000:
                 flush()
     flush()
