@@ -40,8 +40,8 @@ def _cards(r: VerifyResult) -> str:
         cls = "good" if k == C.GOOD and n else ("bad" if k != C.GOOD and n else "zero")
         out.append(f'<div class="card {cls}"><div class="n">{n:,}</div><div class="l">{_e(_LABELS[k])}</div>'
                    f'<div class="l" title="VerifyReplication counter">{k}</div></div>')
-    out.append(f'<div class="card zero"><div class="n">{r.source_rows:,} / {r.peer_rows:,}</div>'
-               '<div class="l">rows: source / peer</div></div>')
+    for label, n in (("source rows", r.source_rows), ("peer rows", r.peer_rows)):
+        out.append(f'<div class="card zero"><div class="n">{n:,}</div><div class="l">{label}</div></div>')
     return "".join(out)
 
 
