@@ -160,6 +160,9 @@ class Runbook:
             if name in self.results and self.results[name].status == DONE:
                 continue
             res = self.run_step(name)
+            if res.status == FAILED and not self.execute:
+                status = "failed"  # a dry run goes on: the operator sees every step's answer
+                continue
             if res.status in (FAILED, REJECTED):
                 status = "failed" if res.status == FAILED else "aborted"
                 break
@@ -170,8 +173,6 @@ class Runbook:
                 status = "running"
                 break
         if status != "running":
-            if status == "succeeded" and not self.execute:
-                status = "succeeded"  # a dry run that went through every step
             self.ledger.set_failover_status(self.run_id, status, detail=self.summary())
         out = self.summary()
         out["status"] = status
