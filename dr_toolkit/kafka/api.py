@@ -299,7 +299,8 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
 
     if not offsets:
         audit("skipped", None, None, "no partition has a committed offset to carry over")
-        return {"applied": False, "reason": "nothing to write"}
+        return {"applied": True, "written": 0,
+                "reason": "the group has no committed offset on the source: nothing to carry over"}
     parts = list(offsets)
     state, members = cold.group_state(group)
     before = cold.committed(group, parts)
@@ -346,7 +347,8 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
     fully_old = all(after.get(tp) == before.get(tp) for tp in parts)
     if fully_new:
         audit("done", _offsets_json(before), _offsets_json(after), f"applied {len(offsets)} partition(s)")
-        return {"applied": True, "before": _offsets_json(before), "after": _offsets_json(after)}
+        return {"applied": True, "written": len(offsets), "before": _offsets_json(before),
+                "after": _offsets_json(after)}
     state_word = "unchanged" if fully_old else "MIXED (some partitions new, some old)"
     msg = f"commit of group {group!r} failed ({last_error or 'not confirmed'}); the group is {state_word}"
     audit("failed", _offsets_json(before), _offsets_json(after), msg)

@@ -91,6 +91,7 @@ class KafkaCluster:
         self._admin: Any = None
         self._consumer: Any = None
         self.fetches = 0  # positioned reads sent (probes)
+        self.records_read = 0
 
     # -- errors ---------------------------------------------------------------------------------
     def unreachable(self, what: str) -> UnreachableError:
@@ -221,6 +222,7 @@ class KafkaCluster:
                 if msg.offset() >= end:
                     return
                 seen += 1
+                self.records_read += 1
                 yield _to_record(msg)
                 if seen >= want:
                     return
