@@ -25,6 +25,7 @@ from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 GO = "GO"
@@ -62,14 +63,14 @@ class GateResult:
         }
 
 
-def read_fence(topology: Topology) -> tuple[dict[str, Any], str | None]:
+def read_fence(topology: Topology, credentials: Credentials | None = None) -> tuple[dict[str, Any], str | None]:
     """The fencing snapshot ({} when no ZooKeeper is configured) and an error, if unreadable."""
     if not (topology.cold.zookeeper or topology.hot.zookeeper):
         return {}, None
     try:
         from dr_toolkit.zk.fencing import open_fence
 
-        with open_fence(topology) as fence:
+        with open_fence(topology, credentials=credentials) as fence:
             return fence.snapshot(), None
     except Exception as exc:  # noqa: BLE001 - unreadable fencing state is a NO_GO
         msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -103,13 +104,13 @@ def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None
 
 
 def check(topology: Topology, ledger: Ledger, *, components: tuple[str, ...] = COMPONENTS,
-          timeout_s: float | None = None) -> GateResult:
+          timeout_s: float | None = None, fence_credentials: Credentials | None = None) -> GateResult:
     """Read every signal and the fencing state, and decide GO / NO_GO."""
     import concurrent.futures as cf
 
     now = time.time()
     with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="drt-fence") as ex:
-        fut = ex.submit(read_fence, topology)
+        fut = ex.submit(read_fence, topology, fence_credentials)
         signals = read_signals(topology, ledger, components=components, timeout_s=timeout_s, now=now)
         fence, fence_error = fut.result()
     st = fence.get("fencing") or {}

@@ -42,6 +42,7 @@ from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,8 @@ class Runbook:
 
     def __init__(self, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool,
                  reason: str = "", who: str | None = None, approver: Approver | None = None,
-                 poll_s: float = 1.0, drain_timeout_s: float | None = None) -> None:
+                 poll_s: float = 1.0, drain_timeout_s: float | None = None,
+                 zk_credentials: Credentials | None = None) -> None:
         self.topology = topology
         self.ledger = ledger
         self.run_id = run_id
@@ -95,6 +97,8 @@ class Runbook:
         self.poll_s = poll_s
         self.drain_timeout_s = topology.failover.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         self.results: dict[str, StepResult] = {}
+        # credentials of the fencing ZooKeeper (resolved by Airflow); None: secrets.lookup(conn_id)
+        self.zk_credentials = zk_credentials
 
     # -- creation ----------------------------------------------------------------------------------
     @classmethod
@@ -216,7 +220,7 @@ class Runbook:
             return
         from dr_toolkit.zk.fencing import open_fence
 
-        with open_fence(self.topology) as fence:
+        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
             fence.check_epoch(self.epoch)
 
     # -- the steps -------------------------------------------------------------------------------
@@ -225,7 +229,7 @@ class Runbook:
 
         hot = self.topology.hot_name
         by = f"{self.who} run {self.run_id}"
-        with open_fence(self.topology) as fence:
+        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
             before = fence.snapshot()
             st = fence.state()
             if not self.execute:
@@ -340,7 +344,7 @@ class Runbook:
     def _step_final_gate(self) -> StepResult:
         from dr_toolkit.failover.gate import check
 
-        res = check(self.topology, self.ledger)
+        res = check(self.topology, self.ledger, fence_credentials=self.zk_credentials)
         detail = res.to_json()
         if res.go:
             return StepResult("final_gate", DONE if self.execute else PLANNED, detail,
@@ -401,7 +405,7 @@ class Runbook:
         if epoch is None:
             return StepResult("promote_cold", FAILED, {}, "the hot cluster was not fenced by this run")
         by = f"{self.who} run {self.run_id}"
-        with open_fence(self.topology) as fence:
+        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
             before = fence.snapshot()
             active = before.get("active") or {}
             if not (active.get("cluster") == cold and active.get("epoch") == epoch):

@@ -24,6 +24,17 @@ def _ledger(topology: Any) -> Any:
     return Ledger.open(topology.ledger.url, password=creds.password if creds else None)
 
 
+def _zk_credentials(topology: Any) -> Any:
+    """The fencing ZooKeeper's credentials through Airflow's connections (DB, secrets backend, env)."""
+    from dr_toolkit.zk.fencing import fencing_endpoint
+    from drt_airflow.connections import credentials
+
+    try:
+        return credentials(fencing_endpoint(topology).conn_id)
+    except Exception:  # noqa: BLE001 - no ZooKeeper configured: the fence step says so
+        return None
+
+
 def _who(context: Any) -> str:
     dr = context.get("dag_run")
     user = getattr(dr, "triggering_user_name", None) if dr is not None else None
@@ -67,7 +78,8 @@ class FailoverStepOperator(BaseOperator):
 
         topo = load()
         ledger = _ledger(topo)
-        rb = Runbook.resume(topo, ledger, self.run_id, who=_who(context))
+        rb = Runbook.resume(topo, ledger, self.run_id, who=_who(context),
+                            zk_credentials=_zk_credentials(topo))
         if self.approval_task_id and rb.execute:
             answer = context["ti"].xcom_pull(task_ids=self.approval_task_id) or {}
             chosen = list(answer.get("chosen_options") or [])
@@ -111,7 +123,8 @@ class DrainedSensor(BaseSensorOperator):
         from drt_airflow.connections import topology as load
 
         topo = load()
-        rb = Runbook.resume(topo, _ledger(topo), self.run_id, who=_who(context), drain_timeout_s=0)
+        rb = Runbook.resume(topo, _ledger(topo), self.run_id, who=_who(context), drain_timeout_s=0,
+                            zk_credentials=_zk_credentials(topo))
         if rb.execute:
             _sigs, reasons, _detail = rb.drain_state()
             if reasons:
