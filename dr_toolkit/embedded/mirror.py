@@ -22,7 +22,7 @@ class MirrorProgress:
 
 def create_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 10.0) -> None:
     """Create ``{topic: partitions}`` on ``bootstrap`` (existing topics are left as they are)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=timeout_s).topics
@@ -58,13 +58,14 @@ def mirror(hot: str, cold: str, topic: str, partition: int, start: int, end: int
                 continue
             if msg.error():
                 raise RuntimeError(f"mirror fetch {topic}[{partition}]: {msg.error()}")
-            if msg.offset() >= stop:
+            offset = msg.offset()
+            if offset is None or offset >= stop:
                 break
             p.produce(topic, key=msg.key(), value=msg.value(), headers=msg.headers(), partition=partition,
                       timestamp=msg.timestamp()[1])
             if p.flush(timeout_s) != 0:
                 raise RuntimeError(f"mirror produce to {cold} {topic}[{partition}] timed out")
-            progress.next_offset = msg.offset() + 1
+            progress.next_offset = offset + 1
             progress.copied += 1
             misses = 0
     finally:
