@@ -82,18 +82,40 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list)
         time.sleep(1)
 
 
+def _drain_once_fenced(topo, stop: threading.Event, drained_at: list) -> None:
+    """The HBase queue drains only some seconds after the hot cluster was fenced."""
+    from tests.integration.test_failover_runbook import hbase_drain
+
+    while not stop.is_set():
+        if fence_of(topo)["fencing"]["epoch"] == 1:
+            time.sleep(3)
+            hbase_drain(topo)
+            drained_at.append(time.time())
+            return
+        time.sleep(0.3)
+
+
 @pytest.mark.slow
-def test_executed_failover_waits_for_approval_given_through_the_api(airflow_home, api_server, topo_path) -> None:
+def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_api(
+        airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
     from tests.support.airflow import load_dag
 
-    stop, answered = threading.Event(), []
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+    topo = load_topology(path)
+    hbase_world(topo, lagging=True)
+    monkeypatch.setenv("DRT_CONFIG", str(path))
+    topo_path = path
+    stop, answered, drained_at = threading.Event(), [], []
     t = threading.Thread(target=_approve_when_asked, args=(api_server, "dr_failover", stop, answered), daemon=True)
     t.start()
+    d = threading.Thread(target=_drain_once_fenced, args=(topo, stop, drained_at), daemon=True)
+    d.start()
     try:
         run = load_dag("dr_failover").test(run_conf={"reason": "site A flooded", "dry_run": False})
     finally:
         stop.set()
         t.join(15)
+        d.join(15)
     assert answered and answered[0]["chosen_options"] == ["Approve"]
     assert run.state == "success"
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
@@ -104,5 +126,7 @@ def test_executed_failover_waits_for_approval_given_through_the_api(airflow_home
     run_id = tis["start"].xcom_pull(task_ids="start")
     ledger = Ledger.open(topo.ledger.url)
     assert ledger.failover_run(run_id)["status"] == "succeeded"
+    drain = next(e for e in ledger.audit_events(run_id=run_id) if e["action"] == "wait_drain" and e["status"] == "done")
+    assert drained_at and drain["at"] >= drained_at[0]  # the sensor waited for the queue to drain
     approval = [e for e in ledger.audit_events(run_id=run_id) if e["action"] == "approval"]
     assert approval and approval[-1]["status"] == "done" and approval[-1]["actor"].startswith("airflow:")
