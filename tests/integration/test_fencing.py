@@ -82,3 +82,22 @@ def test_promotion_and_read_only_flag_are_written_under_the_epoch(fence) -> None
     assert snap["active"]["cluster"] == "cold" and snap["active"]["epoch"] == st.epoch
     assert snap["read_only"] == ["hot"]
     assert snap["fencing"] == {"epoch": 1, "fenced_cluster": "hot", "at": st.at, "by": "op"}
+
+
+def test_assert_writable_refuses_writers_for_the_fenced_read_only_cluster(tmp_path, zk_server) -> None:
+    from dr_toolkit.topology import load_topology
+    from dr_toolkit.zk.fencing import assert_writable, open_fence
+    from tests.support.fixtures_failover import write_topology
+
+    if not zk_server.running:
+        zk_server.start()
+    topo = load_topology(write_topology(tmp_path, zk=zk_server.address))
+    assert_writable(topo, "hot")  # nothing fenced yet
+    with open_fence(topo) as fence:
+        st = fence.bump(fenced_cluster="hot", by="op")
+        fence.set_read_only("hot", True, epoch=st.epoch, by="op")
+    with pytest.raises(FencedError, match="cluster 'hot' is fenced"):
+        assert_writable(topo, "hot")
+    assert_writable(topo, "cold", epoch=st.epoch)  # the cold side's writer under the current epoch
+    with pytest.raises(FencedError, match="stale fencing epoch 0"):
+        assert_writable(topo, "cold", epoch=0)
