@@ -137,7 +137,7 @@ class Runbook:
         done = {e["action"] for e in self.events() if e["status"] == DONE and bool(e["dry_run"]) != self.execute}
         return [s for s in STEPS if s in done]
 
-    def _step_event(self, name: str, status: str) -> dict[str, Any] | None:
+    def step_event(self, name: str, status: str) -> dict[str, Any] | None:
         for e in reversed(self.events()):
             if e["action"] == name and e["status"] == status:
                 return dict(e)
@@ -145,7 +145,7 @@ class Runbook:
 
     @property
     def epoch(self) -> int | None:
-        e = self._step_event("fence_hot", DONE)
+        e = self.step_event("fence_hot", DONE)
         if e and e["after_state"] and self.execute:
             return int(e["after_state"]["fencing"]["epoch"])
         return None
@@ -185,7 +185,7 @@ class Runbook:
     def run_step(self, name: str) -> StepResult:
         if name not in STEPS:
             raise ConfigError(f"unknown runbook step {name!r}", hint=f"steps: {', '.join(STEPS)}")
-        done = self._step_event(name, DONE)
+        done = self.step_event(name, DONE)
         if done is not None and bool(done["dry_run"]) != self.execute:
             res = StepResult(name, DONE, {"earlier": True}, "done earlier in this run")
             self.results[name] = res
@@ -245,7 +245,7 @@ class Runbook:
                           f"{hot} fenced at epoch {st.epoch}")
 
     def _fenced_at(self) -> float | None:
-        e = self._step_event("fence_hot", DONE)
+        e = self.step_event("fence_hot", DONE)
         if e and e["after_state"] and self.execute:
             return float(e["after_state"]["fencing"]["at"])
         return None
@@ -366,8 +366,8 @@ class Runbook:
                                      "findings": res["findings"][:50]}}, msg)
 
     def approval_request(self) -> dict[str, Any]:
-        gate = self._step_event("final_gate", DONE)
-        lint = self._step_event("metadata_lint", DONE)
+        gate = self.step_event("final_gate", DONE)
+        lint = self.step_event("metadata_lint", DONE)
         return {"run_id": self.run_id, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
                 "reason": self.reason, "recovery_point": (gate["after_state"] or {}).get("recovery_point")
                 if gate else None, "metadata_lint": lint["message"] if lint else None}
@@ -399,7 +399,7 @@ class Runbook:
         if not self.execute:
             return StepResult("promote_cold", PLANNED, {"after": {"would": f"set the active cluster to {cold}"}},
                               f"would promote {cold}")
-        if self._step_event("approval", DONE) is None:
+        if self.step_event("approval", DONE) is None:
             return StepResult("promote_cold", FAILED, {}, "no human approval recorded for this run")
         epoch = self.epoch
         if epoch is None:

@@ -87,7 +87,7 @@ class FailoverStepOperator(BaseOperator):
             if isinstance(answer.get("responded_by_user"), dict):
                 u = answer["responded_by_user"]
                 who = str(u.get("name") or u.get("id") or "unknown")
-            if rb._step_event("approval", "done") is None:
+            if rb.step_event("approval", "done") is None:
                 rb.record_approval(approved=chosen == ["Approve"], who=f"airflow:{who}")
         res = rb.run_step(self.step)
         if self.step == "report":
