@@ -125,9 +125,6 @@ def hbase_signals(topology: Topology, ledger: Ledger, now: float) -> list[Signal
     ep = topology.hot.zookeeper
     if ep is None:
         return [unreadable("hbase", p.peer_id, "the hot cluster has no zookeeper section") for p in policies]
-    from dr_toolkit.zk.fencing import protect_kazoo_logs
-
-    protect_kazoo_logs()  # kazoo logs ZooKeeper digest credentials at DEBUG
     try:
         status_mod = _module("dr_toolkit.hbase.status")
         client_mod = _module("dr_toolkit.zk.client")

@@ -18,8 +18,6 @@ nothing.
 from __future__ import annotations
 
 import json
-import logging
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,34 +30,6 @@ if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology, ZooKeeperEndpoint
     from dr_toolkit.zk.client import ZkClient
-
-
-_AUTH = re.compile(r"(auth(?:_data)?\s*=\s*)(\S+)", re.IGNORECASE)
-
-
-class _RedactAuth(logging.Filter):
-    """kazoo logs its Auth packet (``auth='user:password'``) at DEBUG: hide the credential."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            msg = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed record is left as it is
-            return True
-        if "auth" in msg.lower():
-            from dr_toolkit.secrets import redact
-
-            record.msg, record.args = redact(_AUTH.sub(r"\1'***')", msg)), ()
-        return True
-
-
-def protect_kazoo_logs() -> None:
-    """Install the auth-redacting filter on the ZooKeeper client's kazoo logger (idempotent)."""
-    lg = logging.getLogger("dr_toolkit.zk.kazoo")
-    if not any(isinstance(f, _RedactAuth) for f in lg.filters):
-        lg.addFilter(_RedactAuth())
-
-
-protect_kazoo_logs()
 
 
 @dataclass(frozen=True)
