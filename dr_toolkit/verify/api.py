@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_BUCKETS = 32768
+CACHE_HASHES = False  # caching (key, bucket, hash) for the row compare measured slower than a re-read
 MAX_VALUE_CHARS = 200
 Progress = Callable[[str], None]
 
@@ -145,9 +146,10 @@ def _row_dict(r: Any) -> dict[str, Any]:
     return {} if r is None else {k: _jsonable(v) for k, v in r.asDict().items()}
 
 
-def _samples(final: DataFrame, rs: DataFrame, rp: DataFrame, key: list[str], n: int
+def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: int
              ) -> dict[str, list[dict[str, Any]]]:
-    """Per bad kind, up to ``n`` keys (smallest first) with their rows side by side (4 small jobs)."""
+    """Per bad kind, up to ``n`` keys (smallest first) with their rows side by side: one read of
+    each side, restricted to the samples' buckets."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -155,8 +157,10 @@ def _samples(final: DataFrame, rs: DataFrame, rp: DataFrame, key: list[str], n: 
     picked = (final.filter(F.col("category") != C.GOOD).withColumn("_rank", F.row_number().over(order))
               .filter(F.col("_rank") <= n).localCheckpoint(eager=True))
     rows = sorted(picked.collect(), key=lambda r: r["_rank"])
-    s_rows = {tuple(r[C.KEY]): _row_dict(r["row"]) for r in C.rows_of(rs, picked, key, "row").collect()}
-    p_rows = {tuple(r[C.KEY]): _row_dict(r["row"]) for r in C.rows_of(rp, picked, key, "row").collect()}
+    buckets = sorted({r[C.BUCKET] for r in rows})
+    s_rows, p_rows = ({tuple(r[C.KEY]): _row_dict(r["row"])
+                       for r in C.rows_of(C.with_key(C.restrict(h, buckets), key), picked, key, "row").collect()}
+                      for h in (hs, hp))
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
     for r in rows:
         k, kind = tuple(r[C.KEY]), r["category"]
@@ -210,15 +214,14 @@ class _Job:
         return C.with_hashes(s, self.key, self.buckets), C.with_hashes(p, self.key, self.buckets)
 
     def row_compare(self, hs: DataFrame, hp: DataFrame, buckets: list[int], nonempty: int, keep: list[DataFrame]
-                    ) -> tuple[DataFrame, DataFrame, DataFrame]:
-        """Classify the keys of ``buckets``; returns (classified, source rows, peer rows), all cached
-        (and appended to ``keep`` so the caller can drop them)."""
+                    ) -> DataFrame:
+        """Classify the keys of ``buckets`` (cached, and appended to ``keep`` for the caller to drop)."""
         if len(buckets) < nonempty:
             hs, hp = C.restrict(hs, buckets), C.restrict(hp, buckets)
-        rs, rp = C.with_key(hs, self.key).persist(), C.with_key(hp, self.key).persist()
-        cls = C.classify(C.key_digests(rs), C.key_digests(rp), self.key).persist()
-        keep += [rs, rp, cls]
-        return cls, rs, rp
+        cls = C.classify(C.key_digests(C.with_key(hs, self.key)), C.key_digests(C.with_key(hp, self.key)),
+                         self.key).persist()
+        keep.append(cls)
+        return cls
 
 
 def _counts(cls: DataFrame) -> dict[str, int]:
@@ -282,8 +285,15 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     say("reading both sides")
     hs, hp = job.prepare()
     say(f"comparing {n_buckets} bucket digests")
-    sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(hs).collect()}
-    pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(hp).collect()}
+    persisted: list[DataFrame] = []
+    # Keep (key, bucket, hash) of every row from this one read: the row compare of the buckets
+    # that differ then needs no second pass over the files (only the samples' rows are re-read).
+    slim_s, slim_p = (h.select(*[C.col(k) for k in key], C.BUCKET, C.ROW_HASH, C.NULL_KEY) for h in (hs, hp))
+    if CACHE_HASHES:
+        slim_s, slim_p = slim_s.persist(), slim_p.persist()
+        persisted += [slim_s, slim_p]
+    sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(slim_s).collect()}
+    pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(slim_p).collect()}
     nonempty = set(sd) | set(pd)
     differing = sorted(b for b in nonempty if (sd.get(b) or (0,))[:3] != (pd.get(b) or (0,))[:3])
     differing_set = set(differing)
@@ -293,13 +303,12 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     duplicates: dict[str, Any] = {"source": 0, "peer": 0, "samples": []}
     recompare: dict[str, Any] = {"sleep_s": recompare_sleep_s, "keys_rechecked": 0, "resolved": 0}
     bad_per_bucket: dict[int, int] = {}
-    persisted: list[DataFrame] = []
     try:
         if differing:
             from pyspark.sql import functions as F
 
             say(f"row-comparing {len(differing)} of {len(nonempty)} buckets")
-            cls, rs, rp = job.row_compare(hs, hp, differing, len(nonempty), persisted)
+            cls = job.row_compare(slim_s, slim_p, differing, len(nonempty), persisted)
             first = _counts(cls)
             say("looking for duplicate keys")
             good += first.get(C.GOOD, 0)
@@ -319,8 +328,8 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                     df.unpersist()
                 say(f"{first_bad} keys differ; re-comparing them in {recompare_sleep_s:g} s")
                 time.sleep(recompare_sleep_s)
-                hs2, hp2 = job.prepare()
-                again, rs, rp = job.row_compare(hs2, hp2, bad_buckets, n_buckets + 1, persisted)
+                hs, hp = job.prepare()
+                again = job.row_compare(hs, hp, bad_buckets, n_buckets + 1, persisted)
                 final = C.only_keys(again, bad_keys).filter(F.col("category") != C.GOOD).persist()
                 persisted.append(final)
                 second = _counts(final)
@@ -334,7 +343,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
             for k in C.BAD_KINDS:
                 counters[k] = counts.get(k, 0)
             if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
-                samples = _samples(final, rs, rp, key, sample_size)
+                samples = _samples(final, hs, hp, key, sample_size)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
     finally:
         for df in persisted:
