@@ -52,9 +52,9 @@ def test_file_modified_during_copy_is_recopied_or_failed_never_mixed(tmp_path: P
     if keep_going and r.files_failed:
         assert r.failures[0]["path"] == "big.bin" and "changed" in r.failures[0]["error"]
         assert not out.exists()  # nothing partial was renamed into place
-    elif keep_going:  # an attempt fell between two rewrites: it holds one complete version
-        data = out.read_bytes()
-        assert len(data) == 6 << 20 and len(set(data)) == 1, "a half-old, half-new file"
+    elif keep_going:  # an attempt fell between two rewrites: it holds one state the source really had
+        data = out.read_bytes()  # (the writer truncates then writes: an empty file is such a state)
+        assert len(set(data)) <= 1 and len(data) <= 6 << 20, "a half-old, half-new file"
     else:
         assert r.files_failed == 0
         assert out.read_bytes() == (src / "big.bin").read_bytes()
