@@ -70,3 +70,19 @@ def test_cli_bad_input_exit_2_one_error(spark, planted, capsys, tmp_path: Path, 
     assert cap.out == ""
     lines = errors(cap.err)
     assert len(lines) == 1 and message in lines[0], cap.err[-2000:]
+
+
+def test_cli_policy_uses_the_topology_and_ledger(spark, capsys, tmp_path: Path) -> None:
+    from dr_toolkit.ledger import Ledger
+    from tests.support.fixtures_verify import topology_file
+
+    df = base_frame(spark, 300)
+    write(df, tmp_path / "hot" / "t", 1)
+    write(df, tmp_path / "cold" / "t", 2)
+    cfg = topology_file(tmp_path, ["{name: t, source: hdfs://hot/t, target: hdfs://cold/t, key: [id]}"])
+    assert main(["--json", "--config", str(cfg), "verify", "--policy", "t"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["GOODROWS"] == 300 and out["name"] == "t" and Path(out["report_path"]).parent == tmp_path / "reports"
+    assert Ledger.open(f"sqlite:///{tmp_path}/ledger.db").verify_reports(name="t")[0]["report_id"] == out["report_id"]
+    assert main(["--config", str(cfg), "verify", "--policy", "nope"]) == 2
+    assert "no policy named 'nope'" in errors(capsys.readouterr().err)[0]
