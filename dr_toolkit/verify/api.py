@@ -286,8 +286,9 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     hs, hp = job.prepare()
     say(f"comparing {n_buckets} bucket digests")
     persisted: list[DataFrame] = []
-    # Keep (key, bucket, hash) of every row from this one read: the row compare of the buckets
-    # that differ then needs no second pass over the files (only the samples' rows are re-read).
+    # Digests and the row compare need only (key, bucket, hash); the samples' rows are re-read from
+    # their buckets. Caching the slim frames between passes measured slower than re-reading local
+    # files (CACHE_HASHES); it may pay on slow remote storage.
     slim_s, slim_p = (h.select(*[C.col(k) for k in key], C.BUCKET, C.ROW_HASH, C.NULL_KEY) for h in (hs, hp))
     if CACHE_HASHES:
         slim_s, slim_p = slim_s.persist(), slim_p.persist()
