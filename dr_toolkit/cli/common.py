@@ -12,13 +12,15 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import Topology, load_topology
+
+if TYPE_CHECKING:
+    from dr_toolkit.ledger import Ledger
 
 err_console = Console(stderr=True)
 out_console = Console()
@@ -39,6 +41,8 @@ class State:
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
+            from dr_toolkit.ledger import Ledger  # SQLAlchemy: only for commands that use the ledger
+
             self._ledger = Ledger.open(self.topology().ledger.url)
         return self._ledger
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import ConfigError, UsageError
-from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import Topology
+
+if TYPE_CHECKING:
+    from dr_toolkit.ledger import Ledger
 
 kafka_app = typer.Typer(help="Kafka consumer offsets: checkpoint on hot, mirror lag, remap onto cold.",
                         no_args_is_help=True)
@@ -31,6 +33,8 @@ def _context(ctx: typer.Context, *, need_topology: bool, need_ledger: bool = Fal
     except ConfigError as exc:
         if need_topology or "not found" not in exc.what:
             raise
+        from dr_toolkit.ledger import Ledger
+
         return None, (Ledger.open("sqlite:///drt-ledger.db") if need_ledger else None)
     return topo, st.ledger()
 
