@@ -379,13 +379,20 @@ def _policy(topology: Topology, name: str) -> HdfsPolicy:
 
 def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dry_run: bool = False,
                      engine: str | None = None, progress: Progress | None = None,
-                     credentials: Mapping[str, Credentials | None] | None = None) -> list[CopyResult]:
+                     credentials: Mapping[str, Credentials | None] | None = None,
+                     fence_epoch: int | None = None) -> list[CopyResult]:
     """Run one HDFS policy: one copy per target (each acknowledged separately) under the
     ledger lease ``policy:<name>``; records runs, manifests and each target's watermark.
 
     ``credentials`` (cluster name -> Credentials) comes from Airflow connections; without it
-    each endpoint's ``conn_id`` is looked up in the environment."""
+    each endpoint's ``conn_id`` is looked up in the environment. Once the hot cluster is
+    fenced, a run is refused (FencedError) unless it holds the current ``fence_epoch`` — the
+    failover runbook's final copy."""
     pol = _policy(topology, policy_name)
+    if not dry_run:
+        from dr_toolkit.zk.fencing import assert_replication_allowed
+
+        assert_replication_allowed(topology, epoch=fence_epoch)
     options = pol.options if engine is None else pol.options.model_copy(update={"engine": engine})
     results: list[CopyResult] = []
     with ledger.lease(f"policy:{policy_name}"):

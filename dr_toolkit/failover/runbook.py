@@ -285,7 +285,8 @@ class Runbook:
         out: list[Any] = []
         failed = 0
         for p in policies:
-            results = api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute)
+            results = api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute,
+                                           fence_epoch=self.epoch)
             for r in results:
                 j = _jsonable(r)
                 out.append({"policy": p.name, **j})

@@ -256,3 +256,27 @@ def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = Non
             raise FencedError(f"cluster {cluster!r} is fenced (epoch {st.epoch}, by {st.by})",
                               where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}",
                               hint="it is no longer the active cluster; writes to it are refused")
+
+
+def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
+                               credentials: Credentials | None = None) -> None:
+    """For hot → cold writers (scheduled replication): refuse once the hot cluster is fenced.
+
+    After the hot cluster is fenced the cold one is being (or has been) promoted, and a
+    scheduled copy would overwrite or delete what is now live data. Only the failover
+    runbook's own final copy goes on, holding the current ``epoch``. Topologies without any
+    ZooKeeper have no fencing state and are not checked.
+    """
+    if topology.cold.zookeeper is None and topology.hot.zookeeper is None:
+        return
+    with open_fence(topology, credentials=credentials) as fence:
+        if epoch is not None:
+            fence.check_epoch(epoch)
+            return
+        st = fence.state()
+        if st.fenced_cluster == topology.hot_name:
+            raise FencedError(f"the hot cluster {topology.hot_name!r} is fenced (epoch {st.epoch}, by {st.by}): "
+                              "replication into the cold cluster is stopped",
+                              where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}",
+                              hint="after a failover, set up replication in the new direction; the runbook's "
+                                   "final copy runs under its own epoch")

@@ -91,7 +91,8 @@ def test_assert_writable_refuses_writers_for_the_fenced_read_only_cluster(tmp_pa
 
     if not zk_server.running:
         zk_server.start()
-    topo = load_topology(write_topology(tmp_path, zk=zk_server.address))
+    hdfs = [{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"]}]
+    topo = load_topology(write_topology(tmp_path, zk=zk_server.address, hdfs=hdfs))
     assert_writable(topo, "hot")  # nothing fenced yet
     with open_fence(topo) as fence:
         st = fence.bump(fenced_cluster="hot", by="op")
@@ -101,3 +102,34 @@ def test_assert_writable_refuses_writers_for_the_fenced_read_only_cluster(tmp_pa
     assert_writable(topo, "cold", epoch=st.epoch)  # the cold side's writer under the current epoch
     with pytest.raises(FencedError, match="stale fencing epoch 0"):
         assert_writable(topo, "cold", epoch=0)
+
+
+def test_scheduled_replication_refused_once_hot_is_fenced(tmp_path, zk_server) -> None:
+    """After the hot cluster is fenced, `drt replicate` must not write into the (promoted) cold
+    cluster; the runbook's final copy, holding the current epoch, still runs."""
+    from dr_toolkit.copy.api import replicate_policy
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import load_topology
+    from dr_toolkit.zk.fencing import open_fence
+    from tests.support.fixtures_failover import write_topology
+
+    if not zk_server.running:
+        zk_server.start()
+    hdfs = [{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"]}]
+    topo = load_topology(write_topology(tmp_path, zk=zk_server.address, hdfs=hdfs))
+    ledger = Ledger.open(topo.ledger.url)
+    src = tmp_path / "hot" / "data"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "a.txt").write_text("before the fence")
+    policy = topo.policies.hdfs[0].name
+    assert replicate_policy(topo, policy, ledger)[0].ok
+    with open_fence(topo) as fence:
+        epoch = fence.bump(fenced_cluster=topo.hot_name, by="test").epoch
+    (src / "b.txt").write_text("written after the fence")
+    with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
+        replicate_policy(topo, policy, ledger)
+    assert replicate_policy(topo, policy, ledger, dry_run=True)[0].ok  # counting changes nothing
+    results = replicate_policy(topo, policy, ledger, fence_epoch=epoch)
+    assert results[0].ok and results[0].files_copied == 1
+    with pytest.raises(FencedError, match="stale fencing epoch"):
+        replicate_policy(topo, policy, ledger, fence_epoch=epoch - 1)
