@@ -96,9 +96,14 @@ failover: {{max_lag_s: 60, drain_timeout_s: 60, reports_dir: reports}}
     return path
 
 
-def airflow_env(home: Path) -> dict[str, str]:
-    bundles = [{"name": "dr-toolkit", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-                "kwargs": {"path": str(REPO / "dags"), "refresh_interval": 0}}]
+def airflow_env(home: Path, *, extra_dag_folders: tuple[Path, ...] = (), log_level: str = "WARNING"
+                ) -> dict[str, str]:
+    """The environment of a private Airflow home: SQLite metadata DB, small parallelism, and
+    the project's dags/ as a local DAG bundle (``dag.test()`` only runs DAGs of a bundle),
+    plus ``extra_dag_folders`` (the tests' own bundle). Set it before anything imports airflow."""
+    folders = [("dr-toolkit", REPO / "dags"), *((f"extra-{i}", f) for i, f in enumerate(extra_dag_folders))]
+    bundles = [{"name": name, "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                "kwargs": {"path": str(path), "refresh_interval": 0}} for name, path in folders]
     return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -107,7 +112,7 @@ def airflow_env(home: Path) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": log_level,
     }
 
 
