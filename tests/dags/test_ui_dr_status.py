@@ -28,7 +28,8 @@ def _api(api, method: str, path: str, body: dict | None = None) -> dict:
         return json.loads(r.read() or b"{}")
 
 
-def test_dr_status_view_in_headless_chromium(airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
+def test_dr_status_view_in_headless_chromium(airflow_home, api_server, tmp_path, zk_server, monkeypatch,
+                                             request) -> None:
     from tests.support.airflow import load_dag
 
     if not zk_server.running:
@@ -46,6 +47,8 @@ def test_dr_status_view_in_headless_chromium(airflow_home, api_server, tmp_path,
     except urllib.error.HTTPError:
         pass
     _api(api_server, "POST", "/api/v2/variables", {"key": "drt_config", "value": str(path)})
+    # The Variable lives in the session's shared Airflow DB: later DAG tests must not read this topology.
+    request.addfinalizer(lambda: _api(api_server, "DELETE", "/api/v2/variables/drt_config"))
 
     # the view is registered in the UI's navigation
     plugins = _api(api_server, "GET", "/api/v2/plugins")["plugins"]
