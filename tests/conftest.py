@@ -4,6 +4,7 @@ real-server fixtures from tests/support, and server logs printed when a test fai
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 _airflow_home = Path(tempfile.mkdtemp(prefix="drt-airflow-"))
 os.environ.update(airflow_env(_airflow_home))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+# pytest has closed its streams ("--- Logging error ---"): keep it to warnings.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Shared fixtures, plus one fixture module per capability (each owned by that capability).
 _FIXTURE_MODULES = ["fixtures", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
