@@ -198,11 +198,34 @@ def _partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int) -> dic
                    seconds_behind=max(0.0, (hot_new.timestamp - (first.timestamp if first else hot_new.timestamp))
                                       / 1000.0))
         return row
+    if (cold_new.timestamp, cold_new.fingerprint) == (hot_new.timestamp, hot_new.fingerprint):
+        # Fast path (most partitions, most of the time): both newest records are the same record.
+        # Cold holds hot's last record unless hot ends with more identical copies of it than cold
+        # does: compare the lengths of the trailing runs of that record (no search needed).
+        k = _trailing_run(hot, t, p, hlo, hhi, hot_new)
+        j = 1 if k == 1 else _trailing_run(cold, t, p, clo, chi, cold_new)
+        if k is not None and j is not None:
+            row.update(method="exact", records_behind=max(0, k - j))
+            return row
     r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint), hlo, hhi)
     behind = max(0, hhi - (r.target_offset if r.target_offset is not None else hhi))
     row.update(records_behind=behind, method=r.method,
                seconds_behind=max(0.0, (hot_new.timestamp - cold_new.timestamp) / 1000.0) if behind else 0.0)
     return row
+
+
+def _trailing_run(c: KafkaCluster, t: str, p: int, lo: int, hi: int, newest: Any, cap: int = 50) -> int | None:
+    """How many records at the end of the partition are identical to ``newest`` (timestamp and
+    fingerprint); None when the run is longer than ``cap`` (the caller then searches)."""
+    n, off = 1, hi - 2
+    while off >= lo:
+        r = c.record_at(t, p, off, off + 1)
+        if r is None or (r.timestamp, r.fingerprint) != (newest.timestamp, newest.fingerprint):
+            return n
+        n, off = n + 1, off - 1
+        if n >= cap:
+            return None
+    return n
 
 
 # -- remap and apply ---------------------------------------------------------------------------

@@ -76,3 +76,23 @@ def test_lag_reports_records_and_seconds_behind_then_caught_up(kafka_env, tmp_pa
     produce(cold, topic, 0, recs[6:])
     out = api.lag(load_topology(cfg))
     assert out["caught_up"] is True and out["partitions"][0]["records_behind"] == 0
+
+
+def test_lag_is_not_fooled_by_identical_records_at_the_end(kafka_env, tmp_path: Path) -> None:
+    """Newest records equal on both sides normally means caught up (the fast path), but not when
+    hot ends with a repeat of the same record and the mirror has only one copy of it."""
+    hot, cold = kafka_env
+    topic = unique("lagdup")
+    create_topic(hot, topic, 1)
+    create_topic(cold, topic, 1)
+    recs = [Rec(f"r{i}".encode(), T0 + 1000 * i) for i in range(6)]
+    dup = Rec(b"again", T0 + 9000)
+    produce(hot, topic, 0, [*recs, dup, dup])
+    produce(cold, topic, 0, [*recs, dup])
+    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                         ledger_url=f"sqlite:///{tmp_path}/l.db")
+    out = api.lag(load_topology(cfg))
+    assert out["caught_up"] is False and out["partitions"][0]["records_behind"] == 1
+    produce(cold, topic, 0, [dup])
+    out = api.lag(load_topology(cfg))
+    assert out["caught_up"] is True and out["partitions"][0]["method"] == "exact"
