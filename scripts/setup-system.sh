@@ -9,7 +9,7 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
 command -v krb5-config >/dev/null 2>&1 || need+=(libkrb5-dev)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
-command -v chromium >/dev/null 2>&1 || need+=(chromium chromium-driver)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
