@@ -157,26 +157,14 @@ def elapsed(t0: float) -> str:
     return f"{time.monotonic() - t0:.1f}s"
 
 
-def run_dag(dag_id: str, conf: dict[str, Any] | None = None) -> dict[str, str]:
-    """Run one of the project's DAGs with ``dag.test()`` in this process; return task states."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(REPO / "dags"))
-    if dag_id not in bag.dags:
-        raise RuntimeError(f"DAG {dag_id} not found in {REPO / 'dags'}: {bag.import_errors}")
-    run = bag.dags[dag_id].test(run_conf=conf or {})
-    states = {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id: str(ti.state)
-              for ti in run.get_task_instances()}
-    if str(run.state) != "success":
-        raise RuntimeError(f"DAG {dag_id} ended {run.state}: {states}")
-    return states
-
-
 def run_dag_logged(dag_id: str, log_dir: Path, conf: dict[str, Any] | None = None) -> dict[str, str]:
-    """Run a DAG with ``dag.test()`` in a child process whose output goes to ``<log_dir>/<dag_id>.log``."""
+    """Run a DAG with ``dag.test()`` in a child process whose output goes to ``<log_dir>/<dag_id>.log``.
+
+    The child is plugins/drt_airflow/dag_test.py: this library never imports Airflow itself."""
     log = log_dir / f"{dag_id}.log"
+    runner = REPO / "plugins" / "drt_airflow" / "dag_test.py"
     with log.open("a") as out:
-        r = subprocess.run([sys.executable, "-m", "dr_toolkit.embedded.demo", dag_id, json.dumps(conf or {})],
+        r = subprocess.run([sys.executable, str(runner), dag_id, json.dumps(conf or {})],
                            stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy(), timeout=1200)
     lines = log.read_text(errors="replace").splitlines()
     marker = [ln for ln in lines if ln.startswith("DRT-DAG-STATES ")]
@@ -377,7 +365,3 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
     finally:
         demo.close()
 
-
-if __name__ == "__main__":  # a DAG run in a child process: python -m dr_toolkit.embedded.demo DAG_ID CONF_JSON
-    _states_out = run_dag(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)
-    print("DRT-DAG-STATES " + json.dumps(_states_out), flush=True)
