@@ -355,17 +355,23 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
             last_error = exc.what
             if time.monotonic() > deadline:
                 break
+            cold.close()  # a fresh connection: a restarted broker is reached at once, not after backoff
             time.sleep(0.5)
             continue
         break
-    try:
-        after = cold.committed(group, parts)
-    except UnreachableError as exc:
-        msg = f"commit of group {group!r} not confirmed: {last_error or exc.what}"
-        audit("failed", _offsets_json(before), None, msg)
-        raise UnreachableError(msg, where=cold.bootstrap,
-                               hint="when the broker is back, run the remap with --apply again "
-                                    "(it completes or confirms the commit)") from None
+    while True:  # read back what the broker holds (it may still be loading after a restart)
+        try:
+            after = cold.committed(group, parts)
+            break
+        except UnreachableError as exc:
+            if time.monotonic() > deadline:
+                msg = f"commit of group {group!r} not confirmed: {last_error or exc.what}"
+                audit("failed", _offsets_json(before), None, msg)
+                raise UnreachableError(msg, where=cold.bootstrap,
+                                       hint="when the broker is back, run the remap with --apply again "
+                                            "(it completes or confirms the commit)") from None
+            cold.close()
+            time.sleep(0.5)
     fully_new = all(after.get(tp) == o for tp, o in offsets.items())
     fully_old = all(after.get(tp) == before.get(tp) for tp in parts)
     if fully_new:
