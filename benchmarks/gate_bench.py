@@ -33,7 +33,7 @@ import yaml  # noqa: E402
 from dr_toolkit.failover import signals  # noqa: E402
 from dr_toolkit.failover.gate import check  # noqa: E402
 from dr_toolkit.failover.signals import COMPONENTS, read_signals  # noqa: E402
-from dr_toolkit.ledger import Ledger  # noqa: E402
+from dr_toolkit.ledger import open_ledger  # noqa: E402
 from dr_toolkit.topology import load_topology  # noqa: E402
 from dr_toolkit.zk.client import connect  # noqa: E402
 from tests.support import servers  # noqa: E402
@@ -50,7 +50,7 @@ def produce_one_per_partition(address: str, topic: str, partitions: int) -> None
 
 def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, queues: int, policies: int) -> Path:
     from dr_toolkit.copy.api import replicate_policy
-    from dr_toolkit.embedded.mirror import create_topics
+    from drt_demo.mirror import create_topics
     from dr_toolkit.hbase.encoding import Layout, encode_position
     from dr_toolkit.hbase.peers import add_peer
 
@@ -82,7 +82,7 @@ def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, que
     path = work / "drt.yaml"
     path.write_text(yaml.safe_dump(doc))
     topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
+    ledger = open_ledger(topo)
     for p in hdfs:
         replicate_policy(topo, p["name"], ledger)
     ep = topo.hot.zookeeper
@@ -144,7 +144,7 @@ def main() -> None:
             print(f"set-up: {args.partitions} Kafka partitions, {args.queues} HBase queues, {args.policies} HDFS "
                   f"policies in {time.perf_counter() - t0:.1f}s")
             topo = load_topology(path)
-            ledger = Ledger.open(topo.ledger.url)
+            ledger = open_ledger(topo)
             gate_t, base_t = [], []
             parallel = signals.KAFKA_PARALLEL
             for _ in range(args.repeat):

@@ -107,9 +107,9 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         f"  cold: {{role: cold, kafka: {{bootstrap_servers: '{cold}', timeout_s: 120}}}}\n"
         f"policies:\n  kafka:\n    - {{name: b, topics: [{topic}], groups: [{group}]}}\n"
         f"ledger: {{url: 'sqlite:///{work}/ledger.db'}}\n")
-    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.ledger import open_ledger
 
-    ledger = Ledger.open(topo.ledger.url)
+    ledger = open_ledger(topo)
     t0 = time.monotonic()
     ck = api.checkpoint(topo, ledger)
     ck_s = time.monotonic() - t0

@@ -26,7 +26,7 @@ class Credentials:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def _env_name(conn_id: str) -> str:
+def env_name(conn_id: str) -> str:
     return "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
 
 
@@ -34,7 +34,7 @@ def lookup(conn_id: str | None) -> Credentials | None:
     """Return the credentials of ``conn_id`` from the environment, or None when not set."""
     if not conn_id:
         return None
-    raw = os.environ.get(_env_name(conn_id))
+    raw = os.environ.get(env_name(conn_id))
     if not raw:
         return None
     if raw.lstrip().startswith("{"):

@@ -20,6 +20,7 @@ from rich.console import Console
 from dr_toolkit.topology import Topology, load_topology
 
 if TYPE_CHECKING:
+    from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
 
 err_console = Console(stderr=True)
@@ -33,6 +34,15 @@ class State:
     verbose: int = 0
     _topology: Topology | None = field(default=None, repr=False)
     _ledger: Ledger | None = field(default=None, repr=False)
+    _access: Access | None = field(default=None, repr=False)
+
+    def access(self) -> Access:
+        """Credentials for every endpoint: ``AIRFLOW_CONN_<CONN_ID>`` from the environment."""
+        if self._access is None:
+            from dr_toolkit.access import Access
+
+            self._access = Access.from_env()
+        return self._access
 
     def topology(self) -> Topology:
         if self._topology is None:
@@ -41,9 +51,9 @@ class State:
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            from dr_toolkit.ledger import Ledger  # SQLAlchemy: only for commands that use the ledger
+            from dr_toolkit.ledger import open_ledger  # SQLAlchemy: only for commands that use the ledger
 
-            self._ledger = Ledger.open(self.topology().ledger.url)
+            self._ledger = open_ledger(self.topology(), self.access())
         return self._ledger
 
 

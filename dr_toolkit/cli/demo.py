@@ -1,4 +1,4 @@
-"""`drt demo`: the whole cycle on the embedded default (see dr_toolkit/embedded/demo.py)."""
+"""`drt demo`: the whole cycle on the embedded default (see drt_demo/demo.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
              workdir: Annotated[Path, typer.Option(help="Where the demo keeps its data (wiped first).")] = Path(
                  "demo-data")) -> None:
         """Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, drain, GO, fail over."""
-        from dr_toolkit.embedded.demo import run
+        from drt_demo.demo import run
 
         quiet = state(ctx).json
 

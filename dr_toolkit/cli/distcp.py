@@ -93,7 +93,6 @@ def register(app: typer.Typer) -> None:
         append_only: Annotated[list[str] | None, typer.Option("--append-only",
                                                               help="Glob of files that only grow.")] = None,
         preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Machine output on stdout.")] = False,
     ) -> None:
         """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
         from dr_toolkit.copy.api import distcp
@@ -118,8 +117,6 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         st = state(ctx)
-        if json_out:
-            st.json = True
         topology, ledger = _optional_topology(ctx)
         with _progress(not st.json and not dry_run) as cb:
             r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
@@ -134,14 +131,11 @@ def register(app: typer.Typer) -> None:
         policy: Annotated[str, typer.Argument(help="an HDFS policy of the topology")],
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be copied/deleted.")] = False,
         engine: Annotated[str | None, typer.Option("--engine", help="Override the policy's engine.")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Machine output on stdout.")] = False,
     ) -> None:
         """Run one HDFS policy of the topology: every target, under the policy's lease."""
         from dr_toolkit.copy.api import replicate_policy
 
         st = state(ctx)
-        if json_out:
-            st.json = True
         with _progress(not st.json and not dry_run) as cb:
             results = replicate_policy(st.topology(), policy, st.ledger(), dry_run=dry_run, engine=engine,
                                        progress=cb)

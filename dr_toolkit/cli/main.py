@@ -57,13 +57,42 @@ def _register() -> None:
 _register()
 
 
+GLOBAL_FLAGS = ("--json", "--verbose", "-v", "-vv", "-vvv")
+GLOBAL_VALUED = ("--config", "-c")
+
+
+def hoist_globals(argv: list[str]) -> list[str]:
+    """Move the global options (``--json``, ``-v``, ``--config PATH``) in front of the
+    subcommand, so they are accepted before or after it on every command (DESIGN §3)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if a in GLOBAL_FLAGS:
+            front.append(a)
+        elif a in GLOBAL_VALUED and i + 1 < len(argv):
+            front.extend(argv[i:i + 2])
+            i += 1
+        elif a.startswith("--config="):
+            front.append(a)
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `drt`; turn DrtError into one line on stderr and its exit code.
 
     Usage errors (unknown command, bad option) are reported by the CLI library with exit 2.
     """
+    args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=argv, standalone_mode=True)
+        app(args=args, standalone_mode=True, prog_name="drt")
     except DrtError as exc:
         err_console.print(f"drt: error: {redact(exc.message)}", markup=False, highlight=False, soft_wrap=True)
         return exc.exit_code

@@ -5,7 +5,7 @@ the target, verifies length and checksum, renames it into place, and detects a s
 changed while it was being read (re-copied, then reported as failed). ``append`` tasks check
 that the target is a verified prefix of the source and send only the tail.
 
-Engines: :func:`run_local` (a thread pool) and :func:`run_spark` (``mapPartitions`` over
+Engines: :func:`run_local` (a thread pool) here, and :func:`dr_toolkit.copy.spark_engine.run_spark` (``mapPartitions`` over
 groups of files balanced by bytes and by file count, like DistCp's dynamic strategy).
 """
 
@@ -284,57 +284,3 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
             if on_done:
                 on_done(o)
     return out
-
-
-def balance(tasks: list[FileTask], groups: int) -> list[list[FileTask]]:
-    """Split tasks into ``groups`` of similar weight (bytes + a per-file cost), largest first."""
-    groups = max(1, min(groups, len(tasks)))
-    bins: list[list[FileTask]] = [[] for _ in range(groups)]
-    weight = [0] * groups
-    for t in sorted(tasks, key=lambda t: -(t.size - t.offset)):
-        i = min(range(groups), key=weight.__getitem__)
-        bins[i].append(t)
-        weight[i] += t.size - t.offset + PER_FILE_COST
-    return [b for b in bins if b]
-
-
-@dataclass
-class SparkJob:
-    """Everything an executor needs to rebuild the filesystems (pickled into the tasks)."""
-
-    src: Location
-    tgt: Location
-    src_root: str
-    tgt_root: str
-    run_id: str
-    preserve: tuple[str, ...]
-    bytes_per_s: float | None
-    stable_source: bool
-    src_credentials: Credentials | None = None
-    tgt_credentials: Credentials | None = None
-
-    def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
-        from dr_toolkit.fs import open_fs
-
-        ctx = CopyContext(open_fs(self.src, self.src_credentials), open_fs(self.tgt, self.tgt_credentials),
-                          self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
-                          stable_source=self.stable_source)
-        for t in tasks:
-            yield copy_one(ctx, t).to_dict()
-
-
-def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | None = None) -> list[Outcome]:
-    """Copy on Spark: one partition per balanced group of files, results collected."""
-    if not tasks:
-        return []
-    from dr_toolkit.spark.session import get_session
-
-    spark = get_session(master, app_name=f"drt-distcp-{job.run_id}")
-    groups = balance(tasks, max(workers, spark.sparkContext.defaultParallelism) * 2)
-    if job.bytes_per_s:
-        job.bytes_per_s = job.bytes_per_s / min(len(groups), spark.sparkContext.defaultParallelism)
-    # one partition per group: key by group index, partition by that key, drop the key
-    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), len(groups)).partitionBy(
-        len(groups), lambda k: int(k)).flatMap(lambda kv: kv[1])
-    rows = rdd.mapPartitions(job).collect()
-    return [Outcome(**r) for r in rows]

@@ -1,5 +1,5 @@
 """The SQL ledger (mirrors sql/schema.sql): runs, manifests, checkpoints, reports, audit, leases."""
 
-from dr_toolkit.ledger.store import SCHEMA_VERSION, Ledger, actor, new_id
+from dr_toolkit.ledger.store import SCHEMA_VERSION, Ledger, actor, new_id, open_ledger
 
-__all__ = ["SCHEMA_VERSION", "Ledger", "actor", "new_id"]
+__all__ = ["SCHEMA_VERSION", "Ledger", "actor", "new_id", "open_ledger"]

@@ -16,16 +16,21 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.secrets import redact
 
 SCHEMA_VERSION = 1
 Row = dict[str, Any]
+
+if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.topology import Topology
 
 
 def new_id(prefix: str) -> str:
@@ -43,6 +48,17 @@ def actor() -> str:
     except (KeyError, OSError):  # no passwd entry in some containers
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bool = True) -> Ledger:
+    """The one way to open a topology's ledger: ``ledger.url`` (relative SQLite paths against the
+    topology file's folder), the password from ``ledger.conn_id`` through ``access``."""
+    from dr_toolkit.access import default_access
+
+    conn_id = topology.ledger.conn_id
+    password = default_access(access).ledger_password(conn_id) if conn_id else None
+    base = Path(topology.source_file).resolve().parent if topology.source_file else None
+    return Ledger.open(topology.ledger.url, migrate=migrate, password=password, base_dir=base)
 
 
 def schema_sql() -> str:
@@ -79,15 +95,37 @@ class Ledger:
 
     # -- connection ------------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str, *, migrate: bool = True, password: str | None = None) -> Ledger:
-        url = os.environ.get("DRT_LEDGER_URL") or url
-        if password and "://" in url and "@" in url.split("://", 1)[1]:
-            scheme, rest = url.split("://", 1)
-            userinfo, hostpart = rest.split("@", 1)
-            url = f"{scheme}://{userinfo.split(':', 1)[0]}:{password}@{hostpart}"
+    def open(cls, url: str, *, migrate: bool = True, password: str | None = None,
+             base_dir: str | os.PathLike[str] | None = None) -> Ledger:
+        """Open (and migrate) the ledger at ``url``; ``$DRT_LEDGER_URL`` wins over ``url``.
+
+        A relative SQLite path resolves against ``base_dir`` (the topology file's folder) and
+        its directory is created. Any failure to open or read it is one error: a bad URL is a
+        ConfigError (exit 2), a database that cannot be opened or read an UnreachableError (exit 3).
+        """
+        raw = os.environ.get("DRT_LEDGER_URL") or url
         try:
-            if url.startswith("sqlite"):
-                engine = create_engine(url, connect_args={"timeout": 30})
+            parsed = make_url(raw)
+        except (ArgumentError, ValueError):
+            raise ConfigError("bad ledger URL", where=redact(raw),
+                              hint="use sqlite:///path.db or postgresql+psycopg2://user@host:port/db") from None
+        if password:
+            parsed = parsed.set(password=password)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            path = Path(parsed.database)
+            if not path.is_absolute() and base_dir is not None:
+                path = Path(base_dir) / path
+            path = path.resolve()
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UnreachableError(f"cannot create the ledger's directory: {exc.strerror}",
+                                       where=str(path.parent), hint="fix ledger.url or the permissions") from None
+            parsed = parsed.set(database=str(path))
+        shown = parsed.render_as_string(hide_password=True)
+        try:
+            if parsed.get_backend_name() == "sqlite":
+                engine = create_engine(parsed, connect_args={"timeout": 30})
 
                 @event.listens_for(engine, "connect")
                 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -96,13 +134,23 @@ class Ledger:
                     cur.execute("PRAGMA busy_timeout=30000")
                     cur.close()
             else:
-                engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
+                engine = create_engine(parsed, pool_pre_ping=True, connect_args={"connect_timeout": 10})
         except (SQLAlchemyError, ImportError, ValueError) as exc:
-            raise ConfigError(f"bad ledger URL: {exc}", where=redact(url),
+            raise ConfigError(f"bad ledger URL: {type(exc).__name__}", where=shown,
                               hint="use sqlite:///path.db or postgresql+psycopg2://user@host:port/db") from None
         ledger = cls(engine)
-        if migrate:
-            ledger.migrate()
+        try:
+            if migrate:
+                ledger.migrate()
+            else:
+                ledger.schema_version()
+        except UnreachableError:
+            raise
+        except SQLAlchemyError as exc:
+            msg = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            raise UnreachableError(f"the ledger cannot be opened or read: {redact(msg)}", where=shown,
+                                   hint="check ledger.url (a SQLite file that is not a database, a server "
+                                        "that refuses the login) or restore the ledger") from None
         return ledger
 
     @property

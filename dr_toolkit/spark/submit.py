@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        from dr_toolkit.ledger import Ledger
+        from dr_toolkit.ledger import open_ledger
         from dr_toolkit.spark.session import get_session
         from dr_toolkit.topology import load_topology
         from dr_toolkit.verify.api import verify, verify_policy
@@ -64,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_session(app_name="drt-verify")  # under spark-submit: the session it set up
         if args.job == "verify-policy":
             topo = load_topology(args.config)
-            result = verify_policy(topo, args.policy, Ledger.open(topo.ledger.url), spark=spark)
+            result = verify_policy(topo, args.policy, open_ledger(topo), spark=spark)
         else:
             cfg = load_topology(args.config) if args.config else None
             result = verify(args.source, args.target, args.key.split(","), topology=cfg, fmt=args.format,
                             start_time=args.start_time, end_time=args.end_time, ts_column=args.ts_column,
                             recompare_sleep_s=args.recompare_sleep, report_path=args.report, buckets=args.buckets,
-                            spark=spark, ledger=Ledger.open(cfg.ledger.url) if cfg else None, name=args.name,
+                            spark=spark, ledger=open_ledger(cfg) if cfg else None, name=args.name,
                             table=args.table, peer_table=args.peer_table, conn_id=args.conn_id,
                             peer_conn_id=args.peer_conn_id)
     except DrtError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dr_toolkit.embedded.demo import airflow_env
+from drt_demo.demo import airflow_env
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FOLDERS = [REPO / "dags", REPO / "tests" / "dags" / "bundle"]

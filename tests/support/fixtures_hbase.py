@@ -59,8 +59,8 @@ def zkc(zk_endpoint: ZooKeeperEndpoint) -> Iterator[Any]:
 
 @pytest.fixture
 def rs_cluster(zk_server: Any, hbase_parent: str) -> Iterator[Callable[..., Any]]:
-    """Factory of simulated HBase clusters (dr_toolkit/embedded/regionserver_sim.py) under the test's parent."""
-    from dr_toolkit.embedded.regionserver_sim import SimCluster
+    """Factory of simulated HBase clusters (drt_demo/regionserver_sim.py) under the test's parent."""
+    from drt_demo.regionserver_sim import SimCluster
 
     made: list[SimCluster] = []
 

@@ -1,5 +1,5 @@
-"""Server processes for tests: the embedded default's launchers (dr_toolkit.embedded.services)."""
+"""Server processes for tests: the embedded default's launchers (drt_demo.services)."""
 
-from dr_toolkit.embedded.services import ALL_SERVERS, ManagedProcess, free_port, port_open
+from drt_demo.services import ALL_SERVERS, ManagedProcess, free_port, port_open
 
 __all__ = ["ALL_SERVERS", "ManagedProcess", "free_port", "port_open"]

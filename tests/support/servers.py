@@ -1,7 +1,7 @@
 """Factories for the real servers the tests run — DESIGN §4.
 
-ZooKeeper, the tansu Kafka-protocol brokers and PostgreSQL come from
-:mod:`dr_toolkit.embedded.services` (the demo runs the same ones). moto's S3 protocol
+ZooKeeper and the tansu Kafka-protocol brokers come from :mod:`drt_demo.services` (the demo
+runs the same ones); PostgreSQL from :mod:`tests.support.postgres`. moto's S3 protocol
 server — the one emulator in the suite — is test-only and lives here.
 """
 
@@ -10,15 +10,14 @@ from __future__ import annotations
 import sys
 import time
 
-from dr_toolkit.embedded.services import (
-    PG_BIN,
+from drt_demo.services import (
     ZK_JARS,
-    Postgres,
     four_letter,
     kafka_broker,
     tansu_binary,
     zookeeper,
 )
+from tests.support.postgres import PG_BIN, Postgres
 from tests.support.procs import free_port
 
 __all__ = ["PG_BIN", "ZK_JARS", "Postgres", "S3Server", "four_letter", "kafka_broker", "spark_env", "tansu_binary",

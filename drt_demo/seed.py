@@ -63,7 +63,7 @@ def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition:
     ``same_ts_run`` consecutive records share a timestamp (Kafka timestamps are not unique)."""
     from confluent_kafka import Producer
 
-    from dr_toolkit.embedded.mirror import create_topics
+    from drt_demo.mirror import create_topics
 
     create_topics(bootstrap, topics, timeout_s)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})

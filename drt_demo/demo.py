@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dr_toolkit.embedded import services
+from drt_demo import services
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 KAFKA_TOPICS = {"orders": 3, "payments": 2}
 GROUP = "billing"
 RECORDS_PER_PARTITION = 60
@@ -210,15 +210,15 @@ class Demo:
         return load_topology(self.ctx.topology_path)
 
     def ledger(self) -> Any:
-        from dr_toolkit.ledger import Ledger
+        from dr_toolkit.ledger import open_ledger
 
-        return Ledger.open(self.topology().ledger.url)
+        return open_ledger(self.topology())
 
     # -- 1. seed -----------------------------------------------------------------------------------
     def seed(self) -> None:
-        from dr_toolkit.embedded import seed
-        from dr_toolkit.embedded.mirror import create_topics, mirror
-        from dr_toolkit.embedded.regionserver_sim import SimCluster
+        from drt_demo import seed
+        from drt_demo.mirror import create_topics, mirror
+        from drt_demo.regionserver_sim import SimCluster
 
         topo = self.topology()
         files = seed.seed_files(self.ctx.hot_root)
@@ -286,7 +286,7 @@ class Demo:
 
     def drain(self) -> None:
         from dr_toolkit.copy.api import replicate_policy
-        from dr_toolkit.embedded.mirror import mirror
+        from drt_demo.mirror import mirror
 
         topo = self.topology()
         hot, cold = topo.hot.kafka.bootstrap_servers, topo.cold.kafka.bootstrap_servers
@@ -346,7 +346,7 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
         demo.hdfs_replication()
         demo.kafka_checkpoint()
         demo.verification()
-        from dr_toolkit.embedded import seed
+        from drt_demo import seed
 
         seed.grow_log(demo.ctx.hot_root)
         demo.step("hot keeps writing", "the growing log got new lines after the copy")
