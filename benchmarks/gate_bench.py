@@ -50,9 +50,9 @@ def produce_one_per_partition(address: str, topic: str, partitions: int) -> None
 
 def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, queues: int, policies: int) -> Path:
     from dr_toolkit.copy.api import replicate_policy
-    from drt_demo.mirror import create_topics
     from dr_toolkit.hbase.encoding import Layout, encode_position
     from dr_toolkit.hbase.peers import add_peer
+    from drt_demo.mirror import create_topics
 
     topics = {f"bench-{i}": min(100, partitions - i * 100) for i in range((partitions + 99) // 100)}
     for addr in (hot, cold):

@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kazoo.client import KazooClient
 
-from drt_demo.regionserver_sim import populate
 from dr_toolkit.hbase.encoding import Layout, decode_position
 from dr_toolkit.hbase.status import replication_status, wal_sort_key
 from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import connect
+from drt_demo.regionserver_sim import populate
 from tests.support import servers
 
 

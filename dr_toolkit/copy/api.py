@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
 from dr_toolkit.copy.execute import CopyContext, Outcome, Throttle, run_local
-from dr_toolkit.copy.spark_engine import SparkJob, run_spark
 from dr_toolkit.copy.plan import Plan, apply_diff, chain_break, fast_forward, filters_of, reconcile
+from dr_toolkit.copy.spark_engine import SparkJob, run_spark
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.base import INTERNAL_DIR, FileStatus, FileSystem

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,7 @@ from dr_toolkit.errors import DrtError
 from dr_toolkit.fs.base import CHUNK, CONTENT_ALGO, ContentHash, FileStatus, FileSystem, tmp_name
 
 if TYPE_CHECKING:
-    from dr_toolkit.fs.uri import Location
-    from dr_toolkit.secrets import Credentials
+    pass
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3

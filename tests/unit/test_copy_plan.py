@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dr_toolkit.copy import manifest as mf
-from dr_toolkit.copy.spark_engine import balance
 from dr_toolkit.copy.plan import FileTask, Filters, apply_diff, chain_break, comparable, fast_forward
+from dr_toolkit.copy.spark_engine import balance
 from dr_toolkit.fs.base import Checksum, DiffEntry, FileStatus, is_internal, tmp_name
 from dr_toolkit.topology import CopyOptions
 
