@@ -6,6 +6,8 @@ The CLI prints ``str(err)`` on one line and exits with ``err.exit_code``.
 
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_PROBLEM = 1  # the operation ran and found a problem (differences, NO_GO, failed files)
 EXIT_USAGE = 2  # usage or configuration error
@@ -63,3 +65,102 @@ class FencedError(DrtError):
     """A writer holds a stale fencing epoch: the cluster it writes for is no longer active."""
 
     exit_code = EXIT_PROBLEM
+
+
+# --- failures that are not DrtError, as the DrtError they mean ------------------------------
+# The CLI (and any caller that reports to a person) turns these into one line and an exit
+# code; an exception not recognised here is a bug. Matching is by class name and module, so
+# this module never imports SQLAlchemy, pyspark, kazoo, boto3 or requests to recognise them.
+
+_PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
+                          errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def first_line(text: str, limit: int = 400) -> str:
+    """The first non-empty line of ``text`` (a Java stack trace, a driver's message), shortened."""
+    for ln in text.splitlines():
+        ln = ln.strip()
+        if ln:
+            return ln if len(ln) <= limit else ln[:limit - 1] + "…"
+    return ""
+
+
+def _mro(exc: BaseException) -> list[tuple[str, str]]:
+    return [(c.__module__ or "", c.__name__) for c in type(exc).__mro__]
+
+
+def _from(exc: BaseException, *packages: str) -> bool:
+    return any(mod == p or mod.startswith(p + ".") for mod, _ in _mro(exc) for p in packages)
+
+
+def _named(exc: BaseException, *names: str) -> bool:
+    return any(name in names for _, name in _mro(exc))
+
+
+def _java_message(exc: BaseException) -> str:
+    """The Java exception line of a Py4JJavaError (``java.net.ConnectException: …``), else the first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for ln in lines:
+        body = ln.lstrip(": ")
+        if (not body.startswith("at ") and ("Exception" in body or "Error" in body) and ":" in body
+                and "An error occurred while calling" not in body):
+            return first_line(body)
+    return first_line(lines[0] if lines else type(exc).__name__)
+
+
+def as_drt_error(exc: BaseException) -> DrtError | None:
+    """``exc`` as the DrtError it means — a known failure class of a dependency (the ledger's
+    SQLAlchemy, Spark's JVM gateway, ZooKeeper, Kafka, S3, HTTP, a file) — or None for a bug."""
+    if isinstance(exc, DrtError):
+        return exc
+    kind = type(exc).__name__
+    if _from(exc, "sqlalchemy"):
+        orig = getattr(exc, "orig", None)
+        msg = first_line(str(orig if orig is not None else exc)) or kind
+        if _named(exc, "ArgumentError", "NoSuchModuleError"):
+            return ConfigError(f"bad ledger URL: {msg}", hint="check ledger.url or $DRT_LEDGER_URL")
+        return UnreachableError(f"the ledger failed: {kind}: {msg}",
+                                hint="check that the ledger database is up and readable (ledger.url)")
+    if _from(exc, "pyspark", "py4j"):
+        if _named(exc, "AnalysisException", "PySparkValueError", "PySparkTypeError", "IllegalArgumentException",
+                  "ParseException"):
+            return ConfigError(f"Spark refused the job: {first_line(str(exc)) or kind}",
+                               hint="check the paths, --format and key columns")
+        return UnreachableError(f"Spark could not start or answer: {kind}: {_java_message(exc)}",
+                                hint="check the Spark master URL (clusters.<name>.spark.master or "
+                                     "$DRT_SPARK_MASTER), that the master is up, and JAVA_HOME")
+    if _from(exc, "kazoo"):
+        if _named(exc, "NoAuthError", "AuthFailedError"):
+            return ConfigError(f"ZooKeeper refused the credentials: {kind}",
+                               hint="check the zookeeper conn_id's login and password")
+        return UnreachableError(f"ZooKeeper did not answer in time: {kind}",
+                                hint="check clusters.<name>.zookeeper.quorum and that ZooKeeper is up")
+    if _from(exc, "confluent_kafka"):
+        return UnreachableError(f"Kafka failed: {first_line(str(exc)) or kind}",
+                                hint="check bootstrap_servers, the brokers and the kafka conn_id")
+    if _from(exc, "botocore", "boto3"):
+        code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", "")) if hasattr(exc, "response") else ""
+        if _named(exc, "NoCredentialsError", "PartialCredentialsError", "NoRegionError") or code in (
+                "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "NoSuchBucket", "AllAccessDisabled"):
+            return ConfigError(f"S3 refused the request: {first_line(str(exc)) or kind}",
+                               hint="check the bucket, the s3 conn_id's keys and the endpoint")
+        return UnreachableError(f"S3 did not answer: {first_line(str(exc)) or kind}",
+                                hint="check the endpoint URL and the network")
+    if _from(exc, "requests", "urllib3"):
+        if _named(exc, "ConnectionError", "Timeout", "NewConnectionError", "MaxRetryError", "ProtocolError"):
+            return UnreachableError(f"HTTP endpoint unreachable: {first_line(str(exc)) or kind}",
+                                    hint="check the URL (namenodes, endpoint_url) and that the server is up")
+        return ConfigError(f"bad HTTP request: {first_line(str(exc)) or kind}", hint="check the URL")
+    if _from(exc, "hdfs"):
+        return UnreachableError(f"WebHDFS failed: {first_line(str(exc)) or kind}",
+                                hint="check clusters.<name>.hdfs.namenodes and the cluster's health")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or _named(exc, "gaierror", "herror"):
+        return UnreachableError(f"unreachable: {kind}: {first_line(str(exc)) or kind}",
+                                hint="check the host and port, and that the server is up")
+    if isinstance(exc, OSError):
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None) or None
+        what = exc.strerror or first_line(str(exc)) or kind
+        if exc.errno in _PATH_ERRNOS:
+            return ConfigError(what, where=where, hint="check the path and its permissions")
+        return UnreachableError(what, where=where, hint="check the disk or device (space, I/O errors)")
+    return None

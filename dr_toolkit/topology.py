@@ -14,13 +14,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dr_toolkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 DEFAULT_CONFIG = "drt.yaml"
 _SECRET_KEYS = re.compile(r"(password|passwd|secret|token|access_key|private_key)", re.IGNORECASE)
@@ -28,7 +30,9 @@ _CLUSTER_KEY = re.compile(r"^[A-Za-z0-9_.\-]+(,[A-Za-z0-9_.\-]+)*:\d+:/[^\s]*$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a model's validator is built on its first use, not at import, so a command
+    # that never reads a topology (`drt --help`, a bare `drt distcp`) does not pay for all of them.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class HdfsEndpoint(_Model):
@@ -252,6 +256,8 @@ class Topology(_Model):
 def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
                 ) -> dict[tuple[Any, ...], int]:
     """Map every key path of a composed YAML document to its 1-based line."""
+    import yaml
+
     out = {} if out is None else out
     out.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
@@ -291,6 +297,8 @@ def _dotted(path: tuple[Any, ...]) -> str:
 
 def parse_topology(text: str, source: str = "<string>") -> Topology:
     """Parse and validate topology text; raise ConfigError naming file, line and field."""
+    import yaml  # only when a topology is read: keeps `drt --help` and a bare `drt distcp` fast
+
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -344,8 +352,11 @@ def load_topology(path: str | os.PathLike[str] | None = None) -> Topology:
         raise ConfigError("topology file not found", where=str(p),
                           hint="pass --config PATH, set DRT_CONFIG, or copy examples/embedded.yaml to drt.yaml"
                           ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the topology file is not UTF-8 text (byte {exc.start})", where=str(p),
+                          hint="pass the YAML topology file") from None
     except OSError as exc:
-        raise ConfigError(f"cannot read the topology file: {exc.strerror}", where=str(p)) from None
+        raise ConfigError(f"cannot read the topology file: {exc.strerror or exc}", where=str(p)) from None
     return parse_topology(text, str(p))
 
 

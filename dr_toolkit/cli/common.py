@@ -12,19 +12,44 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import typer
-from rich.console import Console
-
-from dr_toolkit.topology import Topology, load_topology
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    import typer
+    from rich.console import Console
+
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
 
-err_console = Console(stderr=True)
-out_console = Console()
+
+class _LazyConsole:
+    """A rich Console made on first use: rich costs start-up time a command may never need
+    (machine output, errors, a command that prints nothing)."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def _get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __enter__(self) -> Console:
+        return self._get().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._get().__exit__(*exc)
+
+
+err_console = cast("Console", _LazyConsole(stderr=True))
+out_console = cast("Console", _LazyConsole(stderr=False))
 
 
 @dataclass
@@ -46,6 +71,8 @@ class State:
 
     def topology(self) -> Topology:
         if self._topology is None:
+            from dr_toolkit.topology import load_topology
+
             self._topology = load_topology(self.config)
         return self._topology
 

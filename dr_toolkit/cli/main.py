@@ -1,69 +1,57 @@
 """`drt`: the dr-toolkit command line (DESIGN §3).
 
-Exit codes: 0 ok; 1 the operation ran and found a problem; 2 usage or configuration error;
-3 a dependency is unreachable.
+Global options (``--json``, ``--config/-c PATH``, ``-v``) are accepted before or after the
+subcommand, on every command. Exit codes: 0 ok; 1 the operation ran and found a problem;
+2 usage or configuration error; 3 a dependency is unreachable. Every error is one line on
+stderr (``drt: error: …``); an unexpected exception is one line naming it as a bug (exit 1),
+with its traceback under ``-vv``.
+
+Start-up is kept small: this module imports nothing beyond the standard library; `drt` and
+`drt --help` are answered from the table below, and a command imports typer and its own
+module only (see :mod:`dr_toolkit.cli.app`).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:
+    from dr_toolkit.errors import DrtError
 
-from dr_toolkit.cli.common import State, err_console, setup_logging
-from dr_toolkit.errors import EXIT_USAGE, DrtError
-from dr_toolkit.secrets import redact
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-app = typer.Typer(
-    name="drt",
-    help="dr-toolkit: keep a cold cluster in step with a hot one, and fail over with evidence.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-# One module per capability; each defines register(app). Order = order in `drt --help`.
-COMMAND_MODULES = ("config_cmd", "status", "distcp", "kafka", "hbase", "verify", "failover", "demo")
-
-
-@app.callback()
-def _global(
-    ctx: typer.Context,
-    config: Annotated[str | None, typer.Option(
-        "--config", "-c", envvar="DRT_CONFIG", help="Topology file \\[default: ./drt.yaml].")] = None,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="Machine output (JSON) on stdout; logs go to stderr.")] = False,
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (-vv: debug).")] = 0,
-) -> None:
-    setup_logging(verbose)
-    ctx.obj = State(config=config, json=json_out, verbose=verbose)
-
-
-def _register() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(f"dr_toolkit.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"dr_toolkit.cli.{name}":
-                continue  # capability not built yet
-            raise
-        mod.register(app)
-
-
-_register()
-
+# Top-level command -> (module in dr_toolkit.cli, one-line help). Order = order in `drt --help`.
+# tests/unit/test_cli.py checks this table against the commands the modules really register.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "config": ("config_cmd", "Check and show the topology file."),
+    "status": ("status", "Show what the ledger knows: last copies, checkpoints, verifications, failover runs."),
+    "distcp": ("distcp", "Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."),
+    "replicate": ("distcp", "Run one HDFS policy of the topology: every target, under the policy's lease."),
+    "kafka": ("kafka", "Kafka consumer offsets: checkpoint on hot, mirror lag, remap onto cold."),
+    "hbase": ("hbase", "HBase replication: peers, table scopes, queue status."),
+    "verify": ("verify", "Compare a dataset with its replica by key (HBase VerifyReplication's counters)."),
+    "failover": ("failover", "Fail over from the hot cluster to the cold one: gate, runbook, lint."),
+    "demo": ("demo", "Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, "
+                     "drain, GO, fail over."),
+}
 
 GLOBAL_FLAGS = ("--json", "--verbose", "-v", "-vv", "-vvv")
 GLOBAL_VALUED = ("--config", "-c")
+HELP_FLAGS = ("-h", "--help")
+
+GLOBAL_OPTIONS = (
+    ("-c, --config PATH", "Topology file [env DRT_CONFIG; default: ./drt.yaml]."),
+    ("--json", "Machine output (JSON) on stdout; logs go to stderr."),
+    ("-v, --verbose", "More logging (-vv: debug, and the traceback of an internal error)."),
+    ("-h, --help", "Show this message and exit."),
+)
 
 
 def hoist_globals(argv: list[str]) -> list[str]:
     """Move the global options (``--json``, ``-v``, ``--config PATH``) in front of the
-    subcommand, so they are accepted before or after it on every command (DESIGN §3)."""
+    subcommand, so they are accepted before or after it on every command (DESIGN §3).
+    Everything after ``--`` is left alone."""
     front: list[str] = []
     rest: list[str] = []
     i = 0
@@ -85,22 +73,168 @@ def hoist_globals(argv: list[str]) -> list[str]:
     return front + rest
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run `drt`; turn DrtError into one line on stderr and its exit code.
+def _split(args: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """Hoisted ``args`` -> (global options, command name or None, the command's arguments)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in GLOBAL_VALUED:
+            i += 2
+        elif a in GLOBAL_FLAGS or a.startswith("--config="):
+            i += 1
+        else:
+            break
+    front, rest = args[:i], args[i:]
+    if rest and not rest[0].startswith("-"):
+        return front, rest[0], rest[1:]
+    return front, None, rest
 
-    Usage errors (unknown command, bad option) are reported by the CLI library with exit 2.
-    """
-    args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
+
+def verbosity(args: list[str]) -> int:
+    n = 0
+    for a in args:
+        if a == "--":
+            break
+        if a == "--verbose":
+            n += 1
+        elif a.startswith("-v") and set(a[1:]) == {"v"}:
+            n += len(a) - 1
+    return n
+
+
+def top_help() -> str:
+    width = max(len(k) for k, _ in GLOBAL_OPTIONS) + 2
+    cw = max(len(k) for k in COMMANDS) + 2
+    lines = ["Usage: drt [OPTIONS] COMMAND [ARGS]...", "",
+             "  dr-toolkit: keep a cold cluster in step with a hot one, and fail over with evidence.", "",
+             "Options (accepted before or after the command):"]
+    lines += [f"  {k:<{width}}{v}" for k, v in GLOBAL_OPTIONS]
+    lines += ["", "Commands:"]
+    lines += [f"  {name:<{cw}}{summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", "Run `drt COMMAND --help` for a command's options.",
+              "Exit codes: 0 ok; 1 a problem was found (differences, NO_GO, failed files); "
+              "2 usage or configuration error; 3 a dependency is unreachable."]
+    return "\n".join(lines) + "\n"
+
+
+def say_error(message: str) -> None:
+    """One line on stderr: ``drt: error: <message>`` (secrets redacted, newlines folded)."""
+    from dr_toolkit.secrets import redact
+
+    one = " ".join(redact(message).split())
     try:
-        app(args=args, standalone_mode=True, prog_name="drt")
-    except DrtError as exc:
-        err_console.print(f"drt: error: {redact(exc.message)}", markup=False, highlight=False, soft_wrap=True)
-        return exc.exit_code
+        sys.stderr.write(f"drt: error: {one}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: nothing left to tell
+        pass
+
+
+def report(exc: BaseException, verbose: int = 0) -> int:
+    """Turn an exception that left a command into one line on stderr and its exit code."""
+    from dr_toolkit.errors import as_drt_error
+
+    err: DrtError | None = as_drt_error(exc)
+    if err is not None:
+        if verbose >= 2 and err is not exc:
+            _traceback(exc)
+        say_error(err.message)
+        return err.exit_code
+    if verbose >= 2:
+        _traceback(exc)
+    detail = " ".join(str(exc).split())
+    say_error(f"internal error (a bug in drt): {type(exc).__module__}.{type(exc).__name__}"
+              + (f": {detail[:300]}" if detail else "")
+              + (" — please report it with this command" if verbose >= 2 else
+                 " — run again with -vv for the traceback and report it"))
+    return EXIT_PROBLEM
+
+
+def _traceback(exc: BaseException) -> None:
+    import traceback
+
+    from dr_toolkit.secrets import redact
+
+    sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+
+
+def _click_error(exc: BaseException) -> int | None:
+    """A usage error from the option parser (typer's click) as one line, or None if ``exc`` is not one."""
+    import typer
+    from typer._click import exceptions as ce  # typer's own click: usage errors live only here
+
+    if isinstance(exc, ce.NoArgsIsHelpError):  # `drt kafka`: show what it offers (as --help does)
+        text = exc.format_message()  # empty when typer's rich help already printed it
+        if text:
+            sys.stdout.write(text + "\n")
+        return EXIT_OK
+    if isinstance(exc, ce.UsageError):
+        path = exc.ctx.command_path if exc.ctx is not None else "drt"
+        say_error(f"{exc.format_message()} — see `{path} --help`")
+        return EXIT_USAGE
+    if isinstance(exc, ce.ClickException):
+        say_error(exc.format_message())
+        return exc.exit_code if exc.exit_code in (EXIT_PROBLEM, EXIT_USAGE, EXIT_UNREACHABLE) else EXIT_USAGE
+    if isinstance(exc, typer.Abort):
+        say_error("aborted: nothing more was done")
+        return EXIT_PROBLEM
+    return None
+
+
+def _run(args: list[str]) -> int:
+    front, command, rest = _split(args)
+    if command is None and (not rest or any(a in HELP_FLAGS for a in rest) or any(a in HELP_FLAGS for a in front)):
+        sys.stdout.write(top_help())
+        return EXIT_OK
+    if command is None:
+        say_error(f"no such option: {rest[0]} — see `drt --help`")
+        return EXIT_USAGE
+    if command not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
+        say_error(f"no such command {command!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                  + " — see `drt --help`")
+        return EXIT_USAGE
+    from dr_toolkit.cli.app import build_app
+
+    app = build_app([COMMANDS[command][0]])
+    try:
+        rv = app(args=args, standalone_mode=False, prog_name="drt")
+    except Exception as exc:  # a usage error becomes one line here; everything else in main()
+        code = _click_error(exc)
+        if code is not None:
+            return code
+        raise
+    return rv if isinstance(rv, int) else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `drt` and return its exit code; nothing but a one-line error reaches stderr on failure."""
+    args = hoist_globals(list(sys.argv[1:] if argv is None else argv))
+    verbose = verbosity(args)
+    # pydantic scans every installed distribution's entry points for plugins on the first
+    # model it builds (40-60 ms with Airflow installed); drt uses none. Setting the variable
+    # to an empty value turns the scan back on.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        say_error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `drt status | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PROBLEM
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return int(exc.code or 0)
+        say_error(str(exc.code))
         return EXIT_USAGE
-    return 0
+    except Exception as exc:  # noqa: BLE001 - see report(): one line, the documented exit code
+        return report(exc, verbose)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 ``sql/schema.sql`` is the source of truth; :meth:`Ledger.migrate` applies it idempotently on
 SQLite or PostgreSQL. Every write is a short transaction; JSON columns are text.
+
+SQLAlchemy is imported when a ledger is opened, not when this module is: the helpers here
+(:func:`new_id`, :func:`actor`) are used by code paths that never touch the ledger, and a
+command that does not open it (`drt --help`, a bare `drt distcp`) must not pay for it.
 """
 
 from __future__ import annotations
@@ -19,9 +23,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
-
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.secrets import redact
 
@@ -29,8 +30,17 @@ SCHEMA_VERSION = 1
 Row = dict[str, Any]
 
 if TYPE_CHECKING:
+    from sqlalchemy import Engine, TextClause
+
     from dr_toolkit.access import Access
     from dr_toolkit.topology import Topology
+
+
+def text(sql: str) -> TextClause:
+    """``sqlalchemy.text``, imported on first use (a Ledger exists only once SQLAlchemy is loaded)."""
+    from sqlalchemy import text as sa_text
+
+    return sa_text(sql)
 
 
 def new_id(prefix: str) -> str:
@@ -99,11 +109,17 @@ class Ledger:
              base_dir: str | os.PathLike[str] | None = None) -> Ledger:
         """Open (and migrate) the ledger at ``url``; ``$DRT_LEDGER_URL`` wins over ``url``.
 
-        A relative SQLite path resolves against ``base_dir`` (the topology file's folder) and
-        its directory is created. Any failure to open or read it is one error: a bad URL is a
+        A relative SQLite path resolves against ``base_dir`` (the topology file's folder; the
+        current directory for ``$DRT_LEDGER_URL``) and its directory is created. Any failure to open or read it is one error: a bad URL is a
         ConfigError (exit 2), a database that cannot be opened or read an UnreachableError (exit 3).
         """
-        raw = os.environ.get("DRT_LEDGER_URL") or url
+        from sqlalchemy import create_engine, event, make_url
+        from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+        env_url = os.environ.get("DRT_LEDGER_URL")
+        raw = env_url or url
+        if env_url:
+            base_dir = None  # a path given in the environment is relative to the current directory
         try:
             parsed = make_url(raw)
         except (ArgumentError, ValueError):
@@ -159,15 +175,25 @@ class Ledger:
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
+        """One transaction. A database that cannot be reached, read or written (server down, a
+        file that is not a database, a locked or full disk) is one UnreachableError (exit 3);
+        integrity errors (the lease race) and programming errors pass through unchanged."""
+        from sqlalchemy.exc import DatabaseError, IntegrityError, ProgrammingError
+
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except OperationalError as exc:
-            msg = str(exc.orig) if exc.orig is not None else str(exc)
+        except DatabaseError as exc:
+            if isinstance(exc, (IntegrityError, ProgrammingError)):
+                raise
+            msg = (str(exc.orig) if exc.orig is not None else str(exc)).strip()
+            first = redact(msg.splitlines()[0] if msg else type(exc).__name__)
             if "could not connect" in msg or "Connection refused" in msg or "timeout expired" in msg:
-                raise UnreachableError(f"ledger database unreachable: {msg.strip().splitlines()[0]}",
+                raise UnreachableError(f"ledger database unreachable: {first}",
                                        where=self.url, hint="start the database or fix ledger.url") from None
-            raise
+            raise UnreachableError(f"the ledger cannot be read or written: {first}", where=self.url,
+                                   hint="check the database (disk, permissions, a file that is not a "
+                                        "database) or restore the ledger") from None
 
     def migrate(self) -> int:
         """Apply sql/schema.sql (idempotent); return the schema version now recorded."""
@@ -364,6 +390,8 @@ class Ledger:
     # -- leases ----------------------------------------------------------------------------------
     def try_acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take the lease ``name`` for ``holder`` unless another holder has an unexpired one."""
+        from sqlalchemy.exc import IntegrityError
+
         now = time.time()
         params = {"n": name, "h": holder, "a": now, "e": now + ttl_s}
         try:

@@ -1,0 +1,117 @@
+"""`drt` start-up against `python -c pass`, measured in the same run (issue 13's < 0.3 s goal).
+
+Prints, for each case, the best and the median wall time of N fresh processes and the ratio
+of the best to `python -c pass`:
+
+- `drt --help`
+- `drt distcp --help`
+- `drt config validate` on examples/embedded.yaml
+- `drt distcp SRC DST` start-up: from process start to its first filesystem call on SRC or
+  DST (seen by an audit hook: the first ``open``/``os.scandir``/``os.listdir``/``os.mkdir``
+  under the benchmark's directory), with no topology file, as a new user runs it.
+
+Python byte-code is compiled first (``compileall``), as ``pip install`` does, because this
+environment may set PYTHONDONTWRITEBYTECODE and then every run would re-compile every module.
+
+    .venv/bin/python benchmarks/cli_startup_bench.py [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DRT = [sys.executable, "-c", "import sys; from dr_toolkit.cli.main import main; sys.exit(main())"]
+
+# The child for the distcp start-up: the `drt` console script's two lines, plus an audit hook
+# that reports the time of the first filesystem call under ROOT and ends the process there.
+FIRST_FS_CALL = r"""
+import os, sys, time
+root = sys.argv[1]
+events = {"open", "os.scandir", "os.listdir", "os.mkdir", "os.rename", "os.remove", "shutil.copyfile"}
+def hook(event, args):
+    if event in events and args:
+        p = args[0]
+        if isinstance(p, (str, bytes, os.PathLike)) and os.fsdecode(p).startswith(root):
+            os.write(1, f"{time.monotonic()!r} {event} {os.fsdecode(p)}\n".encode())
+            os._exit(0)
+sys.addaudithook(hook)
+sys.argv = ["drt", *sys.argv[2:]]
+from dr_toolkit.cli.main import main
+sys.exit(main())
+"""
+
+
+def compile_bytecode() -> None:
+    compileall.compile_dir(REPO / "dr_toolkit", quiet=1)
+    site = Path(sysconfig.get_paths()["purelib"])
+    if not (site / "typer" / "__pycache__").is_dir():
+        print(f"(compiling byte-code under {site} once, as pip install does)", flush=True)
+        compileall.compile_dir(site, quiet=1, workers=0)
+
+
+def wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    took = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[3:])}: exit {r.returncode}: {r.stderr.decode()[-500:]}")
+    return took
+
+
+def first_fs_call(env: dict[str, str], cwd: Path, i: int) -> float:
+    data = cwd / "data"  # not the cwd itself: the import system lists that
+    src, dst = data / "src", data / f"dst{i}"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", FIRST_FS_CALL, str(data), "distcp", src.as_uri(), dst.as_uri()],
+                       env=env, cwd=cwd, capture_output=True, text=True)
+    line = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not line:
+        raise SystemExit(f"distcp start-up probe failed: exit {r.returncode}: {r.stderr[-500:]}")
+    return float(line[-1].split()[0]) - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=9)
+    a = ap.parse_args()
+    compile_bytecode()
+    env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    with tempfile.TemporaryDirectory(prefix="drt-startup-") as tmp:
+        cwd = Path(tmp)
+        (cwd / "data" / "src").mkdir(parents=True)
+        (cwd / "data" / "src" / "a.txt").write_text("a\n")
+        cfg = str(REPO / "examples" / "embedded.yaml")
+        runners: dict[str, Callable[[int], float]] = {
+            "python -c pass": lambda i: wall([sys.executable, "-c", "pass"], env, cwd),
+            "drt --help": lambda i: wall([*DRT, "--help"], env, cwd),
+            "drt distcp --help": lambda i: wall([*DRT, "distcp", "--help"], env, cwd),
+            "drt config validate": lambda i: wall([*DRT, "--config", cfg, "config", "validate"], env, cwd),
+            "drt distcp: to first fs call": lambda i: first_fs_call(env, cwd, i),
+        }
+        cases: dict[str, list[float]] = {name: [] for name in runners}
+        for i in range(a.runs):  # round robin: a burst of load on the machine hits every case alike
+            for name, run in runners.items():
+                cases[name].append(run(i))
+    base = min(cases["python -c pass"])
+    print(f"{'case':<32}{'best s':>9}{'median s':>10}{'x python':>10}   goal")
+    for name, ts in cases.items():
+        goal = "< 0.3 s" if name in ("drt --help", "drt distcp: to first fs call") else ""
+        met = ("  met" if min(ts) < 0.3 else "  NOT met") if goal else ""
+        print(f"{name:<32}{min(ts):>9.3f}{statistics.median(ts):>10.3f}{min(ts) / base:>9.1f}x   {goal}{met}")
+    print(f"({a.runs} runs each, {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+
+
+if __name__ == "__main__":
+    main()
