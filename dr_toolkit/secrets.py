@@ -27,14 +27,19 @@ class Credentials:
 
 
 def env_name(conn_id: str) -> str:
+    """The variable a shell can set for ``conn_id``: ``AIRFLOW_CONN_`` + the id upper-cased, with
+    characters other than letters, digits and ``_`` as ``_`` (``webhdfs-dr`` -> ``AIRFLOW_CONN_WEBHDFS_DR``)."""
     return "AIRFLOW_CONN_" + re.sub(r"[^A-Za-z0-9]", "_", conn_id).upper()
 
 
 def lookup(conn_id: str | None) -> Credentials | None:
-    """Return the credentials of ``conn_id`` from the environment, or None when not set."""
+    """Return the credentials of ``conn_id`` from the environment, or None when not set.
+
+    Airflow's own name (``AIRFLOW_CONN_`` + ``conn_id.upper()``, as its environment backend
+    reads it) wins; the shell-safe :func:`env_name` is the fall-back for ids with ``-`` or ``.``."""
     if not conn_id:
         return None
-    raw = os.environ.get(env_name(conn_id))
+    raw = os.environ.get("AIRFLOW_CONN_" + conn_id.upper()) or os.environ.get(env_name(conn_id))
     if not raw:
         return None
     if raw.lstrip().startswith("{"):

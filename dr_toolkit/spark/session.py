@@ -25,6 +25,7 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     if active is not None:
         return active
     master = master or os.environ.get("DRT_SPARK_MASTER") or "local[2]"
+    check_master(master)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -42,3 +43,27 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when a standalone master (``spark://h1:p1,h2:p2``) answers on
+    none of its addresses: Spark itself would retry for about a minute, logging Java stack
+    traces, and then fail with "Cannot call methods on a stopped SparkContext"."""
+    if not master.startswith("spark://"):
+        return
+    import socket
+
+    from dr_toolkit.errors import ConfigError, UnreachableError
+
+    last = "no address"
+    for hp in master[len("spark://"):].split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"bad Spark master URL {master!r}", hint="use spark://host:port[,host2:port2]")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            last = exc.strerror or type(exc).__name__
+    raise UnreachableError(f"the Spark master does not answer ({last})", where=master,
+                           hint="start the master or fix clusters.<name>.spark.master / $DRT_SPARK_MASTER")
