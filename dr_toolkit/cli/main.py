@@ -169,7 +169,7 @@ def _click_error(exc: BaseException) -> int | None:
         return EXIT_OK
     if isinstance(exc, ce.UsageError):
         path = exc.ctx.command_path if exc.ctx is not None else "drt"
-        say_error(f"{exc.format_message()} — see `{path} --help`")
+        say_error(f"{exc.format_message().rstrip('.')} — see `{path} --help`")
         return EXIT_USAGE
     if isinstance(exc, ce.ClickException):
         say_error(exc.format_message())
