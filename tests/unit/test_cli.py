@@ -332,7 +332,7 @@ def test_distcp_and_config_validate_import_only_what_they_use(tmp_path: Path) ->
     (src / "a.txt").write_text("a")
     mods = imported(tmp_path, "--json", "distcp", src.as_uri(), (tmp_path / "dst").as_uri())
     assert not mods & (HEAVY | {"yaml"}), mods & (HEAVY | {"yaml"})
-    assert not mods & imported(tmp_path, "distcp", "--help") & HEAVY
+    assert not imported(tmp_path, "distcp", "--help") & HEAVY
     mods = imported(tmp_path, "--json", "--config", EMBEDDED, "config", "validate")
     assert not mods & HEAVY, mods & HEAVY
     (tmp_path / "t.yaml").write_text("version: 1\nclusters:\n  a: {role: hot, local_root: a}\n"

@@ -1,0 +1,168 @@
+"""Every failure of a `drt` command is one line on stderr and a documented exit code — on real
+files, a real PostgreSQL, a real (absent) Spark master and ZooKeeper port, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTERS = "version: 1\nclusters:\n  a: {role: hot, local_root: a}\n  b: {role: cold, local_root: b}\n"
+
+
+def drt(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+        ) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full, timeout=timeout)
+
+
+def one_line(r: subprocess.CompletedProcess[str], code: int) -> str:
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("drt: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+def topology(path: Path, ledger_url: str, extra: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CLUSTERS + extra + f"ledger: {{url: {json.dumps(ledger_url)}}}\n")
+    return path
+
+
+# --- the SQLite ledger ---------------------------------------------------------------------------------
+
+def test_garbage_ledger_is_exit_3_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "ledger.db").write_bytes(os.urandom(8192))
+    cfg = topology(tmp_path / "drt.yaml", "sqlite:///ledger.db")
+    for cmd in (["status"], ["failover", "check"], ["replicate", "nope"]):
+        line = one_line(drt("--config", str(cfg), *cmd, cwd=tmp_path), 3)
+        assert str(tmp_path / "ledger.db") in line and "not a database" in line
+
+
+def test_missing_ledger_directory_is_created(tmp_path: Path) -> None:
+    cfg = topology(tmp_path / "conf" / "drt.yaml", "sqlite:///state/deep/ledger.db")
+    r = drt("--json", "status", "--config", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "conf" / "state" / "deep" / "ledger.db").is_file()
+
+
+def test_ledger_directory_that_cannot_be_made_is_exit_3(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file where a directory should be")
+    cfg = topology(tmp_path / "drt.yaml", "sqlite:///state/x/ledger.db")
+    line = one_line(drt("status", "-c", str(cfg), cwd=tmp_path), 3)
+    assert "cannot create the ledger's directory" in line and str(tmp_path / "state") in line
+
+
+def test_relative_ledger_url_resolves_against_the_topology_file(tmp_path: Path) -> None:
+    """`cd /tmp && drt --config /path/examples/embedded.yaml status`: the ledger is the one
+    next to the topology (as local_root is), not one in the current directory."""
+    examples = tmp_path / "checkout" / "examples"
+    examples.mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "embedded.yaml", examples / "embedded.yaml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = drt("--config", str(examples / "embedded.yaml"), "status", "--json", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    expected = (tmp_path / "checkout" / "demo-data" / "ledger.db").resolve()
+    assert json.loads(r.stdout)["ledger"] == f"sqlite:///{expected}"
+    assert expected.is_file() and list(elsewhere.iterdir()) == []
+    # a relative --config path works the same way
+    r = drt("--config", "../checkout/examples/embedded.yaml", "--json", "status", cwd=elsewhere)
+    assert r.returncode == 0 and json.loads(r.stdout)["ledger"] == f"sqlite:///{expected}"
+
+
+def test_ledger_url_from_the_environment_is_relative_to_the_current_directory(tmp_path: Path) -> None:
+    cfg = topology(tmp_path / "conf" / "drt.yaml", "sqlite:///topo.db")
+    work = tmp_path / "work"
+    work.mkdir()
+    r = drt("--json", "-c", str(cfg), "status", cwd=work, env={"DRT_LEDGER_URL": "sqlite:///env/ledger.db"})
+    assert r.returncode == 0, r.stderr
+    assert (work / "env" / "ledger.db").is_file() and not (tmp_path / "conf" / "topo.db").exists()
+
+
+def test_bad_ledger_url_is_exit_2(tmp_path: Path) -> None:
+    cfg = topology(tmp_path / "drt.yaml", "nonsense://")
+    line = one_line(drt("status", "-c", str(cfg), cwd=tmp_path), 2)
+    assert "bad ledger URL" in line
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------------------
+
+def test_unreachable_postgresql_is_exit_3_and_hides_the_password(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    cfg = topology(tmp_path / "drt.yaml", f"postgresql+psycopg2://drt@127.0.0.1:{port}/drt")
+    line = one_line(drt("status", "-c", str(cfg), cwd=tmp_path), 3)
+    assert f"127.0.0.1:{port}" in line and "unreachable" in line
+    r = drt("status", "-c", str(cfg), cwd=tmp_path,
+            env={"DRT_LEDGER_URL": f"postgresql+psycopg2://drt:hunter2@127.0.0.1:{port}/drt"})
+    assert "hunter2" not in one_line(r, 3)
+
+
+def test_postgresql_that_refuses_is_exit_3(tmp_path: Path, postgres) -> None:  # type: ignore[no-untyped-def]
+    url = postgres.create_database("drt_cli_ok").rsplit("/", 1)[0] + "/no_such_database"
+    cfg = topology(tmp_path / "drt.yaml", url)
+    line = one_line(drt("status", "-c", str(cfg), cwd=tmp_path), 3)
+    assert "no_such_database" in line
+
+
+def test_postgresql_ledger_password_from_the_connection(tmp_path: Path, postgres) -> None:  # type: ignore[no-untyped-def]
+    url = postgres.create_database("drt_cli_conn")
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(CLUSTERS + f"ledger: {{url: {json.dumps(url)}, conn_id: drt_ledger}}\n")
+    r = drt("--json", "status", "-c", str(cfg), cwd=tmp_path)
+    line = one_line(r, 2)  # named but undefined: a ConfigError naming it, never a silent fall-back
+    assert "drt_ledger" in line and "AIRFLOW_CONN_DRT_LEDGER" in line
+    r = drt("--json", "status", "-c", str(cfg), cwd=tmp_path,
+            env={"AIRFLOW_CONN_DRT_LEDGER": "postgres://postgres:s3cret@127.0.0.1/ignored"})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["schema_version"] >= 1 and "s3cret" not in r.stdout + r.stderr
+
+
+# --- Spark, ZooKeeper ---------------------------------------------------------------------------------
+
+def test_spark_master_that_does_not_answer_is_exit_3(tmp_path: Path) -> None:
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "p.csv").write_text("id,v\n1,x\n")
+    port = free_port()
+    r = drt("verify", (tmp_path / "a").as_uri(), (tmp_path / "b").as_uri(), "--key", "id", "--format", "csv",
+            cwd=tmp_path, env={"DRT_SPARK_MASTER": f"spark://127.0.0.1:{port}"})
+    line = one_line(r, 3)
+    assert f"spark://127.0.0.1:{port}" in line and "does not answer" in line
+
+
+def test_zookeeper_that_does_not_answer_is_exit_3(tmp_path: Path) -> None:
+    port = free_port()
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(CLUSTERS.replace("local_root: a}", f"local_root: a, zookeeper: {{quorum: '127.0.0.1:{port}', "
+                                                      "connect_timeout_s: 1, call_timeout_s: 1}}")
+                   + "ledger: {url: 'sqlite:///l.db'}\n")
+    for cmd in (["failover", "fence-status"], ["hbase", "status", "--timeout", "1"]):
+        line = one_line(drt("--config", str(cfg), *cmd, cwd=tmp_path), 3)
+        assert f"127.0.0.1:{port}" in line
+
+
+# --- files ----------------------------------------------------------------------------------------------
+
+def test_topology_not_found_and_bad_yaml_are_exit_2(tmp_path: Path) -> None:
+    line = one_line(drt("status", cwd=tmp_path), 2)  # ./drt.yaml by default
+    assert "drt.yaml: topology file not found" in line
+    (tmp_path / "drt.yaml").write_text("version: 1\nclusters:\n  a: {role: hot\n")
+    line = one_line(drt("status", cwd=tmp_path), 2)
+    assert "drt.yaml:" in line and "not valid YAML" in line
+    line = one_line(drt("status", cwd=tmp_path, env={"DRT_CONFIG": str(tmp_path / "other.yaml")}), 2)
+    assert "other.yaml: topology file not found" in line
