@@ -104,3 +104,79 @@ def test_lease_of_a_killed_holder_expires(ledger_url: str) -> None:
     assert not lg.try_acquire_lease("policy:x", "me", ttl_s=10)
     time.sleep(0.3)
     assert lg.try_acquire_lease("policy:x", "me", ttl_s=10)
+
+
+# --- opening the ledger: open_ledger(topology, access), and failures as one error ------------------------
+
+def _topology(tmp_path, ledger_yaml: str):  # type: ignore[no-untyped-def]
+    from dr_toolkit.topology import load_topology
+
+    cfg = tmp_path / "conf" / "drt.yaml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("version: 1\nclusters:\n  a: {role: hot, local_root: a}\n  b: {role: cold, local_root: b}\n"
+                   f"ledger: {ledger_yaml}\n")
+    return load_topology(cfg)
+
+
+def test_open_ledger_resolves_relative_sqlite_paths_against_the_topology(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from dr_toolkit.access import Access
+    from dr_toolkit.ledger import open_ledger
+
+    monkeypatch.delenv("DRT_LEDGER_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    lg = open_ledger(_topology(tmp_path, "{url: 'sqlite:///../state/l.db'}"), Access.none())
+    assert lg.url == f"sqlite:///{(tmp_path / 'state' / 'l.db').resolve()}"
+    assert lg.schema_version() == SCHEMA_VERSION
+
+
+def test_open_ledger_takes_the_password_from_the_connection(tmp_path, postgres) -> None:  # type: ignore[no-untyped-def]
+    from dr_toolkit.access import Access
+    from dr_toolkit.errors import ConfigError
+    from dr_toolkit.ledger import open_ledger
+    from dr_toolkit.secrets import Credentials
+
+    url = postgres.create_database("ledger_conn")
+    topo = _topology(tmp_path, f"{{url: '{url}', conn_id: drt_ledger}}")
+    with pytest.raises(ConfigError, match="drt_ledger"):
+        open_ledger(topo, Access.none())
+    lg = open_ledger(topo, Access.from_mapping({"drt_ledger": Credentials("postgres", "p@ss:w/rd")}))
+    assert lg.engine.url.password == "p@ss:w/rd"  # set on the URL object, never spliced into a string
+    assert "p@ss" not in lg.url and lg.schema_version() == SCHEMA_VERSION
+
+
+def test_a_ledger_that_fails_after_opening_is_one_unreachable_error(tmp_path, postgres) -> None:  # type: ignore[no-untyped-def]
+    """A database dropped under a running command, a SQLite file overwritten: reads and writes
+    become UnreachableError (exit 3), not a driver traceback."""
+    import psycopg2
+
+    from dr_toolkit.errors import UnreachableError
+
+    url = postgres.create_database("ledger_dropped")
+    lg = Ledger.open(url)
+    lg.start_run(source="a", target="b")
+    conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres", dbname="postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute('DROP DATABASE "ledger_dropped" WITH (FORCE)')
+    conn.close()
+    with pytest.raises(UnreachableError) as e:
+        lg.status()
+    assert e.value.exit_code == 3 and "ledger_dropped" in e.value.message
+    assert "\n" not in e.value.message
+
+    db = tmp_path / "l.db"
+    lg = Ledger.open(f"sqlite:///{db}")
+    lg.engine.dispose()
+    for p in tmp_path.glob("l.db*"):
+        p.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(UnreachableError, match="not a database"):
+        lg.start_run(source="a", target="b")
+
+
+def test_lease_race_still_sees_integrity_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """_tx turns database failures into UnreachableError, but not the unique-key conflict the
+    lease relies on."""
+    lg = Ledger.open(f"sqlite:///{tmp_path}/l.db")
+    assert lg.try_acquire_lease("p", "h1", 30)
+    assert not lg.try_acquire_lease("p", "h2", 30)
+    assert lg.try_acquire_lease("p", "h1", 30)  # renewal by the holder
