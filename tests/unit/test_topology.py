@@ -75,3 +75,31 @@ def test_cluster_key() -> None:
     for bad in ("zk1:2181", "zk1:abc:/hbase", "zk1:2181:hbase", ""):
         with pytest.raises(ConfigError, match="cluster key"):
             validate_cluster_key(bad)
+
+
+def test_unreadable_files_are_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_topology(tmp_path / "bin.yaml")
+    with pytest.raises(ConfigError, match="cannot read the topology file"):
+        load_topology(tmp_path)
+    for text in ("", "- a\n- b\n", "just a string\n"):
+        with pytest.raises(ConfigError, match="must be a mapping"):
+            parse_topology(text, "t.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        parse_topology("a: 1\n---\nb: 2\n", "t.yaml")  # two documents
+    monkeypatch.setenv("DRT_CONFIG", str(EXAMPLES / "production.yaml"))
+    assert load_topology().hot_name == "prod"  # $DRT_CONFIG when no path is given
+
+
+def test_models_are_built_on_first_use_only() -> None:
+    """Importing the topology builds no validator (start-up); the first parse builds them all."""
+    import subprocess
+    import sys
+
+    code = ("import dr_toolkit.topology as t, sys\n"
+            "print(t.Topology.__pydantic_complete__, 'yaml' in sys.modules)\n"
+            f"t.load_topology({str(EXAMPLES / 'embedded.yaml')!r})\n"
+            "print(t.Topology.__pydantic_complete__, 'yaml' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "True", "True"]
