@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from dr_toolkit.cli.common import emit, out_console, state
 
@@ -19,6 +18,8 @@ def _ago(t: float | None) -> str:
 
 
 def _render(s: dict[str, Any]) -> None:
+    from rich.table import Table  # only for the readable view: `--json` does without rich
+
     out_console.print(f"ledger [bold]{s['ledger']}[/] (schema v{s['schema_version']})")
     t = Table(title="replication (last run per policy and target)")
     for c in ("policy", "target", "status", "mode", "files", "bytes", "failed", "finished"):
