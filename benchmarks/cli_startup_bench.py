@@ -10,10 +10,14 @@ of the best to `python -c pass`:
   DST (seen by an audit hook: the first ``open``/``os.scandir``/``os.listdir``/``os.mkdir``
   under the benchmark's directory), with no topology file, as a new user runs it.
 
+With ``--baseline-tree DIR`` (a checkout of an earlier commit, e.g. made with
+``git archive <commit> dr_toolkit | tar -x -C DIR``) the `drt` cases also run against that
+tree's ``dr_toolkit`` (through PYTHONPATH), in the same rounds, for a before/after ratio.
+
 Python byte-code is compiled first (``compileall``), as ``pip install`` does, because this
 environment may set PYTHONDONTWRITEBYTECODE and then every run would re-compile every module.
 
-    .venv/bin/python benchmarks/cli_startup_bench.py [--runs 9]
+    .venv/bin/python benchmarks/cli_startup_bench.py [--runs 9] [--baseline-tree DIR]
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ sys.exit(main())
 """
 
 
-def compile_bytecode() -> None:
-    compileall.compile_dir(REPO / "dr_toolkit", quiet=1)
+def compile_bytecode(*trees: Path) -> None:
+    for tree in trees:
+        compileall.compile_dir(tree / "dr_toolkit", quiet=1)
     site = Path(sysconfig.get_paths()["purelib"])
     if not (site / "typer" / "__pycache__").is_dir():
         print(f"(compiling byte-code under {site} once, as pip install does)", flush=True)
@@ -84,9 +89,11 @@ def first_fs_call(env: dict[str, str], cwd: Path, i: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--baseline-tree", type=Path, help="also time the dr_toolkit of this earlier checkout")
     a = ap.parse_args()
-    compile_bytecode()
-    env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    compile_bytecode(REPO, *([a.baseline_tree] if a.baseline_tree else []))
+    env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL", "PYTHONPATH")}
+    base_env = {**env, "PYTHONPATH": str(a.baseline_tree.resolve())} if a.baseline_tree else None
     with tempfile.TemporaryDirectory(prefix="drt-startup-") as tmp:
         cwd = Path(tmp)
         (cwd / "data" / "src").mkdir(parents=True)
@@ -99,6 +106,15 @@ def main() -> None:
             "drt config validate": lambda i: wall([*DRT, "--config", cfg, "config", "validate"], env, cwd),
             "drt distcp: to first fs call": lambda i: first_fs_call(env, cwd, i),
         }
+        if base_env is not None:
+            be = base_env
+            runners.update({
+                "baseline: drt --help": lambda i: wall([*DRT, "--help"], be, cwd),
+                "baseline: drt distcp --help": lambda i: wall([*DRT, "distcp", "--help"], be, cwd),
+                "baseline: drt config validate": lambda i: wall([*DRT, "--config", cfg, "config", "validate"], be,
+                                                                cwd),
+                "baseline: distcp to first fs call": lambda i: first_fs_call(be, cwd, i + 10_000),
+            })
         cases: dict[str, list[float]] = {name: [] for name in runners}
         for i in range(a.runs):  # round robin: a burst of load on the machine hits every case alike
             for name, run in runners.items():
@@ -107,7 +123,11 @@ def main() -> None:
     print(f"{'case':<32}{'best s':>9}{'median s':>10}{'x python':>10}   goal")
     for name, ts in cases.items():
         goal = "< 0.3 s" if name in ("drt --help", "drt distcp: to first fs call") else ""
-        met = ("  met" if min(ts) < 0.3 else "  NOT met") if goal else ""
+        if name.startswith("baseline: ") and name.replace("baseline: ", "", 1) in cases:
+            goal = f"now {min(cases[name.replace('baseline: ', '', 1)]) / min(ts):.2f}x of this"
+        elif name == "baseline: distcp to first fs call":
+            goal = f"now {min(cases['drt distcp: to first fs call']) / min(ts):.2f}x of this"
+        met = ("  met" if min(ts) < 0.3 else "  NOT met") if goal.startswith("<") else ""
         print(f"{name:<32}{min(ts):>9.3f}{statistics.median(ts):>10.3f}{min(ts) / base:>9.1f}x   {goal}{met}")
     print(f"({a.runs} runs each, {os.cpu_count()} cores, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
