@@ -188,16 +188,22 @@ def _run(args: list[str]) -> int:
     if command is None:
         say_error(f"no such option: {rest[0]} — see `drt --help`")
         return EXIT_USAGE
-    if command not in COMMANDS:
-        import difflib
-
-        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
-        say_error(f"no such command {command!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                  + " — see `drt --help`")
-        return EXIT_USAGE
     from dr_toolkit.cli.app import build_app
 
-    app = build_app([COMMANDS[command][0]])
+    if command in COMMANDS:
+        app = build_app([COMMANDS[command][0]])
+    else:  # not in the table: a command a module registers but the table does not list yet?
+        import difflib
+
+        import typer.main
+
+        app = build_app()
+        known = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+        if command not in known:
+            close = difflib.get_close_matches(command, known, n=1)
+            say_error(f"no such command {command!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                      + " — see `drt --help`")
+            return EXIT_USAGE
     try:
         rv = app(args=args, standalone_mode=False, prog_name="drt")
     except Exception as exc:  # a usage error becomes one line here; everything else in main()
