@@ -25,6 +25,7 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     if active is not None:
         return active
     master = master or os.environ.get("DRT_SPARK_MASTER") or "local[2]"
+    check_java()
     check_master(master)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -67,3 +68,23 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
             last = exc.strerror or type(exc).__name__
     raise UnreachableError(f"the Spark master does not answer ({last})", where=master,
                            hint="start the master or fix clusters.<name>.spark.master / $DRT_SPARK_MASTER")
+
+
+def check_java() -> None:
+    """Fail in one line when no Java can start the Spark gateway: the launcher script would
+    print its own shell errors and pyspark raise JAVA_GATEWAY_EXITED."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: the JVM is already running
+        return
+    import shutil
+
+    from dr_toolkit.errors import ConfigError
+
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise ConfigError("JAVA_HOME has no bin/java: Spark cannot start", where=f"JAVA_HOME={home}",
+                              hint="point JAVA_HOME at a Java 17 or 21 installation, or unset it")
+    elif shutil.which("java") is None:
+        raise ConfigError("no `java` on PATH and JAVA_HOME is not set: Spark cannot start",
+                          hint="install Java 17 or 21, or set JAVA_HOME")

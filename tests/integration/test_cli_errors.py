@@ -145,6 +145,16 @@ def test_spark_master_that_does_not_answer_is_exit_3(tmp_path: Path) -> None:
     assert f"spark://127.0.0.1:{port}" in line and "does not answer" in line
 
 
+def test_spark_without_java_is_exit_2_before_the_launcher_speaks(tmp_path: Path) -> None:
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "p.csv").write_text("id,v\n1,x\n")
+    r = drt("verify", (tmp_path / "a").as_uri(), (tmp_path / "b").as_uri(), "--key", "id", "--format", "csv",
+            cwd=tmp_path, env={"JAVA_HOME": str(tmp_path / "no-java")})
+    line = one_line(r, 2)
+    assert "JAVA_HOME" in line and "no-java" in line
+
+
 def test_zookeeper_that_does_not_answer_is_exit_3(tmp_path: Path) -> None:
     port = free_port()
     cfg = tmp_path / "drt.yaml"
