@@ -13,6 +13,7 @@ module only (see :mod:`dr_toolkit.cli.app`).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -181,6 +182,9 @@ def _click_error(exc: BaseException) -> int | None:
 
 
 def _run(args: list[str]) -> int:
+    if args and args[-1] in GLOBAL_VALUED and "--" not in args:  # hoist_globals leaves it last: no value
+        say_error(f"option {args[-1]} needs a value: the topology file — see `drt --help`")
+        return EXIT_USAGE
     front, command, rest = _split(args)
     if command is None and (not rest or any(a in HELP_FLAGS for a in rest) or any(a in HELP_FLAGS for a in front)):
         sys.stdout.write(top_help())
@@ -211,7 +215,8 @@ def _run(args: list[str]) -> int:
         if code is not None:
             return code
         raise
-    return rv if isinstance(rv, int) else EXIT_OK
+    # Commands return None and end with typer.Exit(code); typer hands that code back here.
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,8 +226,6 @@ def main(argv: list[str] | None = None) -> int:
     # pydantic scans every installed distribution's entry points for plugins on the first
     # model it builds (40-60 ms with Airflow installed); drt uses none. Setting the variable
     # to an empty value turns the scan back on.
-    import os
-
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return _run(args)
@@ -230,8 +233,6 @@ def main(argv: list[str] | None = None) -> int:
         say_error("interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `drt status | head`: the reader left; say nothing more
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PROBLEM
     except SystemExit as exc:

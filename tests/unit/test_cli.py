@@ -174,6 +174,8 @@ def test_broken_config_exit_2_one_line() -> None:
     (["distcp", "only-one-arg"], 2, "Missing argument 'target'"),
     (["hbase", "peers", "add", "--json"], 2, "drt hbase peers add --help"),
     (["distcp", "--workers", "x", "a", "b"], 2, "'--workers'"),
+    (["status", "-c"], 2, "option -c needs a value"),
+    (["--config"], 2, "option --config needs a value"),
 ])
 def test_usage_errors_are_one_line(args: list[str], code: int, needle: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:
