@@ -44,7 +44,8 @@ def repl_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Repl:
-    def __init__(self, classes: Path, emu: WebHdfsEmulator, *, shim: bool = True, **conf: str) -> None:
+    def __init__(self, classes: Path, emu: WebHdfsEmulator, *, shim: bool = True,
+                 conf: dict[str, str] | None = None) -> None:
         jars = spark_jars_dir()
         cp = [str(classes), f"{jars}/*"]
         if shim:
@@ -58,7 +59,7 @@ class Repl:
             "dfs.client.failover.proxy.provider.ns1": hadoop.FAILOVER_PROVIDER,
             "dfs.checksum.combine.mode": "COMPOSITE_CRC",
             "dfs.http.client.retry.policy.enabled": "false", "dfs.http.client.failover.max.attempts": "4",
-            **conf,
+            **(conf or {}),
         }
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-cp", os.pathsep.join(cp), "WebHdfsRepl", "webhdfs://ns1",
@@ -106,7 +107,8 @@ def client(repl_classes: Path, emu: WebHdfsEmulator) -> Iterator[Repl]:
 
 def test_bundled_client_fails_without_the_shim(repl_classes: Path, emu: WebHdfsEmulator) -> None:
     """The problem the shim solves: pyspark's shaded Hadoop has the JAX-RS API, no runtime."""
-    r = Repl(repl_classes, emu, shim=False)
+    r = Repl(repl_classes, emu, shim=False, conf={  # fail fast instead of backing off for minutes
+        "dfs.http.client.failover.sleep.base.millis": "1", "dfs.http.client.failover.sleep.max.millis": "5"})
     try:
         got = r("ls", "/")
         assert "RuntimeDelegateImpl" in got.get("message", "") or "RuntimeDelegate" in got.get("error", ""), got
