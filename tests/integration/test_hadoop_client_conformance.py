@@ -167,8 +167,8 @@ def test_hadoop_client_checksum_is_md5md5crc_whatever_the_combine_mode(client: R
 
 
 def test_hadoop_parses_the_snapshot_diff_report(client: Repl, emu: WebHdfsEmulator) -> None:
-    """GETSNAPSHOTDIFF as the REST call answers it, parsed by Hadoop's JsonUtilClient.
-    (Hadoop >= 3.3 clients ask GETSNAPSHOTDIFFLISTING, which the emulator does not serve.)"""
+    """GETSNAPSHOTDIFF as the REST call answers it, parsed by Hadoop's JsonUtilClient, and
+    Hadoop's own getSnapshotDiffReport (GETSNAPSHOTDIFFLISTING, rebuilt by the client)."""
     for p in ("/s/d/f1", "/s/d/f2", "/s/x"):
         assert client("create", p, b"1".hex())["ok"]
     assert client("allow_snapshot", "/s") == {"ok": True}
@@ -182,6 +182,22 @@ def test_hadoop_parses_the_snapshot_diff_report(client: Repl, emu: WebHdfsEmulat
         {"type": "M", "source": "", "target": None}, {"type": "R", "source": "d", "target": "e"},
         {"type": "M", "source": "d", "target": None}, {"type": "+", "source": "d/new", "target": None},
         {"type": "M", "source": "d/f1", "target": None}]}, got
+    assert client("snapdiff", "/s", "s1", "s2") == got
+    # a swap, a move out of a deleted directory, an overwrite: the client's report equals the REST one
+    assert client("create", "/s/x2", b"2".hex())["ok"] and client("mkdirs", "/s/dd/sub")["ok"]
+    assert client("create", "/s/dd/sub/k", b"k".hex())["ok"]
+    assert client("snapshot", "/s", "s3")["path"]
+    for a, b in (("/s/x", "/s/tmp"), ("/s/x2", "/s/x"), ("/s/tmp", "/s/x2"), ("/s/dd/sub/k", "/s/k")):
+        assert client("rename", a, b) == {"ok": True}
+    assert client("delete", "/s/dd", "true") == {"ok": True}
+    assert client("create", "/s/e/f2", b"new".hex())["ok"]  # overwrite: a new inode
+    assert client("snapshot", "/s", "s4")["path"]
+    rest = client("snapdiff_rest", "/s", "s3", "s4", emu.active_url)["entries"]
+    listed = client("snapdiff", "/s", "s3", "s4")["entries"]
+    key = lambda e: (e["type"], e["source"], e["target"])  # noqa: E731 - the client orders sections by path
+    assert sorted(listed, key=key) == sorted(rest, key=key), (listed, rest)
+    assert {"type": "R", "source": "x", "target": "x2"} in rest and {"type": "+", "source": "k", "target": None} \
+        in rest and {"type": "-", "source": "dd", "target": None} in rest
 
 
 def test_without_a_jdk_webhdfs_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -34,6 +34,8 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
   inodes first, then by name bytes, signed, of their current location); inside a section
   CREATEs then DELETE/RENAMEs, each by name. A rename out of a directory that is then deleted
   is a CREATE of the target (its source is never visited), as in HDFS.
+- GETSNAPSHOTDIFFLISTING (what Hadoop >= 3.3 clients ask): the same walk as modify/create/delete
+  lists with inode ids (one page), from which the client builds its report.
 - ``<dir>/.snapshot/<name>/...`` reads, ALLOWSNAPSHOT, CREATESNAPSHOT, DELETESNAPSHOT,
   GETHOMEDIRECTORY, GETFILEBLOCKLOCATIONS (one block location per block, on the datanode).
 
@@ -248,8 +250,9 @@ class Store:
             raise _Err(403, "SnapshotException", f"Cannot find the snapshot of directory {d} with name {name}")
         return {k: tuple(v) for k, v in json.loads(f.read_text()).items()}  # type: ignore[misc]
 
-    def diff(self, d: str, old: str, new: str) -> list[dict[str, str]]:
-        """The diff report HDFS's SnapshotDiffInfo produces (see the module doc)."""
+    def diff(self, d: str, old: str, new: str, *, listing: bool = False) -> Any:
+        """The diff report HDFS's SnapshotDiffInfo produces (see the module doc); with
+        ``listing`` the lists SnapshotDiffListingInfo produces for GETSNAPSHOTDIFFLISTING."""
         earlier, later = self._snap_inventory(d, old), self._snap_inventory(d, new)
         ROOT = -1
 
@@ -308,6 +311,39 @@ class Store:
                 visit(i, join(path, n))
 
         visit(ROOT, "")
+        if listing:
+            root_id = self.ino(d) if d != "/" else 16385
+
+            def real(i: int) -> int:
+                return root_id if i == ROOT else i
+
+            def parent_of(ino: int) -> int:
+                rel = (l_nodes.get(ino) or e_nodes[ino])[0]
+                parent = rel.rpartition("/")[0]
+                for i, node in (l_nodes if ino in l_nodes else e_nodes).items():
+                    if node[0] == parent and node[3]:
+                        return real(i)
+                return root_id
+
+            mlist: list[dict[str, Any]] = []
+            clist: list[dict[str, Any]] = []
+            dlist: list[dict[str, Any]] = []
+            for ino, path in diff_map.items():
+                if ino in dir_diffs:
+                    mlist.append({"dirId": real(ino), "fileId": real(ino), "sourcePath": path, "isReference": True})
+                    created, deleted = dir_diffs[ino]
+                    for n, i in created:
+                        clist.append({"dirId": real(ino), "fileId": i, "sourcePath": join(path, n),
+                                      "isReference": i in e_nodes})
+                    for n, i in deleted:
+                        entry = {"dirId": real(ino), "fileId": i, "sourcePath": join(path, n),
+                                 "isReference": i in l_nodes}
+                        if i in l_nodes and i in targets:
+                            entry["targetPath"] = targets[i]
+                        dlist.append(entry)
+                else:
+                    mlist.append({"dirId": parent_of(ino), "fileId": ino, "sourcePath": path, "isReference": False})
+            return {"modifyList": mlist, "createList": clist, "deleteList": dlist}
 
         def order(ino: int) -> tuple[int, tuple[tuple[int, ...], ...]]:
             rel = l_nodes[ino][0] if ino in l_nodes else e_nodes[ino][0]
@@ -617,6 +653,14 @@ class _Handler(BaseHTTPRequestHandler):
                                                  "the snapshot does not exist.")
         shutil.rmtree(sd)
         self._send(200)
+
+    def op_getsnapshotdifflisting(self, method: str, path: str, q: dict[str, str]) -> None:
+        """One page holding the whole listing (lastPath "" and lastIndex -1 end the client's loop)."""
+        old, new = q.get("oldsnapshotname", ""), q.get("snapshotname", "")
+        with self.store.lock:
+            lists = self.store.diff(path, old, new, listing=True)
+        self._json({"SnapshotDiffReportListing": {**lists, "isFromEarlier": True, "lastIndex": -1,
+                                                  "lastPath": ""}})
 
     def op_getsnapshotdiff(self, method: str, path: str, q: dict[str, str]) -> None:
         old, new = q.get("oldsnapshotname", ""), q.get("snapshotname", "")
