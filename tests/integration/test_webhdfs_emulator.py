@@ -393,3 +393,31 @@ def test_random_changes_diff_reproduces_the_later_tree(sdir: WebHdfsEmulator, se
     earlier, later = snapshot_tree(sdir, "s1"), snapshot_tree(sdir, "s2")
     report = snapdiff(sdir, "/s", "s1", "s2")
     assert apply_report(earlier, later, report) == later, (report, sorted(earlier), sorted(later))
+
+
+def test_a_writer_killed_mid_stream_leaves_the_file_open(emu: WebHdfsEmulator) -> None:
+    """As HDFS: the data that arrived is there, the file stays under construction (no checksum)
+    until the lease is recovered; deleting it works meanwhile."""
+    import socket as s
+    from urllib.parse import urlparse
+
+    r = call(emu, "PUT", "/k/part", "CREATE", follow=False, overwrite="true")
+    loc = urlparse(r.headers["Location"])
+    sock = s.create_connection((loc.hostname, loc.port), timeout=10)
+    sock.sendall(f"PUT {loc.path}?{loc.query} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n".encode())
+    import time
+
+    ended = emu.store.writes_ended
+    sock.close()  # the writer dies before the last chunk
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and emu.store.writes_ended == ended:
+        time.sleep(0.05)
+    assert emu.store.writes_ended == ended + 1
+    r = call(emu, "GET", "/k/part", "GETFILECHECKSUM")
+    assert r.status_code == 403 and "under construction" in r.json()["RemoteException"]["message"]
+    assert call(emu, "GET", "/k/part", "OPEN").content == b"hello"
+    emu.recover_lease("/k/part")
+    assert call(emu, "GET", "/k/part", "GETFILECHECKSUM").status_code == 200
+    emu.open_for_write("/k/other", b"x")
+    assert call(emu, "DELETE", "/k/other", "DELETE").json() == {"boolean": True}
