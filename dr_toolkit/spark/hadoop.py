@@ -3,7 +3,8 @@
 - ``hdfs://<cluster>/p`` with ``hdfs.rpc_addresses`` → ``hdfs://<nameservice>/p`` through the
   NameNodes' RPC ports with HA (``dfs.nameservices``, ``dfs.ha.namenodes.<ns>``,
   ``dfs.namenode.rpc-address.<ns>.<nn>``, ``ConfiguredFailoverProxyProvider``). This is
-  the route for real clusters.
+  the route for real clusters; a Kerberos cluster is listed in
+  ``spark.kerberos.access.hadoopFileSystems`` so YARN/Kubernetes fetch its delegation tokens.
 - ``hdfs://<cluster>/p`` without ``rpc_addresses``, and ``webhdfs://host:port/p`` →
   ``webhdfs://…`` through Hadoop's ``WebHdfsFileSystem``, HA through
   ``dfs.namenode.http-address.<ns>.<nn>``. pyspark's shaded Hadoop client has the JAX-RS
@@ -223,6 +224,7 @@ def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location],
     such as ``spark.jars`` are joined)."""
     conf: dict[str, str] = {}
     nameservices: list[str] = []
+    kerberized: list[str] = []
     shim = False
     for loc in _locations(topology, uris):
         if loc.kind == "s3":
@@ -252,8 +254,13 @@ def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location],
                 conf[f"spark.hadoop.dfs.namenode.{key}.{ns}.{nn}"] = u.netloc
         if path.startswith(("webhdfs:", "swebhdfs:")):
             shim = True
+        h = loc.cluster_config.hdfs if loc.cluster_config is not None else None
+        if h is not None and h.kerberos:  # YARN/Kubernetes fetch delegation tokens for these up front
+            kerberized.append(f"{path.split('://')[0]}://{ns}")
     if nameservices:
         conf["spark.hadoop.dfs.nameservices"] = ",".join(nameservices)
+    if kerberized:
+        conf["spark.kerberos.access.hadoopFileSystems"] = ",".join(kerberized)
     if shim:
         jar = jaxrs_shim_jar()
         if jar is None:  # spark_path already refused; kept for type narrowing

@@ -151,3 +151,22 @@ def test_topology_checks_rpc_addresses(tmp_path: Path) -> None:
                    "      rpc_addresses: [http://nn:8020]\n")
     with pytest.raises(ConfigError, match="rpc address"):
         load_topology(cfg)
+
+
+def test_kerberos_clusters_get_delegation_tokens(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text(textwrap.dedent("""
+        version: 1
+        clusters:
+          hot:
+            role: hot
+            hdfs:
+              namenodes: [http://nn1:9870]
+              rpc_addresses: [nn1:8020]
+              kerberos: true
+          cold:
+            role: cold
+            local_root: /tmp/cold
+    """))
+    conf = spark_hadoop_conf(load_topology(cfg), ["hdfs://hot/a", "hdfs://cold/b"])
+    assert conf["spark.kerberos.access.hadoopFileSystems"] == "hdfs://hot"
