@@ -180,7 +180,7 @@ def spark_path(loc: Location) -> str:
     if loc.kind == "local":
         return "file://" + loc.path
     if loc.kind == "s3":
-        _check_s3a(loc.uri)
+        _check_s3a(loc.uri, loc.cluster_config.spark.conf if loc.cluster_config is not None else None)
         return f"s3a://{loc.bucket}/{loc.path}"
     if loc.cluster is not None and _rpc(loc):
         return f"hdfs://{_ns(loc)}{loc.path}"

@@ -135,6 +135,24 @@ def test_s3a_refused_without_hadoop_aws(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(hadoop, "_has_hadoop_aws", lambda conf=None: False)
     with pytest.raises(ConfigError, match="hadoop-aws"):
         check_spark_uri("s3://hot-bucket/data", topo(tmp_path))
+    monkeypatch.undo()
+    monkeypatch.delenv("DRT_SPARK_S3A", raising=False)
+    monkeypatch.setattr(hadoop, "spark_jars_dir", lambda: None)
+    cfg = tmp_path / "aws.yaml"
+    cfg.write_text(textwrap.dedent("""
+        version: 1
+        clusters:
+          hot:
+            role: hot
+            local_root: /tmp/hot
+            s3: {bucket: b1}
+            spark:
+              conf: {spark.jars.packages: "org.apache.hadoop:hadoop-aws:3.5.0"}
+          cold:
+            role: cold
+            local_root: /tmp/cold
+    """))
+    assert spark_path(check_spark_uri("s3://b1/x", load_topology(cfg))) == "s3a://b1/x"
 
 
 def test_merge_keeps_user_keys_and_joins_lists() -> None:
