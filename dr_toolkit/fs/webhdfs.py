@@ -16,7 +16,8 @@ or against :class:`dr_toolkit.fs.hdfs_checksum.Md5Md5Crc32c` computed while stre
 
 **Open files.** A file open for write has no checksum yet: HDFS answers ``Fail to get
 checksum, since file … is under construction``; :meth:`checksum` raises
-:class:`UnderConstruction` with the visible length (what GETFILESTATUS and OPEN show now).
+:class:`UnderConstruction` with the visible length (:meth:`visible_length`: GETFILESTATUS may
+lag behind what readers see after a plain ``hflush``; OPEN serves the visible bytes).
 
 **Atomic replace.** :meth:`rename` is one ``RENAME`` with ``renameoptions=OVERWRITE``
 (HDFS's ``rename2``): there is no moment without the target file.
@@ -208,8 +209,7 @@ class WebHdfsFileSystem(FileSystem):
             with self._errors(path):
                 d = self.client.checksum(path)
         except UnderConstruction:
-            st = self.stat(path)
-            raise UnderConstruction(path, st.size if st else None,
+            raise UnderConstruction(path, self.visible_length(path),
                                     f"{path} is open for write (under construction): no checksum until it is "
                                     "closed") from None
         if not d or not d.get("bytes") or not d.get("algorithm"):
@@ -219,6 +219,22 @@ class WebHdfsFileSystem(FileSystem):
         if isinstance(n, int) and 0 < n * 2 < len(value):
             value = value[: n * 2]
         return Checksum(str(d["algorithm"]), value)
+
+    def visible_length(self, path: str) -> int | None:
+        """The bytes a reader sees now. For a file open for write GETFILESTATUS shows only what
+        the NameNode knows (completed blocks, or the last ``hsync`` with UPDATE_LENGTH); the
+        datanode serves up to the visible length, so the tail past the NameNode's length is read
+        (and counted, not kept). None when the file is gone."""
+        st = self.stat(path)
+        if st is None:
+            return None
+        extra = 0
+        try:
+            for chunk in self.read(path, offset=st.size):
+                extra += len(chunk)
+        except FileNotFoundError:
+            return None
+        return st.size + extra
 
     # -- data --------------------------------------------------------------------------------------
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK

@@ -146,6 +146,23 @@ def test_file_open_for_write(emu: WebHdfsEmulator) -> None:
     assert call(emu, "GET", "/uc/log", "GETFILECHECKSUM").status_code == 200
 
 
+def test_namenode_length_of_an_open_file_lags_after_hflush(tmp_path: Path) -> None:
+    e = WebHdfsEmulator(tmp_path / "h", default_block_size=1024).start(standby_first=False)
+    try:
+        e.open_for_write("/g", b"a" * 700, update_length=False)
+        assert call(e, "GET", "/g", "GETFILESTATUS").json()["FileStatus"]["length"] == 0
+        e.hflush("/g", b"b" * 700, update_length=False)  # the first block completes
+        assert call(e, "GET", "/g", "GETFILESTATUS").json()["FileStatus"]["length"] == 1024
+        assert len(call(e, "GET", "/g", "OPEN").content) == 1400  # readers see the visible length
+        assert call(e, "GET", "/g", "OPEN", offset="1024").content == b"b" * 376
+        e.hflush("/g", b"", update_length=True)
+        assert call(e, "GET", "/g", "GETFILESTATUS").json()["FileStatus"]["length"] == 1400
+        e.close_file("/g")
+        assert call(e, "GET", "/g", "LISTSTATUS").json()["FileStatuses"]["FileStatus"][0]["length"] == 1400
+    finally:
+        e.stop()
+
+
 def test_file_id_is_the_inode(emu: WebHdfsEmulator) -> None:
     def fid(p: str) -> int:
         return int(call(emu, "GET", p, "GETFILESTATUS").json()["FileStatus"]["fileId"])

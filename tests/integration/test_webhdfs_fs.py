@@ -105,6 +105,25 @@ def test_open_file_raises_under_construction_with_visible_length(fs: WebHdfsFile
     assert fs.checksum("/logs/app.log") is not None
 
 
+def test_visible_length_of_an_open_file_past_the_namenode_length(tmp_path: Path) -> None:
+    """After a plain hflush the NameNode knows only the completed blocks; readers see more."""
+    e = WebHdfsEmulator(tmp_path / "h").start()
+    try:
+        fs = WebHdfsFileSystem(e.urls)
+        fs.write("/w/log", [b""], block_size=1024)
+        e.open_for_write("/w/log", b"x" * 1500, append=True, update_length=False)
+        st = fs.stat("/w/log")
+        assert st is not None and st.size == 1024  # one completed block
+        with pytest.raises(UnderConstruction) as info:
+            fs.checksum("/w/log")
+        assert info.value.visible_length == 1500
+        e.hflush("/w/log", b"y" * 10, update_length=True)  # hsync(UPDATE_LENGTH)
+        assert fs.stat("/w/log").size == 1510  # type: ignore[union-attr]
+        assert fs.visible_length("/w/log") == 1510 and fs.visible_length("/w/none") is None
+    finally:
+        e.stop()
+
+
 def test_rename_replaces_atomically_in_one_call(fs: WebHdfsFileSystem, emu: WebHdfsEmulator) -> None:
     fs.write("/r/target", [b"old"])
     fs.write("/r/.drt-tmp.x", [b"new"])

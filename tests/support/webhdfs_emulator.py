@@ -22,8 +22,10 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
   the datanode's setting (``bytes_per_checksum``, default 512): WebHDFS has no parameter for it.
 - ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND.
 - Files open for write (:meth:`WebHdfsEmulator.open_for_write`, or a CREATE/APPEND whose writer
-  died mid-stream; :meth:`WebHdfsEmulator.recover_lease` closes them): GETFILESTATUS and OPEN show
-  the visible length; GETFILECHECKSUM refuses with HDFS's
+  died mid-stream; :meth:`WebHdfsEmulator.recover_lease` closes them): OPEN (the datanode) serves
+  the visible length; GETFILESTATUS shows what the NameNode knows — the visible length after an
+  ``hsync`` with UPDATE_LENGTH, only the completed blocks after a plain ``hflush`` (as HDFS);
+  GETFILECHECKSUM refuses with HDFS's
   ``IOException: Fail to get checksum, since file <p> is under construction.``
 - RENAME: without options the old boolean semantics (into an existing directory, ``false``
   when the target exists); with ``renameoptions=OVERWRITE`` (``rename2``) one atomic replace,
@@ -138,6 +140,9 @@ class Store:
         self.next_id = 16386  # 16385 is the root's id in HDFS
         self.block_sizes: dict[int, int] = {}  # inode id -> block size given at CREATE
         self.under_construction: set[int] = set()  # inode ids of files open for write
+        # what the NameNode knows of an open file's length (completed blocks + the last hsync with
+        # UPDATE_LENGTH); readers (OPEN, served by the datanode) see the visible length
+        self.nn_lengths: dict[int, int] = {}
         self.opens: list[str] = []  # paths of the OPEN calls answered (tests count reads)
         self.ops: list[tuple[str, str]] = []  # (op, path) of every namenode call answered
         self.writes_ended = 0  # CREATE/APPEND streams the datanode finished (whole or broken)
@@ -167,7 +172,9 @@ class Store:
         s = p.stat()
         is_dir = st.S_ISDIR(s.st_mode)
         ino = 16385 if path == "/" else (self.ino(path) if "/.snapshot/" not in path + "/" else s.st_ino)
-        return {"pathSuffix": suffix, "type": "DIRECTORY" if is_dir else "FILE", "length": 0 if is_dir else s.st_size,
+        with self.lock:
+            size = self.nn_lengths.get(ino, s.st_size) if ino in self.under_construction else s.st_size
+        return {"pathSuffix": suffix, "type": "DIRECTORY" if is_dir else "FILE", "length": 0 if is_dir else size,
                 "owner": "hdfs", "group": "supergroup", "permission": format(st.S_IMODE(s.st_mode), "o"),
                 "accessTime": 0 if is_dir else int(s.st_atime * 1000), "modificationTime": s.st_mtime_ns // 1_000_000,
                 "blockSize": 0 if is_dir else self.block_size(path), "replication": 0 if is_dir else 3,
@@ -192,6 +199,7 @@ class Store:
                 ino = self.ids.pop(k)
                 self.block_sizes.pop(ino, None)
                 self.under_construction.discard(ino)
+                self.nn_lengths.pop(ino, None)
 
     def move(self, src: str, dst: str) -> None:
         with self.lock:
@@ -727,6 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.store.lock:
             ino = self.store.new_ino(path)
             self.store.under_construction.add(ino)
+            self.store.nn_lengths[ino] = 0
             bs = q.get("blocksize")
             if bs not in (None, "", "-1", "null"):
                 self.store.block_sizes[ino] = int(bs)
@@ -742,6 +751,10 @@ class _Handler(BaseHTTPRequestHandler):
             with self.store.lock:
                 if getattr(self, "body_complete", False):
                     self.store.under_construction.discard(ino)
+                    self.store.nn_lengths.pop(ino, None)
+                elif p.exists():  # a dead writer: the NameNode knows the completed blocks
+                    bs = self.store.block_size(path)
+                    self.store.nn_lengths[ino] = p.stat().st_size // bs * bs
                 self.store.writes_ended += 1
         if not self.body_complete:
             self.close_connection = True
@@ -753,6 +766,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.store.lock:
             ino = self.store.ino(path)
             self.store.under_construction.add(ino)
+            self.store.nn_lengths[ino] = p.stat().st_size
         try:
             with open(p, "ab") as f:
                 for b in self._body_chunks():
@@ -761,6 +775,10 @@ class _Handler(BaseHTTPRequestHandler):
             with self.store.lock:
                 if getattr(self, "body_complete", False):
                     self.store.under_construction.discard(ino)
+                    self.store.nn_lengths.pop(ino, None)
+                elif p.exists():  # a dead writer: the NameNode knows the completed blocks
+                    bs = self.store.block_size(path)
+                    self.store.nn_lengths[ino] = p.stat().st_size // bs * bs
                 self.store.writes_ended += 1
         if not self.body_complete:
             self.close_connection = True
@@ -845,20 +863,33 @@ class WebHdfsEmulator:
         self.store.snapshottable.add("/" + path.strip("/"))
 
     # -- files open for write (a writer elsewhere holds the lease) ---------------------------------
-    def open_for_write(self, path: str, data: bytes = b"", *, append: bool = False) -> None:
-        """Start (or, with ``append``, reopen) a write of ``path`` with ``data`` visible (hflushed)."""
+    def open_for_write(self, path: str, data: bytes = b"", *, append: bool = False,
+                       update_length: bool = True) -> None:
+        """Start (or, with ``append``, reopen) a write of ``path`` with ``data`` visible; see
+        :meth:`hflush` for ``update_length``."""
         p = self.store.local(path)
         with self.store.lock:
             p.parent.mkdir(parents=True, exist_ok=True)
-            with open(p, "ab" if append else "wb") as f:
-                f.write(data)
+            before = p.stat().st_size if append and p.exists() else 0
             ino = self.store.ino(path) if append else self.store.new_ino(path)
             self.store.under_construction.add(ino)
+            self.store.nn_lengths[ino] = before
+        self.hflush(path, data, update_length=update_length)
 
-    def hflush(self, path: str, data: bytes) -> None:
-        """The writer writes and hflushes ``data``: readers now see it."""
-        with self.store.lock, open(self.store.local(path), "ab") as f:
-            f.write(data)
+    def hflush(self, path: str, data: bytes, *, update_length: bool = True) -> None:
+        """The writer writes ``data`` and flushes it: readers (OPEN) now see it. With
+        ``update_length`` (``hsync`` with UPDATE_LENGTH) the NameNode learns the new length, so
+        GETFILESTATUS shows it; without (a plain ``hflush``) GETFILESTATUS keeps the length of the
+        completed blocks, as HDFS does."""
+        p = self.store.local(path)
+        with self.store.lock:
+            with open(p, "ab") as f:
+                f.write(data)
+            ino = self.store.ino(path)
+            size = p.stat().st_size
+            bs = self.store.block_size(path)
+            known = self.store.nn_lengths.get(ino, 0)
+            self.store.nn_lengths[ino] = size if update_length else max(known, size // bs * bs)
 
     def recover_lease(self, path: str) -> None:
         """What the NameNode does once a dead writer's lease expires: close the file as it is."""
@@ -867,4 +898,6 @@ class WebHdfsEmulator:
     def close_file(self, path: str) -> None:
         """The writer closes the file: it is complete, its checksum can be had."""
         with self.store.lock:
-            self.store.under_construction.discard(self.store.ino(path))
+            ino = self.store.ino(path)
+            self.store.under_construction.discard(ino)
+            self.store.nn_lengths.pop(ino, None)
