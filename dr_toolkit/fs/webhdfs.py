@@ -156,6 +156,8 @@ class WebHdfsFileSystem(FileSystem):
                 return
             if posixpath.basename(root).startswith(TMP_PREFIX) == want_tmp:
                 yield self._status(root, top)
+            elif skipped and not want_tmp:
+                skipped(root, "named like a temporary file")
             return
         stack = [root]
         while stack:
