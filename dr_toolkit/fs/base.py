@@ -2,18 +2,37 @@
 read, write (to a temporary name), rename, delete, mkdirs, times/permissions, snapshots.
 
 Paths are absolute within their filesystem and '/'-separated (for S3: the key, no leading
-'/'). Listings skip the toolkit's own hidden entries: the ``.drt`` directory (manifests) and
-temporary files named ``.drt-tmp.*``.
+'/'). Listings return regular files only; everything else they pass over (symlinks, dangling
+links, empty directories, files named like the toolkit's temporary files ``.drt-tmp.*``) is
+reported through the ``skipped(path, reason)`` callback so a run can count and report it.
+Nothing of the toolkit's own state lives under a replicated tree (see ``dr_toolkit.copy.state``).
+
+The contract between the copy engine and each filesystem (``/work/wt/notes/INTERFACE-fs.md``):
+
+- :class:`FileStatus` ``version``: a change token — a value that changes whenever the file's
+  bytes may have changed, even when size and mtime were put back (local: inode + ctime;
+  HDFS: the inode ``fileId``, new on every CREATE; S3: the ETag). ``None`` when unknown.
+- :meth:`FileSystem.checksum` answers what the server answers, its algorithm named honestly
+  (``COMPOSITE-CRC32C``, ``MD5-of-0MD5-of-512CRC32C``, ...). Two checksums are compared only
+  when their algorithm names are equal (:meth:`Checksum.comparable`). For a file open for
+  write it raises :class:`UnderConstruction`.
+- :meth:`FileSystem.write` takes ``block_size`` / ``bytes_per_checksum`` (HDFS: honoured where
+  the protocol allows) and ``size_hint`` (S3: part size).
+- :meth:`FileSystem.rename` replaces a file ``dst`` atomically (WebHDFS: ``renameoptions=OVERWRITE``)
+  and raises :class:`IsADirectoryError` when ``dst`` is a directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-INTERNAL_DIR = ".drt"
+INTERNAL_DIR = ".drt"  # kept for old manifests only: nothing is written there any more
 TMP_PREFIX = ".drt-tmp."
+#: skipped(path, reason): called by a listing for every entry it passes over
+Skipped = Callable[[str, str], None]
 CHUNK = 4 << 20  # streaming chunk: memory per worker is a few of these
 #: checksum algorithms whose value depends only on the bytes (not on block or part sizes)
 LAYOUT_INDEPENDENT = frozenset({"MD5", "COMPOSITE-CRC32C", "COMPOSITE-CRC32"})
@@ -43,15 +62,38 @@ class ContentHash:
 
 
 def is_internal(rel: str) -> bool:
-    """True for the toolkit's hidden entries (manifest dir, temporary files), at any depth."""
-    parts = rel.strip("/").split("/")
-    return parts[0] == INTERNAL_DIR or parts[-1].startswith(TMP_PREFIX)
+    """True for names of the toolkit's temporary files, at any depth."""
+    return rel.rstrip("/").rsplit("/", 1)[-1].startswith(TMP_PREFIX)
+
+
+def run_tag(run_id: str) -> str:
+    """The short tag of a run inside temporary names (8 hex digits of its id)."""
+    return hashlib.sha1(run_id.encode()).hexdigest()[:8]
 
 
 def tmp_name(path: str, run_id: str) -> str:
-    """The temporary name a file is written to before it is renamed into ``path``."""
+    """The temporary name a file is written to before it is renamed into ``path``: short
+    (``.drt-tmp.<run tag>.<name hash>``, 34 bytes) so a 255-byte name still has one."""
     d, name = posixpath.split(path)
-    return posixpath.join(d, f"{TMP_PREFIX}{name}.{run_id}")
+    return posixpath.join(d, f"{TMP_PREFIX}{run_tag(run_id)}.{hashlib.sha1(name.encode()).hexdigest()[:16]}")
+
+
+def tmp_run_tag(name: str) -> str | None:
+    """The run tag of a temporary file name (None: not one of ours)."""
+    base = name.rstrip("/").rsplit("/", 1)[-1]
+    if not base.startswith(TMP_PREFIX):
+        return None
+    return base[len(TMP_PREFIX):].split(".", 1)[0] or None
+
+
+class UnderConstruction(OSError):
+    """The file is open for write (HDFS "under construction"): no checksum can be had yet.
+    ``visible_length``: the bytes a reader sees now, when the filesystem knows it."""
+
+    def __init__(self, path: str, visible_length: int | None = None, message: str = "") -> None:
+        super().__init__(message or f"{path} is open for write (under construction)")
+        self.path = path
+        self.visible_length = visible_length
 
 
 @dataclass(frozen=True)
@@ -61,6 +103,8 @@ class FileStatus:
     mtime: float  # seconds since the epoch
     is_dir: bool = False
     permission: str | None = None  # octal, e.g. "644"
+    version: str | None = None  # change token (see the module doc); None: unknown
+    block_size: int | None = None  # HDFS: the file's block size
 
 
 @dataclass(frozen=True)
@@ -71,6 +115,20 @@ class Checksum:
     @property
     def layout_independent(self) -> bool:
         return self.algorithm in LAYOUT_INDEPENDENT
+
+    def comparable(self, other: Checksum | None) -> bool:
+        """Whether the two values can be compared: the same algorithm name. HDFS names its
+        MD5MD5CRC with the layout it depends on (``MD5-of-<crcPerBlock>MD5-of-<bytesPerCrc>CRC32C``),
+        so equal names mean equal layouts; an MD5MD5CRC is never compared with a composite CRC."""
+        return other is not None and other.algorithm == self.algorithm
+
+    @property
+    def bytes_per_checksum(self) -> int | None:
+        """HDFS MD5MD5CRC: the bytes-per-checksum its name states."""
+        import re
+
+        m = re.fullmatch(r"MD5-of-\d+MD5-of-(\d+)CRC32C?", self.algorithm)
+        return int(m.group(1)) if m else None
 
     def __str__(self) -> str:
         return f"{self.algorithm}:{self.value}"
@@ -102,6 +160,8 @@ class FileSystem:
     supports_snapshots = False
     #: True when checksum() is answered without streaming the file's bytes through this process
     cheap_checksum = False
+    #: True when rename() replaces an existing file in one step (no moment without the file)
+    supports_atomic_replace = False
 
     # -- paths ---------------------------------------------------------------------------------
     def join(self, base: str, rel: str) -> str:
@@ -115,27 +175,45 @@ class FileSystem:
         return path[len(root):].lstrip("/") if root else path.lstrip("/")
 
     # -- primitives ----------------------------------------------------------------------------
-    def list_files(self, root: str) -> Iterator[FileStatus]:
-        """Every file under ``root`` (recursively), internal entries skipped; empty when absent."""
+    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+        """Every regular file under ``root`` (recursively); empty when absent; ``root`` itself
+        when it is a file. Temporary files (``.drt-tmp.*``), symlinks and empty directories are
+        passed over, each reported through ``skipped(path, reason)`` when given."""
         raise NotImplementedError
+
+    def list_dirs(self, root: str) -> Iterator[str]:
+        """Every directory under ``root`` (recursively, ``root`` excluded), for pruning."""
+        return iter(())
 
     def stat(self, path: str) -> FileStatus | None:
         raise NotImplementedError
 
     def checksum(self, path: str) -> Checksum | None:
-        """A content checksum (see :data:`LAYOUT_INDEPENDENT`), or None when the filesystem has none."""
+        """The filesystem's own checksum of ``path`` (algorithm named honestly), or None when
+        it has none. Raises :class:`UnderConstruction` for a file open for write."""
         return None
+
+    def content_checksum(self, path: str, length: int | None = None) -> Checksum:
+        """CRC32C of the bytes (``COMPOSITE-CRC32C``), computed by reading them here."""
+        h = ContentHash()
+        for chunk in self.read(path, length=length):
+            h.update(chunk)
+        return h.checksum()
 
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
              ) -> Iterator[bytes]:
         raise NotImplementedError
 
-    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False) -> int:
-        """Write (or append) ``chunks`` to ``path`` (parents created); return the bytes written."""
+    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
+              bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
+        """Write (or append) ``chunks`` to ``path`` (parents created, an existing file replaced);
+        return the bytes written. ``block_size``/``bytes_per_checksum``: HDFS create parameters
+        (ignored where they mean nothing); ``size_hint``: the expected length (S3 part sizes)."""
         raise NotImplementedError
 
     def rename(self, src: str, dst: str) -> None:
-        """Move ``src`` to ``dst``, replacing ``dst`` if it is a file."""
+        """Move ``src`` to ``dst`` (parents created). A file ``dst`` is replaced — atomically
+        where :attr:`supports_atomic_replace`. A directory ``dst`` raises IsADirectoryError."""
         raise NotImplementedError
 
     def delete(self, path: str, recursive: bool = False) -> bool:

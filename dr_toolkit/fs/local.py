@@ -7,8 +7,7 @@ import shutil
 import stat as st
 from collections.abc import Iterable, Iterator
 
-from dr_toolkit.errors import ConfigError
-from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, ContentHash, FileStatus, FileSystem
+from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, FileStatus, FileSystem, Skipped
 
 
 class LocalFileSystem(FileSystem):
@@ -16,9 +15,16 @@ class LocalFileSystem(FileSystem):
     supports_append = True
     supports_times = True
     supports_permissions = True
+    supports_atomic_replace = True  # rename(2)
     cheap_checksum = False  # CRC32C of the content: the file is read
 
-    def _walk(self, root: str, want_tmp: bool) -> Iterator[os.DirEntry[str]]:
+    @staticmethod
+    def _status(path: str, r: os.stat_result) -> FileStatus:
+        # the change token: inode and ctime (ctime cannot be put back, unlike mtime)
+        return FileStatus(path, r.st_size, r.st_mtime_ns / 1e9, False, format(st.S_IMODE(r.st_mode), "o"),
+                          f"{r.st_ino}:{r.st_ctime_ns}")
+
+    def _walk(self, root: str, skipped: Skipped | None, want_tmp: bool) -> Iterator[tuple[str, os.stat_result]]:
         stack = [root]
         while stack:
             d = stack.pop()
@@ -26,41 +32,75 @@ class LocalFileSystem(FileSystem):
                 it = os.scandir(d)
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            empty = True
             with it:
                 for e in it:
+                    empty = False
+                    if e.is_symlink():
+                        if skipped and not want_tmp:
+                            skipped(e.path, "symlink" if os.path.exists(e.path) else "dangling symlink")
+                        continue
                     if e.is_dir(follow_symlinks=False):
-                        if e.name != INTERNAL_DIR or d != root:
-                            stack.append(e.path)
-                    elif e.is_file(follow_symlinks=True) and e.name.startswith(TMP_PREFIX) == want_tmp:
-                        yield e
+                        stack.append(e.path)
+                        continue
+                    if e.name.startswith(TMP_PREFIX):
+                        if want_tmp:
+                            yield e.path, e.stat(follow_symlinks=False)
+                        elif skipped:
+                            skipped(e.path, "named like a temporary file (.drt-tmp.*)")
+                        continue
+                    if want_tmp:
+                        continue
+                    r = e.stat(follow_symlinks=False)
+                    if not st.S_ISREG(r.st_mode):
+                        if skipped:
+                            skipped(e.path, "not a regular file")
+                        continue
+                    yield e.path, r
+            if empty and skipped and not want_tmp and d != root:
+                skipped(d, "empty directory")
 
-    def list_files(self, root: str) -> Iterator[FileStatus]:
-        if os.path.isfile(root):
-            s = self.stat(root)
-            if s:
-                yield s
+    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+        try:
+            top = os.lstat(root)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        for e in self._walk(root, want_tmp=False):
-            r = e.stat()
-            yield FileStatus(e.path, r.st_size, r.st_mtime_ns / 1e9, False, format(st.S_IMODE(r.st_mode), "o"))
+        if st.S_ISLNK(top.st_mode):
+            top = os.stat(root)  # the root named by the user may be a link; links below it are not followed
+        if st.S_ISREG(top.st_mode):
+            yield self._status(root, top)
+            return
+        for path, r in self._walk(root, skipped, want_tmp=False):
+            yield self._status(path, r)
+
+    def list_dirs(self, root: str) -> Iterator[str]:
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                            yield e.path
+            except (FileNotFoundError, NotADirectoryError):
+                continue
 
     def list_tmp(self, root: str) -> Iterator[str]:
-        for e in self._walk(root, want_tmp=True):
-            yield e.path
+        for path, _r in self._walk(root, None, want_tmp=True):
+            yield path
 
     def stat(self, path: str) -> FileStatus | None:
         try:
             s = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return FileStatus(path, s.st_size if not st.S_ISDIR(s.st_mode) else 0, s.st_mtime_ns / 1e9,
-                          st.S_ISDIR(s.st_mode), format(st.S_IMODE(s.st_mode), "o"))
+        if st.S_ISDIR(s.st_mode):
+            return FileStatus(path, 0, s.st_mtime_ns / 1e9, True, format(st.S_IMODE(s.st_mode), "o"))
+        return self._status(path, s)
 
     def checksum(self, path: str) -> Checksum | None:
-        h = ContentHash()
-        for chunk in self.read(path, chunk_size=4 << 20):
-            h.update(chunk)
-        return h.checksum()
+        return self.content_checksum(path)
 
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
              ) -> Iterator[bytes]:
@@ -76,7 +116,8 @@ class LocalFileSystem(FileSystem):
                     left -= len(b)
                 yield b
 
-    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False) -> int:
+    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
+              bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
         os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
         n = 0
         with open(path, "ab" if append else "wb") as f:
@@ -87,8 +128,8 @@ class LocalFileSystem(FileSystem):
 
     def rename(self, src: str, dst: str) -> None:
         os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
-        if os.path.isdir(dst) and not os.path.isdir(src):
-            raise ConfigError(f"cannot replace directory {dst} with a file", hint="remove the directory first")
+        if os.path.isdir(dst) and not os.path.islink(dst) and not os.path.isdir(src):
+            raise IsADirectoryError(f"cannot replace directory {dst} with a file")
         os.replace(src, dst)
 
     def delete(self, path: str, recursive: bool = False) -> bool:
