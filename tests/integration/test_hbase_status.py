@@ -133,3 +133,63 @@ def test_chained_claims_like_the_reference_example(zkc, rs_cluster, hbase_parent
     st = replication_status(zkc, hbase_parent, wal_length=c.wal_length)
     assert st.caught_up, st.reasons
     assert [q.queue_id for q in st.queues] == ["2"]
+
+
+def test_drain_proven_by_the_wal_files_on_the_hot_filesystem(zkc, rs_cluster, hbase_parent, tmp_path) -> None:
+    """The simulator writes real WAL files; positions are compared with the files' lengths read through
+    the filesystem (WALs/<server>/<wal>, then oldWALs/ once archived)."""
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.status import fs_wal_length
+
+    root = tmp_path / "hbase"
+    c = rs_cluster(["1", "2"], rootdir=root)
+    a = c.add_server("rs-a.example.com")
+    a.write(700)
+    length = fs_wal_length(LocalFileSystem(), str(root))
+    wal = a.current_wal
+    assert (root / "WALs" / a.name / wal).stat().st_size == 700 and length(a.name, wal) == 700
+
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert not st.caught_up and not st.proven
+    assert any("700 bytes left to ship" in r for r in st.reasons)
+    a.ship("1", 650)
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert any("50 bytes left to ship" in r for r in st.reasons)
+    a.drain()
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.caught_up and st.proven and st.basis == "wal-length" and st.read_at > 0
+
+    # roll: the old WAL is archived to oldWALs once no queue needs it; lengths still resolve there
+    a.write(10)
+    a.roll()
+    a.ship("1")
+    assert (root / "WALs" / a.name / wal).exists()  # queue 2 still holds it
+    a.ship("2")
+    assert not (root / "WALs" / a.name / wal).exists() and (root / "oldWALs" / wal).stat().st_size == 710
+    assert length(a.name, wal) == 710
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.proven, st.reasons
+
+    # a WAL whose file cannot be found: queue size only, never proven
+    (root / "WALs" / a.name / a.current_wal).unlink()
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.caught_up and not st.proven and st.basis == "queue-size"
+
+
+def test_table_descriptors_round_trip_with_their_replication_scope(tmp_path) -> None:
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.tabledesc import decode_tabledesc, encode_tabledesc, list_tables, read_table, tabledesc_path
+
+    raw = encode_tabledesc("shop", "orders", {"d": 1, "meta": 0})
+    d = decode_tabledesc(raw)
+    assert d.name == "shop:orders" and d.scopes == {"d": 1, "meta": 0} and d.unscoped == ["meta"]
+    fs = LocalFileSystem()
+    root = str(tmp_path / "hbase")
+    p = tmp_path / "hbase" / "data" / "shop" / "orders" / ".tabledesc"
+    p.mkdir(parents=True)
+    (p / ".tableinfo.0000000001").write_bytes(raw)
+    (p / ".tableinfo.0000000002.123").write_bytes(encode_tabledesc("shop", "orders", {"d": 1, "meta": 1}))
+    assert read_table(fs, root, "shop", "orders").unscoped == []  # the newest descriptor wins
+    assert list_tables(fs, root, "shop") == ["orders"] and list_tables(fs, root, "nope") is None
+    assert read_table(fs, root, "shop", "missing") is None
+    assert tabledesc_path(root, "a", "b").endswith("/data/a/b/.tabledesc/.tableinfo.0000000001")
