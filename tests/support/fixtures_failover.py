@@ -179,9 +179,9 @@ class HBaseWorld:
         self.topo = topo
         self.parent = ep.hbase_znode_parent
         self.rootdir = Path(topo.hot.local_root) / "hbase"
+        self.sim = SimCluster(ep.quorum, self.parent, ["1"], rootdir=self.rootdir)  # first: open ACLs
         with connect(ep) as zk:
             add_peer(zk, "1", topo.cold.zookeeper.cluster_key, znode_parent=self.parent)
-        self.sim = SimCluster(ep.quorum, self.parent, ["1"], rootdir=self.rootdir)
         self.sim.create_table("default", "orders", {"d": 1})
         self.rs = self.sim.add_server("rs1.example")
         self.rs.write(500)
