@@ -55,7 +55,14 @@ def simple(tmp_path, zk_server, **kw):
 
 @pytest.fixture
 def kafka_world(kafka_hot, kafka_cold):
-    from tests.support.fixtures_kafka import Rec, commit_after_consuming, create_topic, mirror, produce, unique
+    from tests.support.fixtures_kafka import (
+        Rec,
+        commit_after_consuming,
+        create_topic,
+        mirror,
+        produce,
+        unique,
+    )
 
     topic, group = unique("orders"), unique("billing")
     for addr in (kafka_hot.address, kafka_cold.address):

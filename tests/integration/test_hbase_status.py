@@ -178,7 +178,13 @@ def test_drain_proven_by_the_wal_files_on_the_hot_filesystem(zkc, rs_cluster, hb
 
 def test_table_descriptors_round_trip_with_their_replication_scope(tmp_path) -> None:
     from dr_toolkit.fs.local import LocalFileSystem
-    from dr_toolkit.hbase.tabledesc import decode_tabledesc, encode_tabledesc, list_tables, read_table, tabledesc_path
+    from dr_toolkit.hbase.tabledesc import (
+        decode_tabledesc,
+        encode_tabledesc,
+        list_tables,
+        read_table,
+        tabledesc_path,
+    )
 
     raw = encode_tabledesc("shop", "orders", {"d": 1, "meta": 0})
     d = decode_tabledesc(raw)
