@@ -547,6 +547,7 @@ class Runbook:
         from dr_toolkit.failover.gate import check
 
         res = check(self.topology, self.reader_ledger, access=self.access)
+        self._gate = res  # the approval in this process is asked on this answer
         detail = res.to_json()
         if res.go:
             return StepResult(Step.FINAL_GATE, DONE if self.execute else PLANNED, detail,
