@@ -254,8 +254,21 @@ class Demo:
 
     # -- 2..5 --------------------------------------------------------------------------------------
     def replication_setup(self) -> None:
+        from dr_toolkit.failover.gate import check
+
         states = run_dag_logged("dr_hbase_replication", self.logs)
         self.step("replication setup", f"DAG dr_hbase_replication: {_states(states)} (peer 1 → cold cluster key)")
+        # The peer ships what the region servers had written; a check proves it against the WAL
+        # files' lengths and records the proof (the HBase safe time while later edits wait).
+        for rs in self.hot_rs:
+            rs.drain()
+        res = check(self.topology(), self.ledger(), components=("hbase",))
+        hb = next(s for s in res.signals if s.component == "hbase")
+        self.step("HBase shipped", f"{hb.basis}" if hb.caught_up else f"not proven: {hb.reason}")
+        for rs in self.hot_rs:  # the hot cluster keeps writing: two more WALs each, not yet shipped
+            for _ in range(2):
+                rs.write(4096)
+                rs.roll()
 
     def hdfs_replication(self) -> None:
         states = run_dag_logged("dr_hdfs_replication", self.logs, {"policy": "all"})
