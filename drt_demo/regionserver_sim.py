@@ -83,11 +83,12 @@ class SimCluster:
         return path
 
     def _append(self, wal: str, nbytes: int) -> None:
-        self.lengths[wal] = self.lengths.get(wal, 0) + nbytes
+        """The file first, then the length the shipper reads up to (it never ships past the file)."""
         f = self.wal_files.get(wal)
         if f is not None:
             with f.open("ab") as out:
                 out.write(os.urandom(nbytes) if nbytes < 1 << 16 else b"\0" * nbytes)
+        self.lengths[wal] = self.lengths.get(wal, 0) + nbytes
 
     def _archive_if_unused(self, server: str, wal: str) -> None:
         """HBase moves a WAL to oldWALs once it was rolled past and no replication queue needs it."""

@@ -276,3 +276,62 @@ def test_random_write_ship_roll_die_claim_sequences_never_prove_an_undrained_que
     st = replication_status(zkc, hbase_parent, wal_length=length)
     assert st.proven, st.reasons
     assert proven_seen > 0
+
+
+def test_a_proof_under_concurrent_writes_and_shipping_covers_every_write_before_its_read_time(
+        zkc, rs_cluster, hbase_parent, tmp_path) -> None:
+    """The read order (``read_at``, then positions, then WAL lengths) is what makes the proof sound while
+    the region server keeps writing and shipping: every write completed before ``read_at`` is covered
+    by the shipped position the status read."""
+    import bisect
+    import random
+    import threading
+    import time as _time
+
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.status import fs_wal_length
+
+    root = tmp_path / "hbase"
+    c = rs_cluster(["1"], rootdir=root)
+    rs = c.add_server("rs-a.example.com")
+    length = fs_wal_length(LocalFileSystem(), str(root))
+    written: list[tuple[float, int]] = [(0.0, 0)]  # (time the write completed, WAL length after it)
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def writer() -> None:
+        rnd = random.Random(1)
+        while not stop.is_set():
+            with lock:
+                rs.write(rnd.randint(1, 200))
+                written.append((_time.time(), c.lengths[rs.current_wal]))
+            stop.wait(rnd.uniform(0, 0.03))
+
+    def shipper() -> None:
+        rnd = random.Random(2)
+        while not stop.is_set():
+            rs.ship("1", rnd.choice([None, rnd.randint(50, 400)]))
+            stop.wait(rnd.uniform(0, 0.01))
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=shipper)]
+    for t in threads:
+        t.start()
+    proofs = 0
+    try:
+        for _ in range(150):
+            st = replication_status(zkc, hbase_parent, wal_length=length)
+            if st.proven:
+                proofs += 1
+                with lock:
+                    log = list(written)
+                before = log[bisect.bisect_right([w[0] for w in log], st.read_at) - 1][1]
+                assert st.queues[0].position >= before, (st.read_at, before, st.queues[0].position)
+            if proofs >= 10:
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert proofs, "no proof happened while writing: the attack proved nothing"
+    rs.drain()
+    assert replication_status(zkc, hbase_parent, wal_length=length).proven
