@@ -318,7 +318,7 @@ def test_a_proof_under_concurrent_writes_and_shipping_covers_every_write_before_
         t.start()
     proofs = 0
     try:
-        for _ in range(150):
+        for _ in range(600):
             st = replication_status(zkc, hbase_parent, wal_length=length)
             if st.proven:
                 proofs += 1
