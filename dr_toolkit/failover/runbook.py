@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.failover.gate import GateResult
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,16 @@ class DryRunLedger:
         return getattr(self._ledger, name)
 
 
+def _fence_access(topology: Topology, creds: Credentials) -> Access:
+    """An Access giving ``creds`` to the fencing ZooKeeper's conn_id, the environment for the rest."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.secrets import lookup
+    from dr_toolkit.zk.fencing import fencing_endpoint
+
+    cid = fencing_endpoint(topology).conn_id
+    return Access.from_resolver(lambda c: creds if c == cid else lookup(c), "given credentials + environment")
+
+
 def lint_id(finding: dict[str, Any]) -> str:
     """A finding's id, as the approver acknowledges it: ``path:line``."""
     return f"{finding['path']}:{finding['line']}"
@@ -167,9 +178,12 @@ class Runbook:
     def __init__(self, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool,
                  reason: str = "", who: str | None = None, approver: Approver | None = None,
                  poll_s: float = 1.0, drain_timeout_s: float | None = None,
-                 access: Access | None = None, unplanned: bool = False) -> None:
+                 access: Access | None = None, unplanned: bool = False,
+                 zk_credentials: Credentials | None = None) -> None:
         from dr_toolkit.access import default_access
 
+        if zk_credentials is not None and access is None:  # the older keyword (until the plugin passes access)
+            access = _fence_access(topology, zk_credentials)
         self.topology = topology
         self.ledger = ledger
         self.run_id = run_id
@@ -732,6 +746,11 @@ class Runbook:
         epoch = self.epoch
         if epoch is None:
             return StepResult(Step.PROMOTE_COLD, FAILED, {}, "the hot cluster was not fenced by this run")
+        if self._groups() and self.step_event(Step.KAFKA_APPLY, DONE) is None:
+            # a caller that runs steps one by one without kafka_apply (an older DAG): offsets go first
+            applied = self.run_step(Step.KAFKA_APPLY)
+            if applied.status != DONE:
+                return StepResult(Step.PROMOTE_COLD, FAILED, {}, f"kafka_apply {applied.status}: {applied.message}")
         fresh = not (Step.KAFKA_APPLY in self.results and self.results[Step.KAFKA_APPLY].status == DONE
                      and not self.results[Step.KAFKA_APPLY].detail.get("earlier"))
         stop = self._pre_promotion_check(Step.PROMOTE_COLD, fresh=fresh)

@@ -211,3 +211,18 @@ class HBaseWorld:
             self.sim.close()
         except Exception:  # noqa: BLE001 - ZooKeeper may be down in a fault test
             pass
+
+
+_WORLDS: dict[str, HBaseWorld] = {}
+
+
+def hbase_world(topo: Any, *, lagging: bool) -> HBaseWorld:
+    """An :class:`HBaseWorld` for ``topo`` (kept by topology file, for :func:`hbase_drain`); the
+    simulator's ZooKeeper sessions end with the test process."""
+    w = HBaseWorld(topo, lagging=lagging)
+    _WORLDS[str(topo.source_file)] = w
+    return w
+
+
+def hbase_drain(topo: Any) -> None:
+    _WORLDS[str(topo.source_file)].drain()
