@@ -217,9 +217,11 @@ _WORLDS: dict[str, HBaseWorld] = {}
 
 
 def hbase_world(topo: Any, *, lagging: bool) -> HBaseWorld:
-    """An :class:`HBaseWorld` for ``topo`` (kept by topology file, for :func:`hbase_drain`); the
-    simulator's ZooKeeper sessions end with the test process."""
-    w = HBaseWorld(topo, lagging=lagging)
+    """An :class:`HBaseWorld` for ``topo`` (kept by topology file, for :func:`hbase_drain`); lagging: a
+    whole WAL waits (SizeOfLogQueue=1). The simulator's ZooKeeper sessions end with the test process."""
+    w = HBaseWorld(topo)
+    if lagging:
+        w.lag_whole_wal()
     _WORLDS[str(topo.source_file)] = w
     return w
 
