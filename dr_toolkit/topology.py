@@ -174,6 +174,8 @@ class HBasePolicy(_Model):
     table_cfs: dict[str, list[str]] = Field(default_factory=dict)
     schedule: str | None = "@daily"
     max_lag_s: float | None = None
+    hbase_rootdir: str = Field(default="/hbase", description="hbase.rootdir on the hot cluster's filesystem: "
+                               "WAL lengths (WALs/, oldWALs/) and table descriptors (data/) are read there")
 
 
 class KafkaPolicy(_Model):
@@ -220,6 +222,10 @@ class Failover(_Model):
     max_verify_age_s: float = 86400.0
     drain_timeout_s: float = 600.0
     reports_dir: str = "reports"
+    approvers: list[str] = Field(default_factory=list, description="who may approve or reject a promotion "
+                                 "(runbook `who` / Airflow user names); empty: anyone who can run the runbook")
+    clock_skew_s: float = Field(default=0.0, ge=0, description="bound on the clock skew between the hosts "
+                                "running drt (the fencing host vs the checking host); 0 when one host runs both")
 
 
 class Topology(_Model):

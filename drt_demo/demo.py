@@ -234,8 +234,12 @@ class Demo:
                 prog = mirror(hot, cold, t, p, 0, RECORDS_PER_PARTITION // 2 + 10 * p)
                 self.ctx.mirror_next[(t, p)] = prog.next_offset
         # HBase: two region servers of the hot cluster with WAL queues for peer 1, not yet shipped.
+        # They write real WAL files under hot/hbase (hbase.rootdir), so the gate proves drain by
+        # comparing queue positions with the WAL files' lengths; the protected table's descriptor
+        # (REPLICATION_SCOPE 1) lives under hot/hbase/data.
         zk = topo.hot.zookeeper
-        self.sim = SimCluster(zk.quorum, zk.hbase_znode_parent, ["1"])
+        self.sim = SimCluster(zk.quorum, zk.hbase_znode_parent, ["1"], rootdir=self.ctx.hot_root / "hbase")
+        self.sim.create_table("default", "orders", {"d": 1})
         for host in ("rs1.hot", "rs2.hot"):
             rs = self.sim.add_server(host)
             for _ in range(3):
@@ -250,8 +254,21 @@ class Demo:
 
     # -- 2..5 --------------------------------------------------------------------------------------
     def replication_setup(self) -> None:
+        from dr_toolkit.failover.gate import check
+
         states = run_dag_logged("dr_hbase_replication", self.logs)
         self.step("replication setup", f"DAG dr_hbase_replication: {_states(states)} (peer 1 → cold cluster key)")
+        # The peer ships what the region servers had written; a check proves it against the WAL
+        # files' lengths and records the proof (the HBase safe time while later edits wait).
+        for rs in self.hot_rs:
+            rs.drain()
+        res = check(self.topology(), self.ledger(), components=("hbase",))
+        hb = next(s for s in res.signals if s.component == "hbase")
+        self.step("HBase shipped", f"{hb.basis}" if hb.caught_up else f"not proven: {hb.reason}")
+        for rs in self.hot_rs:  # the hot cluster keeps writing: two more WALs each, not yet shipped
+            for _ in range(2):
+                rs.write(4096)
+                rs.roll()
 
     def hdfs_replication(self) -> None:
         states = run_dag_logged("dr_hdfs_replication", self.logs, {"policy": "all"})
@@ -277,11 +294,18 @@ class Demo:
         from dr_toolkit.failover.gate import check
 
         res = check(self.topology(), self.ledger()).to_json()
-        self.step(f"failover check ({label})", f"{res['verdict']}, recovery point {res['recovery_point']}")
+        self.step(f"failover check ({label})", f"{res['verdict']}, recovery point {res['recovery_point']} "
+                                               f"(limited by {res.get('recovery_point_from')})")
+        safe = safe_times(res)
+        for comp, (t, basis) in safe.items():
+            self.ctx.say(f"           safe time {comp:<6} {t or 'none':<29} {basis}")
         for r in res["reasons"]:
             self.ctx.say(f"           - {r}")
-        self.ctx.summary.setdefault("checks", []).append({"when": label, "verdict": res["verdict"],
-                                                          "reasons": res["reasons"]})
+        self.ctx.summary.setdefault("checks", []).append({
+            "when": label, "verdict": res["verdict"], "recovery_point": res["recovery_point"],
+            "safe_times": {c: t for c, (t, _b) in safe.items()},
+            "hbase_basis": next((s["basis"] for s in res["signals"] if s["component"] == "hbase"), None),
+            "reasons": res["reasons"]})
         return res
 
     def drain(self) -> None:
@@ -306,10 +330,13 @@ class Demo:
 
         topo = self.topology()
 
-        def approve(req: dict[str, Any]) -> bool:
+        def approve(req: dict[str, Any]) -> dict[str, Any]:
+            acks = [f["id"] for f in req.get("findings") or []]
             self.step("approval", "given by the demo (an operator approves in the Airflow UI or types the "
-                                  "cold cluster's name at `drt failover run --execute`)")
-            return True
+                                  "cold cluster's name at `drt failover run --execute`); gate re-run: "
+                                  f"{(req.get('gate') or {}).get('verdict')}, recovery point {req.get('recovery_point')}"
+                                  + (f"; {len(acks)} metadata-lint finding(s) acknowledged" if acks else ""))
+            return {"approved": True, "acknowledged": acks, "comment": "drt demo"}
 
         rb = Runbook.start(topo, self.ledger(), reason="drt demo: hot-to-cold drill", execute=True,
                            approver=approve, who="drt-demo")
@@ -329,6 +356,17 @@ class Demo:
             except Exception:  # noqa: BLE001 - the servers are going away anyway
                 pass
         stop_servers(self.ctx)
+
+
+def safe_times(gate: dict[str, Any]) -> dict[str, tuple[str | None, str]]:
+    """Per component: the earliest safe time of its signals and that signal's basis."""
+    out: dict[str, tuple[float | None, str | None, str]] = {}
+    for s in gate["signals"]:
+        t = s.get("safe_time_epoch")
+        cur = out.get(s["component"])
+        if cur is None or (cur[0] is not None and (t is None or t < cur[0])):
+            out[s["component"]] = (t, s.get("safe_time"), s.get("basis") or "")
+    return {c: (iso_t, basis) for c, (_t, iso_t, basis) in out.items()}
 
 
 def _states(states: dict[str, str]) -> str:
@@ -358,6 +396,8 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
         fo = demo.failover()
         summary = {"workdir": str(demo.ctx.workdir), "topology": str(demo.ctx.topology_path),
                    "first_check": before["verdict"], "second_check": after["verdict"],
+                   "recovery_point": after["recovery_point"], "safe_times": safe_times(after),
+                   "hbase_basis": next((s["basis"] for s in after["signals"] if s["component"] == "hbase"), None),
                    "failover_status": fo["status"], "run_id": fo["run_id"],
                    **demo.ctx.summary, "duration_s": round(time.monotonic() - demo.t0, 1)}
         (demo.ctx.workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

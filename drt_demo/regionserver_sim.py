@@ -15,14 +15,22 @@ No HBase can run here (DESIGN §4), so this writes the znodes HBase's region ser
   owner) in the dead server's replication znode, copies each queue to ``<queue>-<dead>``
   under itself, then deletes the dead server's queues and znode.
 
-WAL file lengths (which HBase keeps in HDFS, not ZooKeeper) are kept in ``SimCluster.lengths``;
-``SimCluster.wal_length`` is the callable ``replication_status(wal_length=...)`` accepts.
+WAL files: with ``rootdir`` (a local directory standing for ``hbase.rootdir`` on the hot
+cluster, e.g. ``<hot local_root>/hbase``) the simulator writes real WAL files, as HBase does on
+HDFS: ``<rootdir>/WALs/<server>/<wal>`` grows with every ``write``; a WAL no queue needs any more
+(shipped and rolled past) is archived to ``<rootdir>/oldWALs/<wal>``; ``create_table`` writes a
+table descriptor ``<rootdir>/data/<ns>/<table>/.tabledesc/.tableinfo.0000000001`` with each
+family's REPLICATION_SCOPE. The gate then proves drain by reading those files' lengths. Without
+``rootdir`` lengths live only in ``SimCluster.lengths``. ``SimCluster.wal_length`` is the
+callable ``replication_status(wal_length=...)`` accepts.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,11 +48,14 @@ def _ts() -> int:
 class SimCluster:
     """A set of simulated region servers of one HBase cluster (one znode parent)."""
 
-    def __init__(self, hosts: str, parent: str, peers: list[str]) -> None:
+    def __init__(self, hosts: str, parent: str, peers: list[str], rootdir: str | os.PathLike[str] | None = None
+                 ) -> None:
         self.hosts = hosts
         self.lay = Layout(parent)
         self.peers = list(peers)
+        self.rootdir = Path(rootdir) if rootdir is not None else None
         self.lengths: dict[str, int] = {}
+        self.wal_files: dict[str, Path] = {}
         self.servers: dict[str, RegionServerSim] = {}
         from kazoo.client import KazooClient
 
@@ -60,6 +71,39 @@ class SimCluster:
 
     def wal_length(self, server: str, wal: str) -> int | None:
         return self.lengths.get(wal)
+
+    def create_table(self, namespace: str, table: str, families: dict[str, int]) -> Path:
+        """Write the table's descriptor (families -> REPLICATION_SCOPE) as HBase does under rootdir/data."""
+        from dr_toolkit.hbase.tabledesc import encode_tabledesc, tabledesc_path
+
+        assert self.rootdir is not None, "create_table needs a rootdir"
+        path = Path(tabledesc_path(str(self.rootdir), namespace, table))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_tabledesc(namespace, table, families))
+        return path
+
+    def _append(self, wal: str, nbytes: int) -> None:
+        """The file first, then the length the shipper reads up to (it never ships past the file)."""
+        f = self.wal_files.get(wal)
+        if f is not None:
+            with f.open("ab") as out:
+                out.write(os.urandom(nbytes) if nbytes < 1 << 16 else b"\0" * nbytes)
+        self.lengths[wal] = self.lengths.get(wal, 0) + nbytes
+
+    def _archive_if_unused(self, server: str, wal: str) -> None:
+        """HBase moves a WAL to oldWALs once it was rolled past and no replication queue needs it."""
+        f = self.wal_files.get(wal)
+        rs = self.servers.get(server)
+        if f is None or (rs is not None and rs.current_wal == wal) or not f.exists():
+            return
+        for q in self.admin.get_children(f"{self.lay.queues}/{server}"):
+            if q != "lock" and self.admin.exists(f"{self.lay.queues}/{server}/{q}/{wal}"):
+                return
+        assert self.rootdir is not None
+        old = self.rootdir / "oldWALs"
+        old.mkdir(parents=True, exist_ok=True)
+        f.rename(old / wal)
+        self.wal_files[wal] = old / wal
 
     def close(self) -> None:
         for rs in self.servers.values():
@@ -99,15 +143,23 @@ class RegionServerSim:
         """Start a new WAL; it enters every normal queue before any edit is appended to it."""
         host, port, _ = self.name.split(",")
         wal = f"{host}%2C{port}%2C{self.name.split(',')[2]}.{_ts()}"
+        if self.c.rootdir is not None:
+            f = self.c.rootdir / "WALs" / self.name / wal
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.touch()
+            self.c.wal_files[wal] = f
         for peer in self.c.peers:
             self.zk.create(f"{self.znode}/{peer}/{wal}", b"")
         self.c.lengths[wal] = 0
-        self.current_wal = wal
+        previous, self.current_wal = self.current_wal, wal
+        if previous is not None:
+            self.c._archive_if_unused(self.name, previous)
         return wal
 
     def write(self, nbytes: int) -> None:
+        """Append ``nbytes`` of edits to the current WAL (the file grows when the cluster has a rootdir)."""
         assert self.current_wal is not None
-        self.c.lengths[self.current_wal] += nbytes
+        self.c._append(self.current_wal, nbytes)
 
     # -- shipping
     def queues(self) -> list[str]:
@@ -133,6 +185,8 @@ class RegionServerSim:
             finished = pos >= length
             if finished and (len(wals) > 1 or recovered):
                 self.zk.delete(f"{qpath}/{wal}")
+                if not recovered:
+                    self.c._archive_if_unused(self.name, wal)
                 continue
             if step:
                 self.zk.set(f"{qpath}/{wal}", encode_position(pos))

@@ -16,7 +16,10 @@ def _render(s: dict[str, Any]) -> None:
     for c in s.get("checks", []):
         colour = "green" if c["verdict"] == "GO" else "red"
         out_console.print(f"  failover check {c['when']}: [{colour}]{c['verdict']}[/]"
-                          + (f" ({len(c['reasons'])} reasons)" if c["reasons"] else ""))
+                          + (f" ({len(c['reasons'])} reasons)" if c["reasons"] else "")
+                          + f", recovery point {c.get('recovery_point') or 'none'}")
+    for comp, (t, basis) in (s.get("safe_times") or {}).items():
+        out_console.print(f"    safe time {comp:<6} {t or 'none'}  ({basis})", markup=False, highlight=False)
     out_console.print(f"  failover run {s['run_id']}: {s['failover_status']}")
     out_console.print(f"  verification report: {s.get('verify_report')}")
     out_console.print(f"  failover report:     {s.get('report')}")

@@ -1,4 +1,4 @@
-"""`drt failover check | run | lint | fence-status`: the gate, the runbook, the metadata lint."""
+"""`drt failover check | run | abort | lint | fence-status`: the gate, the runbook, the metadata lint."""
 
 from __future__ import annotations
 
@@ -20,20 +20,22 @@ def _ago(s: float | None) -> str:
 def _render_gate(d: dict[str, Any]) -> None:
     colour = "green" if d["verdict"] == "GO" else "red"
     out_console.print(f"verdict [bold {colour}]{d['verdict']}[/]  recovery point {d['recovery_point'] or 'unknown'}"
+                      + (f" (from {d['recovery_point_from']})" if d.get("recovery_point_from") else "")
                       + (f"  (hot fenced at {d['fenced_at']})" if d.get("fenced_at") else ""))
     t = Table()
-    for c in ("component", "name", "caught up", "lag", "why"):
+    for c in ("component", "name", "caught up", "lag", "safe time", "basis", "why"):
         t.add_column(c)
     for s in d["signals"]:
         t.add_row(s["component"], s["name"], "yes" if s["caught_up"] else "[red]no[/]", _ago(s["lag_s"]),
-                  s["reason"] or "")
+                  s.get("safe_time") or "[red]none[/]", s.get("basis") or "", s["reason"] or "")
     out_console.print(t)
     for r in d["reasons"]:
         out_console.print(f"- {r}", markup=False, highlight=False)
 
 
 def _render_run(d: dict[str, Any]) -> None:
-    out_console.print(f"run [bold]{d['run_id']}[/] ({'EXECUTE' if d['execute'] else 'dry run'}): {d['status']}")
+    kind = ("EXECUTE" if d.get("execute") else "dry run") + (", unplanned" if d.get("unplanned") else "")
+    out_console.print(f"run [bold]{d['run_id']}[/] ({kind}): {d['status']}")
     for s in d["steps"]:
         out_console.print(f"  {s['name']:<14} {s['status']:<9} {s.get('message') or ''}", markup=False,
                           highlight=False)
@@ -61,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.failover.gate import check as gate_check
 
         st = state(ctx)
-        res = gate_check(st.topology(), st.ledger(), timeout_s=timeout)
+        res = gate_check(st.topology(), st.ledger(), timeout_s=timeout, access=st.access())
         emit(ctx, res.to_json(), _render_gate)
         if not res.go:
             raise typer.Exit(EXIT_PROBLEM)
@@ -72,44 +74,97 @@ def register(app: typer.Typer) -> None:
             resume: Annotated[str | None, typer.Option("--resume", metavar="RUN",
                                                        help="Resume this run: skip the steps done.")] = None,
             reason: Annotated[str | None, typer.Option("--reason", help="Why (goes to the audit log).")] = None,
+            unplanned: Annotated[bool, typer.Option(
+                "--unplanned", help="The hot cluster is unreachable: promote cold at the recovery point it "
+                                    "holds, after the typed acceptance of the data-loss window.")] = False,
             yes: Annotated[bool, typer.Option("--yes-i-am-sure",
                                               help="Skip the typed confirmation before promotion.")] = False,
+            acknowledge: Annotated[list[str] | None, typer.Option(
+                "--acknowledge", metavar="PATH:LINE",
+                help="Acknowledge a metadata-lint finding (repeat; 'all' for every one shown).")] = None,
+            accept_loss: Annotated[bool, typer.Option(
+                "--accept-data-loss", help="Unplanned: accept the data-loss window without the typed phrase "
+                                           "(only with --yes-i-am-sure).")] = False,
             drain_timeout: Annotated[float | None, typer.Option(
                 help="Seconds to wait for drain [default: failover.drain_timeout_s].")] = None,
             ) -> None:
         """The failover runbook: fence, drain, copy, verify, Kafka offsets, gate, approval, promote, report."""
         from dr_toolkit.failover.runbook import Runbook
+        from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
 
         st = state(ctx)
         topo, ledger = st.topology(), st.ledger()
+        acks = list(acknowledge or [])
 
-        def approver(req: dict[str, Any]) -> bool:
+        def approver(req: dict[str, Any]) -> dict[str, Any]:
+            findings = req.get("findings") or []
+            ids = [f["id"] for f in findings]
+            given = ids if "all" in acks else [i for i in acks if i in ids]
             if yes:
-                return True
+                return {"approved": True, "acknowledged": given, "accept_loss": accept_loss,
+                        "comment": "--yes-i-am-sure"}
             if not sys.stdin.isatty() and st.json:
                 raise ConfigError("promotion needs a typed confirmation",
                                   hint="run interactively, or pass --yes-i-am-sure")
+            if req.get("unplanned"):
+                lw = req.get("loss_window") or {}
+                err_console.print(f"[bold red]UNPLANNED failover[/]: recovery point {lw.get('recovery_point')}")
+                for c in lw.get("components", []):
+                    err_console.print(f"  {c['component']} {c['name']}: safe time {c.get('safe_time_iso') or 'none'} "
+                                      f"— lost: {c['window']}; known missing: {c.get('known_missing') or '-'}; "
+                                      f"unknowable: {c.get('unknowable')}", markup=False, highlight=False)
             err_console.print(f"About to make [bold]{topo.cold_name}[/] the active cluster "
                               f"(recovery point {req.get('recovery_point') or 'unknown'}).")
-            if req.get("metadata_lint"):
-                err_console.print(f"metadata lint: {req['metadata_lint']}", markup=False, highlight=False)
+            for f in findings:
+                if f["id"] in given:
+                    continue
+                err_console.print(f"metadata lint: {f['id']}: {f['kind']} {f['value']}: {f['excerpt']}",
+                                  markup=False, highlight=False)
+                typed = typer.prompt("Type 'ack' to acknowledge this finding", default="", show_default=False,
+                                     err=True)
+                if typed.strip() == "ack":
+                    given.append(f["id"])
+            loss_ok = False
+            if req.get("unplanned"):
+                typed = typer.prompt(f"Type '{ACCEPT_PHRASE}' to accept the data-loss window above", default="",
+                                     show_default=False, err=True)
+                loss_ok = typed.strip() == ACCEPT_PHRASE
             typed = typer.prompt(f"Type the cold cluster's name ({topo.cold_name}) to promote it",
                                  default="", show_default=False, err=True)
-            return bool(typed.strip() == topo.cold_name)
+            ok = typed.strip() == topo.cold_name and (loss_ok or not req.get("unplanned"))
+            return {"approved": ok, "acknowledged": given, "accept_loss": loss_ok,
+                    "comment": "typed confirmation" if ok else "confirmation not typed"}
 
-        kw: dict[str, Any] = {"approver": approver, "drain_timeout_s": drain_timeout}
+        kw: dict[str, Any] = {"approver": approver, "drain_timeout_s": drain_timeout, "access": st.access()}
         if resume:
             rb = Runbook.resume(topo, ledger, resume, execute=execute if execute else None, **kw)
         else:
-            rb = Runbook.start(topo, ledger, reason=reason or "", execute=execute, **kw)
+            rb = Runbook.start(topo, ledger, reason=reason or "", execute=execute, unplanned=unplanned, **kw)
         if not st.json:
-            err_console.print(f"failover run {rb.run_id} ({'EXECUTE' if rb.execute else 'dry run'})")
+            err_console.print(f"failover run {rb.run_id} ({'EXECUTE' if rb.execute else 'dry run'}"
+                              f"{', unplanned' if rb.unplanned else ''})")
         t0 = time.monotonic()
         out = rb.run()
         out["duration_s"] = round(time.monotonic() - t0, 3)
         emit(ctx, out, _render_run)
         if out["status"] not in ("succeeded",):
             raise typer.Exit(EXIT_PROBLEM)
+
+    @fo.command("abort")
+    def abort(ctx: typer.Context,
+              run_id: Annotated[str, typer.Argument(metavar="RUN", help="The failover run to abort.")],
+              reason: Annotated[str, typer.Option("--reason", help="Why (goes to the audit log).")] = "",
+              ) -> None:
+        """Abort a failover run that has not promoted: lift its fence (audited with who and why)."""
+        from dr_toolkit.failover.runbook import Runbook
+
+        st = state(ctx)
+        if not reason.strip():
+            raise ConfigError("an abort needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
+        rb = Runbook.resume(st.topology(), st.ledger(), run_id, access=st.access())
+        out = rb.abort(reason)
+        emit(ctx, out, lambda d: out_console.print(f"run {d['run_id']}: {d['status']} — {d['message']}",
+                                                   markup=False, highlight=False))
 
     @fo.command("lint")
     def lint(ctx: typer.Context,
@@ -128,6 +183,7 @@ def register(app: typer.Typer) -> None:
         """Show the fencing epoch, the active cluster and the read-only flags."""
         from dr_toolkit.zk.fencing import open_fence
 
-        with open_fence(state(ctx).topology()) as fence:
+        st = state(ctx)
+        with open_fence(st.topology(), access=st.access()) as fence:
             emit(ctx, fence.snapshot())
 

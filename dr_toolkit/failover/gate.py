@@ -1,13 +1,24 @@
 """The caught-up gate: GO / NO_GO with every reason, and one recovery point.
 
-The recovery point (YugabyteDB's *safe time*) is the minimum over all signals of the time up
-to which the cold cluster holds the hot cluster's data. The verdict is GO only when every
-signal is caught up *and*
+**Recovery point = safe time** (YugabyteDB xCluster): the latest time T such that every write the
+hot cluster accepted before T is on the cold cluster. Each signal states its own ``safe_time``
+and the ``basis`` for it; the recovery point is the minimum over all signals, and it is stated
+even when the verdict is NO_GO (it is then the point a failover *now* would recover to).
 
-- after the hot cluster was fenced: every signal's watermark is at or past the fencing time
-  (nothing the hot cluster accepted before it stopped taking writes is missing);
-- before fencing: every lag is within ``failover.max_lag_s`` (verification uses its own
-  bound, ``failover.max_verify_age_s``).
+The verdict is GO only when every signal is caught up, states a safe time, and
+
+- after the hot cluster was fenced: every safe time is at or past the fencing time plus the
+  declared clock-skew bound (``failover.clock_skew_s``) — nothing the hot cluster accepted
+  before it stopped taking writes is missing;
+- before fencing: every signal's lag (``now - safe_time``) is within ``failover.max_lag_s``
+  (verification uses its own bound, ``failover.max_verify_age_s``, applied by its reader).
+
+**Clocks.** Every time the gate compares is epoch seconds on the clock of a host running drt:
+``now`` and the HBase/verification/HDFS safe times are taken on the checking host, the fencing
+time on the host that fenced. ``failover.clock_skew_s`` bounds the skew between those hosts
+(0 when one host runs both, as the runbook does). Times from other clocks (Kafka CreateTime,
+set by producers) are converted by their reader with the declared producer-skew bound, and the
+basis says so.
 
 A signal that cannot be read is a NO_GO. The fencing state that cannot be read is a NO_GO.
 Only an unreachable ledger raises (exit 3): without it there is nothing to decide from.
@@ -17,23 +28,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.failover.signals import COMPONENTS, Signal, read_signals
+from dr_toolkit.failover.model import COMPONENTS, Signal, iso
+from dr_toolkit.failover.signals import read_signals
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
+    from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
-    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 GO = "GO"
 NO_GO = "NO_GO"
 
-
-def iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+__all__ = ["GO", "NO_GO", "GateResult", "check", "decide", "iso", "read_fence", "recovery_point"]
 
 
 @dataclass
@@ -45,6 +54,8 @@ class GateResult:
     fenced_at: float | None = None
     fence: dict[str, Any] = field(default_factory=dict)
     checked_at: float = field(default_factory=time.time)
+    clock_skew_s: float = 0.0
+    limiting: str | None = None  # the signal whose safe time is the recovery point
 
     @property
     def go(self) -> bool:
@@ -55,32 +66,50 @@ class GateResult:
             "verdict": self.verdict,
             "recovery_point": iso(self.recovery_point),
             "recovery_point_epoch": self.recovery_point,
+            "recovery_point_from": self.limiting,
             "signals": [s.to_json() for s in self.signals],
             "reasons": self.reasons,
             "fenced_at": iso(self.fenced_at),
+            "fenced_at_epoch": self.fenced_at,
             "fence": self.fence,
             "checked_at": iso(self.checked_at),
+            "clock": {"reference": "the clock of the host running drt (epoch seconds, UTC)",
+                      "skew_bound_s": self.clock_skew_s},
         }
 
 
-def read_fence(topology: Topology, credentials: Credentials | None = None) -> tuple[dict[str, Any], str | None]:
+def read_fence(topology: Topology, access: Access | None = None) -> tuple[dict[str, Any], str | None]:
     """The fencing snapshot ({} when no ZooKeeper is configured) and an error, if unreadable."""
     if not (topology.cold.zookeeper or topology.hot.zookeeper):
         return {}, None
     try:
         from dr_toolkit.zk.fencing import open_fence
 
-        with open_fence(topology, credentials=credentials) as fence:
+        with open_fence(topology, access=access) as fence:
             return fence.snapshot(), None
     except Exception as exc:  # noqa: BLE001 - unreadable fencing state is a NO_GO
         msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         return {}, redact(f"fencing state unreadable: {msg}")
 
 
+def recovery_point(signals: list[Signal]) -> tuple[float | None, str | None]:
+    """The minimum safe time over ``signals`` and the signal it comes from; (None, name) when one
+    signal states none (no recovery point can be stated), (None, None) without signals."""
+    best: tuple[float, str] | None = None
+    for s in signals:
+        label = f"{s.component} {s.name}"
+        if s.safe_time is None:
+            return None, label
+        if best is None or s.safe_time < best[0]:
+            best = (s.safe_time, label)
+    return (best[0], best[1]) if best else (None, None)
+
+
 def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None,
            fence_error: str | None = None, now: float | None = None) -> GateResult:
-    """Apply the gate's rules to signals already read."""
+    """Apply the gate's rules to signals already read (pure: no I/O)."""
     now = time.time() if now is None else now
+    skew = topology.failover.clock_skew_s
     reasons: list[str] = []
     if fence_error:
         reasons.append(fence_error)
@@ -92,29 +121,42 @@ def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None
         if not s.caught_up:
             reasons.append(f"{label}: {s.reason or 'not caught up'}")
             continue
+        if s.safe_time is None:
+            reasons.append(f"{label}: no safe time can be stated ({s.reason or s.basis or 'no basis'})")
+            continue
         if fenced_at is not None:
-            if s.watermark is None or s.watermark < fenced_at:
-                reasons.append(f"{label}: holds data only up to {iso(s.watermark) or 'an unknown time'}, "
-                               f"before the fence at {iso(fenced_at)}")
-        elif s.component != "verify" and s.lag_s is not None and s.lag_s > max_lag:
-            reasons.append(f"{label}: lag {s.lag_s:.0f}s exceeds failover.max_lag_s {max_lag:g}s")
-    marks = [s.watermark for s in signals]
-    rp = None if (not marks or any(m is None for m in marks)) else min(m for m in marks if m is not None)
-    return GateResult(GO if not reasons else NO_GO, rp, signals, reasons, fenced_at, checked_at=now)
+            if s.safe_time < fenced_at + skew:
+                reasons.append(f"{label}: cold holds data only up to {iso(s.safe_time)} ({s.basis}), "
+                               f"before the fence at {iso(fenced_at)}"
+                               + (f" + {skew:g}s clock skew" if skew else ""))
+        elif s.component != "verify":
+            lag = max(0.0, now - s.safe_time)
+            if lag > max_lag:
+                reasons.append(f"{label}: lag {lag:.0f}s exceeds failover.max_lag_s {max_lag:g}s")
+    rp, limiting = recovery_point(signals)
+    return GateResult(GO if not reasons else NO_GO, rp, signals, reasons, fenced_at, checked_at=now,
+                      clock_skew_s=skew, limiting=limiting)
+
+
+def fenced_at_of(topology: Topology, fence: dict[str, Any]) -> float | None:
+    st = fence.get("fencing") or {}
+    at = st.get("at")
+    return float(at) if st.get("fenced_cluster") == topology.hot_name and at is not None else None
 
 
 def check(topology: Topology, ledger: Ledger, *, components: tuple[str, ...] = COMPONENTS,
-          timeout_s: float | None = None, fence_credentials: Credentials | None = None) -> GateResult:
+          timeout_s: float | None = None, access: Access | None = None, now: float | None = None) -> GateResult:
     """Read every signal and the fencing state, and decide GO / NO_GO."""
     import concurrent.futures as cf
 
-    now = time.time()
+    from dr_toolkit.access import default_access
+
+    acc = default_access(access)
+    now = time.time() if now is None else now
     with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="drt-fence") as ex:
-        fut = ex.submit(read_fence, topology, fence_credentials)
-        signals = read_signals(topology, ledger, components=components, timeout_s=timeout_s, now=now)
+        fut = ex.submit(read_fence, topology, acc)
+        signals = read_signals(topology, ledger, acc, components=components, timeout_s=timeout_s, now=now)
         fence, fence_error = fut.result()
-    st = fence.get("fencing") or {}
-    fenced_at = st.get("at") if st.get("fenced_cluster") == topology.hot_name else None
-    res = decide(topology, signals, fenced_at=fenced_at, fence_error=fence_error, now=now)
+    res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence
     return res

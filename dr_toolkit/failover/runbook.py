@@ -1,58 +1,110 @@
-"""The manual hot-to-cold failover runbook.
+"""The manual hot-to-cold failover runbook: planned (hot answers) and unplanned (hot is gone).
 
-Steps, in order (:data:`STEPS`):
+Planned steps, in order (:data:`STEPS`):
 
 1. ``fence_hot``     bump the fencing epoch (fenced cluster = hot) and mark the hot cluster read-only
 2. ``wait_drain``    wait (up to ``failover.drain_timeout_s``) until HBase queues and the Kafka
                      mirror have shipped everything the hot cluster took before the fence
 3. ``final_copy``    one last incremental copy of every HDFS policy
 4. ``final_verify``  verify every verification policy; BADROWS > 0 stops the run
-5. ``kafka_offsets`` checkpoint the hot groups (when the hot brokers still answer), remap the
-                     offsets onto the cold cluster and apply them
+5. ``kafka_offsets`` checkpoint the hot groups (when the hot brokers still answer) and remap the
+                     offsets onto the cold cluster — a plan only: nothing is written on cold yet
 6. ``final_gate``    the gate must say GO: every signal caught up past the fence
 7. ``metadata_lint`` hot-cluster values (namenodes, hosts, buckets) left in the replicated
-                     metadata and configuration, shown to the approver (it does not block)
-8. ``approval``      a human approves (typed confirmation in the CLI, Airflow's approval
-                     operator in the DAG)
-9. ``promote_cold``  the active-cluster znode names the cold cluster (written under the epoch)
-10. ``report``       the final report, JSON and HTML, in ``failover.reports_dir``
+                     metadata and configuration; each finding must be acknowledged by the approver
+8. ``approval``      a human approves or rejects (typed confirmation in the CLI, Airflow's approval
+                     operator in the DAG, :meth:`Runbook.record_decision` for both); only the users
+                     in ``failover.approvers`` may decide when that list is set
+9. ``kafka_apply``   re-run the gate (never trust an earlier GO), then apply the remapped offsets
+10. ``promote_cold`` re-run the gate unless ``kafka_apply`` just did, then the active-cluster znode
+                     names the cold cluster (written under the epoch)
+11. ``report``       the final report, JSON and HTML, in ``failover.reports_dir``
 
-Nothing changes unless ``execute`` is true (dry run: every step says what it would do). Each
-step is idempotent and recorded in the ledger's audit events (who, what, when,
-before/after); ``resume(run_id)`` skips the steps recorded done for that run and redoes the
-rest. Writer steps run under the fencing epoch taken in ``fence_hot`` and stop with
-FencedError if someone fenced again since.
+Unplanned steps (:data:`UNPLANNED_STEPS`, ``start(..., unplanned=True)``): ``fence_hot`` (refused
+while the hot cluster still answers), ``pause_mirrors`` (record and flag what still mirrors into
+cold), ``recovery_point`` (from what cold holds, with the data-loss window per component, see
+:mod:`dr_toolkit.failover.unplanned`), ``kafka_offsets`` (from the last checkpoint), ``metadata_lint``,
+``approval`` (the typed acceptance of the loss window is required), ``kafka_apply``,
+``promote_cold`` (the recovery point is recomputed and must not be earlier than the accepted one),
+``report``.
+
+Nothing changes unless ``execute`` is true (dry run: every step says what it would do, and the
+only rows written are the run's record and audit events — the signal readers and the Kafka remap
+get a ledger that drops every other write). Each step is idempotent and recorded in the ledger's
+audit events (who, what, when, before/after); ``resume(run_id)`` skips the steps recorded done for
+that run and redoes the rest. Writer steps run under the fencing epoch taken in ``fence_hot`` and
+stop with FencedError if someone fenced again since. ``abort(reason)`` ends a run that did not
+promote and lifts its fence (audited), so scheduled replication runs again.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
 import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dr_toolkit.errors import ConfigError, DrtError, ProblemFound
-from dr_toolkit.failover.gate import iso
+from dr_toolkit.failover.model import iso
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.failover.gate import GateResult
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 log = logging.getLogger(__name__)
 
-STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate", "metadata_lint",
-         "approval", "promote_cold", "report")
-COMPONENT = "failover"
-DONE, PLANNED, FAILED, SKIPPED, WAITING, REJECTED = "done", "planned", "failed", "skipped", "waiting", "rejected"
 
-Approver = Callable[[dict[str, Any]], bool]
+class Step(StrEnum):
+    FENCE_HOT = "fence_hot"
+    PAUSE_MIRRORS = "pause_mirrors"
+    WAIT_DRAIN = "wait_drain"
+    FINAL_COPY = "final_copy"
+    FINAL_VERIFY = "final_verify"
+    RECOVERY_POINT = "recovery_point"
+    KAFKA_OFFSETS = "kafka_offsets"
+    FINAL_GATE = "final_gate"
+    METADATA_LINT = "metadata_lint"
+    APPROVAL = "approval"
+    KAFKA_APPLY = "kafka_apply"
+    PROMOTE_COLD = "promote_cold"
+    REPORT = "report"
+
+
+class StepStatus(StrEnum):
+    DONE = "done"
+    PLANNED = "planned"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    WAITING = "waiting"
+    REJECTED = "rejected"
+    PENDING = "pending"
+
+
+STEPS: tuple[Step, ...] = (Step.FENCE_HOT, Step.WAIT_DRAIN, Step.FINAL_COPY, Step.FINAL_VERIFY, Step.KAFKA_OFFSETS,
+                           Step.FINAL_GATE, Step.METADATA_LINT, Step.APPROVAL, Step.KAFKA_APPLY, Step.PROMOTE_COLD,
+                           Step.REPORT)
+UNPLANNED_STEPS: tuple[Step, ...] = (Step.FENCE_HOT, Step.PAUSE_MIRRORS, Step.RECOVERY_POINT, Step.KAFKA_OFFSETS,
+                                     Step.METADATA_LINT, Step.APPROVAL, Step.KAFKA_APPLY, Step.PROMOTE_COLD,
+                                     Step.REPORT)
+COMPONENT = "failover"
+DONE, PLANNED, FAILED, SKIPPED, WAITING, REJECTED = (StepStatus.DONE.value, StepStatus.PLANNED.value,
+                                                     StepStatus.FAILED.value, StepStatus.SKIPPED.value,
+                                                     StepStatus.WAITING.value, StepStatus.REJECTED.value)
+
+Approver = Callable[[dict[str, Any]], "bool | dict[str, Any]"]
+"""``approver(request) -> bool`` or ``{"approved": bool, "acknowledged": [finding ids], "comment": str,
+"accept_loss": bool}``; ``request`` is :meth:`Runbook.approval_request`."""
 
 
 @dataclass
@@ -80,13 +132,58 @@ def _jsonable(obj: Any) -> Any:
     return to_json() if callable(to_json) else obj
 
 
+def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Call ``fn`` with the keyword arguments it accepts (``access``/``who`` reach the Kafka API only
+    once its signature has them; see notes/INTERFACE-signals.md)."""
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        kw = {k: v for k, v in kw.items() if k in params}
+    return fn(*args, **kw)
+
+
+class DryRunLedger:
+    """The ledger as a dry run sees it: reads pass through, audit events and the run's own record are
+    written, every other write (checkpoints, watermarks, runs, manifests, reports) is dropped."""
+
+    _DROPPED = frozenset({"add_checkpoint", "set_watermark", "start_run", "finish_run", "add_manifest",
+                          "add_verify_report"})
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._DROPPED:
+            return lambda *a, **k: None
+        return getattr(self._ledger, name)
+
+
+def _fence_access(topology: Topology, creds: Credentials) -> Access:
+    """An Access giving ``creds`` to the fencing ZooKeeper's conn_id, the environment for the rest."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.secrets import lookup
+    from dr_toolkit.zk.fencing import fencing_endpoint
+
+    cid = fencing_endpoint(topology).conn_id
+    return Access.from_resolver(lambda c: creds if c == cid else lookup(c), "given credentials + environment")
+
+
+def lint_id(finding: dict[str, Any]) -> str:
+    """A finding's id, as the approver acknowledges it: ``path:line``."""
+    return f"{finding['path']}:{finding['line']}"
+
+
 class Runbook:
     """One failover run. Create with :meth:`start` or :meth:`resume`."""
 
     def __init__(self, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool,
                  reason: str = "", who: str | None = None, approver: Approver | None = None,
                  poll_s: float = 1.0, drain_timeout_s: float | None = None,
+                 access: Access | None = None, unplanned: bool = False,
                  zk_credentials: Credentials | None = None) -> None:
+        from dr_toolkit.access import default_access
+
+        if zk_credentials is not None and access is None:  # the older keyword (until the plugin passes access)
+            access = _fence_access(topology, zk_credentials)
         self.topology = topology
         self.ledger = ledger
         self.run_id = run_id
@@ -97,20 +194,31 @@ class Runbook:
         self.poll_s = poll_s
         self.drain_timeout_s = topology.failover.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         self.results: dict[str, StepResult] = {}
-        # credentials of the fencing ZooKeeper (resolved by Airflow); None: secrets.lookup(conn_id)
-        self.zk_credentials = zk_credentials
+        self.access = default_access(access)
+        self.unplanned = unplanned
+        self._gate: GateResult | None = None  # the gate re-run after approval, in this process
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return UNPLANNED_STEPS if self.unplanned else STEPS
+
+    @property
+    def reader_ledger(self) -> Ledger:
+        """The ledger the signal readers and the Kafka remap get (writes dropped in a dry run)."""
+        return self.ledger if self.execute else cast("Ledger", DryRunLedger(self.ledger))
 
     # -- creation ----------------------------------------------------------------------------------
     @classmethod
     def start(cls, topology: Topology, ledger: Ledger, *, reason: str, execute: bool = False,
-              run_id: str | None = None, **kw: Any) -> Runbook:
+              run_id: str | None = None, unplanned: bool = False, **kw: Any) -> Runbook:
         if not reason.strip():
             raise ConfigError("a failover needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
         rid = ledger.start_failover_run(reason=reason, execute=execute, run_id=run_id, who=kw.get("who"))
+        kind = "unplanned failover" if unplanned else "failover"
         ledger.audit(component=COMPONENT, action="run", dry_run=not execute, status="started", run_id=rid,
-                     target=topology.cold_name, after={"reason": reason, "execute": execute},
-                     message=f"failover {topology.hot_name} -> {topology.cold_name}", who=kw.get("who"))
-        return cls(topology, ledger, rid, execute=execute, reason=reason, **kw)
+                     target=topology.cold_name, after={"reason": reason, "execute": execute, "unplanned": unplanned},
+                     message=f"{kind} {topology.hot_name} -> {topology.cold_name}", who=kw.get("who"))
+        return cls(topology, ledger, rid, execute=execute, reason=reason, unplanned=unplanned, **kw)
 
     @classmethod
     def resume(cls, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool | None = None,
@@ -123,7 +231,13 @@ class Runbook:
         if execute is not None and execute != was:
             raise ConfigError(f"run {run_id} was started {'with' if was else 'without'} --execute",
                               hint="resume it the same way, or start a new run")
-        rb = cls(topology, ledger, run_id, execute=was, reason=row["reason"] or "", **kw)
+        if row["status"] == "aborted" and any(e["action"] == "abort" for e in
+                                              ledger.audit_events(run_id=run_id, component=COMPONENT)):
+            raise ConfigError(f"run {run_id} was aborted", hint="start a new run")
+        started = next((e for e in ledger.audit_events(run_id=run_id, component=COMPONENT)
+                        if e["action"] == "run" and e["status"] == "started"), None)
+        unplanned = bool(((started or {}).get("after_state") or {}).get("unplanned"))
+        rb = cls(topology, ledger, run_id, execute=was, reason=row["reason"] or "", unplanned=unplanned, **kw)
         for name in rb.done_steps():
             rb.results[name] = StepResult(name, DONE, {"earlier": True}, "done earlier in this run")
         ledger.set_failover_status(run_id, "running")
@@ -135,7 +249,7 @@ class Runbook:
 
     def done_steps(self) -> list[str]:
         done = {e["action"] for e in self.events() if e["status"] == DONE and bool(e["dry_run"]) != self.execute}
-        return [s for s in STEPS if s in done]
+        return [s.value for s in self.steps if s.value in done]
 
     def step_event(self, name: str, status: str) -> dict[str, Any] | None:
         for e in reversed(self.events()):
@@ -145,14 +259,14 @@ class Runbook:
 
     @property
     def epoch(self) -> int | None:
-        e = self.step_event("fence_hot", DONE)
+        e = self.step_event(Step.FENCE_HOT, DONE)
         if e and e["after_state"] and self.execute:
             return int(e["after_state"]["fencing"]["epoch"])
         return None
 
     def _audit(self, name: str, status: str, *, before: Any = None, after: Any = None,
                message: str | None = None, who: str | None = None) -> None:
-        self.ledger.audit(component=COMPONENT, action=name, dry_run=not self.execute, status=status,
+        self.ledger.audit(component=COMPONENT, action=str(name), dry_run=not self.execute, status=status,
                           run_id=self.run_id, target=self.topology.cold_name, before=_scrub(before),
                           after=_scrub(after), message=message, who=who or self.who)
 
@@ -160,7 +274,8 @@ class Runbook:
     def run(self, *, until: str | None = None) -> dict[str, Any]:
         """Run every step not yet done (up to and including ``until``); stop at the first failure."""
         status = "succeeded"
-        for name in STEPS:
+        for step in self.steps:
+            name = step.value
             if name in self.results and self.results[name].status == DONE:
                 continue
             res = self.run_step(name)
@@ -183,11 +298,16 @@ class Runbook:
         return out
 
     def run_step(self, name: str) -> StepResult:
-        if name not in STEPS:
-            raise ConfigError(f"unknown runbook step {name!r}", hint=f"steps: {', '.join(STEPS)}")
+        if name not in [s.value for s in self.steps]:
+            raise ConfigError(f"unknown runbook step {name!r}",
+                              hint=f"steps: {', '.join(s.value for s in self.steps)}")
         done = self.step_event(name, DONE)
         if done is not None and bool(done["dry_run"]) != self.execute:
             res = StepResult(name, DONE, {"earlier": True}, "done earlier in this run")
+            self.results[name] = res
+            return res
+        if name == Step.APPROVAL and self.step_event(name, REJECTED) is not None:
+            res = StepResult(name, REJECTED, {}, "rejected earlier in this run")
             self.results[name] = res
             return res
         self._audit(name, "started")
@@ -200,19 +320,20 @@ class Runbook:
             log.debug("step %s crashed", name, exc_info=True)
             res = StepResult(name, FAILED, {"error": f"{type(exc).__name__}: {exc}"}, f"{type(exc).__name__}: {exc}")
         res.detail = _scrub(res.detail)
-        if res.status != WAITING:
+        if res.status != WAITING and not res.detail.get("recorded"):
             final = DONE if res.status in (DONE, PLANNED) else res.status
             self._audit(name, final, before=res.detail.get("before"), after=res.detail.get("after", res.detail),
-                        message=res.message, who=res.detail.get("approved_by"))
+                        message=res.message, who=res.detail.get("decided_by"))
         self.results[name] = res
         return res
 
     def summary(self) -> dict[str, Any]:
-        steps = [{"name": s, "status": self.results[s].status if s in self.results else "pending",
+        steps = [{"name": s.value, "status": self.results[s].status if s in self.results else StepStatus.PENDING.value,
                   **({"message": self.results[s].message} if s in self.results and self.results[s].message else {})}
-                 for s in STEPS]
+                 for s in self.steps]
         return {"run_id": self.run_id, "execute": self.execute, "dry_run": not self.execute,
-                "hot": self.topology.hot_name, "cold": self.topology.cold_name, "steps": steps}
+                "unplanned": self.unplanned, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
+                "steps": steps}
 
     def _writer_guard(self) -> None:
         """Writer steps: refuse to write when someone fenced again since this run's fence."""
@@ -220,8 +341,41 @@ class Runbook:
             return
         from dr_toolkit.zk.fencing import open_fence
 
-        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
+        with open_fence(self.topology, access=self.access) as fence:
             fence.check_epoch(self.epoch)
+
+    # -- abort -------------------------------------------------------------------------------------
+    def abort(self, reason: str, *, who: str | None = None) -> dict[str, Any]:
+        """End a run that has not promoted: lift its fence (a new epoch that fences nothing, the hot
+        read-only flag removed), audited with who and why. Refused after promotion (that is a failback)."""
+        if not reason.strip():
+            raise ConfigError("an abort needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
+        who = who or self.who
+        if self.step_event(Step.PROMOTE_COLD, DONE) is not None and self.execute:
+            raise ConfigError(f"run {self.run_id} already promoted {self.topology.cold_name}",
+                              hint="undoing a promotion is a failback: run a failover in the other direction")
+        before: dict[str, Any] = {}
+        after: dict[str, Any] = {}
+        message = f"aborted by {who}: {reason}"
+        epoch = self.epoch
+        if self.execute and epoch is not None:
+            from dr_toolkit.zk.fencing import open_fence
+
+            with open_fence(self.topology, access=self.access) as fence:
+                before = fence.snapshot()
+                st = fence.state()
+                if st.epoch == epoch and st.fenced_cluster == self.topology.hot_name:
+                    fence.lift(epoch=epoch, cluster=self.topology.hot_name, by=f"{who} abort {self.run_id}")
+                    message += f"; fence of epoch {epoch} lifted"
+                else:
+                    message += (f"; fence left as is (epoch {st.epoch}, fenced {st.fenced_cluster!r}: "
+                                f"not this run's epoch {epoch})")
+                after = fence.snapshot()
+        self.ledger.audit(component=COMPONENT, action="abort", dry_run=not self.execute, status=DONE,
+                          run_id=self.run_id, target=self.topology.cold_name, before=_scrub(before),
+                          after=_scrub({**after, "reason": reason}), message=message, who=who)
+        self.ledger.set_failover_status(self.run_id, "aborted", detail=self.summary())
+        return {"run_id": self.run_id, "status": "aborted", "message": message, "fence": after}
 
     # -- the steps -------------------------------------------------------------------------------
     def _step_fence_hot(self) -> StepResult:
@@ -229,11 +383,21 @@ class Runbook:
 
         hot = self.topology.hot_name
         by = f"{self.who} run {self.run_id}"
-        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
+        probe: dict[str, Any] | None = None
+        if self.unplanned:
+            from dr_toolkit.failover.unplanned import probe_hot
+
+            probe = probe_hot(self.topology, self.access)
+            up = [k for k in ("zookeeper", "kafka") if probe.get(k)]
+            if up:
+                return StepResult(Step.FENCE_HOT, FAILED, {"probe": probe},
+                                  f"the hot cluster still answers ({', '.join(up)}): use the planned failover "
+                                  "(`drt failover run` without --unplanned), which drains and proves it")
+        with open_fence(self.topology, access=self.access) as fence:
             before = fence.snapshot()
             st = fence.state()
             if not self.execute:
-                return StepResult("fence_hot", PLANNED, {"before": before, "after": {
+                return StepResult(Step.FENCE_HOT, PLANNED, {"before": before, "probe": probe, "after": {
                     "would": f"bump the fencing epoch {st.epoch} -> {st.epoch + 1} and mark {hot} read-only"}})
             if st.fenced_cluster == hot and self.run_id in (st.by or ""):
                 pass  # fenced by this run already (killed before the audit record): keep that epoch
@@ -241,11 +405,47 @@ class Runbook:
                 st = fence.bump(fenced_cluster=hot, by=by)
             fence.set_read_only(hot, True, epoch=st.epoch, by=by)
             after = fence.snapshot()
-        return StepResult("fence_hot", DONE, {"before": before, "after": after},
+        return StepResult(Step.FENCE_HOT, DONE, {"before": before, "after": after, "probe": probe},
                           f"{hot} fenced at epoch {st.epoch}")
 
+    def _step_pause_mirrors(self) -> StepResult:
+        """Stop and flag what still mirrors into cold: the toolkit's replication refuses to run once
+        hot is fenced; external mirrors (MirrorMaker, HBase's sink) are flagged for the operator."""
+        topo = self.topology
+        paused: dict[str, dict[str, Any]] = {
+            "hdfs": {"policies": [p.name for p in topo.policies.hdfs],
+                     "how": "stopped: scheduled replication refuses to run while hot is fenced"},
+            "kafka": {"topics": sorted({t for p in topo.policies.kafka for t in p.topics}),
+                      "how": "flagged: stop the mirror (MirrorMaker) into cold before consumers start there"},
+            "hbase": {"peers": [p.peer_id for p in topo.policies.hbase],
+                      "how": "flagged: hot's region servers would resume shipping into cold if they came back; "
+                             "disable the peers on hot (`drt hbase peers disable`) before it rejoins"},
+        }
+        if not self.execute:
+            return StepResult(Step.PAUSE_MIRRORS, PLANNED, {"after": {"would_pause": paused}},
+                              "would flag the mirrors into cold as paused")
+        epoch = self.epoch
+        if epoch is None:
+            return StepResult(Step.PAUSE_MIRRORS, FAILED, {}, "the hot cluster was not fenced by this run")
+        from dr_toolkit.zk.fencing import open_fence
+
+        rec = {"epoch": epoch, "at": time.time(), "by": f"{self.who} run {self.run_id}", "paused": paused}
+        with open_fence(self.topology, access=self.access) as fence:
+            fence.guarded_set(f"{fence.root}/mirrors-paused", json.dumps(rec, sort_keys=True).encode(), epoch)
+        return StepResult(Step.PAUSE_MIRRORS, DONE, {"after": rec},
+                          "mirrors into cold paused/flagged (" + "; ".join(
+                              f"{k}: {str(v['how']).split(':')[0]}" for k, v in paused.items()) + ")")
+
+    def _step_recovery_point(self) -> StepResult:
+        from dr_toolkit.failover.unplanned import loss_window
+
+        lw = loss_window(self.topology, self.reader_ledger, self.access)
+        msg = (f"recovery point {lw['recovery_point'] or 'unknown'} (from what cold holds)"
+               + (f"; unbounded: {', '.join(lw['unbounded'])}" if lw["unbounded"] else ""))
+        return StepResult(Step.RECOVERY_POINT, DONE if self.execute else PLANNED, {"after": lw}, msg)
+
     def _fenced_at(self) -> float | None:
-        e = self.step_event("fence_hot", DONE)
+        e = self.step_event(Step.FENCE_HOT, DONE)
         if e and e["after_state"] and self.execute:
             return float(e["after_state"]["fencing"]["at"])
         return None
@@ -256,7 +456,7 @@ class Runbook:
         from dr_toolkit.failover.signals import read_signals
 
         fenced_at = self._fenced_at()
-        sigs = read_signals(self.topology, self.ledger, components=("hbase", "kafka"))
+        sigs = read_signals(self.topology, self.reader_ledger, self.access, components=("hbase", "kafka"))
         reasons = decide(self.topology, sigs, fenced_at=fenced_at).reasons if sigs else []
         return sigs, reasons, {"signals": [s.to_json() for s in sigs], "reasons": reasons,
                                "fenced_at": iso(fenced_at)}
@@ -266,147 +466,298 @@ class Runbook:
         while True:
             sigs, reasons, detail = self.drain_state()
             if not reasons:
-                return StepResult("wait_drain", DONE if self.execute else PLANNED, detail,
+                return StepResult(Step.WAIT_DRAIN, DONE if self.execute else PLANNED, detail,
                                   "HBase queues and the Kafka mirror are drained" if sigs else "nothing to drain")
             if not self.execute:
-                return StepResult("wait_drain", PLANNED, detail, "would wait for: " + "; ".join(reasons))
+                return StepResult(Step.WAIT_DRAIN, PLANNED, detail, "would wait for: " + "; ".join(reasons))
             if time.monotonic() >= deadline:
-                return StepResult("wait_drain", FAILED, detail,
+                return StepResult(Step.WAIT_DRAIN, FAILED, detail,
                                   f"not drained after {self.drain_timeout_s:g}s: " + "; ".join(reasons))
             time.sleep(self.poll_s)
 
     def _step_final_copy(self) -> StepResult:
         policies = self.topology.policies.hdfs
         if not policies:
-            return StepResult("final_copy", DONE if self.execute else PLANNED, {"policies": []}, "no HDFS policies")
-        from dr_toolkit.copy import api  # type: ignore[attr-defined, unused-ignore]
+            return StepResult(Step.FINAL_COPY, DONE if self.execute else PLANNED, {"policies": []},
+                              "no HDFS policies")
+        from dr_toolkit.copy import api
 
         self._writer_guard()
         out: list[Any] = []
         failed = 0
         for p in policies:
-            results = api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute,
-                                           fence_epoch=self.epoch)
+            results = _call(api.replicate_policy, self.topology, p.name, self.reader_ledger,
+                            dry_run=not self.execute, fence_epoch=self.epoch, access=self.access)
             for r in results:
                 j = _jsonable(r)
                 out.append({"policy": p.name, **j})
                 failed += int(j.get("files_failed") or 0)
         if failed:
-            return StepResult("final_copy", FAILED, {"results": out}, f"{failed} files failed to copy")
-        return StepResult("final_copy", DONE if self.execute else PLANNED, {"results": out},
+            return StepResult(Step.FINAL_COPY, FAILED, {"results": out}, f"{failed} files failed to copy")
+        return StepResult(Step.FINAL_COPY, DONE if self.execute else PLANNED, {"results": out},
                           f"{len(out)} policy targets copied" if self.execute else "dry-run copy plan")
 
     def _step_final_verify(self) -> StepResult:
         policies = self.topology.policies.verify
         if not policies:
-            return StepResult("final_verify", DONE if self.execute else PLANNED, {}, "no verification policies")
+            return StepResult(Step.FINAL_VERIFY, DONE if self.execute else PLANNED, {}, "no verification policies")
         if not self.execute:
-            return StepResult("final_verify", PLANNED, {"policies": [p.name for p in policies]},
+            return StepResult(Step.FINAL_VERIFY, PLANNED, {"policies": [p.name for p in policies]},
                               "would verify " + ", ".join(p.name for p in policies))
-        from dr_toolkit.verify import api  # type: ignore[attr-defined, unused-ignore]
+        from dr_toolkit.verify import api
 
         out = []
         bad = 0
         for p in policies:
-            r = api.verify_policy(self.topology, p.name, self.ledger)
+            r = _call(api.verify_policy, self.topology, p.name, self.ledger, access=self.access)
             counters = dict(r.counters)
             bad += int(counters.get("BADROWS", 0))
             out.append({"policy": p.name, **counters})
         if bad:
-            return StepResult("final_verify", FAILED, {"results": out}, f"verification found {bad} bad rows")
-        return StepResult("final_verify", DONE, {"results": out}, "every dataset verified with BADROWS 0")
+            return StepResult(Step.FINAL_VERIFY, FAILED, {"results": out}, f"verification found {bad} bad rows")
+        return StepResult(Step.FINAL_VERIFY, DONE, {"results": out}, "every dataset verified with BADROWS 0")
+
+    def _groups(self) -> list[str]:
+        return list(dict.fromkeys(g for p in self.topology.policies.kafka for g in p.groups))
 
     def _step_kafka_offsets(self) -> StepResult:
-        groups = [g for p in self.topology.policies.kafka for g in p.groups]
+        """Checkpoint (executed, planned runs: hot still answers) and remap — a plan; nothing on cold."""
+        groups = self._groups()
         if not groups:
-            return StepResult("kafka_offsets", DONE if self.execute else PLANNED, {}, "no Kafka groups")
-        from dr_toolkit.kafka import api  # type: ignore[attr-defined, unused-ignore]
+            return StepResult(Step.KAFKA_OFFSETS, DONE if self.execute else PLANNED, {}, "no Kafka groups")
+        from dr_toolkit.kafka import api
 
-        self._writer_guard()
         detail: dict[str, Any] = {}
-        try:
-            cp = api.checkpoint(self.topology, self.ledger)
-            detail["checkpoint"] = _jsonable(cp) if not isinstance(cp, str) else {"checkpoint_id": cp}
-        except DrtError as exc:  # the hot brokers may be gone: remap from the last checkpoint
-            detail["checkpoint"] = {"error": exc.message, "using": "the last checkpoint in the ledger"}
-        remaps = []
-        for g in dict.fromkeys(groups):
-            r = api.remap(self.topology, self.ledger, g, apply=self.execute, run_id=self.run_id)
-            remaps.append(r)
+        if self.execute and not self.unplanned:
+            try:
+                cp = _call(api.checkpoint, self.topology, self.ledger, groups=groups, access=self.access)
+                detail["checkpoint"] = {"checkpoint_id": cp.get("checkpoint_id"), "taken_at": cp.get("taken_at")} \
+                    if isinstance(cp, dict) else {"checkpoint_id": str(cp)}
+            except DrtError as exc:  # the hot brokers may be gone: remap from the last checkpoint
+                detail["checkpoint"] = {"error": exc.message, "using": "the last checkpoint in the ledger"}
+        remaps: list[dict[str, Any]] = []
+        missing: list[str] = []
+        for g in groups:
+            if not self.ledger.latest_checkpoint(g):
+                missing.append(g)
+                continue
+            r = _call(api.remap, self.topology, self.reader_ledger, g, apply=False, run_id=self.run_id,
+                      access=self.access, who=self.who)
+            remaps.append({"group": g, "checkpoint_id": r.get("checkpoint_id"),
+                           "partitions": [{k: p.get(k) for k in ("topic", "partition", "target_offset", "method")}
+                                          for p in r.get("partitions", [])][:200]})
         detail["groups"] = remaps
-        if self.execute:
-            not_applied = [r["group"] for r in remaps if not r.get("applied")]
-            if not_applied:
-                return StepResult("kafka_offsets", FAILED, detail,
-                                  f"offsets not applied for group(s) {', '.join(map(str, not_applied))}")
-        return StepResult("kafka_offsets", DONE if self.execute else PLANNED, detail,
-                          f"offsets {'applied' if self.execute else 'remapped (dry run)'} for {len(remaps)} group(s)")
+        detail["not_checkpointed"] = missing
+        if missing and self.execute and not self.unplanned:
+            return StepResult(Step.KAFKA_OFFSETS, FAILED, detail,
+                              f"group(s) {', '.join(missing)} were never checkpointed: their position on cold "
+                              "cannot be stated")
+        msg = f"offsets remapped for {len(remaps)} group(s) (applied after approval)"
+        if missing:
+            msg += f"; never checkpointed (not carried over): {', '.join(missing)}"
+        return StepResult(Step.KAFKA_OFFSETS, DONE if self.execute else PLANNED, detail, msg)
 
     def _step_final_gate(self) -> StepResult:
         from dr_toolkit.failover.gate import check
 
-        res = check(self.topology, self.ledger, fence_credentials=self.zk_credentials)
+        res = check(self.topology, self.reader_ledger, access=self.access)
+        self._gate = res  # the approval in this process is asked on this answer
         detail = res.to_json()
         if res.go:
-            return StepResult("final_gate", DONE if self.execute else PLANNED, detail,
+            return StepResult(Step.FINAL_GATE, DONE if self.execute else PLANNED, detail,
                               f"GO; recovery point {detail['recovery_point']}")
         if not self.execute:
-            return StepResult("final_gate", PLANNED, detail, "NO_GO now: " + "; ".join(res.reasons))
-        return StepResult("final_gate", FAILED, detail, "NO_GO: " + "; ".join(res.reasons))
+            return StepResult(Step.FINAL_GATE, PLANNED, detail, "NO_GO now: " + "; ".join(res.reasons))
+        return StepResult(Step.FINAL_GATE, FAILED, detail, "NO_GO: " + "; ".join(res.reasons))
 
     def _step_metadata_lint(self) -> StepResult:
         from dr_toolkit.failover.lint import lint
 
         res = lint(self.topology)
+        findings = [{**f, "id": lint_id(f)} for f in res["findings"][:200]]
         n = len(res["findings"])
-        msg = (f"{n} hot-cluster value(s) in replicated metadata, e.g. {res['findings'][0]['path']}:"
-               f"{res['findings'][0]['line']} ({res['findings'][0]['value']})" if n else
+        msg = (f"{n} hot-cluster value(s) in replicated metadata, e.g. {findings[0]['path']}:"
+               f"{findings[0]['line']} ({findings[0]['value']}); each must be acknowledged at approval" if n else
                f"no hot-cluster values in {res['files_scanned']} metadata/config files")
-        return StepResult("metadata_lint", DONE if self.execute else PLANNED,
+        return StepResult(Step.METADATA_LINT, DONE if self.execute else PLANNED,
                           {"after": {"clean": res["clean"], "files_scanned": res["files_scanned"],
-                                     "findings": res["findings"][:50]}}, msg)
+                                     "findings": findings}}, msg)
+
+    def lint_findings(self) -> list[dict[str, Any]]:
+        e = self.step_event(Step.METADATA_LINT, DONE)
+        return list(((e or {}).get("after_state") or {}).get("findings") or [])
 
     def approval_request(self) -> dict[str, Any]:
-        gate = self.step_event("final_gate", DONE)
-        lint = self.step_event("metadata_lint", DONE)
+        gate = self._gate.to_json() if self._gate is not None else \
+            ((self.step_event(Step.FINAL_GATE, DONE) or {}).get("after_state") or None)
+        lint = self.step_event(Step.METADATA_LINT, DONE)
+        rp = self.step_event(Step.RECOVERY_POINT, DONE)
+        window = (rp or {}).get("after_state") if rp else None
         return {"run_id": self.run_id, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
-                "reason": self.reason, "recovery_point": (gate["after_state"] or {}).get("recovery_point")
-                if gate else None, "metadata_lint": lint["message"] if lint else None}
+                "reason": self.reason, "unplanned": self.unplanned,
+                "recovery_point": (window or {}).get("recovery_point") if self.unplanned
+                else (gate or {}).get("recovery_point"),
+                "gate": None if gate is None else {k: gate.get(k) for k in ("verdict", "recovery_point", "reasons",
+                                                                             "fenced_at", "checked_at")},
+                "loss_window": window, "metadata_lint": lint["message"] if lint else None,
+                "findings": self.lint_findings(), "approvers": list(self.topology.failover.approvers)}
+
+    def record_decision(self, approved: bool, who: str, comment: str | None = None, *,
+                        acknowledged: list[str] | tuple[str, ...] = (), accept_loss: bool = False) -> StepResult:
+        """Record a human decision (the CLI's typed confirmation, Airflow's approval operator).
+
+        Audited with who, when (the event's time), the comment and the acknowledged lint findings.
+        ConfigError (nothing recorded) when ``who`` is not an approver, when an approval leaves a
+        metadata-lint finding unacknowledged, or when an unplanned run is approved without
+        ``accept_loss`` (the typed acceptance of the data-loss window)."""
+        approvers = self.topology.failover.approvers
+        if approvers and who not in approvers:
+            raise ConfigError(f"{who!r} may not decide on this failover", where=self.topology.source_file,
+                              hint=f"failover.approvers lists who may: {', '.join(approvers)}")
+        if not self.execute:
+            raise ConfigError(f"run {self.run_id} is a dry run: there is no promotion to decide on")
+        if self.step_event(Step.APPROVAL, DONE) is not None or self.step_event(Step.APPROVAL, REJECTED) is not None:
+            raise ConfigError(f"run {self.run_id} already has a decision", hint="start a new run to decide again")
+        findings = self.lint_findings()
+        ack = set(acknowledged)
+        if approved:
+            left = [f["id"] for f in findings if f["id"] not in ack]
+            if left:
+                raise ConfigError(f"{len(left)} metadata-lint finding(s) not acknowledged: {', '.join(left[:5])}"
+                                  + (" …" if len(left) > 5 else ""),
+                                  hint="acknowledge each finding (its id is path:line), or fix the metadata and "
+                                       "re-run the step")
+            if self.unplanned and not accept_loss:
+                raise ConfigError("an unplanned failover needs the typed acceptance of its data-loss window",
+                                  hint=f"type {ACCEPT_PHRASE_HINT}")
+        req = self.approval_request()
+        after = {"approved": approved, "by": who, "at": time.time(), "comment": comment,
+                 "acknowledged": sorted(ack), "accept_loss": accept_loss if self.unplanned else None,
+                 "recovery_point": req.get("recovery_point")}
+        status = DONE if approved else REJECTED
+        message = (comment or "") + (" — " if comment else "") + f"{'approved' if approved else 'rejected'} by {who}"
+        self._audit(Step.APPROVAL, status, after=after, message=message, who=who)
+        res = StepResult(Step.APPROVAL, status, {**req, "decided_by": who, "after": after, "recorded": True}, message)
+        self.results[Step.APPROVAL] = res
+        return res
 
     def record_approval(self, *, approved: bool, who: str, note: str | None = None) -> StepResult:
-        """Record a human decision taken outside the runbook (the Airflow approval operator)."""
-        res = StepResult("approval", DONE if approved else REJECTED,
-                         {"approved": approved, "approved_by": who, "after": {"approved": approved, "by": who}},
-                         note or ("approved" if approved else "rejected") + f" by {who}")
-        self._audit("approval", res.status, after=res.detail["after"], message=res.message, who=who)
-        self.results["approval"] = res
-        return res
+        """Older name of :meth:`record_decision` (no acknowledgements)."""
+        return self.record_decision(approved, who, note)
 
     def _step_approval(self) -> StepResult:
         if not self.execute:
-            return StepResult("approval", PLANNED, {}, "would ask a human to approve the promotion")
+            return StepResult(Step.APPROVAL, PLANNED, {}, "would ask a human to approve the promotion")
+        if not self.unplanned:
+            if self._gate is None:
+                self._regate()
+            assert self._gate is not None
+            if not self._gate.go:
+                return StepResult(Step.APPROVAL, FAILED, {"gate": self._gate.to_json()},
+                                  "NO_GO now (nothing asked): " + "; ".join(self._gate.reasons))
         req = self.approval_request()
         if self.approver is None:
-            return StepResult("approval", WAITING, req, "waiting for a human approval")
-        ok = self.approver(req)
-        return StepResult("approval", DONE if ok else REJECTED,
-                          {**req, "approved": ok, "approved_by": self.who, "after": {"approved": ok, "by": self.who}},
-                          f"{'approved' if ok else 'rejected'} by {self.who}")
+            return StepResult(Step.APPROVAL, WAITING, req, "waiting for a human approval")
+        answer = self.approver(req)
+        d: dict[str, Any] = answer if isinstance(answer, dict) else {"approved": bool(answer)}
+        try:
+            return self.record_decision(bool(d.get("approved")), str(d.get("who") or self.who), d.get("comment"),
+                                        acknowledged=list(d.get("acknowledged") or ()),
+                                        accept_loss=bool(d.get("accept_loss")))
+        except ConfigError as exc:
+            return StepResult(Step.APPROVAL, FAILED, {"error": exc.message}, exc.message)
+
+    def _regate(self) -> GateResult:
+        from dr_toolkit.failover.gate import check
+
+        self._gate = check(self.topology, self.reader_ledger, access=self.access)
+        return self._gate
+
+    def _pre_promotion_check(self, step: Step, *, fresh: bool) -> StepResult | None:
+        """None when promotion may go on; else the FAILED result. Planned: the gate again (never an
+        earlier GO); unplanned: the recovery point again (not earlier than the accepted one)."""
+        if self.unplanned:
+            from dr_toolkit.failover.unplanned import loss_window
+
+            appr = self.step_event(Step.APPROVAL, DONE)
+            accepted = ((appr or {}).get("after_state") or {})
+            if not accepted.get("accept_loss"):
+                return StepResult(step, FAILED, {}, "the data-loss window was not accepted")
+            lw = loss_window(self.topology, self.reader_ledger, self.access)
+            was = (self.step_event(Step.RECOVERY_POINT, DONE) or {}).get("after_state") or {}
+            old, new = was.get("recovery_point_epoch"), lw.get("recovery_point_epoch")
+            if old is not None and (new is None or new < old):
+                return StepResult(step, FAILED, {"loss_window": lw},
+                                  f"the recovery point moved back ({iso(old)} accepted, {iso(new)} now): decide again")
+            return None
+        if fresh or self._gate is None:
+            self._regate()
+        assert self._gate is not None
+        if not self._gate.go:
+            return StepResult(step, FAILED, {"gate": self._gate.to_json()},
+                              "NO_GO at promotion time: " + "; ".join(self._gate.reasons))
+        return None
+
+    def _step_kafka_apply(self) -> StepResult:
+        groups = self._groups()
+        if not self.execute:
+            return StepResult(Step.KAFKA_APPLY, PLANNED, {"groups": groups},
+                              f"would apply the remapped offsets of {len(groups)} group(s) after approval")
+        if self.step_event(Step.APPROVAL, DONE) is None:
+            return StepResult(Step.KAFKA_APPLY, FAILED, {}, "no human approval recorded for this run")
+        stop = self._pre_promotion_check(Step.KAFKA_APPLY, fresh=True)
+        if stop is not None:
+            return stop
+        gate = None if self._gate is None else {"verdict": self._gate.verdict,
+                                                "recovery_point": iso(self._gate.recovery_point)}
+        if not groups:
+            return StepResult(Step.KAFKA_APPLY, DONE, {"gate": gate}, "no Kafka groups")
+        from dr_toolkit.kafka import api
+
+        self._writer_guard()
+        plan = (self.step_event(Step.KAFKA_OFFSETS, DONE) or {}).get("after_state") or {}
+        skip = set(plan.get("not_checkpointed") or [])
+        out: list[dict[str, Any]] = []
+        for g in groups:
+            if g in skip:
+                out.append({"group": g, "applied": False, "reason": "never checkpointed"})
+                continue
+            r = _call(api.remap, self.topology, self.ledger, g, apply=True, run_id=self.run_id, access=self.access,
+                      who=self.who)
+            out.append({"group": g, "applied": bool(r.get("applied")), "written": r.get("written"),
+                        "reason": r.get("reason")})
+        not_applied = [str(o["group"]) for o in out if not o["applied"] and o["group"] not in skip]
+        if not_applied:
+            return StepResult(Step.KAFKA_APPLY, FAILED, {"groups": out, "gate": gate},
+                              f"offsets not applied for group(s) {', '.join(not_applied)}")
+        return StepResult(Step.KAFKA_APPLY, DONE, {"groups": out, "gate": gate},
+                          f"offsets applied for {len(out) - len(skip)} group(s) after a fresh "
+                          + ("recovery-point check" if self.unplanned else "GO"))
 
     def _step_promote_cold(self) -> StepResult:
         from dr_toolkit.zk.fencing import open_fence
 
         cold = self.topology.cold_name
         if not self.execute:
-            return StepResult("promote_cold", PLANNED, {"after": {"would": f"set the active cluster to {cold}"}},
+            return StepResult(Step.PROMOTE_COLD, PLANNED, {"after": {"would": f"set the active cluster to {cold}"}},
                               f"would promote {cold}")
-        if self.step_event("approval", DONE) is None:
-            return StepResult("promote_cold", FAILED, {}, "no human approval recorded for this run")
+        if self.step_event(Step.APPROVAL, DONE) is None:
+            return StepResult(Step.PROMOTE_COLD, FAILED, {}, "no human approval recorded for this run")
         epoch = self.epoch
         if epoch is None:
-            return StepResult("promote_cold", FAILED, {}, "the hot cluster was not fenced by this run")
+            return StepResult(Step.PROMOTE_COLD, FAILED, {}, "the hot cluster was not fenced by this run")
+        if self._groups() and self.step_event(Step.KAFKA_APPLY, DONE) is None:
+            # a caller that runs steps one by one without kafka_apply (an older DAG): offsets go first
+            applied = self.run_step(Step.KAFKA_APPLY)
+            if applied.status != DONE:
+                return StepResult(Step.PROMOTE_COLD, FAILED, {}, f"kafka_apply {applied.status}: {applied.message}")
+        fresh = not (Step.KAFKA_APPLY in self.results and self.results[Step.KAFKA_APPLY].status == DONE
+                     and not self.results[Step.KAFKA_APPLY].detail.get("earlier"))
+        stop = self._pre_promotion_check(Step.PROMOTE_COLD, fresh=fresh)
+        if stop is not None:
+            return stop
         by = f"{self.who} run {self.run_id}"
-        with open_fence(self.topology, credentials=self.zk_credentials) as fence:
+        with open_fence(self.topology, access=self.access) as fence:
             before = fence.snapshot()
             active = before.get("active") or {}
             if not (active.get("cluster") == cold and active.get("epoch") == epoch):
@@ -414,16 +765,20 @@ class Runbook:
             if fence.is_read_only(cold):
                 fence.set_read_only(cold, False, epoch=epoch, by=by)
             after = fence.snapshot()
-        return StepResult("promote_cold", DONE, {"before": before, "after": after},
+        rp = None if self._gate is None or self.unplanned else iso(self._gate.recovery_point)
+        return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": after, "recovery_point": rp},
                           f"{cold} is the active cluster (epoch {epoch})")
 
     def _step_report(self) -> StepResult:
         summary = self.summary()
         for st in summary["steps"]:  # the report is this step's own output: show it as done
-            if st["name"] == "report":
+            if st["name"] == Step.REPORT:
                 st["status"] = DONE if self.execute else PLANNED
         paths = write_report(self.topology, self.ledger, self.run_id, summary)
-        return StepResult("report", DONE if self.execute else PLANNED, {"after": paths}, f"report {paths['html']}")
+        return StepResult(Step.REPORT, DONE if self.execute else PLANNED, {"after": paths}, f"report {paths['html']}")
+
+
+ACCEPT_PHRASE_HINT = "the acceptance phrase (CLI: ACCEPT DATA LOSS; library: record_decision(..., accept_loss=True))"
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -442,8 +797,12 @@ def write_report(topology: Topology, ledger: Ledger, run_id: str, summary: dict[
     run = ledger.failover_run(run_id) or {}
     gate = next((e["after_state"] for e in reversed(events) if e["action"] == "final_gate" and e["after_state"]),
                 None)
+    window = next((e["after_state"] for e in reversed(events) if e["action"] == "recovery_point"
+                   and e["after_state"]), None)
+    decision = next((e["after_state"] for e in reversed(events) if e["action"] == "approval"
+                     and e["status"] in (DONE, REJECTED) and e["after_state"]), None)
     doc = _scrub({"run": {k: run.get(k) for k in ("run_id", "actor", "reason", "execute", "status", "started_at")},
-                  "summary": summary, "gate": gate,
+                  "summary": summary, "gate": gate, "loss_window": window, "decision": decision,
                   "audit": [{k: e[k] for k in ("at", "actor", "action", "status", "dry_run", "message",
                                                "before_state", "after_state")} for e in events]})
     out = reports_dir(topology)
@@ -456,8 +815,19 @@ def write_report(topology: Topology, ledger: Ledger, run_id: str, summary: dict[
     audit = "".join(f"<tr><td>{esc(iso(e['at']) or '')}</td><td>{esc(str(e['actor']))}</td>"
                     f"<td>{esc(str(e['action']))}</td><td>{esc(str(e['status']))}</td>"
                     f"<td>{esc(str(e['message'] or ''))}</td></tr>" for e in doc["audit"])
-    verdict = esc(str((gate or {}).get("verdict", "not evaluated")))
-    rp = esc(str((gate or {}).get("recovery_point") or "unknown"))
+    verdict = esc(str((gate or {}).get("verdict", "unplanned: no gate" if window else "not evaluated")))
+    rp = esc(str((gate or window or {}).get("recovery_point") or "unknown"))
+    loss = "".join(f"<tr><td>{esc(str(c['component']))}</td><td>{esc(str(c['name']))}</td>"
+                   f"<td>{esc(str(c.get('safe_time_iso') or 'none'))}</td><td>{esc(str(c.get('basis') or ''))}</td>"
+                   f"<td>{esc(str(c.get('known_missing') or '-'))}</td><td>{esc(str(c.get('unknowable') or ''))}</td>"
+                   f"</tr>" for c in (window or {}).get("components", []))
+    loss_html = ("<h2>Data-loss window (unplanned)</h2><table><tr><th>component</th><th>name</th><th>safe time</th>"
+                 f"<th>basis</th><th>known missing</th><th>unknowable</th></tr>{loss}</table>" if window else "")
+    sigs = "".join(f"<tr><td>{esc(str(s['component']))}</td><td>{esc(str(s['name']))}</td>"
+                   f"<td>{esc(str(s.get('safe_time') or 'none'))}</td><td>{esc(str(s.get('basis') or ''))}</td></tr>"
+                   for s in (gate or {}).get("signals", []))
+    sig_html = ("<h2>Safe time per signal</h2><table><tr><th>component</th><th>name</th><th>safe time</th>"
+                f"<th>basis</th></tr>{sigs}</table>" if sigs else "")
     hpath.write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>Failover report "
         f"{esc(run_id)}</title><style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border:1px solid #ccc}}"
@@ -466,7 +836,7 @@ def write_report(topology: Topology, ledger: Ledger, run_id: str, summary: dict[
         f"<p>run <code>{esc(run_id)}</code> &middot; {'EXECUTE' if summary.get('execute') else 'DRY RUN'}"
         f" &middot; reason: {esc(str(run.get('reason') or ''))} &middot; by {esc(str(run.get('actor') or ''))}</p>"
         f"<p>gate verdict <b id='verdict'>{verdict}</b>, recovery point <b id='recovery-point'>{rp}</b></p>"
-        f"<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>message</th></tr>{rows}</table>"
+        f"{sig_html}{loss_html}<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>message</th></tr>{rows}</table>"
         f"<h2>Audit trail</h2><table><tr><th>at</th><th>who</th><th>step</th><th>status</th><th>message</th></tr>"
         f"{audit}</table></body></html>")
     return {"json": str(jpath), "html": str(hpath)}

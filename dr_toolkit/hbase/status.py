@@ -19,15 +19,18 @@ offset shipped so far. So:
 * a live server's queue holding only its current WAL: whether bytes are left in that WAL
   is not in ZooKeeper (HBase keeps the shipped offset there, not the file length). The
   toolkit decides, in this order, and says which it used in ``basis``:
-  ``wal-length`` — a ``wal_length(server, wal)`` callable was given and the position reached
-  it (the simulator provides one; no HDFS-backed provider is built in: the NameNode reports
-  an *open* WAL's length without its block under construction, so HDFS ``/hbase/WALs/<server>/
-  <wal>`` is exact only for a closed WAL — e.g. after the region server rolled or stopped);
+  ``wal-length`` — the WAL file's length was read (``wal_length(server, wal)``; built in:
+  :func:`fs_wal_length`, which reads ``<rootdir>/WALs/<server>/<wal>``, ``…/<server>-splitting/``
+  and ``<rootdir>/oldWALs/<wal>`` through the hot cluster's filesystem) and the position reached
+  it. This is *proof* of drain. On a real HDFS the NameNode reports an *open* WAL's length
+  without its block under construction, so the length is exact once the WAL is closed (rolled,
+  or the region server stopped — which is what fencing HBase does); the read order makes it
+  safe anyway: positions are read first, lengths after, and a WAL can only grow;
   ``settled`` — ``settle_s`` > 0 and the position and WAL did not move across a second read
-  ``settle_s`` later (after the hot cluster stopped taking writes this means the shipper has
-  nothing more to send, *provided* the peer is ENABLED — a DISABLED peer is never caught up);
+  ``settle_s`` later (no proof: an idle shipper also does not move);
   ``queue-size`` — neither was available, so HBase's own metric is used: ``SizeOfLogQueue``
-  = 0 (only the current WAL left). This is the weakest basis and is reported as such.
+  = 0 (only the current WAL left). This is the weakest basis and is reported as such; it
+  never proves drain (the gate never says GO on it after the fence).
 
 Caught up = every queue of every selected peer drained, no queue held by a dead server,
 and every selected peer exists (and is ENABLED if it still has data queued).
@@ -53,6 +56,7 @@ from dr_toolkit.hbase.encoding import (
 )
 
 if TYPE_CHECKING:
+    from dr_toolkit.fs import FileSystem
     from dr_toolkit.zk.client import ZkClient
 
 WalLength = Callable[[str, str], "int | None"]
@@ -91,9 +95,23 @@ class ReplicationStatus:
     live_servers: list[str]
     znode_parent: str
     read_s: float = 0.0
+    read_at: float = 0.0  # wall-clock time (epoch s) before the first znode was read
+
+    @property
+    def proven(self) -> bool:
+        """Caught up and every queue's drain proven (empty, or position >= the WAL file's length)."""
+        return self.caught_up and all(q.basis in ("empty", "wal-length") for q in self.queues)
+
+    @property
+    def basis(self) -> str:
+        """The weakest basis used over the queues (``empty`` < ``wal-length`` < ``settled`` < ``queue-size``)."""
+        order = ["empty", "wal-length", "settled", "queue-size"]
+        used = [q.basis for q in self.queues if q.basis in order]
+        return max(used, key=order.index) if used else "empty"
 
     def to_json(self) -> dict[str, Any]:
-        return {"caught_up": self.caught_up, "queues": [q.to_json() for q in self.queues],
+        return {"caught_up": self.caught_up, "proven": self.proven, "basis": self.basis,
+                "queues": [q.to_json() for q in self.queues],
                 "reasons": self.reasons, "peers": self.peers, "live_servers": len(self.live_servers),
                 "znode_parent": self.znode_parent, "read_s": round(self.read_s, 3)}
 
@@ -176,6 +194,7 @@ def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: lis
     also read the positions of the WALs waiting behind the current one (always 0 in HBase).
     """
     t0 = time.monotonic()
+    read_at = time.time()
     lay = Layout(znode_parent)
     live, peer_states, queues = _snapshot(zk, lay, all_positions)
     if peers is not None:
@@ -200,7 +219,27 @@ def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: lis
     queues.sort(key=lambda q: (q.peer, q.server, q.queue_id))
     return ReplicationStatus(caught_up=not reasons, queues=queues, reasons=reasons,
                              peers={p: peer_states.get(p) for p in selected if p in peer_states},
-                             live_servers=live, znode_parent=znode_parent, read_s=time.monotonic() - t0)
+                             live_servers=live, znode_parent=znode_parent, read_s=time.monotonic() - t0,
+                             read_at=read_at)
+
+
+def fs_wal_length(fs: FileSystem, rootdir: str = "/hbase") -> WalLength:
+    """``wal_length(server, wal)`` reading the WAL file's length on the hot cluster's filesystem:
+    ``<rootdir>/WALs/<server>/<wal>``, ``<rootdir>/WALs/<server>-splitting/<wal>`` (a dead server's
+    WALs being split) or ``<rootdir>/oldWALs/<wal>`` (archived); None when it is in none of them."""
+    root = rootdir.rstrip("/")
+
+    def length(server: str, wal: str) -> int | None:
+        if not wal:
+            return None
+        for path in (f"{root}/WALs/{server}/{wal}", f"{root}/WALs/{server}-splitting/{wal}",
+                     f"{root}/oldWALs/{wal}"):
+            st = fs.stat(path)
+            if st is not None and not st.is_dir:
+                return int(st.size)
+        return None
+
+    return length
 
 
 def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str, str], QueueStatus] | None) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.errors import ConfigError, FencedError
 
 if TYPE_CHECKING:
-    from dr_toolkit.secrets import Credentials
+    from dr_toolkit.access import Access
     from dr_toolkit.topology import Topology, ZooKeeperEndpoint
     from dr_toolkit.zk.client import ZkClient
 
@@ -96,7 +96,7 @@ class Fence:
         except ZkNoNode:
             return FenceState()
         d = _load(raw)
-        return FenceState(epoch=int(d.get("epoch", 0)), fenced_cluster=d.get("fenced_cluster"),
+        return FenceState(epoch=int(d.get("epoch", 0)), fenced_cluster=d.get("fenced_cluster") or None,
                           at=d.get("at"), by=d.get("by"), version=int(stat.version))
 
     def active(self) -> dict[str, Any] | None:
@@ -129,7 +129,7 @@ class Fence:
                 raise FencedError(f"fencing epoch is {cur.epoch}, expected {expected_epoch}",
                                   where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
                                   hint="another operator fenced in between; read the state and decide again")
-            new = FenceState(epoch=cur.epoch + 1, fenced_cluster=fenced_cluster, at=time.time(), by=by)
+            new = FenceState(epoch=cur.epoch + 1, fenced_cluster=fenced_cluster or None, at=time.time(), by=by)
             try:
                 if cur.version < 0:
                     self.zk.create(self.fencing_path, _dump(new.to_json()))
@@ -145,8 +145,13 @@ class Fence:
                           hint="another operator is fencing at the same time; stop and coordinate")
 
     def check_epoch(self, epoch: int) -> FenceState:
-        """Raise FencedError when ``epoch`` is older than the current one; return the state."""
+        """Raise FencedError when ``epoch`` is not the current one — older (a stale writer) or
+        newer (an epoch that was never issued: a forged or corrupted value); return the state."""
         cur = self.state()
+        if epoch > cur.epoch:
+            raise FencedError(f"fencing epoch {epoch} was never issued (the current epoch is {cur.epoch})",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="a writer may only use an epoch returned by a bump; stop it")
         if epoch < cur.epoch:
             raise FencedError(
                 f"stale fencing epoch {epoch}: the current epoch is {cur.epoch} "
@@ -169,9 +174,6 @@ class Fence:
         from dr_toolkit.zk.client import ZkBadVersion
 
         cur = self.check_epoch(epoch)
-        if epoch > cur.epoch:
-            raise FencedError(f"fencing epoch {epoch} was never issued (current {cur.epoch})",
-                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}")
         parent = path.rsplit("/", 1)[0]
         if parent:
             self.zk.ensure_path(parent)
@@ -208,6 +210,16 @@ class Fence:
             raise FencedError(f"delete of {path} refused: the fencing epoch changed",
                               where=f"zookeeper {self.zk.quorum} {self.fencing_path}") from None
 
+    def lift(self, *, epoch: int, cluster: str, by: str) -> FenceState:
+        """Lift the fence of ``cluster`` that was raised at ``epoch`` (an aborted failover).
+
+        Bumps the epoch (compare-and-set, expecting ``epoch``) to a state that fences no cluster —
+        so every writer of the aborted run is retired — then removes the cluster's read-only
+        flag under the new epoch. FencedError when someone fenced again since ``epoch``."""
+        new = self.bump(fenced_cluster="", by=by, expected_epoch=epoch)
+        self.set_read_only(cluster, False, epoch=new.epoch, by=by)
+        return new
+
     # -- the active cluster and the read-only flag -------------------------------------------------
     def set_active(self, cluster: str, *, epoch: int, by: str) -> dict[str, Any]:
         rec = {"cluster": cluster, "epoch": epoch, "at": time.time(), "by": by}
@@ -235,22 +247,28 @@ class Fence:
 
 
 @contextmanager
-def open_fence(topology: Topology, *, credentials: Credentials | None = None) -> Iterator[Fence]:
-    """A :class:`Fence` on the topology's fencing ZooKeeper (UnreachableError when it is down)."""
+def open_fence(topology: Topology, *, access: Access | None = None) -> Iterator[Fence]:
+    """A :class:`Fence` on the topology's fencing ZooKeeper (UnreachableError when it is down).
+
+    Credentials: the endpoint's ``conn_id`` resolved through ``access`` (default: the environment)."""
+    from dr_toolkit.access import default_access
     from dr_toolkit.zk.client import zk_session
 
     ep = fencing_endpoint(topology)
-    with zk_session(ep, credentials=credentials) as zk:
+    which = "cold" if topology.cold.zookeeper is not None else "hot"
+    name = topology.cold_name if which == "cold" else topology.hot_name
+    creds = default_access(access).for_endpoint(ep, f"clusters.{name}.zookeeper.conn_id")
+    with zk_session(ep, credentials=creds) as zk:
         yield Fence(zk, ep.dr_root)
 
 
 def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = None,
-                    credentials: Credentials | None = None) -> None:
+                    access: Access | None = None) -> None:
     """For the toolkit's writers: refuse (FencedError) to write for a fenced or read-only cluster.
 
     ``epoch``: the epoch the writer started under; a newer one means it must stop.
     """
-    with open_fence(topology, credentials=credentials) as fence:
+    with open_fence(topology, access=access) as fence:
         st = fence.state() if epoch is None else fence.check_epoch(epoch)
         if fence.is_read_only(cluster) or (st.fenced_cluster == cluster and epoch is None):
             raise FencedError(f"cluster {cluster!r} is fenced (epoch {st.epoch}, by {st.by})",
@@ -259,7 +277,7 @@ def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = Non
 
 
 def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
-                               credentials: Credentials | None = None) -> None:
+                               access: Access | None = None) -> None:
     """For hot → cold writers (scheduled replication): refuse once the hot cluster is fenced.
 
     After the hot cluster is fenced the cold one is being (or has been) promoted, and a
@@ -269,7 +287,7 @@ def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
     """
     if topology.cold.zookeeper is None and topology.hot.zookeeper is None:
         return
-    with open_fence(topology, credentials=credentials) as fence:
+    with open_fence(topology, access=access) as fence:
         if epoch is not None:
             fence.check_epoch(epoch)
             return

@@ -1,74 +1,41 @@
-"""The gate on the real test services: lag injected in each component in turn → NO_GO naming
-the reason; drained → GO; ZooKeeper or a broker stopped → NO_GO, never GO."""
+"""The gate on the real test services (ZooKeeper, the region-server simulator writing real WAL files):
+lag or a fault injected per component → NO_GO naming the reason, with a recovery point before the
+injected write; drained → GO; ZooKeeper stopped → NO_GO, never GO."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import pytest
 
 from dr_toolkit.failover.gate import check
-from dr_toolkit.ledger import Ledger
+from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
-from tests.support.fixtures_failover import add_verify_report, drt, write_topology
+from tests.support.fixtures_failover import HBaseWorld, add_verify_report, drt, write_topology
 
 pytestmark = pytest.mark.integration
-
-SERVER = "rs1.example,16020,1700000000000"
-WAL_OLD = "rs1.example%2C16020%2C1700000000000.1700000000001"
-WAL_NEW = "rs1.example%2C16020%2C1700000000000.1700000000002"
-
-
-def have(mod: str) -> bool:
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 class World:
     """A topology with an HBase peer and a verified dataset, caught up; lag is injected per test."""
 
-    def __init__(self, tmp_path: Path, zk_address: str) -> None:
+    def __init__(self, tmp_path, zk_address: str, *, tables: list[str] | None = None) -> None:
         self.path = write_topology(tmp_path, zk=zk_address,
-                                   hbase=[{"name": "hb", "peer_id": "1", "namespaces": ["default"]}],
+                                   hbase=[{"name": "hb", "peer_id": "1", "namespaces": ["default"],
+                                           "tables": tables or []}],
                                    verify=[{"name": "orders", "source": "hdfs://hot/o", "target": "hdfs://cold/o",
                                             "key": ["id"]}])
         self.topo = load_topology(self.path)
-        self.ledger = Ledger.open(self.topo.ledger.url)
+        self.ledger = open_ledger(self.topo)
         add_verify_report(self.ledger, "orders")
-        from dr_toolkit.hbase.encoding import Layout
-        from dr_toolkit.hbase.peers import add_peer
-        from dr_toolkit.zk.client import connect
+        self.hb = HBaseWorld(self.topo)
 
-        ep = self.topo.hot.zookeeper
-        assert ep is not None and self.topo.cold.zookeeper is not None
-        self.zk = connect(ep)
-        add_peer(self.zk, "1", self.topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent)
-        self.lay = Layout(ep.hbase_znode_parent)
-        self.zk.ensure_path(f"{self.lay.rs}/{SERVER}")
-        self.queue = f"{self.lay.queues}/{SERVER}/1"
-        self.zk.ensure_path(self.queue)
-        self.zk.create(f"{self.queue}/{WAL_NEW}", self._pos(100))
-
-    @staticmethod
-    def _pos(n: int) -> bytes:
-        from dr_toolkit.hbase.encoding import encode_position
-
-        return encode_position(n)
-
-    def hbase_lag(self) -> None:
-        """A whole WAL waits to be shipped (SizeOfLogQueue = 1), as HBase leaves it."""
-        self.zk.create(f"{self.queue}/{WAL_OLD}", self._pos(10))
-
-    def hbase_drain(self) -> None:
-        self.zk.delete(f"{self.queue}/{WAL_OLD}")
+    def check(self, **kw):
+        return check(self.topo, self.ledger, **kw)
 
     def close(self) -> None:
-        self.zk.close()
+        self.hb.close()
 
 
 @pytest.fixture
@@ -84,40 +51,124 @@ def reasons(res) -> str:
     return " | ".join(res.reasons)
 
 
-@pytest.mark.skipif(not have("dr_toolkit.hbase.status"), reason="HBase status capability not built")
-def test_go_when_every_component_is_caught_up(world) -> None:
-    res = check(world.topo, world.ledger)
+def hbase(res):
+    return next(s for s in res.signals if s.component == "hbase")
+
+
+def test_go_when_every_component_is_caught_up_and_drain_is_proven_by_wal_lengths(world) -> None:
+    t0 = time.time()
+    res = world.check()
     assert res.verdict == "GO", reasons(res)
     assert {(s.component, s.name) for s in res.signals} == {("hbase", "1"), ("verify", "orders")}
+    hb = hbase(res)
+    assert hb.safe_time is not None and hb.safe_time >= t0 and hb.basis.startswith("drain proven")
+    assert hb.detail["basis"] == "wal-length" and hb.detail["proven"] is True
     assert res.recovery_point is not None and res.recovery_point <= time.time()
+    doc = res.to_json()
+    assert doc["recovery_point"] and all(s["safe_time"] and s["basis"] for s in doc["signals"])
 
 
-@pytest.mark.skipif(not have("dr_toolkit.hbase.status"), reason="HBase status capability not built")
-def test_hbase_queue_with_wals_is_no_go_then_go_after_draining(world) -> None:
-    world.hbase_lag()
-    res = check(world.topo, world.ledger)
+def test_wal_position_short_of_the_wal_length_is_no_go_with_a_recovery_point_before_the_write(world) -> None:
+    proven = hbase(world.check())
+    assert proven.caught_up
+    written_at = time.time()
+    world.hb.lag(123)  # written on hot, not shipped: the WAL file is 123 bytes longer than the position
+    res = world.check()
     assert res.verdict == "NO_GO"
-    assert "hbase 1:" in reasons(res) and "SizeOfLogQueue=1" in reasons(res)
-    world.hbase_drain()
-    assert check(world.topo, world.ledger).verdict == "GO"
+    assert "hbase 1:" in reasons(res) and "123 bytes left to ship" in reasons(res)
+    hb = hbase(res)
+    assert hb.safe_time is not None and hb.safe_time < written_at  # the last proven drain, from the ledger
+    assert "last proven drain" in hb.basis
+    assert res.recovery_point is not None and res.recovery_point < written_at
+    world.hb.drain()
+    res = world.check()
+    assert res.verdict == "GO", reasons(res)
+    assert hbase(res).safe_time > written_at
 
 
-@pytest.mark.skipif(not have("dr_toolkit.hbase.status"), reason="HBase status capability not built")
+def test_a_whole_wal_waiting_is_no_go_then_go_after_draining(world) -> None:
+    world.hb.lag_whole_wal()
+    res = world.check()
+    assert res.verdict == "NO_GO" and "SizeOfLogQueue=1" in reasons(res)
+    world.hb.drain()
+    assert world.check().verdict == "GO"
+
+
+def test_queue_size_alone_never_gives_go_after_the_fence(world) -> None:
+    """Without WAL files nothing proves drain: before the fence the last proven drain counts
+    (within the lag bound); after the fence only a drain proven after it does."""
+    from dr_toolkit.zk.fencing import open_fence
+
+    assert world.check().verdict == "GO"  # proven now: recorded in the ledger
+    wals = world.hb.rootdir / "WALs"
+    hidden = world.hb.rootdir.parent / "WALs-hidden"
+    wals.rename(hidden)  # the WAL lengths cannot be read any more
+    try:
+        res = world.check()
+        hb = hbase(res)
+        assert hb.detail["basis"] == "queue-size" and "queue size only" in hb.basis
+        assert res.verdict == "GO", reasons(res)  # before the fence: last proven drain within max_lag_s
+        with open_fence(world.topo) as fence:
+            fence.bump(fenced_cluster="hot", by="test")
+        res = world.check()
+        assert res.verdict == "NO_GO" and "before the fence" in reasons(res)
+    finally:
+        hidden.rename(wals)
+    add_verify_report(world.ledger, "orders")  # a verification that read its data after the fence
+    res = world.check()
+    assert res.verdict == "GO", reasons(res)  # proven again, after the fence
+    assert hbase(res).safe_time >= res.fenced_at
+
+
+def test_a_disabled_peer_is_no_go_even_when_its_queues_are_empty(world) -> None:
+    from dr_toolkit.hbase.peers import disable_peer, enable_peer
+
+    with world.hb.zk() as zk:
+        disable_peer(zk, "1", znode_parent=world.hb.parent)
+    res = world.check()
+    assert res.verdict == "NO_GO" and "peer 1 is DISABLED" in reasons(res)
+    with world.hb.zk() as zk:
+        enable_peer(zk, "1", znode_parent=world.hb.parent)
+    assert world.check().verdict == "GO"
+
+
+def test_a_missing_peer_is_no_go_without_a_safe_time(world) -> None:
+    from dr_toolkit.hbase.peers import remove_peer
+
+    with world.hb.zk() as zk:
+        remove_peer(zk, "1", znode_parent=world.hb.parent)
+    res = world.check()
+    assert res.verdict == "NO_GO" and "peer 1 is not configured" in reasons(res)
+    assert hbase(res).safe_time is None and res.recovery_point is None
+
+
+def test_a_protected_table_without_replication_scope_is_no_go(world) -> None:
+    world.hb.sim.create_table("default", "audit", {"a": 1, "b": 0})
+    res = world.check()
+    assert res.verdict == "NO_GO"
+    assert "table default:audit: column families b have no REPLICATION_SCOPE" in reasons(res)
+    assert hbase(res).safe_time is None  # its writes never reach cold
+    world.hb.sim.create_table("default", "audit", {"a": 1, "b": 1})
+    assert world.check().verdict == "GO"
+
+
 def test_verification_with_bad_rows_is_no_go_then_go_after_a_clean_one(world) -> None:
     add_verify_report(world.ledger, "orders", bad=3)
-    res = check(world.topo, world.ledger)
+    res = world.check()
     assert res.verdict == "NO_GO" and "verify orders: last verification found 3 bad rows" in res.reasons
     add_verify_report(world.ledger, "orders", bad=0)
-    assert check(world.topo, world.ledger).verdict == "GO"
+    res = world.check()
+    assert res.verdict == "GO"
+    v = next(s for s in res.signals if s.component == "verify")
+    assert v.basis.startswith("report ") and v.safe_time is not None
 
 
-@pytest.mark.skipif(not have("dr_toolkit.hbase.status"), reason="HBase status capability not built")
 def test_zookeeper_stopped_is_no_go_with_the_reason_and_cli_exits_1(world, zk_server) -> None:
     zk_server.stop()
     try:
-        res = check(world.topo, world.ledger, timeout_s=30)
-        assert res.verdict == "NO_GO"
-        hb = next(s for s in res.signals if s.component == "hbase")
+        res = world.check(timeout_s=30)
+        assert res.verdict == "NO_GO" and res.recovery_point is None
+        hb = hbase(res)
         assert not hb.caught_up and "zookeeper" in (hb.reason or "").lower()
         assert any("fencing state unreadable" in r for r in res.reasons)
         r = drt("--json", "failover", "check", config=world.path)
@@ -126,7 +177,9 @@ def test_zookeeper_stopped_is_no_go_with_the_reason_and_cli_exits_1(world, zk_se
         assert doc["verdict"] == "NO_GO" and doc["reasons"]
     finally:
         zk_server.start()
-    assert check(world.topo, world.ledger).verdict == "GO"
+    world.hb.close()
+    world.hb = HBaseWorld(world.topo)  # the simulator's sessions died with the server
+    assert world.check().verdict == "GO"
 
 
 def test_empty_ledger_is_no_go_and_an_unreachable_ledger_exits_3(tmp_path, zk_server) -> None:
@@ -136,10 +189,10 @@ def test_empty_ledger_is_no_go_and_an_unreachable_ledger_exits_3(tmp_path, zk_se
     r = drt("--json", "failover", "check", config=path)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["verdict"] == "NO_GO"
+    assert doc["verdict"] == "NO_GO" and doc["recovery_point"] is None
     assert doc["reasons"] == ["verify orders: no verification report in the ledger"]
-    assert {"component", "name", "caught_up", "lag_s", "detail"} <= set(doc["signals"][0])
+    assert {"component", "name", "caught_up", "lag_s", "safe_time", "basis", "detail"} <= set(doc["signals"][0])
     r = drt("--json", "failover", "check", config=path,
             env={"DRT_LEDGER_URL": "postgresql+psycopg2://drt@127.0.0.1:1/drt"})
     assert r.returncode == 3, (r.stdout, r.stderr)
-    assert "ledger database unreachable" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_files_pending_is_no_go_then_go_after_the_copy(tmp_path) -> None:
     topo = load_topology(path)
     ledger = Ledger.open(topo.ledger.url)
     res = check(topo, ledger)
-    assert res.verdict == "NO_GO"
+    assert res.verdict == "NO_GO" and res.recovery_point is None  # never replicated: no safe time
     assert "hdfs wh:hdfs://cold/warehouse: 1 files (4 bytes) pending" in " | ".join(res.reasons)
 
     replicate_policy(topo, "wh", ledger)
@@ -35,9 +36,12 @@ def test_files_pending_is_no_go_then_go_after_the_copy(tmp_path) -> None:
     assert res.signals[0].detail["files_pending"] == 0
     assert res.signals[0].detail["manifest_id"] and res.signals[0].detail["snapshot_age_s"] is not None
 
+    listed = ledger.watermarks("hdfs")[0]["watermark"]
+    written_at = time.time()
     (src / "b.csv").write_text("3,4,5\n")
     res = check(topo, ledger)
     assert res.verdict == "NO_GO" and "1 files (6 bytes) pending" in res.reasons[0]
+    assert res.recovery_point == listed and res.recovery_point < written_at  # the last completed run's listing
     replicate_policy(topo, "wh", ledger)
     assert check(topo, ledger).verdict == "GO"
 
@@ -67,6 +71,7 @@ def test_records_not_yet_mirrored_is_no_go_then_go_after_mirroring(tmp_path, kaf
     res = check(topo, ledger)
     assert res.verdict == "NO_GO"
     assert res.reasons == [f"kafka {topic}: 2 records not yet mirrored (9s behind)"]
+    assert res.recovery_point is not None and res.recovery_point < late[0].timestamp / 1000.0
     produce(kafka_cold.address, topic, 1, late)
     assert check(topo, ledger).verdict == "GO"
 

@@ -1,5 +1,6 @@
-"""The runbook on the real test services: a full executed failover, a dry run, a rejection, and a
-run killed mid-way (SIGKILL) then resumed without repeating finished steps."""
+"""The runbook on the real test services: a full executed failover, a dry run that writes nothing but
+audit rows, decisions (reject, approvers, lint acknowledgements) audited, runs killed mid-way and at
+approval then resumed (the gate re-run, never an old GO), abort after the fence."""
 
 from __future__ import annotations
 
@@ -12,45 +13,45 @@ import time
 
 import pytest
 
-from dr_toolkit.failover.runbook import STEPS, Runbook
-from dr_toolkit.ledger import Ledger
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.failover.runbook import STEPS, Runbook, Step, StepStatus
+from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.integration.test_failover_gate import SERVER, WAL_NEW, WAL_OLD
-from tests.support.fixtures_failover import drt, write_topology
+from tests.support.fixtures_failover import HBaseWorld, drt, hbase_drain, hbase_world, write_topology
 
 pytestmark = pytest.mark.integration
 
-
-def hbase_world(topo, *, lagging: bool) -> None:
-    from dr_toolkit.hbase.encoding import Layout, encode_position
-    from dr_toolkit.hbase.peers import add_peer
-
-    ep = topo.hot.zookeeper
-    with connect(ep) as zk:
-        add_peer(zk, "1", topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent)
-        lay = Layout(ep.hbase_znode_parent)
-        q = f"{lay.queues}/{SERVER}/1"
-        zk.ensure_path(f"{lay.rs}/{SERVER}")
-        zk.ensure_path(q)
-        zk.create(f"{q}/{WAL_NEW}", encode_position(5))
-        if lagging:
-            zk.create(f"{q}/{WAL_OLD}", encode_position(1))
-
-
-def hbase_drain(topo) -> None:
-    from dr_toolkit.hbase.encoding import Layout
-
-    ep = topo.hot.zookeeper
-    with connect(ep) as zk:
-        zk.delete(f"{Layout(ep.hbase_znode_parent).queues}/{SERVER}/1/{WAL_OLD}")
+ALL = [s.value for s in STEPS]
+__all__ = ["fence_of", "hbase_drain", "hbase_world"]  # used by tests/dags/test_dag_failover.py
 
 
 def fence_of(topo) -> dict:
     ep = topo.cold.zookeeper
     with connect(ep) as zk:
         return Fence(zk, ep.dr_root).snapshot()
+
+
+@pytest.fixture
+def worlds():
+    made: list[HBaseWorld] = []
+
+    def make(topo, **kw) -> HBaseWorld:
+        w = HBaseWorld(topo, **kw)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+
+
+def simple(tmp_path, zk_server, **kw):
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}], **kw)
+    return path, load_topology(path)
 
 
 @pytest.fixture
@@ -74,81 +75,132 @@ def kafka_world(kafka_hot, kafka_cold):
 
 
 @pytest.mark.slow
-def test_full_failover_with_execute_ends_with_cold_active_offsets_applied_and_audit_complete(
-        tmp_path, zk_server, kafka_world) -> None:
+def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval(
+        tmp_path, zk_server, kafka_world, worlds) -> None:
     from tests.support.fixtures_kafka import committed
 
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
                           hbase=[{"name": "hb", "peer_id": "1"}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
-    hbase_world(topo, lagging=False)
+    ledger = open_ledger(topo)
+    worlds(topo)
     asked = []
-    rb = Runbook.start(topo, ledger, reason="datacenter A lost power", execute=True,
-                       approver=lambda req: asked.append(req) or True, who="alice@ops")
+
+    def approve(req):
+        # at approval time nothing has been written on cold for the group yet
+        asked.append((req, committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1)))
+        return True
+
+    rb = Runbook.start(topo, ledger, reason="datacenter A lost power", execute=True, approver=approve, who="alice@ops")
     out = rb.run()
     assert out["status"] == "succeeded", out
-    assert [s["name"] for s in out["steps"]] == list(STEPS)
+    assert [s["name"] for s in out["steps"]] == ALL
     assert all(s["status"] == "done" for s in out["steps"]), out["steps"]
-    assert asked and asked[0]["cold"] == "cold" and asked[0]["recovery_point"]
+    req, cold_then = asked[0]
+    assert req["cold"] == "cold" and req["recovery_point"] and req["gate"]["verdict"] == "GO"
+    assert cold_then.get(0, -1001) < 0  # no commit on cold before the approval
+    assert committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1) == {0: 3 + 4}
 
     snap = fence_of(topo)
     assert snap["active"]["cluster"] == "cold" and snap["active"]["epoch"] == 1
     assert snap["fencing"]["fenced_cluster"] == "hot" and snap["read_only"] == ["hot"]
-    # the hot group had consumed 4 of 5 records; on cold the mirror sits after 3 unrelated records
-    assert committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1) == {0: 3 + 4}
-
     events = ledger.audit_events(run_id=rb.run_id, component="failover")
-    done = [e["action"] for e in events if e["status"] == "done"]
-    assert done == list(STEPS)
+    assert [e["action"] for e in events if e["status"] == "done"] == ALL
     assert all(e["actor"] == "alice@ops" for e in events)
-    fence_evt = next(e for e in events if e["action"] == "fence_hot" and e["status"] == "done")
-    assert fence_evt["before_state"]["fencing"]["epoch"] == 0 and fence_evt["after_state"]["fencing"]["epoch"] == 1
-    promote = next(e for e in events if e["action"] == "promote_cold" and e["status"] == "done")
-    assert promote["before_state"]["active"] is None and promote["after_state"]["active"]["cluster"] == "cold"
-    assert ledger.failover_run(rb.run_id)["status"] == "succeeded"
+    appr = next(e for e in events if e["action"] == "approval" and e["status"] == "done")
+    assert appr["after_state"]["approved"] is True and appr["after_state"]["by"] == "alice@ops"
+    assert appr["at"] and appr["after_state"]["at"]
+    kafka_evts = [e for e in ledger.audit_events(run_id=rb.run_id) if e["component"] == "kafka"]
+    remap_at = min(e["at"] for e in kafka_evts if e["action"] == "remap")
+    apply_at = min(e["at"] for e in kafka_evts if e["action"] == "apply_offsets")
+    assert remap_at < appr["at"] < apply_at
     report = json.loads((tmp_path / "reports" / f"{rb.run_id}.json").read_text())
-    assert report["gate"]["verdict"] == "GO" and report["run"]["reason"] == "datacenter A lost power"
-    assert "GO" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
+    assert report["gate"]["verdict"] == "GO" and report["decision"]["by"] == "alice@ops"
+    assert "Safe time per signal" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
 
-    # resuming a finished run repeats nothing
     again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
-    assert again["status"] == "succeeded"
-    assert fence_of(topo)["fencing"]["epoch"] == 1
-    assert [e["action"] for e in ledger.audit_events(run_id=rb.run_id, component="failover")
-            if e["status"] == "done"] == list(STEPS)
+    assert again["status"] == "succeeded" and fence_of(topo)["fencing"]["epoch"] == 1
 
 
-def test_dry_run_changes_nothing_and_says_what_it_would_do(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:
+    path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
+                          hbase=[{"name": "hb", "peer_id": "1"}],
+                          kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
-    hbase_world(topo, lagging=True)
+    worlds(topo, lagging=True)
+    ledger = open_ledger(topo)
     r = drt("--json", "failover", "run", "--reason", "drill", config=path)
     doc = json.loads(r.stdout)
     steps = {s["name"]: s for s in doc["steps"]}
-    assert doc["dry_run"] is True and set(steps) == set(STEPS)
-    assert "would bump the fencing epoch 0 -> 1" not in json.dumps(doc)  # detail stays in the ledger
-    assert steps["wait_drain"]["status"] == "planned" and "SizeOfLogQueue=1" in steps["wait_drain"]["message"]
+    assert doc["dry_run"] is True and set(steps) == set(ALL)
+    assert steps["wait_drain"]["status"] == "planned" and "bytes left to ship" in steps["wait_drain"]["message"]
     assert steps["promote_cold"]["message"] == "would promote cold"
-    snap = fence_of(topo)
-    assert snap == {"fencing": {"epoch": 0, "fenced_cluster": None, "at": None, "by": None}, "active": None,
-                    "read_only": []}
-    ledger = Ledger.open(topo.ledger.url)
+    assert fence_of(topo) == {"fencing": {"epoch": 0, "fenced_cluster": None, "at": None, "by": None},
+                              "active": None, "read_only": []}
+    assert ledger.latest_checkpoint(kafka_world["group"]) == []  # no checkpoint rows
+    assert ledger.watermarks() == []  # no proven-drain or last-seen records either
+    assert ledger.runs() == [] and ledger.verify_reports() == []
     assert all(e["dry_run"] for e in ledger.audit_events(run_id=doc["run_id"]))
 
 
-def test_rejected_approval_aborts_before_promotion(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
-    topo = load_topology(path)
-    hbase_world(topo, lagging=False)
+def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server)
+    worlds(topo)
     r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "failover", "run",
-                        "--execute", "--reason", "test"], input="hot\n", capture_output=True, text=True, timeout=120)
+                        "--execute", "--reason", "test"], input="hot\n", capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DRT_ACTOR": "carol@ops"})
     assert r.returncode == 1, r.stderr
     assert "Type the cold cluster's name" in r.stderr
     assert "approval" in r.stdout and "rejected" in r.stdout
     snap = fence_of(topo)
     assert snap["active"] is None and snap["fencing"]["epoch"] == 1  # fenced, never promoted
+    ev = [e for e in open_ledger(topo).audit_events(component="failover") if e["action"] == "approval"
+          and e["status"] == "rejected"]
+    assert len(ev) == 1 and ev[0]["actor"] == "carol@ops" and ev[0]["after_state"]["approved"] is False
+
+
+def test_decision_api_restricts_approvers_and_audits_a_rejection(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server, failover={"approvers": ["alice", "bob"]})
+    worlds(topo)
+    ledger = open_ledger(topo)
+    rb = Runbook.start(topo, ledger, reason="hitl", execute=True, who="airflow:dag")
+    assert rb.run()["status"] == "waiting_approval"
+    rb = Runbook.resume(topo, ledger, rb.run_id)
+    with pytest.raises(ConfigError, match="'mallory' may not decide"):
+        rb.record_decision(True, "mallory")
+    assert rb.step_event("approval", "done") is None
+    res = rb.record_decision(False, "bob", "not during the sale")
+    assert res.status == StepStatus.REJECTED
+    ev = rb.step_event("approval", "rejected")
+    assert ev["actor"] == "bob" and ev["after_state"]["comment"] == "not during the sale" and ev["at"]
+    with pytest.raises(ConfigError, match="already has a decision"):
+        rb.record_decision(True, "alice")
+    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    assert out["status"] == "aborted" and fence_of(topo)["active"] is None
+
+
+def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server,
+                        hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
+    conf = tmp_path / "hot" / "warehouse" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n<v>hdfs://hot/x</v>\n")
+    worlds(topo)
+    ledger = open_ledger(topo)
+    rb = Runbook.start(topo, ledger, reason="lint", execute=True, who="alice")
+    assert rb.run()["status"] == "waiting_approval"
+    req = rb.approval_request()
+    ids = [f["id"] for f in req["findings"]]
+    assert len(ids) == 2 and ids[0].endswith("core-site.xml:1")
+    with pytest.raises(ConfigError, match="1 metadata-lint finding"):
+        rb.record_decision(True, "alice", acknowledged=ids[:1])
+    res = rb.record_decision(True, "alice", "known: rewritten at start-up", acknowledged=ids)
+    assert res.status == StepStatus.DONE
+    assert rb.step_event("approval", "done")["after_state"]["acknowledged"] == sorted(ids)
+    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    assert out["status"] == "succeeded", out
+    assert fence_of(topo)["active"]["cluster"] == "cold"
 
 
 def _wait_for(pred, timeout: float = 60.0):
@@ -161,22 +213,24 @@ def _wait_for(pred, timeout: float = 60.0):
     raise AssertionError("condition not met in time")
 
 
-def test_killed_mid_way_then_resumed_completes_without_repeating_finished_steps(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
-                          failover={"drain_timeout_s": 120})
-    topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
-    hbase_world(topo, lagging=True)  # the drain will wait for this queue
+def _events(ledger):
+    runs = ledger.failover_runs()
+    if not runs:
+        return None, []
+    return runs[0]["run_id"], [(e["action"], e["status"]) for e in ledger.audit_events(run_id=runs[0]["run_id"])]
+
+
+def test_killed_mid_way_then_resumed_completes_without_repeating_finished_steps(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server, failover={"drain_timeout_s": 120})
+    ledger = open_ledger(topo)
+    w = worlds(topo, lagging=True)  # the drain will wait for this WAL
     proc = subprocess.Popen([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "--json",
                              "failover", "run", "--execute", "--yes-i-am-sure", "--reason", "kill test"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         def waiting_for_drain():
-            runs = ledger.failover_runs()
-            if not runs:
-                return None
-            ev = [(e["action"], e["status"]) for e in ledger.audit_events(run_id=runs[0]["run_id"])]
-            return runs[0]["run_id"] if ("wait_drain", "started") in ev else None
+            rid, ev = _events(ledger)
+            return rid if ("wait_drain", "started") in ev else None
 
         run_id = _wait_for(waiting_for_drain)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -187,23 +241,130 @@ def test_killed_mid_way_then_resumed_completes_without_repeating_finished_steps(
     assert proc.returncode == -signal.SIGKILL
     assert fence_of(topo)["fencing"]["epoch"] == 1 and fence_of(topo)["active"] is None
 
-    hbase_drain(topo)
+    w.drain()
     r = drt("--json", "failover", "run", "--execute", "--resume", run_id, "--yes-i-am-sure", config=path)
     assert r.returncode == 0, (r.stdout, r.stderr)
     doc = json.loads(r.stdout)
     assert doc["run_id"] == run_id and [s["status"] for s in doc["steps"]] == ["done"] * len(STEPS)
     assert doc["steps"][0]["message"] == "done earlier in this run"
     snap = fence_of(topo)
-    assert snap["fencing"]["epoch"] == 1  # the fence was not bumped again
-    assert snap["active"]["cluster"] == "cold"
+    assert snap["fencing"]["epoch"] == 1 and snap["active"]["cluster"] == "cold"
     events = ledger.audit_events(run_id=run_id, component="failover")
     assert [e["action"] for e in events if e["action"] == "fence_hot" and e["status"] == "started"] == ["fence_hot"]
-    assert [e["action"] for e in events if e["status"] == "done"] == list(STEPS)
+    assert [e["action"] for e in events if e["status"] == "done"] == ALL
+
+
+def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_path, zk_server, worlds) -> None:
+    """An earlier GO is never trusted: a write that hot accepted after the final gate (a region server
+    that ignored the fence) must stop the promotion on resume, until it is shipped."""
+    path, topo = simple(tmp_path, zk_server)
+    ledger = open_ledger(topo)
+    w = worlds(topo)
+    proc = subprocess.Popen([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "failover", "run",
+                             "--execute", "--reason", "approval kill"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        def at_approval():
+            rid, ev = _events(ledger)
+            return rid if ("approval", "started") in ev else None
+
+        run_id = _wait_for(at_approval)
+        os.killpg(proc.pid, signal.SIGKILL)  # killed while the operator was being asked
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert ("final_gate", "done") in _events(ledger)[1]
+    w.lag(77)  # a new write on hot after the final gate said GO
+    asked = []
+    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True).run()
+    assert out["status"] == "failed"
+    steps = {s["name"]: s for s in out["steps"]}
+    assert steps["approval"]["status"] == "failed" and "77 bytes left to ship" in steps["approval"]["message"]
+    assert asked == [] and fence_of(topo)["active"] is None  # nobody was asked; nothing promoted
+    w.drain()
+    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True, who="dave").run()
+    assert out["status"] == "succeeded", out
+    assert len(asked) == 1 and fence_of(topo)["active"]["cluster"] == "cold"
+    promote = next(e for e in ledger.audit_events(run_id=run_id, component="failover")
+                   if e["action"] == "kafka_apply" and e["status"] == "done")
+    assert promote["after_state"]["gate"]["verdict"] == "GO"
+
+
+def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server)
+    ledger = open_ledger(topo)
+    w = worlds(topo, lagging=True)
+    rb = Runbook.start(topo, ledger, reason="timeout test", execute=True, approver=lambda req: True,
+                       drain_timeout_s=1, poll_s=0.2)
+    out = rb.run()
+    assert out["status"] == "failed"
+    steps = {s["name"]: s for s in out["steps"]}
+    assert steps["fence_hot"]["status"] == "done" and steps["wait_drain"]["status"] == "failed"
+    assert steps["wait_drain"]["message"].startswith("not drained after 1s: hbase 1:")
+    assert steps["promote_cold"]["status"] == "pending" and fence_of(topo)["active"] is None
+    w.drain()
+    out = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: True).run()
+    assert out["status"] == "succeeded" and fence_of(topo)["active"]["cluster"] == "cold"
+
+
+def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_path, zk_server, worlds) -> None:
+    path, topo = simple(tmp_path, zk_server)
+    ledger = open_ledger(topo)
+    worlds(topo)
+    rb = Runbook.start(topo, ledger, reason="first operator", execute=True, approver=lambda req: True)
+    assert rb.run(until="approval")["status"] == "running"
+    other = Runbook.start(topo, ledger, reason="second operator", execute=True)
+    assert other.run_step("fence_hot").status == "done"
+    res = rb.run_step("promote_cold")
+    assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
+    assert fence_of(topo)["active"] is None and fence_of(topo)["fencing"]["epoch"] == 2
+
+
+def test_abort_after_the_fence_lifts_it_audited_and_replication_runs_again(tmp_path, zk_server, worlds) -> None:
+    from dr_toolkit.copy.api import replicate_policy
+    from dr_toolkit.errors import FencedError
+
+    path, topo = simple(tmp_path, zk_server,
+                        hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
+    (tmp_path / "hot" / "warehouse").mkdir(parents=True)
+    (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
+    worlds(topo)
+    ledger = open_ledger(topo)
+    rb = Runbook.start(topo, ledger, reason="abort test", execute=True)
+    assert rb.run(until="wait_drain")["status"] == "running"
+    assert fence_of(topo)["read_only"] == ["hot"]
+    with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
+        replicate_policy(topo, "wh", ledger)
+    r = drt("--json", "failover", "abort", rb.run_id, config=path)
+    assert r.returncode == 2 and "needs a reason" in r.stderr
+    r = drt("--json", "failover", "abort", rb.run_id, "--reason", "false alarm", config=path,
+            env={"DRT_ACTOR": "erin@ops"})
+    assert r.returncode == 0, r.stderr
+    assert "lifted" in json.loads(r.stdout)["message"]
+    snap = fence_of(topo)
+    assert snap["fencing"]["epoch"] == 2 and snap["fencing"]["fenced_cluster"] is None and snap["read_only"] == []
+    ev = next(e for e in ledger.audit_events(run_id=rb.run_id) if e["action"] == "abort")
+    assert ev["actor"] == "erin@ops" and ev["after_state"]["reason"] == "false alarm"
+    assert ev["before_state"]["fencing"]["epoch"] == 1
+    assert ledger.failover_run(rb.run_id)["status"] == "aborted"
+    assert replicate_policy(topo, "wh", ledger)[0].ok  # scheduled replication runs again
+    res = rb.run_step("promote_cold")  # the aborted run's writers hold a retired epoch
+    assert res.status == "failed" and fence_of(topo)["active"] is None
+    r = drt("--json", "failover", "run", "--execute", "--resume", rb.run_id, "--yes-i-am-sure", config=path)
+    assert r.returncode == 2 and "was aborted" in r.stderr
+
+
+def test_steps_are_exported_as_enums() -> None:
+    assert [s.value for s in STEPS][:2] == ["fence_hot", "wait_drain"]
+    assert Step.KAFKA_APPLY in STEPS and STEPS.index(Step.KAFKA_APPLY) > STEPS.index(Step.APPROVAL)
+    assert STEPS.index(Step.KAFKA_OFFSETS) < STEPS.index(Step.FINAL_GATE)
+    assert StepStatus.REJECTED == "rejected"
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_server, spark) -> None:
+def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_server, spark, worlds) -> None:
     path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
                           hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
                           verify=[{"name": "orders", "source": "hdfs://hot/warehouse/orders",
@@ -212,9 +373,8 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     orders.mkdir(parents=True)
     (orders / "part-0.json").write_text("".join(json.dumps({"id": i, "v": f"x{i}"}) + "\n" for i in range(20)))
     topo = load_topology(path)
-    hbase_world(topo, lagging=False)
-    ledger = Ledger.open(topo.ledger.url)
-    # written after the last scheduled copy: only the runbook's final copy brings it over
+    worlds(topo)
+    ledger = open_ledger(topo)
     (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
     rb = Runbook.start(topo, ledger, reason="final copy test", execute=True, approver=lambda req: True)
     out = rb.run()
@@ -225,55 +385,3 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
                       and e["status"] == "done")
     assert verify_evt["after_state"]["results"][0]["BADROWS"] == 0
     assert verify_evt["after_state"]["results"][0]["GOODROWS"] == 21
-    assert ledger.verify_reports(name="orders", limit=1)[0]["badrows"] == 0
-
-
-def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
-    topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
-    hbase_world(topo, lagging=True)
-    rb = Runbook.start(topo, ledger, reason="timeout test", execute=True, approver=lambda req: True,
-                       drain_timeout_s=1, poll_s=0.2)
-    out = rb.run()
-    assert out["status"] == "failed"
-    steps = {s["name"]: s for s in out["steps"]}
-    assert steps["fence_hot"]["status"] == "done" and steps["wait_drain"]["status"] == "failed"
-    assert steps["wait_drain"]["message"].startswith("not drained after 1s: hbase 1:")
-    assert steps["promote_cold"]["status"] == "pending" and fence_of(topo)["active"] is None
-    assert ledger.failover_run(rb.run_id)["status"] == "failed"
-    hbase_drain(topo)
-    out = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: True).run()
-    assert out["status"] == "succeeded" and fence_of(topo)["active"]["cluster"] == "cold"
-
-
-def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
-    topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
-    hbase_world(topo, lagging=False)
-    rb = Runbook.start(topo, ledger, reason="first operator", execute=True, approver=lambda req: True)
-    assert rb.run(until="approval")["status"] == "running"
-    # a second operator fences again (epoch 2) before the first one promotes
-    other = Runbook.start(topo, ledger, reason="second operator", execute=True)
-    assert other.run_step("fence_hot").status == "done"
-    res = rb.run_step("promote_cold")
-    assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
-    assert fence_of(topo)["active"] is None and fence_of(topo)["fencing"]["epoch"] == 2
-
-
-def test_metadata_lint_findings_are_shown_to_the_approver(tmp_path, zk_server) -> None:
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
-                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
-    conf = tmp_path / "hot" / "warehouse" / "conf"
-    conf.mkdir(parents=True)
-    (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n")
-    topo = load_topology(path)
-    hbase_world(topo, lagging=False)
-    ledger = Ledger.open(topo.ledger.url)
-    asked = []
-    out = Runbook.start(topo, ledger, reason="lint", execute=True, approver=lambda r: asked.append(r) or False).run()
-    assert out["status"] == "aborted"
-    assert asked[0]["metadata_lint"].startswith("1 hot-cluster value(s) in replicated metadata, e.g. ")
-    assert "core-site.xml:1 (hdfs://hot)" in asked[0]["metadata_lint"]
-    assert fence_of(topo)["active"] is None

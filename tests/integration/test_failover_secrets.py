@@ -12,8 +12,7 @@ import pytest
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.integration.test_failover_runbook import hbase_world
-from tests.support.fixtures_failover import drt, write_topology
+from tests.support.fixtures_failover import HBaseWorld, drt, write_topology
 
 pytestmark = [pytest.mark.integration]
 
@@ -41,9 +40,10 @@ def secret_env(tmp_path, zk_server, monkeypatch):
     for c in doc["clusters"].values():
         c["zookeeper"].update(zk_extra)
     path.write_text(yaml.safe_dump(doc))
-    hbase_world(load_topology(path), lagging=False)
+    world = HBaseWorld(load_topology(path))
     monkeypatch.setenv("DRT_CONFIG", str(path))
-    return path
+    yield path
+    world.close()
 
 
 def _assert_clean(text: str, where: str) -> None:

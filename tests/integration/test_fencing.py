@@ -133,3 +133,54 @@ def test_scheduled_replication_refused_once_hot_is_fenced(tmp_path, zk_server) -
     assert results[0].ok and results[0].files_copied == 1
     with pytest.raises(FencedError, match="stale fencing epoch"):
         replicate_policy(topo, policy, ledger, fence_epoch=epoch - 1)
+
+
+def test_an_epoch_that_was_never_issued_is_refused(fence) -> None:
+    st = fence.bump(fenced_cluster="hot", by="op")
+    with pytest.raises(FencedError, match="never issued"):
+        fence.check_epoch(st.epoch + 1)
+    with pytest.raises(FencedError, match="never issued"):
+        fence.guarded_set(f"{fence.root}/data", b"forged", st.epoch + 5)
+    with pytest.raises(FencedError, match="never issued"):
+        fence.set_active("cold", epoch=st.epoch + 1, by="forger")
+    assert fence.zk.exists(f"{fence.root}/data") is None and fence.active() is None
+    assert fence.check_epoch(st.epoch).epoch == st.epoch
+
+
+def test_lift_retires_the_fencing_epoch_and_clears_the_read_only_flag(fence) -> None:
+    st = fence.bump(fenced_cluster="hot", by="run-1")
+    fence.set_read_only("hot", True, epoch=st.epoch, by="run-1")
+    lifted = fence.lift(epoch=st.epoch, cluster="hot", by="op abort run-1")
+    assert lifted.epoch == st.epoch + 1 and lifted.fenced_cluster is None
+    assert not fence.is_read_only("hot") and fence.state().fenced_cluster is None
+    with pytest.raises(FencedError, match="stale fencing epoch"):
+        fence.set_active("cold", epoch=st.epoch, by="run-1")  # the aborted run's writer
+    with pytest.raises(FencedError, match="expected 1"):
+        fence.lift(epoch=st.epoch, cluster="hot", by="again")  # lifting twice is refused
+
+
+def test_random_bumps_lifts_and_writes_never_accept_a_non_current_epoch(fence) -> None:
+    """Attack: random sequences of bumps, lifts and writes with random epochs; a write lands iff its
+    epoch is the current one."""
+    import random
+
+    rnd = random.Random(7)
+    current = fence.state().epoch
+    for i in range(60):
+        op = rnd.choice(["bump", "lift", "write", "write"])
+        if op == "bump":
+            current = fence.bump(fenced_cluster="hot", by=f"op{i}").epoch
+        elif op == "lift" and current:
+            current = fence.lift(epoch=current, cluster="hot", by=f"op{i}").epoch
+        else:
+            e = rnd.randint(0, current + 2)
+            path = f"{fence.root}/w"
+            if e == current:
+                fence.guarded_set(path, str(i).encode(), e)
+                assert fence.zk.get(path)[0] == str(i).encode()
+            else:
+                before = fence.zk.exists(path) and fence.zk.get(path)[0]
+                with pytest.raises(FencedError):
+                    fence.guarded_set(path, str(i).encode(), e)
+                assert (fence.zk.exists(path) and fence.zk.get(path)[0]) == before
+    assert fence.state().epoch == current

@@ -133,3 +133,205 @@ def test_chained_claims_like_the_reference_example(zkc, rs_cluster, hbase_parent
     st = replication_status(zkc, hbase_parent, wal_length=c.wal_length)
     assert st.caught_up, st.reasons
     assert [q.queue_id for q in st.queues] == ["2"]
+
+
+def test_drain_proven_by_the_wal_files_on_the_hot_filesystem(zkc, rs_cluster, hbase_parent, tmp_path) -> None:
+    """The simulator writes real WAL files; positions are compared with the files' lengths read through
+    the filesystem (WALs/<server>/<wal>, then oldWALs/ once archived)."""
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.status import fs_wal_length
+
+    root = tmp_path / "hbase"
+    c = rs_cluster(["1", "2"], rootdir=root)
+    a = c.add_server("rs-a.example.com")
+    a.write(700)
+    length = fs_wal_length(LocalFileSystem(), str(root))
+    wal = a.current_wal
+    assert (root / "WALs" / a.name / wal).stat().st_size == 700 and length(a.name, wal) == 700
+
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert not st.caught_up and not st.proven
+    assert any("700 bytes left to ship" in r for r in st.reasons)
+    a.ship("1", 650)
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert any("50 bytes left to ship" in r for r in st.reasons)
+    a.drain()
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.caught_up and st.proven and st.basis == "wal-length" and st.read_at > 0
+
+    # roll: the old WAL is archived to oldWALs once no queue needs it; lengths still resolve there
+    a.write(10)
+    a.roll()
+    a.ship("1")
+    assert (root / "WALs" / a.name / wal).exists()  # queue 2 still holds it
+    a.ship("2")
+    assert not (root / "WALs" / a.name / wal).exists() and (root / "oldWALs" / wal).stat().st_size == 710
+    assert length(a.name, wal) == 710
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.proven, st.reasons
+
+    # a WAL whose file cannot be found: queue size only, never proven
+    (root / "WALs" / a.name / a.current_wal).unlink()
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.caught_up and not st.proven and st.basis == "queue-size"
+
+
+def test_table_descriptors_round_trip_with_their_replication_scope(tmp_path) -> None:
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.tabledesc import (
+        decode_tabledesc,
+        encode_tabledesc,
+        list_tables,
+        read_table,
+        tabledesc_path,
+    )
+
+    raw = encode_tabledesc("shop", "orders", {"d": 1, "meta": 0})
+    d = decode_tabledesc(raw)
+    assert d.name == "shop:orders" and d.scopes == {"d": 1, "meta": 0} and d.unscoped == ["meta"]
+    fs = LocalFileSystem()
+    root = str(tmp_path / "hbase")
+    p = tmp_path / "hbase" / "data" / "shop" / "orders" / ".tabledesc"
+    p.mkdir(parents=True)
+    (p / ".tableinfo.0000000001").write_bytes(raw)
+    (p / ".tableinfo.0000000002.123").write_bytes(encode_tabledesc("shop", "orders", {"d": 1, "meta": 1}))
+    assert read_table(fs, root, "shop", "orders").unscoped == []  # the newest descriptor wins
+    assert list_tables(fs, root, "shop") == ["orders"] and list_tables(fs, root, "nope") is None
+    assert read_table(fs, root, "shop", "missing") is None
+    assert tabledesc_path(root, "a", "b").endswith("/data/a/b/.tabledesc/.tableinfo.0000000001")
+
+
+@pytest.mark.parametrize("seed", [20261122, 7, 4711])
+def test_random_write_ship_roll_die_claim_sequences_never_prove_an_undrained_queue(
+        zkc, rs_cluster, hbase_parent, tmp_path, seed) -> None:
+    """Attack the drain proof: random writes, partial ships, rolls, deaths and claims on simulated
+    region servers writing real WAL files. Whenever the status says *proven*, every byte written to
+    every queued WAL has been shipped; once everything is shipped and HBase removed the finished WALs
+    (one current WAL per queue, no dead server's queue), it is proven."""
+    import random
+
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.encoding import decode_position
+    from dr_toolkit.hbase.status import fs_wal_length
+
+    rnd = random.Random(seed)
+    root = tmp_path / "hbase"
+    c = rs_cluster(["1"], rootdir=root)
+    live = [c.add_server(f"rs{i}.example.com") for i in range(3)]
+    dead: list = []
+    length = fs_wal_length(LocalFileSystem(), str(root))
+
+    def truth() -> tuple[bool, bool]:
+        """(everything shipped, no dead server's queue left) from ZooKeeper and the WAL files."""
+        shipped, no_dead = True, True
+        for server in c.admin.get_children(c.lay.queues):
+            for q in c.admin.get_children(f"{c.lay.queues}/{server}"):
+                if q == "lock":
+                    continue
+                wals = c.admin.get_children(f"{c.lay.queues}/{server}/{q}")
+                if wals and server in {d.name for d in dead}:
+                    no_dead = False
+                for w in wals:
+                    pos = decode_position(c.admin.get(f"{c.lay.queues}/{server}/{q}/{w}")[0])
+                    if pos < c.lengths[w]:
+                        shipped = False
+        return shipped, no_dead
+
+    proven_seen = 0
+    for _ in range(80):
+        op = rnd.choice(["write", "write", "ship", "ship", "ship", "roll", "drain", "die", "claim"])
+        rs = rnd.choice(live)
+        if op == "write":
+            rs.write(rnd.randint(1, 500))
+        elif op == "ship":
+            for q in rs.queues():
+                rs.ship(q, rnd.randint(1, 400))
+        elif op == "roll":
+            rs.roll()
+        elif op == "drain":
+            rs.drain()
+        elif op == "die" and len(live) > 1:
+            live.remove(rs)
+            rs.die()
+            dead.append(rs)
+        elif op == "claim" and dead:
+            d = rnd.choice(dead)
+            if rs.claim(d):
+                dead.remove(d)
+        st = replication_status(zkc, hbase_parent, wal_length=length)
+        shipped, no_dead = truth()
+        if st.proven:
+            proven_seen += 1
+            assert shipped and no_dead, st.to_json()
+        settled = all(q.wals <= 1 and not (q.recovered and q.wals) for q in st.queues)
+        if shipped and no_dead and settled:  # HBase has also removed every finished WAL
+            assert st.proven, st.reasons
+    for rs in live:
+        rs.drain()
+    for d in list(dead):
+        live[0].claim(d)
+        dead.remove(d)
+    for rs in live:
+        rs.drain()
+    st = replication_status(zkc, hbase_parent, wal_length=length)
+    assert st.proven, st.reasons
+    assert proven_seen > 0
+
+
+def test_a_proof_under_concurrent_writes_and_shipping_covers_every_write_before_its_read_time(
+        zkc, rs_cluster, hbase_parent, tmp_path) -> None:
+    """The read order (``read_at``, then positions, then WAL lengths) is what makes the proof sound while
+    the region server keeps writing and shipping: every write completed before ``read_at`` is covered
+    by the shipped position the status read."""
+    import bisect
+    import random
+    import threading
+    import time as _time
+
+    from dr_toolkit.fs.local import LocalFileSystem
+    from dr_toolkit.hbase.status import fs_wal_length
+
+    root = tmp_path / "hbase"
+    c = rs_cluster(["1"], rootdir=root)
+    rs = c.add_server("rs-a.example.com")
+    length = fs_wal_length(LocalFileSystem(), str(root))
+    written: list[tuple[float, int]] = [(0.0, 0)]  # (time the write completed, WAL length after it)
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def writer() -> None:
+        rnd = random.Random(1)
+        while not stop.is_set():
+            with lock:
+                rs.write(rnd.randint(1, 200))
+                written.append((_time.time(), c.lengths[rs.current_wal]))
+            stop.wait(rnd.uniform(0, 0.03))
+
+    def shipper() -> None:
+        rnd = random.Random(2)
+        while not stop.is_set():
+            rs.ship("1", rnd.choice([None, rnd.randint(50, 400)]))
+            stop.wait(rnd.uniform(0, 0.01))
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=shipper)]
+    for t in threads:
+        t.start()
+    proofs = 0
+    try:
+        for _ in range(600):
+            st = replication_status(zkc, hbase_parent, wal_length=length)
+            if st.proven:
+                proofs += 1
+                with lock:
+                    log = list(written)
+                before = log[bisect.bisect_right([w[0] for w in log], st.read_at) - 1][1]
+                assert st.queues[0].position >= before, (st.read_at, before, st.queues[0].position)
+            if proofs >= 10:
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert proofs, "no proof happened while writing: the attack proved nothing"
+    rs.drain()
+    assert replication_status(zkc, hbase_parent, wal_length=length).proven

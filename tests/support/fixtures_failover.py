@@ -62,7 +62,7 @@ def add_verify_report(ledger: Any, name: str, *, bad: int = 0, age_s: float = 0.
     counters = {"GOODROWS": 10 - min(bad, 10), "BADROWS": bad, "ONLY_IN_SOURCE_TABLE_ROWS": bad,
                 "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0}
     ledger.add_verify_report(report_id=rid, source="hdfs://hot/t", target="hdfs://cold/t", counters=counters,
-                             source_rows=10, peer_rows=10 - bad, started_at=now - 1, finished_at=now, name=name)
+                             source_rows=10, peer_rows=10 - bad, started_at=now, finished_at=now, name=name)
     return rid
 
 
@@ -162,3 +162,69 @@ def chromium_dump_dom(url: str, *, timeout: float = 90, budget_ms: int = 15000) 
         return r.stdout
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+class HBaseWorld:
+    """The hot cluster's HBase as the gate sees it: peer ``1`` to the cold cluster, one region server
+    (drt_demo/regionserver_sim.py) writing real WAL files under ``<hot local_root>/hbase``, and a
+    table ``default:orders`` whose family replicates. Lag and faults are injected per test."""
+
+    def __init__(self, topo: Any, *, lagging: bool = False) -> None:
+        from dr_toolkit.hbase.peers import add_peer
+        from dr_toolkit.zk.client import connect
+        from drt_demo.regionserver_sim import SimCluster
+
+        ep = topo.hot.zookeeper
+        assert ep is not None and topo.cold.zookeeper is not None and topo.hot.local_root
+        self.topo = topo
+        self.parent = ep.hbase_znode_parent
+        self.rootdir = Path(topo.hot.local_root) / "hbase"
+        self.sim = SimCluster(ep.quorum, self.parent, ["1"], rootdir=self.rootdir)  # first: open ACLs
+        with connect(ep) as zk:
+            add_peer(zk, "1", topo.cold.zookeeper.cluster_key, znode_parent=self.parent)
+        self.sim.create_table("default", "orders", {"d": 1})
+        self.rs = self.sim.add_server("rs1.example")
+        self.rs.write(500)
+        self.rs.ship("1")
+        if lagging:
+            self.lag()
+
+    def lag(self, nbytes: int = 100) -> None:
+        """Edits written to the current WAL and not yet shipped (position short of the WAL's length)."""
+        self.rs.write(nbytes)
+
+    def lag_whole_wal(self) -> None:
+        """A rolled WAL waits in the queue (SizeOfLogQueue = 1)."""
+        self.rs.write(100)
+        self.rs.roll()
+
+    def drain(self) -> None:
+        self.rs.drain()
+
+    def zk(self) -> Any:
+        from dr_toolkit.zk.client import connect
+
+        return connect(self.topo.hot.zookeeper)
+
+    def close(self) -> None:
+        try:
+            self.sim.close()
+        except Exception:  # noqa: BLE001 - ZooKeeper may be down in a fault test
+            pass
+
+
+_WORLDS: dict[str, HBaseWorld] = {}
+
+
+def hbase_world(topo: Any, *, lagging: bool) -> HBaseWorld:
+    """An :class:`HBaseWorld` for ``topo`` (kept by topology file, for :func:`hbase_drain`); lagging: a
+    whole WAL waits (SizeOfLogQueue=1). The simulator's ZooKeeper sessions end with the test process."""
+    w = HBaseWorld(topo)
+    if lagging:
+        w.lag_whole_wal()
+    _WORLDS[str(topo.source_file)] = w
+    return w
+
+
+def hbase_drain(topo: Any) -> None:
+    _WORLDS[str(topo.source_file)].drain()

@@ -64,8 +64,8 @@ def rs_cluster(zk_server: Any, hbase_parent: str) -> Iterator[Callable[..., Any]
 
     made: list[SimCluster] = []
 
-    def make(peers: list[str], parent: str | None = None) -> SimCluster:
-        c = SimCluster(zk_server.address, parent or hbase_parent, peers)
+    def make(peers: list[str], parent: str | None = None, rootdir: Any = None) -> SimCluster:
+        c = SimCluster(zk_server.address, parent or hbase_parent, peers, rootdir=rootdir)
         made.append(c)
         return c
 

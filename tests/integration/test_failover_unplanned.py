@@ -1,0 +1,150 @@
+"""Unplanned failover on real servers: the hot cluster's own ZooKeeper and Kafka broker are killed;
+the toolkit fences (on the cold ZooKeeper), pauses the mirrors, computes the recovery point from what
+cold holds, states the data-loss window per component, and promotes only after the typed acceptance."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.failover.gate import check
+from dr_toolkit.failover.runbook import UNPLANNED_STEPS, Runbook
+from dr_toolkit.ledger import open_ledger
+from dr_toolkit.topology import load_topology
+from dr_toolkit.zk.client import connect
+from dr_toolkit.zk.fencing import Fence
+from tests.support import servers
+from tests.support.fixtures_failover import HBaseWorld, drt, write_topology
+
+pytestmark = pytest.mark.integration
+
+
+def fence_of(topo) -> dict:
+    ep = topo.cold.zookeeper
+    with connect(ep) as zk:
+        return Fence(zk, ep.dr_root).snapshot()
+
+
+@pytest.fixture
+def disaster(tmp_path, tmp_path_factory, zk_server, kafka_cold):
+    """A hot cluster with its own ZooKeeper and broker (killed by the test), the shared cold ones."""
+    from tests.support.fixtures_kafka import Rec, commit_after_consuming, create_topic, produce, unique
+
+    if not zk_server.running:
+        zk_server.start()
+    hot_zk = servers.zookeeper(tmp_path_factory.mktemp("hot-zk")).start()
+    hot_kafka = servers.kafka_broker(tmp_path_factory.mktemp("hot-kafka"), "hot-private").start()
+    world = None
+    try:
+        topic, group = unique("orders"), unique("billing")
+        path = write_topology(
+            tmp_path, zk=zk_server.address, kafka_hot=hot_kafka.address, kafka_cold=kafka_cold.address,
+            hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
+            hbase=[{"name": "hb", "peer_id": "1"}],
+            kafka=[{"name": "stream", "topics": [topic], "groups": [group]}],
+            hot_extra={"zookeeper": {"quorum": hot_zk.address, "hbase_znode_parent": "/hbase",
+                                     "connect_timeout_s": 2, "call_timeout_s": 2}})
+        topo = load_topology(path)
+        ledger = open_ledger(topo)
+        from dr_toolkit.copy.api import replicate_policy
+        from dr_toolkit.kafka.api import checkpoint
+
+        # HDFS: replicated once; a file written afterwards is lost with hot
+        src = tmp_path / "hot" / "warehouse"
+        src.mkdir(parents=True)
+        (src / "a.csv").write_text("1\n")
+        replicate_policy(topo, "wh", ledger)
+        # Kafka: 5 records on hot, 3 mirrored; the group consumed 2 and was checkpointed
+        for addr in (hot_kafka.address, kafka_cold.address):
+            create_topic(addr, topic, 1)
+        base = int(time.time() * 1000) - 10_000
+        recs = [Rec(f"v{i}".encode(), base + i * 1000, b"k") for i in range(5)]
+        produce(hot_kafka.address, topic, 0, recs)
+        produce(kafka_cold.address, topic, 0, recs[:3])
+        commit_after_consuming(hot_kafka.address, group, topic, {0: 2})
+        checkpoint(topo, ledger, groups=[group])
+        # HBase: drained and proven by a gate check, then more edits that never ship
+        world = HBaseWorld(topo)
+        check(topo, ledger, components=("hbase",))
+        hbase_written = time.time()
+        world.lag(300)
+        check(topo, ledger, components=("hbase",))  # the last check sees 300 bytes queued
+        (src / "late.csv").write_text("2\n")
+        yield {"path": path, "topo": topo, "ledger": ledger, "hot_zk": hot_zk, "hot_kafka": hot_kafka,
+               "topic": topic, "group": group, "records": recs, "hbase_written": hbase_written,
+               "listed": ledger.watermarks("hdfs")[0]["watermark"], "cold": kafka_cold.address}
+    finally:
+        if world is not None:
+            world.close()
+        hot_zk.kill()
+        hot_kafka.kill()
+
+
+def test_unplanned_is_refused_while_the_hot_cluster_answers(disaster) -> None:
+    topo, ledger = disaster["topo"], disaster["ledger"]
+    out = Runbook.start(topo, ledger, reason="not really a disaster", execute=True, unplanned=True).run()
+    assert out["status"] == "failed"
+    assert "the hot cluster still answers" in out["steps"][0]["message"]
+    assert fence_of(topo)["fencing"]["epoch"] == 0
+
+
+@pytest.mark.slow
+def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_after_acceptance(disaster) -> None:
+    from tests.support.fixtures_kafka import committed
+
+    topo, ledger, path = disaster["topo"], disaster["ledger"], disaster["path"]
+    disaster["hot_zk"].kill()
+    disaster["hot_kafka"].kill()
+    # the planned gate can never say GO now
+    assert check(topo, ledger, timeout_s=20).verdict == "NO_GO"
+
+    r = drt("--json", "failover", "run", "--unplanned", "--execute", "--yes-i-am-sure", "--reason", "site A lost",
+            config=path, env={"DRT_ACTOR": "frank@ops"}, timeout=300)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert [s["name"] for s in doc["steps"]] == [s.value for s in UNPLANNED_STEPS]
+    assert steps["fence_hot"]["status"] == "done" and steps["pause_mirrors"]["status"] == "done"
+    assert steps["approval"]["status"] == "failed" and "typed acceptance" in steps["approval"]["message"]
+    assert fence_of(topo)["active"] is None  # not promoted without the acceptance
+
+    run_id = doc["run_id"]
+    rb = Runbook.resume(topo, ledger, run_id)
+    req = rb.approval_request()
+    lw = req["loss_window"]
+    comps = {(c["component"], c["name"]): c for c in lw["components"]}
+    hdfs = comps[("hdfs", "wh:hdfs://cold/warehouse")]
+    kafka = comps[("kafka", disaster["topic"])]
+    hbase = comps[("hbase", "1")]
+    assert hdfs["safe_time"] == disaster["listed"] and "last completed run" in hdfs["basis"]
+    recs = disaster["records"]
+    assert kafka["safe_time"] == recs[2].timestamp / 1000.0  # cold's newest mirrored record (skew bound 0)
+    assert kafka["safe_time"] < recs[3].timestamp / 1000.0  # before the first record cold does not hold
+    assert hbase["safe_time"] is not None and hbase["safe_time"] < disaster["hbase_written"]
+    assert "300 bytes not shipped" in hbase["known_missing"]
+    assert all(c["unknowable"] and c["window"] for c in lw["components"])
+    rp = lw["recovery_point_epoch"]
+    assert rp == min(hdfs["safe_time"], kafka["safe_time"], hbase["safe_time"])
+    with pytest.raises(ConfigError, match="typed acceptance"):
+        rb.record_decision(True, "frank@ops")
+
+    r = drt("--json", "failover", "run", "--execute", "--resume", run_id, "--yes-i-am-sure", "--accept-data-loss",
+            config=path, env={"DRT_ACTOR": "frank@ops"}, timeout=300)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "succeeded" and doc["unplanned"] is True
+    snap = fence_of(topo)
+    assert snap["active"]["cluster"] == "cold" and snap["fencing"]["fenced_cluster"] == "hot"
+    # the group resumes on cold after the 2 records it had consumed (from the last checkpoint)
+    assert committed(disaster["cold"], disaster["group"], disaster["topic"], 1) == {0: 2}
+    events = ledger.audit_events(run_id=run_id, component="failover")
+    appr = next(e for e in events if e["action"] == "approval" and e["status"] == "done")
+    assert appr["actor"] == "frank@ops" and appr["after_state"]["accept_loss"] is True
+    paused = next(e for e in events if e["action"] == "pause_mirrors" and e["status"] == "done")
+    assert paused["after_state"]["paused"]["kafka"]["topics"] == [disaster["topic"]]
+    report = json.loads((path.parent / "reports" / f"{run_id}.json").read_text())
+    assert report["loss_window"]["recovery_point_epoch"] == rp
+    assert "Data-loss window" in (path.parent / "reports" / f"{run_id}.html").read_text()
