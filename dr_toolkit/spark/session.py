@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from dr_toolkit.access import Access
-    from dr_toolkit.topology import Topology
+    from dr_toolkit.topology import SparkEndpoint, Topology
 
 MASTER_PREFIXES = ("local", "spark://", "yarn", "k8s://", "mesos://")
 REDACTION_REGEX = r"(?i)secret|password|token|access[._]?key|credential|session[._]?key"
@@ -151,9 +151,14 @@ def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, sub
 
 def get_session(master: str | None = None, app_name: str = "dr-toolkit",
                 conf: Mapping[str, str] | None = None, *, topology: Topology | None = None,
-                uris: Sequence[str] = (), access: Access | None = None, ship_library: bool | None = None
+                uris: Sequence[str] = (), access: Access | None = None, ship_library: bool | None = None,
+                endpoint: SparkEndpoint | None = None, secret_env: Mapping[str, str] | None = None
                 ) -> SparkSession:
-    """Return the active SparkSession, or build one (see the module doc for who wins)."""
+    """Return the active SparkSession, or build one (see the module doc for who wins).
+
+    ``endpoint`` is the cluster's ``spark`` section when there is no topology (the copy
+    engine passes its source cluster's); ``secret_env`` adds environment variables executors
+    need (shown redacted in the UI), on top of the Hadoop client's."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -163,11 +168,12 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
         submitted = _submitted_conf()
     except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
         raise UnreachableError(f"cannot reach the Spark driver that spark-submit started: {_first(exc)}") from None
-    cluster = topology.hot.spark if topology is not None else None
+    cluster = topology.hot.spark if topology is not None else endpoint
     chosen = check_master(submitted.get("spark.master") or master or os.environ.get("DRT_SPARK_MASTER")
                           or (cluster.master if cluster else None) or "local[2]")
     user_conf = {**(cluster.conf if cluster else {}), **(conf or {})}
-    hadoop, secret_env = _hadoop_conf(topology, uris, access)
+    hadoop, hadoop_env = _hadoop_conf(topology, uris, access)
+    secret_env = {**hadoop_env, **(secret_env or {})}
     ship = ship_library if ship_library is not None else (cluster.ship_library if cluster else True)
     keys = session_conf(chosen, app_name, user_conf, submitted, hadoop=hadoop, secret_env=secret_env,
                         ship_library=ship)
