@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import urllib.request
 
@@ -40,7 +41,7 @@ def main(master: str) -> int:
     with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/environment",
                                 timeout=10) as r:
         env = r.read().decode()
-    print(json.dumps({"app_id": sc.applicationId, "master": sc.master, "ui": sc.uiWebUrl, "tasks": rows,
+    print(json.dumps({"driver_pid": os.getpid(), "app_id": sc.applicationId, "master": sc.master, "ui": sc.uiWebUrl, "tasks": rows,
                       "environment": env, "expected": {k: digest(v) for k, v in SECRETS.items()}}))
     spark.stop()
     return 0
