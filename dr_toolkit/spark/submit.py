@@ -63,10 +63,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        from dr_toolkit.access import Access
         from dr_toolkit.ledger import open_ledger
         from dr_toolkit.spark.session import get_session
         from dr_toolkit.topology import load_topology
-        from dr_toolkit.access import Access
         from dr_toolkit.verify.api import verify, verify_policy
         from dr_toolkit.verify.canon import CompareOptions
 
