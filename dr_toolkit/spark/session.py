@@ -53,7 +53,8 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def check_master(master: str) -> str:
     """``master`` if Spark can parse it, else ConfigError (exit 2)."""
     m = master.strip()
-    if not m.startswith(MASTER_PREFIXES) or m in ("spark://", "k8s://"):
+    local_ok = m == "local" or (m.startswith(("local[", "local-cluster[")) and m.endswith("]"))
+    if (m.startswith("local") and not local_ok) or not m.startswith(MASTER_PREFIXES) or m in ("spark://", "k8s://"):
         raise ConfigError(f"{m!r} is not a Spark master URL",
                           hint="use local[N], spark://host:7077, yarn or k8s://https://host:port")
     return m
