@@ -271,13 +271,13 @@ def _chart(rows_per_bucket: dict[int, int], bad_per_bucket: dict[int, int], buck
     return out
 
 
-def _spark_for(topology: Topology | None, spark_master: str | None) -> SparkSession:
+def _spark_for(topology: Topology | None, spark_master: str | None, uris: list[str], access: Access | None
+               ) -> SparkSession:
+    """A session for the job: the Hadoop client conf for ``uris`` (HDFS HA, S3A) goes in at start."""
     from dr_toolkit.spark.session import get_session
 
-    cluster = topology.hot.spark if topology is not None else None
-    return get_session(spark_master or (cluster.master if cluster else None), app_name="drt-verify",
-                       conf={"spark.ui.showConsoleProgress": "false", **(cluster.conf if cluster else {})},
-                       topology=topology)
+    paths = [u for u in uris if not u.startswith(("table:", "jdbc:"))]
+    return get_session(spark_master, app_name="drt-verify", topology=topology, uris=paths, access=access)
 
 
 def _provenance(spark: SparkSession, report_id: str, who: str | None) -> dict[str, Any]:
@@ -341,7 +341,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     precheck(src, side="source", topology=topology)
     precheck(peer, side="peer", topology=topology)
     if spark is None:
-        spark = _spark_for(topology, spark_master)
+        spark = _spark_for(topology, spark_master, [source, target], access)
     job = _Job(spark, src, peer, key, topology=topology, ts_column=ts_column, start=start, end=end,
                ignore=list(ignore_columns or []), buckets=n_buckets, progress=say, opts=opts, access=access)
     try:
