@@ -394,7 +394,12 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     try:
         if differing:
             say(f"row-comparing {len(differing)} of {len(nonempty)} buckets")
-            cls = job.row_compare(slim_s, slim_p, differing, len(nonempty), persisted)
+            # The rows of the differing buckets are read once and kept: the key compare, the value
+            # compare and the samples all work on them (a small part of the data when few buckets differ).
+            if len(differing) < len(nonempty):
+                hs, hp = (C.restrict(h, differing).persist() for h in (hs, hp))
+                persisted += [hs, hp]
+            cls = job.row_compare(hs, hp, differing, n_buckets + 1, persisted)
             say("comparing values of the keys that differ")
             cls, within_tol = _settle_values(job, cls, hs, hp, differing, persisted, mismatches)
             first = _counts(cls)
