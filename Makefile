@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup system venv hadoop-shim lint typecheck test demo lock clean bench
+.PHONY: setup system venv hadoop-shim lint typecheck test demo lock clean bench spark-cluster spark-cluster-stop
 
 setup: system venv hadoop-shim
 
@@ -38,6 +38,13 @@ demo: setup
 
 bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# A Spark standalone cluster for development (master + 2 workers, bound to 127.0.0.1).
+spark-cluster: venv
+	$(PY) -m tests.support.spark_cluster start --dir .spark-cluster
+
+spark-cluster-stop: venv
+	$(PY) -m tests.support.spark_cluster stop --dir .spark-cluster
 
 # Re-resolve the dependency set and pin it (run after editing requirements.in).
 lock:

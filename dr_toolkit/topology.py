@@ -122,9 +122,13 @@ class KafkaEndpoint(_Model):
 
 
 class SparkEndpoint(_Model):
-    master: str = "local[2]"
-    conf: dict[str, str] = Field(default_factory=dict)
+    master: str = Field(default="local[2]", description=(
+        "local[N], spark://host:7077 (standalone), yarn, k8s://https://api:6443; used only when no "
+        "session exists yet (under spark-submit the submitter's master wins)"))
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark conf (user keys win over ours)")
     conn_id: str | None = None
+    ship_library: bool = Field(default=True, description=(
+        "on a non-local master, ship dr_toolkit to the executors as a zip (spark.submit.pyFiles)"))
 
 
 class Cluster(_Model):
@@ -195,6 +199,18 @@ class VerifyPolicy(_Model):
     recompare_sleep_s: float = 0.0
     schedule: str | None = "@daily"
     report_dir: str | None = None
+    ignore_columns: list[str] = Field(default_factory=list)
+    abs_tol: float = Field(default=0.0, ge=0, description="float/double columns: |a-b| <= abs_tol + rel_tol*|b|")
+    rel_tol: float = Field(default=0.0, ge=0)
+    ignore_spaces: bool = False
+    ignore_case: bool = False
+
+    def compare_options(self) -> Any:
+        """The policy's :class:`dr_toolkit.verify.canon.CompareOptions`."""
+        from dr_toolkit.verify.canon import CompareOptions
+
+        return CompareOptions(abs_tol=self.abs_tol, rel_tol=self.rel_tol, ignore_spaces=self.ignore_spaces,
+                              ignore_case=self.ignore_case)
 
 
 class Policies(_Model):

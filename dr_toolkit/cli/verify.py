@@ -34,6 +34,13 @@ def _render(d: dict[str, Any]) -> None:
     t.add_row(*(f"{d[c]:,}" for c in ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS",
                                       "CONTENT_DIFFERENT_ROWS", "source_rows", "peer_rows")))
     out_console.print(t)
+    if d.get("column_mismatches"):
+        out_console.print("differences by column: " + ", ".join(f"{c} {n:,}" for c, n in
+                                                                 d["column_mismatches"].items()))
+    nts = (d.get("window") or {}).get("null_ts") or {}
+    if nts.get("source") or nts.get("peer"):
+        out_console.print(f"NULL timestamps (outside the window, not compared): source {nts.get('source', 0):,}, "
+                          f"peer {nts.get('peer', 0):,}")
     for kind, rows in d["samples"].items():
         if rows:
             keys = ", ".join(str(list(s["key"].values())[0] if len(s["key"]) == 1 else s["key"]) for s in rows[:10])
@@ -86,6 +93,15 @@ def register(app: typer.Typer) -> None:
         sample_size: Annotated[int, typer.Option("--sample-size", help="Sample keys per counter.")] = 20,
         name: Annotated[str | None, typer.Option("--name", help="Dataset name for the ledger and watermark.")
                         ] = None,
+        spark_master: Annotated[str | None, typer.Option(
+            "--spark-master", help="Spark master (local[N], spark://h:7077, yarn, k8s://…); default: the topology's "
+                                   "spark.master, $DRT_SPARK_MASTER, local[2].")] = None,
+        abs_tol: Annotated[float, typer.Option("--abs-tol", min=0, help="Float columns: absolute tolerance.")] = 0.0,
+        rel_tol: Annotated[float, typer.Option("--rel-tol", min=0, help="Float columns: relative tolerance "
+                                                                        "(|a-b| <= abs_tol + rel_tol*|b|).")] = 0.0,
+        ignore_spaces: Annotated[bool, typer.Option("--ignore-spaces", help="Strip spaces around strings.")] = False,
+        ignore_case: Annotated[bool, typer.Option("--ignore-case", help="Compare strings case-insensitively.")
+                               ] = False,
     ) -> None:
         """Compare a dataset with its replica by key (HBase VerifyReplication's counters).
 
@@ -93,8 +109,15 @@ def register(app: typer.Typer) -> None:
         --key order_id --report orders.html
         """
         from dr_toolkit.verify.api import verify, verify_policy
+        from dr_toolkit.verify.canon import CompareOptions
 
         st = state(ctx)
+        if spark_master is not None:
+            from dr_toolkit.spark.session import check_master
+
+            check_master(spark_master)
+        options = CompareOptions(abs_tol=abs_tol, rel_tol=rel_tol, ignore_spaces=ignore_spaces,
+                                 ignore_case=ignore_case)
         quiet = st.json
         status = None if quiet else err_console.status("verifying…")
 
@@ -110,7 +133,8 @@ def register(app: typer.Typer) -> None:
             if status is not None:
                 status.start()
             try:
-                result = verify_policy(topo, policy, ledger, spark=None, progress=progress)
+                result = verify_policy(topo, policy, ledger, spark=None, progress=progress, access=st.access(),
+                                       spark_master=spark_master)
             finally:
                 if status is not None:
                     status.stop()
@@ -129,7 +153,7 @@ def register(app: typer.Typer) -> None:
                                 buckets=buckets, spark=None, ledger=ledger, name=name, table=table,
                                 peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
                                 ignore_columns=[c for c in (ignore_columns or "").split(",") if c],
-                                progress=progress)
+                                progress=progress, options=options, access=st.access(), spark_master=spark_master)
             finally:
                 if status is not None:
                     status.stop()

@@ -1,52 +1,214 @@
 """The SparkSession factory: one place that decides how the toolkit talks to Spark.
 
-Local mode binds to 127.0.0.1 (``SPARK_LOCAL_IP``); on a cluster the same code runs under
-``spark-submit`` (see :mod:`dr_toolkit.spark.submit`), where the session already exists and
-is returned as it is. ANSI mode stays on: code that sums hashes uses ``bit_xor`` or a
-modular sum, never a plain sum that overflows.
+Rules (issue 15):
+
+- **The submitter's settings win.** Under ``spark-submit`` (the driver JVM exists before
+  Python runs) the session is built from the configuration spark-submit set — master, app
+  name, shuffle partitions, UI — and the library only fills in keys that are unset. Outside
+  spark-submit the master is, in order: the ``master`` argument (``--spark-master``), the
+  topology's ``spark.master`` (passed by the caller), ``$DRT_SPARK_MASTER``, ``local[2]``.
+  Conf given by the caller / the topology's ``spark.conf`` wins over the library's defaults.
+- **The library reaches the executors.** On a non-local master, ``dr_toolkit`` is zipped
+  once (:func:`library_zip`) and shipped with ``spark.submit.pyFiles`` (its third-party
+  dependencies — pydantic, boto3, google-crc32c, … — must be installed on the executors, or
+  shipped as a packed environment with ``spark.archives``; see the README).
+- **Credentials never go into the Spark conf.** Credentials the copy engine needs travel
+  inside the pickled task (never shown in the UI). S3A keys for Spark's own Hadoop client
+  (``spark_secret_env`` of :mod:`dr_toolkit.spark.hadoop`) go into the driver's environment
+  and ``spark.executorEnv.*``, and ``spark.redaction.regex`` is widened so the UI's
+  environment page and the event log show them redacted.
+- **Start-up failures are one error**: :class:`UnreachableError` (exit 3) naming the master
+  and Spark's first line, never a JVM trace; a master URL Spark cannot parse is a
+  ConfigError (exit 2).
+- Local mode and a standalone master on 127.0.0.1 bind the driver (and its UI) to
+  127.0.0.1. ANSI mode stays on: code that sums hashes uses ``bit_xor`` or a modular sum.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
-from typing import TYPE_CHECKING
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dr_toolkit.access import Access
+    from dr_toolkit.topology import SparkEndpoint, Topology
+
+MASTER_PREFIXES = ("local", "spark://", "yarn", "k8s://", "mesos://")
+REDACTION_REGEX = r"(?i)secret|password|token|access[._]?key|credential|session[._]?key"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def check_master(master: str) -> str:
+    """``master`` if Spark can parse it, else ConfigError (exit 2)."""
+    m = master.strip()
+    local_ok = m == "local" or (m.startswith(("local[", "local-cluster[")) and m.endswith("]"))
+    if (m.startswith("local") and not local_ok) or not m.startswith(MASTER_PREFIXES) or m in ("spark://", "k8s://"):
+        raise ConfigError(f"{m!r} is not a Spark master URL",
+                          hint="use local[N], spark://host:7077, yarn or k8s://https://host:port")
+    return m
+
+
+def _is_loopback(master: str) -> bool:
+    if master.startswith("local"):
+        return True
+    hosts = [urlparse("x://" + h).hostname for h in master.split("://", 1)[-1].split(",")]
+    return bool(hosts) and all(h in _LOOPBACK for h in hosts)
+
+
+def library_zip() -> str:
+    """A zip of the ``dr_toolkit`` package (built once per content, cached in the temp dir):
+    what ``spark.submit.pyFiles`` ships to executors."""
+    pkg = Path(__file__).resolve().parent.parent
+    files = sorted(p for p in pkg.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                   and p.suffix not in (".pyc", ".pyo"))
+    h = hashlib.sha256()
+    for p in files:
+        st = p.stat()
+        h.update(f"{p.relative_to(pkg)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    out = Path(tempfile.gettempdir()) / f"dr_toolkit-{h.hexdigest()[:16]}.zip"
+    if not out.exists():
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, str(Path("dr_toolkit") / p.relative_to(pkg)))
+        os.replace(tmp, out)
+    return str(out)
+
+
+def _submitted_conf() -> dict[str, str]:
+    """The configuration of a driver JVM spark-submit started (empty when Python came first)."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's gateway
+    return dict(SparkConf(loadDefaults=True).getAll())
+
+
+def _hadoop_conf(topology: Topology | None, uris: Sequence[str], access: Access | None
+                 ) -> tuple[dict[str, str], dict[str, str]]:
+    """Spark conf for the Hadoop client (HDFS HA, S3A, webhdfs) and the secret environment."""
+    if not uris:
+        return {}, {}
+    try:
+        from dr_toolkit.spark.hadoop import spark_hadoop_conf, spark_secret_env  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
+        return {}, {}
+    return dict(spark_hadoop_conf(topology, list(uris), access)), dict(spark_secret_env(topology, list(uris), access))
+
+
+def _merge(user: Mapping[str, str], ours: Mapping[str, str]) -> dict[str, str]:
+    try:
+        from dr_toolkit.spark.hadoop import merge_spark_conf  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
+        return {**ours, **user}
+    return dict(merge_spark_conf(user, ours))
+
+
+def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, submitted: Mapping[str, str], *,
+                 hadoop: Mapping[str, str] | None = None, secret_env: Mapping[str, str] | None = None,
+                 ship_library: bool = True) -> dict[str, str]:
+    """The keys to set on the builder: ours under the caller's, and nothing spark-submit set."""
+    local = master.startswith("local")
+    loopback = _is_loopback(master)
+    ours: dict[str, str] = {
+        "spark.app.name": app_name,
+        "spark.sql.shuffle.partitions": "8" if local else "64",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.redaction.regex": REDACTION_REGEX,
+    }
+    if local:
+        ours["spark.ui.enabled"] = "false"
+    if loopback:
+        ours.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
+    if not local and ship_library:
+        ours["spark.submit.pyFiles"] = library_zip()
+    if loopback and not local:
+        ours["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    merged = _merge(dict(conf or {}), {**ours, **(hadoop or {})})
+    for k, v in (secret_env or {}).items():
+        merged[f"spark.executorEnv.{k}"] = v  # redacted in the UI by spark.redaction.regex
+    if "spark.redaction.regex" in merged and merged["spark.redaction.regex"] != REDACTION_REGEX and secret_env:
+        merged["spark.redaction.regex"] = f"{merged['spark.redaction.regex']}|{REDACTION_REGEX}"
+    if "spark.submit.pyFiles" in submitted and "spark.submit.pyFiles" in merged:
+        merged["spark.submit.pyFiles"] = ",".join(
+            dict.fromkeys([*submitted["spark.submit.pyFiles"].split(","), *merged["spark.submit.pyFiles"].split(",")]))
+        return {k: v for k, v in merged.items() if k not in submitted or k == "spark.submit.pyFiles"}
+    return {k: v for k, v in merged.items() if k not in submitted}
+
 
 def get_session(master: str | None = None, app_name: str = "dr-toolkit",
-                conf: dict[str, str] | None = None) -> SparkSession:
-    """Return the active SparkSession, or build one for ``master`` (default ``local[2]``)."""
+                conf: Mapping[str, str] | None = None, *, topology: Topology | None = None,
+                uris: Sequence[str] = (), access: Access | None = None, ship_library: bool | None = None,
+                endpoint: SparkEndpoint | None = None, secret_env: Mapping[str, str] | None = None
+                ) -> SparkSession:
+    """Return the active SparkSession, or build one (see the module doc for who wins).
+
+    ``endpoint`` is the cluster's ``spark`` section when there is no topology (the copy
+    engine passes its source cluster's); ``secret_env`` adds environment variables executors
+    need (shown redacted in the UI), on top of the Hadoop client's."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    master = master or os.environ.get("DRT_SPARK_MASTER") or "local[2]"
-    check_java()
-    check_master(master)
-    if master.startswith("local"):
+    try:
+        submitted = _submitted_conf()
+    except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
+        raise UnreachableError(f"cannot reach the Spark driver that spark-submit started: {_first(exc)}") from None
+    cluster = topology.hot.spark if topology is not None else endpoint
+    chosen = check_master(submitted.get("spark.master") or master or os.environ.get("DRT_SPARK_MASTER")
+                          or (cluster.master if cluster else None) or "local[2]")
+    user_conf = {**(cluster.conf if cluster else {}), **(conf or {})}
+    hadoop, hadoop_env = _hadoop_conf(topology, uris, access)
+    secret_env = {**hadoop_env, **(secret_env or {})}
+    ship = ship_library if ship_library is not None else (cluster.ship_library if cluster else True)
+    keys = session_conf(chosen, app_name, user_conf, submitted, hadoop=hadoop, secret_env=secret_env,
+                        ship_library=ship)
+    if "spark.master" not in submitted:
+        check_java()
+        check_master_reachable(chosen)
+    if _is_loopback(chosen):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if chosen.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app_name)
-    defaults = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.driver.bindAddress": "127.0.0.1" if master.startswith("local") else "",
-        "spark.sql.session.timeZone": "UTC",
-    }
-    for k, v in {**defaults, **(conf or {})}.items():
-        if v:
-            builder = builder.config(k, v)
-    session = builder.getOrCreate()
+    for k, v in secret_env.items():
+        os.environ[k] = v  # the driver JVM's Hadoop client (and local-mode executors) read them here
+    builder: Any = SparkSession.builder
+    if "spark.master" not in submitted:
+        builder = builder.master(chosen)
+    for k, v in keys.items():
+        builder = builder.config(k, v)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
+        raise UnreachableError(f"Spark did not start on master {redact(chosen)}: {_first(exc)}",
+                               hint="check that the master is running and reachable, and JAVA_HOME") from None
     session.sparkContext.setLogLevel("WARN")
-    return session
+    out: SparkSession = session
+    return out
 
 
-def check_master(master: str, timeout_s: float = 5.0) -> None:
+def _first(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return redact(lines[0] if lines else type(exc).__name__)[:300]
+
+
+def check_master_reachable(master: str, timeout_s: float = 5.0) -> None:
     """Fail fast, in one line, when a standalone master (``spark://h1:p1,h2:p2``) answers on
     none of its addresses: Spark itself would retry for about a minute, logging Java stack
     traces, and then fail with "Cannot call methods on a stopped SparkContext"."""

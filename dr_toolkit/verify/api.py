@@ -20,6 +20,23 @@
   ONLY_IN_PEER_TABLE_ROWS + CONTENT_DIFFERENT_ROWS. With ``recompare_sleep_s`` > 0 the keys
   that differed are compared again after the pause (re-reading both sides); those that no
   longer differ count as GOODROWS, the rest in the category they have then.
+- **Values**: compared in their canonical form (:mod:`dr_toolkit.verify.canon`): every NULL
+  and position inside arrays/structs counts, ``int`` = ``bigint``, ``1.50`` = ``1.5000``, map
+  order is ignored. Float columns may be compared under ``abs_tol``/``rel_tol``; strings with
+  ``ignore_spaces``/``ignore_case``. A type verify cannot compare is a ConfigError (exit 2).
+- **Digests**: a bucket (or key) whose rows differ never passes: its digest is two unrelated
+  hashes (xxhash64, CRC32) of an unambiguous text of each row. Keys whose digests differ are
+  compared value by value: ``column_mismatches`` counts, per column, the keys that differ there
+  (keys held by one row on each side), and under a tolerance a key whose values are all
+  within it is GOODROWS.
+- **Time window**: rows whose ``ts_column`` is NULL are outside every window; ``window.null_ts``
+  counts them per side, so they are never silently left out.
+- **Re-compare** (``recompare_sleep_s`` > 0): the keys that differed are read again *without
+  the time window* (a source row updated during the run moves out of the window; its key is
+  compared on its current rows, not counted ONLY_IN_PEER). A key now gone from both sides is
+  not GOODROWS: ``recompare.gone_from_both`` counts it, and it leaves the counters.
+- **Provenance**: ``provenance`` holds the run id, who ran it, the tool version, the Spark
+  application id and master; with a ledger and a ``name``, ``trend`` lists the earlier runs.
 - **Watermark**: with ``name`` and a ledger, ``watermarks(component="verify", name)`` is set
   to the time the compared data is from (``end_time``, else the start of the run) — only
   when BADROWS = 0, so it always means "the replica is proven up to here".
@@ -36,11 +53,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.ledger.store import new_id
 from dr_toolkit.secrets import Credentials
 from dr_toolkit.topology import VerifyPolicy
 from dr_toolkit.verify import compare as C
+from dr_toolkit.verify.canon import CompareOptions
 from dr_toolkit.verify.sources import Dataset, precheck, read
 
 if TYPE_CHECKING:
@@ -83,6 +102,10 @@ class VerifyResult:
     window: dict[str, Any] = field(default_factory=dict)
     recompare: dict[str, Any] = field(default_factory=dict)
     bucket_chart: list[dict[str, int]] = field(default_factory=list, repr=False)
+    column_mismatches: dict[str, int] = field(default_factory=dict)
+    compare_options: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    trend: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -99,6 +122,8 @@ class VerifyResult:
             "recompare": self.recompare, "source": self.source, "target": self.target, "key": self.key,
             "name": self.name, "report_id": self.report_id, "started_at": self.started_at,
             "finished_at": self.finished_at, "data_time": self.data_time,
+            "column_mismatches": self.column_mismatches, "compare_options": self.compare_options,
+            "provenance": self.provenance, "trend": self.trend,
         }
 
 
@@ -184,16 +209,19 @@ class _Job:
 
     def __init__(self, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *,
                  topology: Topology | None, ts_column: str | None, start: float | None, end: float | None,
-                 ignore: list[str], buckets: int, progress: Progress) -> None:
+                 ignore: list[str], buckets: int, progress: Progress, opts: CompareOptions,
+                 access: Access | None) -> None:
         self.spark, self.src, self.peer, self.key = spark, src, peer, key
         self.topology, self.ts_column, self.start, self.end = topology, ts_column, start, end
         self.ignore, self.buckets, self.progress = ignore, buckets, progress
+        self.opts, self.access = opts, access
         self.schema = C.SchemaDiff()
+        self.null_ts: dict[str, int] = {}
 
-    def prepare(self) -> tuple[DataFrame, DataFrame]:
+    def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         """Read both sides, check columns, apply the window, align; return the hashed frames."""
-        s = read(self.spark, self.src, side="source", topology=self.topology)
-        p = read(self.spark, self.peer, side="peer", topology=self.topology)
+        s = read(self.spark, self.src, side="source", topology=self.topology, access=self.access)
+        p = read(self.spark, self.peer, side="peer", topology=self.topology, access=self.access)
         if s is None and p is None:
             from pyspark.sql.types import StringType, StructField, StructType
 
@@ -207,11 +235,13 @@ class _Job:
         need = [*self.key, *([self.ts_column] if self.ts_column else [])]
         C.check_columns(s, need, "the source", self.src.display)
         C.check_columns(p, need, "the peer", self.peer.display)
-        if self.ts_column:
+        if self.ts_column and windowed and (self.start is not None or self.end is not None):
+            self.null_ts = {"source": C.null_times(s, self.ts_column), "peer": C.null_times(p, self.ts_column)}
             s = C.in_window(s, self.ts_column, self.start, self.end)
             p = C.in_window(p, self.ts_column, self.start, self.end)
-        s, p, self.schema = C.align(s, p, self.key, self.ignore)
-        return C.with_hashes(s, self.key, self.buckets), C.with_hashes(p, self.key, self.buckets)
+        s, p, self.schema = C.align(s, p, self.key, self.ignore, self.opts)
+        return (C.with_hashes(s, self.key, self.buckets, self.opts),
+                C.with_hashes(p, self.key, self.buckets, self.opts))
 
     def row_compare(self, hs: DataFrame, hp: DataFrame, buckets: list[int], nonempty: int, keep: list[DataFrame]
                     ) -> DataFrame:
@@ -241,6 +271,38 @@ def _chart(rows_per_bucket: dict[int, int], bad_per_bucket: dict[int, int], buck
     return out
 
 
+def _spark_for(topology: Topology | None, spark_master: str | None, uris: list[str], access: Access | None
+               ) -> SparkSession:
+    """A session for the job: the Hadoop client conf for ``uris`` (HDFS HA, S3A) goes in at start."""
+    from dr_toolkit.spark.session import get_session
+
+    paths = [u for u in uris if not u.startswith(("table:", "jdbc:"))]
+    return get_session(spark_master, app_name="drt-verify", topology=topology, uris=paths, access=access)
+
+
+def _provenance(spark: SparkSession, report_id: str, who: str | None) -> dict[str, Any]:
+    import getpass
+    import socket
+
+    from dr_toolkit import __version__
+
+    try:
+        user = who or getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = who or "unknown"
+    sc = spark.sparkContext
+    return {"run_id": report_id, "who": user, "host": socket.gethostname(), "tool": "dr-toolkit",
+            "tool_version": __version__, "spark_version": spark.version, "spark_app_id": sc.applicationId,
+            "spark_master": sc.master}
+
+
+def _trend(ledger: Ledger, name: str | None, source: str, limit: int = 10) -> list[dict[str, Any]]:
+    rows = [r for r in ledger.verify_reports(name=name, limit=limit * 3) if name or r["source"] == source]
+    return [{"report_id": r["report_id"], "finished_at": r["finished_at"], "BADROWS": r["badrows"],
+             "GOODROWS": r["goodrows"], "source_rows": r["source_rows"], "peer_rows": r["peer_rows"]}
+            for r in rows[:limit]]
+
+
 def verify(source: str, target: str, key: list[str], *, topology: Topology | None = None, fmt: str = "parquet",
            start_time: str | None = None, end_time: str | None = None, ts_column: str | None = None,
            recompare_sleep_s: float = 0, report_path: str | None = None, sample_size: int = 20,
@@ -248,15 +310,20 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
            name: str | None = None, peer_format: str | None = None, table: str | None = None,
            peer_table: str | None = None, conn_id: str | None = None, peer_conn_id: str | None = None,
            credentials: Credentials | None = None, peer_credentials: Credentials | None = None,
-           ignore_columns: list[str] | None = None, progress: Progress | None = None) -> VerifyResult:
+           ignore_columns: list[str] | None = None, progress: Progress | None = None,
+           options: CompareOptions | None = None, access: Access | None = None, spark_master: str | None = None,
+           who: str | None = None) -> VerifyResult:
     """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
 
     Raises ConfigError (exit 2) for bad input: a missing path, an unreadable format, a key or
-    timestamp column that does not exist, a bad time. Differences are not errors: look at
-    ``result.counters["BADROWS"]`` (the CLI exits 1 when it is > 0).
+    timestamp column that does not exist, a bad time, a type that cannot be compared.
+    Differences are not errors: look at ``result.counters["BADROWS"]`` (the CLI exits 1 when
+    it is > 0). ``spark_master`` (else the topology's hot ``spark.master``) is used only when
+    no session exists yet — under spark-submit the submitter's session wins.
     """
     started = time.time()
     say: Progress = progress or (lambda m: log.info("%s", m))
+    opts = options or CompareOptions()
     key = [k.strip() for k in key if k and k.strip()]
     if not key:
         raise ConfigError("no key columns given", hint="pass --key COL[,COL...]")
@@ -274,45 +341,70 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     precheck(src, side="source", topology=topology)
     precheck(peer, side="peer", topology=topology)
     if spark is None:
-        from dr_toolkit.spark.session import get_session
-
-        cluster = topology.hot.spark if topology is not None else None
-        spark = get_session(cluster.master if cluster else None, app_name="drt-verify",
-                            conf={"spark.ui.showConsoleProgress": "false", **(cluster.conf if cluster else {})})
-
+        spark = _spark_for(topology, spark_master, [source, target], access)
     job = _Job(spark, src, peer, key, topology=topology, ts_column=ts_column, start=start, end=end,
-               ignore=list(ignore_columns or []), buckets=n_buckets, progress=say)
+               ignore=list(ignore_columns or []), buckets=n_buckets, progress=say, opts=opts, access=access)
+    try:
+        return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
+                       recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, end=end, start=start,
+                       ts_column=ts_column, report_path=report_path, ledger=ledger, name=name, who=who)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        from dr_toolkit.verify.sources import first_line
+
+        if type(exc).__name__ in ("AnalysisException", "ParseException") or "AnalysisException" in str(exc)[:300]:
+            raise ConfigError(f"Spark cannot compare these datasets: {first_line(exc)}",
+                              where=f"{src.display} vs {peer.display}",
+                              hint="check the column types (--ignore-columns leaves a column out)") from None
+        raise
+
+
+def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
+            say: Progress, n_buckets: int, recompare_sleep_s: float, sample_size: int, start: float | None,
+            end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
+            name: str | None, who: str | None) -> VerifyResult:
+    from pyspark.sql import functions as F
+
     say("reading both sides")
     hs, hp = job.prepare()
     say(f"comparing {n_buckets} bucket digests")
     persisted: list[DataFrame] = []
-    # Digests and the row compare need only (key, bucket, hash); the samples' rows are re-read from
+    # Digests and the row compare need only (key, bucket, hashes); the samples' rows are re-read from
     # their buckets. Caching the slim frames between passes measured slower than re-reading local
     # files (CACHE_HASHES); it may pay on slow remote storage.
-    slim_s, slim_p = (h.select(*[C.col(k) for k in key], C.BUCKET, C.ROW_HASH, C.NULL_KEY) for h in (hs, hp))
+    slim_s, slim_p = (h.select(*[C.col(k) for k in key], C.BUCKET, C.ROW_HASH, C.ROW_CRC, C.NULL_KEY)
+                      for h in (hs, hp))
     if CACHE_HASHES:
         slim_s, slim_p = slim_s.persist(), slim_p.persist()
         persisted += [slim_s, slim_p]
-    sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(slim_s).collect()}
-    pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["nulls"]) for r in C.bucket_digests(slim_p).collect()}
+    sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["c"], r["nulls"]) for r in C.bucket_digests(slim_s).collect()}
+    pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["c"], r["nulls"]) for r in C.bucket_digests(slim_p).collect()}
     nonempty = set(sd) | set(pd)
-    differing = sorted(b for b in nonempty if (sd.get(b) or (0,))[:3] != (pd.get(b) or (0,))[:3])
+    differing = sorted(b for b in nonempty if (sd.get(b) or (0,))[:4] != (pd.get(b) or (0,))[:4])
     differing_set = set(differing)
     good = sum(v[0] for b, v in sd.items() if b not in differing_set)
     counters = dict.fromkeys(C.COUNTERS, 0)
     samples: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
     duplicates: dict[str, Any] = {"source": 0, "peer": 0, "samples": []}
-    recompare: dict[str, Any] = {"sleep_s": recompare_sleep_s, "keys_rechecked": 0, "resolved": 0}
+    recompare: dict[str, Any] = {"sleep_s": recompare_sleep_s, "keys_rechecked": 0, "resolved": 0,
+                                 "gone_from_both": 0}
     bad_per_bucket: dict[int, int] = {}
+    mismatches: dict[str, int] = {}
     try:
         if differing:
-            from pyspark.sql import functions as F
-
             say(f"row-comparing {len(differing)} of {len(nonempty)} buckets")
-            cls = job.row_compare(slim_s, slim_p, differing, len(nonempty), persisted)
+            # The rows of the differing buckets are read once and kept: the key compare, the value
+            # compare and the samples all work on them (a small part of the data when few buckets differ).
+            if len(differing) < len(nonempty):
+                hs, hp = (C.restrict(h, differing).persist() for h in (hs, hp))
+                persisted += [hs, hp]
+            cls = job.row_compare(hs, hp, differing, n_buckets + 1, persisted)
+            say("comparing values of the keys that differ")
+            cls, within_tol = _settle_values(job, cls, hs, hp, differing, persisted, mismatches)
             first = _counts(cls)
-            say("looking for duplicate keys")
             good += first.get(C.GOOD, 0)
+            say("looking for duplicate keys")
             dup = cls.filter((F.col("s_n") > 1) | (F.col("p_n") > 1))
             d = dup.agg(F.sum((F.col("s_n") > 1).cast("int")).alias("s"),
                         F.sum((F.col("p_n") > 1).cast("int")).alias("p")).collect()[0]
@@ -321,6 +413,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                 for r in dup.orderBy(*[C.col(k) for k in key]).limit(sample_size).collect()]}
             final = cls.filter(F.col("category") != C.GOOD)
             first_bad = sum(first.get(k, 0) for k in C.BAD_KINDS)
+            recompare["within_tolerance"] = within_tol
             if recompare_sleep_s > 0 and first_bad:
                 bad_keys = final.select(C.KEY, C.BUCKET).localCheckpoint(eager=True)
                 bad_buckets = sorted(r[0] for r in bad_keys.select(C.BUCKET).distinct().collect())
@@ -329,14 +422,21 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                     df.unpersist()
                 say(f"{first_bad} keys differ; re-comparing them in {recompare_sleep_s:g} s")
                 time.sleep(recompare_sleep_s)
-                hs, hp = job.prepare()
-                again = job.row_compare(hs, hp, bad_buckets, n_buckets + 1, persisted)
-                final = C.only_keys(again, bad_keys).filter(F.col("category") != C.GOOD).persist()
+                hs, hp = job.prepare(windowed=False)  # current rows of those keys, wherever their time now is
+                hs, hp = (C.only_keys(C.with_key(C.restrict(h, bad_buckets), key), bad_keys).drop(C.KEY)
+                          for h in (hs, hp))
+                again = C.only_keys(job.row_compare(hs, hp, bad_buckets, n_buckets + 1, persisted), bad_keys)
+                mismatches.clear()
+                again, _ = _settle_values(job, again, hs, hp, bad_buckets, persisted, mismatches)
+                present = again.count()
+                final = again.filter(F.col("category") != C.GOOD).persist()
                 persisted.append(final)
                 second = _counts(final)
                 still = sum(second.get(k, 0) for k in C.BAD_KINDS)
-                recompare.update(keys_rechecked=first_bad, resolved=first_bad - still)
-                good += first_bad - still
+                gone = first_bad - present
+                resolved = present - still
+                recompare.update(keys_rechecked=first_bad, resolved=resolved, gone_from_both=gone)
+                good += resolved
                 counts = second
             else:
                 counts = first
@@ -352,17 +452,22 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     counters[C.GOOD] = good
     counters[C.BAD] = sum(counters[k] for k in C.BAD_KINDS)
     finished = time.time()
+    report_id = new_id("verify")
+    window: dict[str, Any] = {"ts_column": ts_column, "start": start, "end": end}
+    if job.null_ts:
+        window["null_ts"] = job.null_ts
     result = VerifyResult(
         counters=counters, source_rows=sum(v[0] for v in sd.values()), peer_rows=sum(v[0] for v in pd.values()),
         source=src.display, target=peer.display, key=key, duration_s=finished - started, started_at=started,
-        finished_at=finished, data_time=end if end is not None else started, report_id=new_id("verify"),
+        finished_at=finished, data_time=end if end is not None else started, report_id=report_id,
         name=name, samples=samples, buckets=n_buckets, buckets_compared=len(nonempty),
         buckets_differing=len(differing), duplicate_keys=duplicates,
-        null_keys={"source": sum(v[3] or 0 for v in sd.values()), "peer": sum(v[3] or 0 for v in pd.values())},
-        schema=job.schema.to_json(),
-        window={"ts_column": ts_column, "start": start, "end": end},
-        recompare=recompare,
+        null_keys={"source": sum(v[4] or 0 for v in sd.values()), "peer": sum(v[4] or 0 for v in pd.values())},
+        schema=job.schema.to_json(), window=window, recompare=recompare,
         bucket_chart=_chart({b: v[0] for b, v in sd.items()}, bad_per_bucket, n_buckets),
+        column_mismatches=dict(sorted(mismatches.items(), key=lambda kv: (-kv[1], kv[0]))),
+        compare_options=job.opts.to_json(), provenance=_provenance(spark, report_id, who),
+        trend=_trend(ledger, name, src.display) if ledger is not None else [],
     )
     if report_path:
         from dr_toolkit.verify.report import write_html
@@ -374,11 +479,40 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                                  counters=counters, source_rows=result.source_rows, peer_rows=result.peer_rows,
                                  started_at=started, finished_at=finished, name=name,
                                  report_path=result.report_path,
-                                 detail={k: v for k, v in result.to_json().items() if k not in C.COUNTERS})
+                                 detail={k: v for k, v in result.to_json().items()
+                                         if k not in C.COUNTERS and k != "trend"})
         if name and result.ok:
             ledger.set_watermark("verify", name, result.data_time,
                                  detail={"report_id": result.report_id, "rows": result.source_rows})
     return result
+
+
+def _settle_values(job: _Job, cls: DataFrame, hs: DataFrame, hp: DataFrame, buckets: list[int],
+                   persisted: list[DataFrame], mismatches: dict[str, int]) -> tuple[DataFrame, int]:
+    """Compare, value by value, the CONTENT_DIFFERENT keys held by one row per side: fill
+    ``mismatches`` (column -> keys differing there) and, under a float tolerance, turn keys
+    whose values are all within it into GOODROWS. Returns the new classification and that count."""
+    from pyspark.sql import functions as F
+
+    single = cls.filter((F.col("category") == C.CONTENT) & (F.col("s_n") == 1) & (F.col("p_n") == 1))
+    ks, kp = (C.with_key(C.restrict(h, buckets), job.key) for h in (hs, hp))
+    mm = C.column_mismatches(ks, kp, single, job.key, job.opts).persist()
+    persisted.append(mm)
+    for r in mm.select(F.explode("__mm").alias("c")).groupBy("c").count().collect():
+        mismatches[r["c"]] = mismatches.get(r["c"], 0) + int(r["count"])
+    if not job.opts.tolerant:
+        return cls, 0
+    ok = mm.filter(F.size("__mm") == 0).select(C.KEY).persist()
+    persisted.append(ok)
+    n = ok.count()
+    if not n:
+        return cls, 0
+    flagged = ok.withColumn("__ok", F.lit(True))
+    out = (cls.join(flagged, C.KEY, "left_outer")
+           .withColumn("category", F.when(F.col("__ok"), F.lit(C.GOOD)).otherwise(F.col("category")))
+           .drop("__ok").persist())
+    persisted.append(out)
+    return out, n
 
 
 def reports_dir(topology: Topology, policy: VerifyPolicy) -> Path:
@@ -390,7 +524,9 @@ def reports_dir(topology: Topology, policy: VerifyPolicy) -> Path:
 
 
 def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *,
-                  spark: SparkSession | None = None, progress: Progress | None = None) -> VerifyResult:
+                  spark: SparkSession | None = None, progress: Progress | None = None,
+                  access: Access | None = None, spark_master: str | None = None,
+                  who: str | None = None) -> VerifyResult:
     """Run the verify policy ``policy_name``: the report goes to its reports directory, the
     result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, the data
     compared is what was written before the run started (``end_time`` = now)."""
@@ -403,4 +539,6 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
     end = str(time.time()) if policy.ts_column else None
     return verify(policy.source, policy.target, list(policy.key), topology=topology, fmt=policy.format,
                   ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
-                  report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress)
+                  report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress,
+                  options=policy.compare_options(), ignore_columns=list(policy.ignore_columns), access=access,
+                  spark_master=spark_master, who=who)

@@ -2,16 +2,21 @@
 
 The pipeline, for a source and its replica ("peer") read by Spark:
 
-1. :func:`align` gives both sides the same columns in the same order (keys first, then the
-   other columns sorted by name), so the row encoding does not depend on column order.
-   A column missing on one side is null there; a column whose type differs is compared by
-   its text (``CAST(... AS STRING)``) on both sides. :class:`SchemaDiff` says which.
+1. :func:`align` brings every value to its canonical form (:mod:`dr_toolkit.verify.canon`:
+   int/long, decimal scale, map order, …) and gives both sides the same columns in the same
+   order (keys first, then the other columns sorted by name), so the row encoding does not
+   depend on column order. A column missing on one side is null there; a column whose
+   canonical type still differs is compared by its text (``CAST(... AS STRING)``) on both
+   sides. :class:`SchemaDiff` says which.
 2. :func:`with_hashes` adds, per row, ``__bucket`` (a hash of the key modulo the bucket
-   count) and ``__h`` (a 64-bit xxhash of the key and every column, each followed by its
-   null flag, so ``(NULL, 'a')`` and ``('a', NULL)`` differ).
-3. :func:`bucket_digests` folds each bucket into ``(rows, bit_xor(h), sum(h & 0xffffffff))``
-   (ANSI mode is on: no plain sum of 64-bit hashes). Buckets with equal digests on both
-   sides are counted GOODROWS without a row compare (data-diff's bisection idea).
+   count) and two independent hashes of the row's unambiguous JSON text
+   (:func:`dr_toolkit.verify.canon.encode_row`): ``__h`` (xxhash64) and ``__c`` (CRC32).
+   Nested NULLs and positions are part of the text, so ``[null,'x']``, ``['x']`` and
+   ``['x',null]`` all differ.
+3. :func:`bucket_digests` folds each bucket into ``(rows, bit_xor(h), sum(h & 0xffffffff),
+   sum(crc))`` (ANSI mode is on: no plain sum of 64-bit hashes). Buckets with all four
+   equal on both sides are counted GOODROWS without a row compare (data-diff's bisection
+   idea); the CRC sum is the second, independent confirmation.
 4. For the buckets that differ, :func:`key_digests` folds each key into the same digest
    (several rows under one key fold into one digest: duplicates are compared as multisets,
    never joined row by row) and :func:`classify` full-outer-joins the two sides by key
@@ -26,12 +31,14 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError
+from dr_toolkit.verify.canon import CompareOptions, canon, digest_form, encode_row, values_equal
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 BUCKET = "__bucket"
 ROW_HASH = "__h"
+ROW_CRC = "__c"
 NULL_KEY = "__nullkey"
 KEY = "__key"
 GOOD = "GOODROWS"
@@ -76,22 +83,31 @@ def check_columns(df: DataFrame, columns: list[str], side: str, where: str) -> N
                           hint=f"its columns are: {', '.join(df.columns) or '(none)'}; check --key/--ts-column")
 
 
-def align(source: DataFrame, peer: DataFrame, key: list[str], ignore: list[str] | None = None
-          ) -> tuple[DataFrame, DataFrame, SchemaDiff]:
-    """Give both sides the same columns, types and order; say how their schemas differ.
+def align(source: DataFrame, peer: DataFrame, key: list[str], ignore: list[str] | None = None,
+          opts: CompareOptions | None = None) -> tuple[DataFrame, DataFrame, SchemaDiff]:
+    """Give both sides the same canonical columns, types and order; say how their schemas differ.
 
     Keys come first in the given order, then every other column of either side sorted by
-    name. A column only one side has is NULL on the other (so a row with a value there
-    counts as CONTENT_DIFFERENT). A column whose type differs is cast to STRING on both
-    sides (int → bigint compares equal; 1 vs 1.0 does not). Map columns are compared as
-    text, as Spark cannot hash maps.
+    name. Values are canonical (:func:`dr_toolkit.verify.canon.canon`: int = bigint, decimal
+    scale ignored, maps sorted). A column only one side has is NULL on the other (so a row
+    with a value there counts as CONTENT_DIFFERENT). A column whose canonical type still
+    differs is cast to STRING on both sides (1 vs 1.0 does not compare equal). A type that
+    cannot be compared is a ConfigError (exit 2).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType
 
-    skip = set(ignore or [])
-    s_types = {f.name: f.dataType for f in source.schema.fields if f.name not in skip}
-    p_types = {f.name: f.dataType for f in peer.schema.fields if f.name not in skip}
+    opts = opts or CompareOptions()
+    skip = set(ignore or []) - set(key)
+
+    def canonical(df: DataFrame, side: str) -> DataFrame:
+        return df.select(*[canon(col(f.name), f.dataType, opts, f.name).alias(f.name)
+                           for f in df.schema.fields if f.name not in skip])
+
+    raw_s = {f.name: f.dataType for f in source.schema.fields if f.name not in skip}
+    raw_p = {f.name: f.dataType for f in peer.schema.fields if f.name not in skip}
+    source, peer = canonical(source, "source"), canonical(peer, "peer")
+    s_types = {f.name: f.dataType for f in source.schema.fields}
+    p_types = {f.name: f.dataType for f in peer.schema.fields}
     others = sorted((set(s_types) | set(p_types)) - set(key))
     diff = SchemaDiff(only_in_source=sorted(set(s_types) - set(p_types)),
                       only_in_peer=sorted(set(p_types) - set(s_types)))
@@ -99,38 +115,35 @@ def align(source: DataFrame, peer: DataFrame, key: list[str], ignore: list[str] 
     p_cols: list[Column] = []
     for name in [*key, *others]:
         st, pt = s_types.get(name), p_types.get(name)
+        if st is not None and pt is not None and raw_s[name] != raw_p[name]:
+            diff.type_changes[name] = (raw_s[name].simpleString(), raw_p[name].simpleString())
         if st is not None and pt is not None and st != pt:
-            diff.type_changes[name] = (st.simpleString(), pt.simpleString())
             s_cols.append(col(name).cast("string").alias(name))
             p_cols.append(col(name).cast("string").alias(name))
             continue
         dtype = st if st is not None else pt
         assert dtype is not None
-        as_text = isinstance(dtype, MapType)
         for have, out in ((st, s_cols), (pt, p_cols)):
             expr = col(name) if have is not None else F.lit(None).cast(dtype)
-            out.append((expr.cast("string") if as_text else expr).alias(name))
+            out.append(expr.alias(name))
     return source.select(*s_cols), peer.select(*p_cols), diff
 
 
-def _with_null_flags(columns: list[str]) -> list[Column]:
-    out: list[Column] = []
-    for c in columns:
-        out += [col(c), col(c).isNull()]
-    return out
-
-
-def with_hashes(df: DataFrame, key: list[str], buckets: int) -> DataFrame:
-    """Add ``__bucket`` (key hash mod ``buckets``), ``__h`` (row hash) and ``__nullkey`` (0/1)."""
+def with_hashes(df: DataFrame, key: list[str], buckets: int, opts: CompareOptions | None = None) -> DataFrame:
+    """Add ``__bucket`` (key hash mod ``buckets``), ``__h`` and ``__c`` (two independent hashes
+    of the row's unambiguous text) and ``__nullkey`` (0/1). ``df`` comes from :func:`align`."""
     from pyspark.sql import functions as F
 
-    others = [c for c in df.columns if c not in key]
-    key_args = _with_null_flags(key)
+    opts = opts or CompareOptions()
+    types = {f.name: f.dataType for f in df.schema.fields}
+    key_text = encode_row([col(k) for k in key])
+    row_text = encode_row([digest_form(col(c), types[c], opts) for c in df.columns])
     null_key = reduce(lambda a, b: a | b, [col(k).isNull() for k in key])
     return df.select(
         "*",
-        F.pmod(F.xxhash64(*key_args), F.lit(buckets)).cast("int").alias(BUCKET),
-        F.xxhash64(F.lit("drt-row"), *key_args, *_with_null_flags(others)).alias(ROW_HASH),
+        F.pmod(F.xxhash64(key_text), F.lit(buckets)).cast("int").alias(BUCKET),
+        F.xxhash64(row_text).alias(ROW_HASH),
+        F.crc32(row_text.cast("binary")).alias(ROW_CRC),
         null_key.cast("int").alias(NULL_KEY),
     )
 
@@ -139,11 +152,12 @@ def _digest_aggs() -> list[Column]:
     from pyspark.sql import functions as F
 
     return [F.count(F.lit(1)).alias("n"), F.bit_xor(ROW_HASH).alias("x"),
-            F.sum(col(ROW_HASH).bitwiseAND(F.lit(_LOW32))).alias("s")]
+            F.sum(col(ROW_HASH).bitwiseAND(F.lit(_LOW32))).alias("s"), F.sum(ROW_CRC).alias("c")]
 
 
 def bucket_digests(hashed: DataFrame) -> DataFrame:
-    """One row per bucket: ``__bucket, n, x, s, nulls`` (rows, xor of hashes, low-32 sum, null keys)."""
+    """One row per bucket: ``__bucket, n, x, s, c, nulls`` (rows, xor of hashes, low-32 sum, CRC
+    sum, null keys)."""
     from pyspark.sql import functions as F
 
     return hashed.groupBy(BUCKET).agg(*_digest_aggs(), F.sum(NULL_KEY).alias("nulls"))
@@ -158,7 +172,7 @@ def with_key(hashed: DataFrame, key: list[str]) -> DataFrame:
 
 
 def key_digests(keyed: DataFrame) -> DataFrame:
-    """One row per key (null is a key value): ``__key, __bucket, n, x, s`` (a hash aggregate)."""
+    """One row per key (null is a key value): ``__key, __bucket, n, x, s, c`` (a hash aggregate)."""
     from pyspark.sql import functions as F
 
     return keyed.groupBy(KEY).agg(F.min(BUCKET).alias(BUCKET), *_digest_aggs())
@@ -174,10 +188,10 @@ def classify(source_keys: DataFrame, peer_keys: DataFrame, key: list[str]) -> Da
     from pyspark.sql import functions as F
 
     def side(df: DataFrame, p: str) -> DataFrame:
-        return df.select(KEY, *[col(c).alias(f"{p}{c}") for c in (BUCKET, "n", "x", "s")])
+        return df.select(KEY, *[col(c).alias(f"{p}{c}") for c in (BUCKET, "n", "x", "s", "c")])
 
     j = side(source_keys, "s_").join(side(peer_keys, "p_"), KEY, "full_outer")
-    same = (j["s_n"] == j["p_n"]) & (j["s_x"] == j["p_x"]) & (j["s_s"] == j["p_s"])
+    same = (j["s_n"] == j["p_n"]) & (j["s_x"] == j["p_x"]) & (j["s_s"] == j["p_s"]) & (j["s_c"] == j["p_c"])
     category = (F.when(j["p_n"].isNull(), F.lit(ONLY_SOURCE))
                 .when(j["s_n"].isNull(), F.lit(ONLY_PEER))
                 .when(same, F.lit(GOOD))
@@ -193,7 +207,7 @@ def rows_of(keyed: DataFrame, keys: DataFrame, key: list[str], alias: str) -> Da
     """``__key, <alias>``: the rows (a struct of the non-key columns) of ``keyed`` whose key is in ``keys``."""
     from pyspark.sql import functions as F
 
-    others = [c for c in keyed.columns if c not in (KEY, BUCKET, ROW_HASH, NULL_KEY, *key)]
+    others = [c for c in keyed.columns if c not in (KEY, BUCKET, ROW_HASH, ROW_CRC, NULL_KEY, *key)]
     row = F.struct(*[col(c) for c in others]) if others else F.lit(None)
     return keyed.join(keys.select(KEY), KEY, "left_semi").select(KEY, row.alias(alias))
 
@@ -212,7 +226,8 @@ def in_window(df: DataFrame, ts_column: str, start: float | None, end: float | N
     """Rows with ``start <= ts_column < end`` (epoch seconds; either bound may be open).
 
     A timestamp/date column is compared as an instant; a numeric column as epoch seconds; a
-    string column is cast to a timestamp. Rows whose timestamp is NULL are outside any window.
+    string column is cast to a timestamp. Rows whose timestamp is NULL are outside any window
+    (:func:`null_times` counts them, and the report shows the count).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import NumericType
@@ -232,3 +247,31 @@ def in_window(df: DataFrame, ts_column: str, start: float | None, end: float | N
     if end is not None:
         conds.append(ts < bound(end))
     return df.filter(reduce(lambda a, b: a & b, conds))
+
+
+def null_times(df: DataFrame, ts_column: str) -> int:
+    """How many rows have a NULL ``ts_column`` (left out of every time window)."""
+    return int(df.filter(col(ts_column).isNull()).count())
+
+
+def data_columns(df: DataFrame, key: list[str]) -> list[str]:
+    """The compared (non-key, non-internal) columns of an aligned/hashed frame."""
+    return [c for c in df.columns if c not in (KEY, BUCKET, ROW_HASH, ROW_CRC, NULL_KEY, *key)]
+
+
+def column_mismatches(hs: DataFrame, hp: DataFrame, keys: DataFrame, key: list[str], opts: CompareOptions
+                      ) -> DataFrame:
+    """Value by value, for the keys in ``keys`` (``__key``) held by one row on each side:
+    ``__key, __bucket, __mm`` (the names of the columns that differ, under the tolerance).
+    ``hs``/``hp`` are keyed (:func:`with_key`) aligned frames."""
+    from pyspark.sql import functions as F
+
+    cols = data_columns(hs, key)
+    types = {f.name: f.dataType for f in hs.schema.fields}
+    s = hs.join(keys.select(KEY), KEY, "left_semi").select(KEY, BUCKET, *[col(c).alias(f"s{i}")
+                                                                           for i, c in enumerate(cols)])
+    p = hp.join(keys.select(KEY), KEY, "left_semi").select(KEY, *[col(c).alias(f"p{i}") for i, c in enumerate(cols)])
+    j = s.join(p, KEY, "inner")
+    flags = [F.when(~values_equal(j[f"s{i}"], j[f"p{i}"], types[c], opts), F.lit(c)) for i, c in enumerate(cols)]
+    mm = F.filter(F.array(*flags), lambda x: x.isNotNull()) if flags else F.array().cast("array<string>")
+    return j.select(KEY, BUCKET, mm.alias("__mm"))

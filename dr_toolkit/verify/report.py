@@ -141,7 +141,21 @@ def _extras(r: VerifyResult) -> str:
     rc = r.recompare or {}
     if rc.get("keys_rechecked"):
         out.append(f"<h2>Re-compare</h2><p>{rc['keys_rechecked']:,} keys differed at the first compare; after "
-                   f"{rc['sleep_s']:g} s, {rc['resolved']:,} no longer differed (counted good).</p>")
+                   f"{rc['sleep_s']:g} s, {rc['resolved']:,} no longer differed (counted good) and "
+                   f"{rc.get('gone_from_both', 0):,} were gone from both sides (not counted).</p>")
+    nts = (r.window or {}).get("null_ts") or {}
+    if nts.get("source") or nts.get("peer"):
+        out.append(f"<h2>NULL timestamps</h2><p>{nts.get('source', 0):,} source rows and {nts.get('peer', 0):,} "
+                   "peer rows have a NULL timestamp: they are outside every window and were not compared.</p>")
+    if r.column_mismatches:
+        body = [[_e(c), f"{n:,}"] for c, n in r.column_mismatches.items()]
+        out.append("<h2>Differences by column</h2><p class=\"note\">keys whose value differs in the column "
+                   "(keys held by one row on each side)</p>" + _table(["column", "keys"], body))
+    if r.trend:
+        body = [[_e(t["report_id"]), _e(_ts(t["finished_at"])), f"{t['BADROWS']:,}", f"{t['GOODROWS']:,}",
+                 f"{t['source_rows']:,}"] for t in r.trend]
+        out.append("<h2>Earlier runs</h2>" + _table(["report", "finished", "bad rows", "good rows", "source rows"],
+                                                      body))
     return "".join(out)
 
 
@@ -167,6 +181,9 @@ def render_html(r: VerifyResult) -> str:
                    if w.get("ts_column") else "none (all rows)"),
         "buckets": f"{r.buckets:,} ({r.buckets_compared:,} non-empty, {r.buckets_differing:,} differing)",
         "data compared as of": _ts(r.data_time),
+        **{k.replace("_", " "): str(v) for k, v in (r.provenance or {}).items()},
+        **({"compare options": ", ".join(f"{k}={v}" for k, v in r.compare_options.items())}
+           if r.compare_options else {}),
     }
     values = {
         "title": _e(f"verify {r.name or r.source}: {'OK' if not bad else f'{bad} bad rows'}"),

@@ -24,9 +24,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dr_toolkit.access import Access, default_access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.fs.uri import parse_uri
-from dr_toolkit.secrets import Credentials, lookup, redact
+from dr_toolkit.secrets import Credentials, redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +54,8 @@ class Dataset:
         return f"{text} [{self.table}]" if self.uri.startswith("jdbc:") and self.table else text
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text, redacted and cut (Spark errors are pages long)."""
     text = str(exc).strip().splitlines()
     return redact(text[0] if text else type(exc).__name__)[:300]
 
@@ -81,9 +83,22 @@ def precheck(ds: Dataset, *, side: str, topology: Topology | None = None) -> Non
     if loc.kind == "local" and not os.path.exists(loc.path):
         raise ConfigError(f"{side} path does not exist", where=loc.path,
                           hint="check the path (a replica not copied yet?) or the cluster's local_root")
+    if loc.kind != "local":
+        _spark_path(loc.uri, topology)  # a scheme Spark cannot read here: one clear error, before Spark starts
 
 
-def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None) -> DataFrame | None:
+def _spark_path(uri: str, topology: Topology | None) -> str:
+    """The Hadoop URI Spark reads: through :mod:`dr_toolkit.spark.hadoop` (HDFS HA over RPC,
+    s3a, a refused or working webhdfs) when that module is present."""
+    try:
+        from dr_toolkit.spark.hadoop import check_spark_uri, spark_path  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
+        return parse_uri(uri, topology).spark_path()
+    return str(spark_path(check_spark_uri(uri, topology)))
+
+
+def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None,
+         access: Access | None = None) -> DataFrame | None:
     """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
     uri = ds.uri
     if uri.startswith("table:"):
@@ -91,19 +106,20 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
         try:
             return spark.table(name)
         except Exception as exc:  # noqa: BLE001 - pyspark raises AnalysisException subclasses
-            raise ConfigError(f"{side} table {name!r} cannot be read: {_first_line(exc)}", where=ds.display,
+            raise ConfigError(f"{side} table {name!r} cannot be read: {first_line(exc)}", where=ds.display,
                               hint="name an existing Spark/Hive table or view as table:<db>.<name>") from None
     if uri.startswith("jdbc:"):
-        return _read_jdbc(spark, ds, side)
+        return _read_jdbc(spark, ds, side, access)
     precheck(ds, side=side, topology=topology)
     loc = parse_uri("file://" + uri if uri.startswith("/") else uri, topology)
     if loc.kind == "local" and os.path.isdir(loc.path) and _is_empty_dir(loc.path):
         return None
+    path = _spark_path(loc.uri if loc.kind != "local" else "file://" + loc.path, topology)
     reader = spark.read.format(ds.fmt)
     if ds.fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "false")
     try:
-        df = reader.load(loc.spark_path())
+        df = reader.load(path)
     except Exception as exc:  # noqa: BLE001 - AnalysisException, SparkException, Py4JJavaError
         msg = str(exc)
         if "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
@@ -111,17 +127,22 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
                               hint="check the path (a replica not copied yet?)") from None
         if "UNABLE_TO_INFER_SCHEMA" in msg and loc.kind == "local":
             return None
-        raise ConfigError(f"{side} cannot be read as {ds.fmt}: {_first_line(exc)}", where=ds.display,
+        if loc.kind != "local" and ("FileSystem" in msg or "ClassNotFound" in msg or "No FileSystem" in msg
+                                    or "UnknownHost" in msg or "Connection refused" in msg):
+            raise ConfigError(f"Spark cannot reach the {side}: {first_line(exc)}", where=ds.display,
+                              hint="check the cluster's Hadoop client settings (hdfs.rpc_addresses, s3 endpoint, "
+                                   "hadoop-aws on Spark's classpath)") from None
+        raise ConfigError(f"{side} cannot be read as {ds.fmt}: {first_line(exc)}", where=ds.display,
                           hint="pass the right --format (parquet, orc, csv, json)") from None
     if ds.fmt == "json" and df.columns == ["_corrupt_record"]:
         raise ConfigError(f"{side} is not JSON lines", where=ds.display, hint="pass the right --format")
     return df
 
 
-def _read_jdbc(spark: SparkSession, ds: Dataset, side: str) -> DataFrame:
+def _read_jdbc(spark: SparkSession, ds: Dataset, side: str, access: Access | None) -> DataFrame:
     precheck(ds, side=side)
     assert ds.table is not None
-    creds = ds.credentials or lookup(ds.conn_id)
+    creds = ds.credentials or default_access(access).get(ds.conn_id, what=f"the {side}'s --conn-id")
     reader = spark.read.format("jdbc").option("url", ds.uri).option("dbtable", ds.table)
     if creds is not None:
         if creds.login:
@@ -134,6 +155,6 @@ def _read_jdbc(spark: SparkSession, ds: Dataset, side: str) -> DataFrame:
     try:
         return reader.load()
     except Exception as exc:  # noqa: BLE001 - SQLException arrives wrapped in Py4JJavaError
-        raise ConfigError(f"{side} JDBC table cannot be read: {_first_line(exc)}", where=ds.display,
+        raise ConfigError(f"{side} JDBC table cannot be read: {first_line(exc)}", where=ds.display,
                           hint="check the URL, the table, the credentials (conn id) and that the driver jar "
                                "is in spark.jars") from None

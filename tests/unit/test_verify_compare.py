@@ -51,13 +51,15 @@ def test_classify_categories_and_duplicates(spark) -> None:
 
 
 def test_align_reports_schema_differences(spark) -> None:
-    a = spark.createDataFrame([(1, 2, "x")], "id int, n int, gone string")
-    b = spark.createDataFrame([(1, 2, "y")], "id bigint, n bigint, new string")
+    a = spark.createDataFrame([(1, 2, "x", 3)], "id int, n int, gone string, m int")
+    b = spark.createDataFrame([(1, 2, "y", "3")], "id bigint, n bigint, new string, m string")
     a2, b2, diff = C.align(a, b, ["id"])
     assert diff.only_in_source == ["gone"] and diff.only_in_peer == ["new"]
-    assert diff.type_changes == {"id": ("int", "bigint"), "n": ("int", "bigint")}
+    assert diff.type_changes == {"id": ("int", "bigint"), "n": ("int", "bigint"), "m": ("int", "string")}
     assert a2.schema == b2.schema
-    assert a2.collect()[0].asDict() == {"id": "1", "gone": "x", "n": "2", "new": None}
+    # int and bigint are one canonical type (compared as numbers); int vs string is compared as text
+    assert a2.collect()[0].asDict() == {"id": 1, "gone": "x", "m": "3", "n": 2, "new": None}
+    assert b2.collect()[0].asDict() == {"id": 1, "gone": None, "m": "3", "n": 2, "new": "y"}
 
 
 def test_missing_key_column_names_what_exists(spark) -> None:
