@@ -130,7 +130,8 @@ class KafkaCluster:
             self._consumer = Consumer({
                 **self._conf, "group.id": f"drt-probe-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
                 "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1,
+                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1, "isolation.level": "read_committed",
+                "max.partition.fetch.bytes": 65536, "fetch.max.bytes": 1048576,
                 "socket.timeout.ms": int(self.timeout_s * 1000)})
         return self._consumer
 
