@@ -28,13 +28,19 @@ def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mir
     by_p = {r["partition"]: r for r in res["partitions"]}
     for p, (recs, consumed, shift) in scen.items():
         r = by_p[p]
+        if p == 3:
+            # All 100 records lie within 2x the 70 ms skew bound of the anchor and cold holds nothing
+            # older: nothing proves the copy's position (cold's head could have been trimmed), so the
+            # answer is the safe one, re-reading the partition — never skipping.
+            assert (r["method"], r["target_offset"], r["may_reread"]) == ("skew_bound", 0, 100), r
+            continue
         assert r["target_offset"] == shift + consumed, (p, r)
         assert r["source_offset"] == consumed
         if recs:
             n = shift + len(recs)
             assert r["probes"] <= probe_budget(n), (p, r)
     assert by_p[0]["method"] == by_p[1]["method"] == by_p[5]["method"] == "exact"
-    assert by_p[3]["method"] == by_p[4]["method"] == "exact"
+    assert by_p[4]["method"] == "exact"
     assert by_p[2]["method"] == "time"  # empty at checkpoint time: by the checkpoint's time, not cold's end
     # Five identical records, two consumed: the count of identical records before the anchor
     # picks the second copy exactly.
