@@ -22,7 +22,16 @@ from dr_toolkit.kafka import api
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import Topology, load_topology
-from tests.support.fixtures_kafka import QUIET, T0, Rec, create_topic, produce, read_all, unique, write_topology
+from tests.support.fixtures_kafka import (
+    QUIET,
+    T0,
+    Rec,
+    create_topic,
+    produce,
+    read_all,
+    unique,
+    write_topology,
+)
 
 pytestmark = pytest.mark.integration
 MIN = 60_000
