@@ -32,7 +32,6 @@ from dr_toolkit.kafka.remap import (
     remap_partition,
     safe_floor,
 )
-from dr_toolkit.ledger.store import new_id
 from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
@@ -152,13 +151,13 @@ def _dup_count(c: KafkaCluster, t: str, p: int, window: list[Record], rec: Recor
 
 
 def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None, taken_at: float,
-                   skew: int) -> dict[str, Any]:
+                   skew: int, *, marks: tuple[int, int] | None = None) -> dict[str, Any]:
     """One partition's checkpoint: the committed offset, the last consumed data record (control
     records and aborted transactions are never returned: read_committed) with the number of
     identical records before it; where no record was consumed before the committed offset, the
     first unconsumed record (prefix ``@next:``); where neither exists (empty partition,
     committed at or past the end), no fingerprint: the remap then goes by ``taken_at``."""
-    lo, hi = c.watermarks(t, p)
+    lo, hi = marks if marks is not None else c.watermarks(t, p)
     row: dict[str, Any] = {"group_id": group, "topic": t, "partition_id": p, "committed_offset": off,
                            "record_timestamp": None, "timestamp_type": "none", "fingerprint": None,
                            "log_start_offset": lo, "high_watermark": hi, "taken_at": taken_at}
@@ -197,35 +196,13 @@ def checkpoint(topology: Topology | None, ledger: Ledger | None, *, groups: list
     group's whole committed set plus its policies' topics, minus ``exclude_topics``) and store
     it with ``Ledger.add_checkpoint`` when ``ledger`` is given. Returns ``{checkpoint_id,
     groups, partitions, taken_at, duration_s}``."""
-    t0 = time.monotonic()
     groups = groups if groups is not None else policy_groups(topology)
     if not groups:
         raise ConfigError("no consumer groups to checkpoint", where=topology.source_file if topology else None,
                           hint="list groups under policies.kafka[].groups or pass --group")
-    checkpoint_id = new_id("ckpt")
-    taken_at = time.time()
-    skew = skew_ms(topology)
-    rows: list[dict[str, Any]] = []
-    covered: dict[str, list[str]] = {}
-    with cluster(topology, "hot", bootstrap=source_bootstrap, access=access) as hot:
-        have = hot.topics()  # one metadata call for every group
-        for g in groups:
-            committed = hot.committed(g)
-            excluded = excluded_topics(topology, g)
-            topics = [t for t in dict.fromkeys([*policy_topics(topology, g), *sorted({t for t, _ in committed})])
-                      if t not in excluded]
-            counts = _partition_counts(hot, topics, have)
-            rows.extend(checkpoint_rows(hot, g, topics, counts, taken_at, committed=committed, skew=skew))
-            covered[g] = sorted(f"{t}[{p}]" for t, p in committed if t not in excluded)
-    duration = time.monotonic() - t0
-    if ledger is not None and rows:
-        ledger.add_checkpoint(checkpoint_id, list(rows))
-        for g in groups:
-            ledger.set_watermark("kafka", f"checkpoint:{g}", taken_at,
-                                 {"checkpoint_id": checkpoint_id, "duration_s": round(duration, 3),
-                                  "committed_partitions": len(covered[g])})
-    return {"checkpoint_id": checkpoint_id, "groups": groups, "taken_at": taken_at,
-            "duration_s": round(duration, 3), "partitions": rows, "stored": ledger is not None}
+    from dr_toolkit.kafka.batch import checkpoint_many
+
+    return checkpoint_many(topology, ledger, list(groups), access=access, source_bootstrap=source_bootstrap)
 
 
 # -- lag ---------------------------------------------------------------------------------------

@@ -93,6 +93,11 @@ class KafkaCluster:
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
 
+    def with_conf(self, other: KafkaCluster) -> KafkaCluster:
+        """Use ``other``'s client configuration (credentials included) for this client."""
+        self._conf = dict(other._conf)
+        return self
+
     # -- errors ---------------------------------------------------------------------------------
     def unreachable(self, what: str) -> UnreachableError:
         return UnreachableError(f"{self.role} Kafka cluster did not answer ({what}) within {self.timeout_s:g}s",
