@@ -102,6 +102,9 @@ class KafkaEndpoint(_Model):
         "cold cluster: how the mirror names topics — identity (same name, MM2 IdentityReplicationPolicy) "
         "or default (MM2 DefaultReplicationPolicy: '<source_alias>.<topic>')"))
     source_alias: str = Field(default="hot", description="cold cluster: MM2's alias of the hot cluster")
+    mm2_offset_syncs_topic: str | None = Field(default=None, description=(
+        "hot cluster: MirrorMaker 2's offset-syncs topic (mm2-offset-syncs.<cold alias>.internal), read at "
+        "remap time as a second, re-read-only translation"))
 
 
 class SparkEndpoint(_Model):

@@ -233,6 +233,37 @@ class KafkaCluster:
                 if seen >= want:
                     return
 
+    def read_raw(self, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        """(key, value) of the records in [start, end) — for small internal topics (MM2's)."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if start >= end:
+            return
+        c = self.consumer
+        c.assign([TopicPartition(topic, partition, start)])
+        try:
+            seen = 0
+            while seen < end - start:
+                self.fetches += 1
+                msgs = c.consume(num_messages=min(500, end - start - seen), timeout=self.timeout_s)
+                if not msgs:
+                    raise self.unreachable(f"fetch of {topic}[{partition}]")
+                for msg in msgs:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            return
+                        raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
+                    if msg.offset() >= end:
+                        return
+                    seen += 1
+                    yield msg.key(), msg.value()
+        finally:
+            try:
+                c.unassign()
+            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
+                pass
+
     def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
         """The record at ``offset`` or, when that one is gone (compaction, markers), the next one
         before ``end``; None when there is none."""

@@ -237,3 +237,45 @@ def test_lag_never_reads_zero_when_the_newest_cold_record_came_from_a_fast_clock
     oldest_true = min(T0 + 1000 * i for i in range(50, 150)) / 1000  # true (append) time of the unmirrored
     assert p["safe_time"] is not None and p["safe_time"] <= oldest_true
     assert p["seconds_behind"] > 0
+
+
+def test_mm2_offset_syncs_are_used_and_cross_checked(kafka_env, tmp_path: Path) -> None:
+    """MM2-style offset-sync records on hot. Where the search cannot prove the position (skew
+    bound larger than the data), MM2's re-read-only translation narrows the duplicate window;
+    where the search is exact, a sync claiming a later position is reported, never followed."""
+    from dr_toolkit.kafka.mm2 import encode_sync
+
+    hot, cold = kafka_env
+    rng = random.Random(5)
+    hot_recs = _skewed(50, rng, 10, [0, 20_000])
+    shift = [Rec(f"cold-only-{i}".encode(), T0 + i) for i in range(3)]  # nothing older: no proof
+    syncs_topic = unique("mm2-offset-syncs.cold.internal")
+    create_topic(hot, syncs_topic, 1)
+    topo, ledger, topic, group = _setup(kafka_env, tmp_path, hot_recs, shift + hot_recs, 30, skew_s=20,
+                                        policy=None)
+    # MM2 synced upstream 20 -> downstream 23 (the shift of 3), and a bogus one at 30 -> 40.
+    produce(hot, syncs_topic, 0, [Rec(encode_sync(topic, 0, 20, 23)[1], T0, encode_sync(topic, 0, 20, 23)[0])])
+    doc = topo.model_dump()
+    doc["clusters"]["hot"]["kafka"]["mm2_offset_syncs_topic"] = syncs_topic
+    topo = Topology.model_validate(doc)
+    api.checkpoint(topo, ledger)
+    res = api.remap(topo, ledger, group)
+    (part,) = res["partitions"]
+    first = _check(cold, topic, hot_recs, 30, part["target_offset"])
+    # upstream 30 is past the sync at 20: MM2 says 23 + 1 = 24, safe (the true position is 33).
+    assert (part["method"], part["target_offset"], part["mm2_target"]) == ("mm2", 24, 24)
+    assert part["target_offset"] <= first == 33 and res["mm2"]["disagreements"] == 0
+
+    hot_exact = [Rec(f"e{i}".encode(), T0 + 10 * i) for i in range(50)]
+    old = [Rec(f"cold-only-{i}".encode(), 5 + i) for i in range(3)]
+    topo0, ledger0, topic0, group0 = _setup(kafka_env, tmp_path, hot_exact, old + hot_exact, 30, skew_s=0)
+    doc0 = topo0.model_dump()
+    doc0["clusters"]["hot"]["kafka"]["mm2_offset_syncs_topic"] = syncs_topic
+    b = encode_sync(topic0, 0, 30, 40)
+    produce(hot, syncs_topic, 0, [Rec(b[1], T0, b[0])])
+    topo0 = Topology.model_validate(doc0)
+    api.checkpoint(topo0, ledger0)
+    res = api.remap(topo0, ledger0, group0)
+    (part,) = res["partitions"]
+    assert (part["method"], part["target_offset"], part["mm2_target"]) == ("exact", 33, 40)
+    assert res["mm2"]["disagreements"] == 1 and "after the proven position" in part["mm2_disagrees"]
