@@ -106,3 +106,14 @@ def test_lag_is_not_fooled_by_identical_records_at_the_end(kafka_env, tmp_path: 
     produce(cold, topic, 0, [dup])
     out = api.lag(load_topology(cfg))
     assert out["caught_up"] is True and out["partitions"][0]["method"] == "exact"
+
+
+def test_dry_run_writes_no_checkpoint_and_apply_names_who(kafka_mirror) -> None:
+    topo, ledger, topic, group, _idle, scen = kafka_mirror
+    res = api.remap(topo, ledger, group, who="alice")  # no checkpoint yet: a fresh one, not stored
+    assert res["applied"] is False and ledger.latest_checkpoint(group) == []
+    planned = ledger.audit_events(component="kafka")[-1]
+    assert (planned["status"], planned["actor"]) == ("planned", "alice")
+    api.remap(topo, ledger, group, apply=True, who="bob", run_id="r-who")
+    assert ledger.latest_checkpoint(group)  # applying keeps the checkpoint it used
+    assert [e["actor"] for e in ledger.audit_events(run_id="r-who")] == ["bob"]
