@@ -158,3 +158,33 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
                for r in rs] for g, rs in rows.items() if rs}
     return {"groups": out, "missing": missing, "duration_s": round(time.monotonic() - t0, 3),
             "distinct_searches": len(keys), "fetches": fetches, "records_read": records}
+
+
+def apply_many(topology: Topology | None, ledger: Ledger | None, remapped: dict[str, list[dict[str, Any]]], *,
+               force: bool = False, access: Access | None = None, target_bootstrap: str | None = None,
+               run_id: str | None = None, who: str | None = None, workers: int = WORKERS) -> dict[str, Any]:
+    """Apply the remapped offsets of many groups (each all-or-nothing, as
+    :func:`api.apply_offsets`), the groups' requests overlapped; one audit row per group."""
+    from dr_toolkit.errors import DrtError
+    from dr_toolkit.kafka import api
+
+    t0 = time.monotonic()
+    with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        _ = cold.admin
+
+        def one(g: str) -> dict[str, Any]:
+            offsets = {(r["cold_topic"], r["partition"]): int(r["target_offset"]) for r in remapped[g]
+                       if r["target_offset"] is not None and r["method"] != "none"}
+            try:
+                return {"applied": True, **api.apply_offsets(cold, g, offsets, force=force)}
+            except DrtError as exc:
+                return {"applied": False, "error": exc.message}
+
+        results = run_all(one, list(remapped), workers)
+    if ledger is not None:
+        for g, r in results.items():
+            ledger.audit(component="kafka", action="apply_offsets", dry_run=False,
+                         status="done" if r["applied"] else "failed", target=g, run_id=run_id, who=who,
+                         before=r.get("before"), after=r.get("after"), message=r.get("error"))
+    failed = sorted(g for g, r in results.items() if not r["applied"])
+    return {"groups": results, "failed": failed, "duration_s": round(time.monotonic() - t0, 3)}
