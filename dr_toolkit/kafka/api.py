@@ -180,16 +180,6 @@ def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None,
     return row
 
 
-def checkpoint_rows(c: KafkaCluster, group: str, topics: list[str], counts: Mapping[str, int],
-                    taken_at: float | None = None, *, committed: Mapping[tuple[str, int], int] | None = None,
-                    skew: int = int(DEFAULT_SKEW_S * 1000)) -> list[dict[str, Any]]:
-    """One row per partition of ``topics`` (see :func:`checkpoint_row`)."""
-    taken_at = taken_at or time.time()
-    committed = c.committed(group) if committed is None else committed
-    return [checkpoint_row(c, group, t, p, committed.get((t, p)), taken_at, skew)
-            for t in topics for p in range(counts[t])]
-
-
 def checkpoint(topology: Topology | None, ledger: Ledger | None, *, groups: list[str] | None = None,
                access: Access | None = None, source_bootstrap: str | None = None) -> dict[str, Any]:
     """Checkpoint every committed partition of the protected groups on the hot cluster (the

@@ -130,12 +130,6 @@ def safe_ceiling(reader: PartitionReader, topic: str, partition: int, threshold:
     return b
 
 
-def first_at_or_after(reader: PartitionReader, topic: str, partition: int, ts: int, lo: int, hi: int,
-                      *, use_index: bool = True) -> int:
-    """The first offset after a record proven older than ``ts`` (see :func:`safe_floor`)."""
-    return safe_floor(reader, topic, partition, ts, lo, hi, use_index=use_index)
-
-
 def identical_offsets(reader: PartitionReader, topic: str, partition: int, ts: int, fp: str, start: int,
                       end: int, *, stop_after: int | None = None) -> list[int] | None:
     """Offsets of records identical to (ts, fp) in [start, end), in order; stops after
