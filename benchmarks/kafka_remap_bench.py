@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
 
     topo = parse_topology(
         "version: 1\nclusters:\n"
-        f"  hot: {{role: hot, kafka: {{bootstrap_servers: '{hot}', timeout_s: 120}}}}\n"
+        f"  hot: {{role: hot, kafka: {{bootstrap_servers: '{hot}', timeout_s: 120, max_clock_skew_s: 0.005}}}}\n"
         f"  cold: {{role: cold, kafka: {{bootstrap_servers: '{cold}', timeout_s: 120}}}}\n"
         f"policies:\n  kafka:\n    - {{name: b, topics: [{topic}], groups: [{group}]}}\n"
         f"ledger: {{url: 'sqlite:///{work}/ledger.db'}}\n")
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     ck_s = time.monotonic() - t0
     t0 = time.monotonic()
     with KafkaCluster(cold, timeout_s=120, role="cold") as rc:  # the remap step of api.remap, counted
-        res = {"partitions": api.remap_rows(rc, ledger.latest_checkpoint(group))}
+        res = {"partitions": api.remap_rows(rc, ledger.latest_checkpoint(group), topo)}
         remap_fetches, remap_records = rc.fetches, rc.records_read
     remap_s = time.monotonic() - t0
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     t0 = time.monotonic()
     with KafkaCluster(cold, timeout_s=120) as kc:
         for p in range(P):
-            fp = (rows[p]["fingerprint"] or "").removeprefix("@next:")
+            fp = (rows[p]["fingerprint"] or "").removeprefix("@next:").partition("#")[0]
             lo, hi = kc.watermarks(topic, p)
             for rec in kc.read(topic, p, lo, hi):
                 if rec.fingerprint == fp:

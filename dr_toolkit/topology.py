@@ -119,6 +119,16 @@ class KafkaEndpoint(_Model):
     bootstrap_servers: str
     conn_id: str | None = Field(default=None, description="Airflow connection (type kafka) with SASL/TLS settings")
     timeout_s: float = 10.0
+    max_clock_skew_s: float = Field(default=120.0, ge=0, description=(
+        "hot cluster: the most a record's CreateTime may differ from the time the broker appended it "
+        "(producer clock skew plus send delay); the never-skip fallbacks and the lag's safe time rely on it"))
+    replication_policy: Literal["identity", "default"] = Field(default="identity", description=(
+        "cold cluster: how the mirror names topics — identity (same name, MM2 IdentityReplicationPolicy) "
+        "or default (MM2 DefaultReplicationPolicy: '<source_alias>.<topic>')"))
+    source_alias: str = Field(default="hot", description="cold cluster: MM2's alias of the hot cluster")
+    mm2_offset_syncs_topic: str | None = Field(default=None, description=(
+        "hot cluster: MirrorMaker 2's offset-syncs topic (mm2-offset-syncs.<cold alias>.internal), read at "
+        "remap time as a second, re-read-only translation"))
 
 
 class SparkEndpoint(_Model):
@@ -187,6 +197,10 @@ class KafkaPolicy(_Model):
     topics: list[str] = Field(min_length=1)
     groups: list[str] = Field(default_factory=list)
     schedule: str | None = "*/15 * * * *"
+    exclude_topics: list[str] = Field(default_factory=list, description=(
+        "topics the groups commit on that are NOT carried over (every other committed topic is)"))
+    max_checkpoint_age_s: float = Field(default=1800.0, gt=0, description=(
+        "a group whose newest checkpoint is older than this is NO_GO at the gate (default 2x the 15-minute schedule)"))
 
 
 class VerifyPolicy(_Model):

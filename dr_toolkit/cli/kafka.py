@@ -61,22 +61,25 @@ def _render_checkpoint(d: dict[str, Any]) -> None:
 def _render_lag(d: dict[str, Any]) -> None:
     t = Table(title="mirror lag: " + ("caught up" if d["caught_up"] else
                                       f"behind (max {d['max_seconds_behind']:.1f}s)"))
-    for c in ("topic", "partition", "hot end", "cold end", "records behind", "seconds behind"):
+    for c in ("topic", "partition", "hot end", "cold end", "records behind", "seconds behind", "method",
+              "error"):
         t.add_column(c)
     for r in d["partitions"]:
+        secs = r["seconds_behind"]
         t.add_row(r["topic"], str(r["partition"]), str(r["hot_end"]), str(r["cold_end"]),
-                  str(r["records_behind"]), f"{r['seconds_behind']:.1f}")
+                  str(r["records_behind"]), "-" if secs is None else f"{secs:.1f}", r["method"],
+                  r.get("error") or "")
     out_console.print(t)
 
 
 def _render_remap(d: dict[str, Any]) -> None:
     t = Table(title=f"group {d['group']} → {d['target']}: " + ("APPLIED" if d["applied"] else "dry run"))
     for c in ("topic", "partition", "source offset", "source ts", "target offset", "method", "probes",
-              "duplicate window"):
+              "may re-read"):
         t.add_column(c)
     for r in d["partitions"]:
         t.add_row(r["topic"], str(r["partition"]), str(r["source_offset"]), str(r["source_timestamp"]),
-                  str(r["target_offset"]), r["method"], str(r["probes"]), str(r["duplicate_window"] or "-"))
+                  str(r["target_offset"]), r["method"], str(r["probes"]), str(r.get("may_reread") or 0))
     out_console.print(t)
     if not d["applied"]:
         out_console.print("dry run: nothing written; add --apply to write these offsets on the cold cluster")
@@ -94,7 +97,8 @@ def checkpoint_cmd(
 
     topo, ledger = _context(ctx, need_topology=not (source_bootstrap and group), need_ledger=True)
     with _progress(ctx, "checkpointing consumer groups…"):
-        out = api.checkpoint(topo, ledger, groups=group or None, source_bootstrap=source_bootstrap)
+        out = api.checkpoint(topo, ledger, groups=group or None, source_bootstrap=source_bootstrap,
+                             access=state(ctx).access())
     emit(ctx, out, _render_checkpoint)
 
 
@@ -112,7 +116,7 @@ def lag_cmd(
     topo, _ = _context(ctx, need_topology=not both)
     with _progress(ctx, "measuring mirror lag…"):
         out = api.lag(topo, topics=topic or None, source_bootstrap=source_bootstrap,
-                      target_bootstrap=target_bootstrap)
+                      target_bootstrap=target_bootstrap, access=state(ctx).access())
     emit(ctx, out, _render_lag)
 
 
@@ -125,6 +129,7 @@ def remap_cmd(
     source_bootstrap: SourceOpt = None,
     target_bootstrap: TargetOpt = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Tie the audit record to a run.")] = None,
+    who: Annotated[str | None, typer.Option("--who", help="Who applies (the audit row's actor).")] = None,
 ) -> None:
     """Find where GROUP must resume on the cold cluster; with --apply, write it there (all
     partitions or none, only while the group is empty there, never backwards unless --force)."""
@@ -135,7 +140,7 @@ def remap_cmd(
     topo, ledger = _context(ctx, need_topology=not (source_bootstrap and target_bootstrap), need_ledger=apply)
     with _progress(ctx, f"remapping group {group}…"):
         out = api.remap(topo, ledger, group, apply=apply, force=force, source_bootstrap=source_bootstrap,
-                        target_bootstrap=target_bootstrap, run_id=run_id)
+                        target_bootstrap=target_bootstrap, run_id=run_id, access=state(ctx).access(), who=who)
     emit(ctx, out, _render_remap)
 
 

@@ -1,11 +1,18 @@
 """Kafka consumer offsets across the mirror (DESIGN §1.2): checkpoint, lag, remap, apply.
 
-- :func:`checkpoint` records, per protected group and partition on the hot cluster, the
-  committed offset and the timestamp and fingerprint of the last consumed record.
-- :func:`lag` checks parity (topics and partition counts) and how far the cold mirror is behind.
-- :func:`remap` finds, on the cold cluster, where each group must resume; with ``apply`` it
-  writes all partitions of the group in one request, only when the group is empty there, and
-  never backwards unless forced, with an audit record of before and after.
+**Never skip** (the invariant): the position applied for a group on a cold partition is such
+that every record at an offset below it is a copy of a record the group had consumed on hot.
+Exact where it can be proven (see :mod:`dr_toolkit.kafka.remap`), otherwise a position
+provably safe under the hot cluster's ``kafka.max_clock_skew_s``, with the duplicate window.
+
+- :func:`checkpoint` records every committed partition of every protected group on hot (the
+  group's whole committed set, minus a policy's ``exclude_topics``): the committed offset, the
+  last consumed record's timestamp and fingerprint with the count of identical records before
+  it, and the time taken (partitions without a record to anchor on are remapped by time).
+- :func:`lag` measures, per partition, the hot records not on cold by offsets and the safe
+  time up to which cold provably holds hot's records.
+- :func:`remap` finds where each group resumes on cold; with ``apply`` it writes all
+  partitions of the group or none (rolling back on a refusal), with an audit row naming ``who``.
 """
 
 from __future__ import annotations
@@ -14,46 +21,64 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import ConfigError, ProblemFound, UnreachableError
-from dr_toolkit.kafka.client import KafkaCluster
-from dr_toolkit.kafka.remap import NEXT_PREFIX, Anchor, remap_partition
-from dr_toolkit.ledger.store import new_id
-from dr_toolkit.secrets import Credentials, lookup
+from dr_toolkit.access import Access, default_access
+from dr_toolkit.errors import ConfigError, DrtError, ProblemFound, UnreachableError
+from dr_toolkit.kafka.client import KafkaCluster, Record
+from dr_toolkit.kafka.remap import (
+    NEXT_PREFIX,
+    WINDOW,
+    Anchor,
+    count_identical_before,
+    remap_partition,
+    safe_floor,
+)
+from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
-CredentialsArg = Credentials | Mapping[str, Credentials | None] | None
 EMPTY_GROUP_STATES = ("EMPTY", "DEAD")
+DEFAULT_SKEW_S = 120.0
+DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
 
 
 # -- clusters ----------------------------------------------------------------------------------
 
 def cluster(topology: Topology | None, role: str, *, bootstrap: str | None = None,
-            credentials: CredentialsArg = None) -> KafkaCluster:
-    """A client for the ``hot`` or ``cold`` cluster of the topology, or for ``bootstrap``."""
-    creds: Credentials | None
-    if isinstance(credentials, Credentials) or credentials is None:
-        creds = credentials
-    else:
-        creds = credentials.get(role)
+            access: Access | None = None) -> KafkaCluster:
+    """A client for the ``hot`` or ``cold`` cluster of the topology, or for ``bootstrap``
+    (credentials: the endpoint's ``conn_id`` through ``access``)."""
+    creds = None
     timeout = 10.0
     if topology is not None:
         endpoint = (topology.hot if role == "hot" else topology.cold).kafka
+        name = topology.hot_name if role == "hot" else topology.cold_name
         if endpoint is None and not bootstrap:
-            name = topology.hot_name if role == "hot" else topology.cold_name
             raise ConfigError(f"cluster {name!r} ({role}) has no kafka section", where=topology.source_file,
                               hint=f"add clusters.{name}.kafka.bootstrap_servers")
         if endpoint is not None:
             timeout = endpoint.timeout_s
             bootstrap = bootstrap or endpoint.bootstrap_servers
-            if creds is None:
-                creds = lookup(endpoint.conn_id)
+            creds = default_access(access).for_endpoint(endpoint, f"clusters.{name}.kafka.conn_id")
     if not bootstrap:
         raise ConfigError(f"no bootstrap servers for the {role} Kafka cluster",
                           hint="give a topology (--config) or --source-bootstrap/--target-bootstrap")
     return KafkaCluster(bootstrap, credentials=creds, timeout_s=timeout, role=role)
+
+
+def skew_ms(topology: Topology | None) -> int:
+    """The hot cluster's declared producer clock-skew bound, in ms."""
+    ep = topology.hot.kafka if topology is not None else None
+    return int(1000 * (ep.max_clock_skew_s if ep is not None else DEFAULT_SKEW_S))
+
+
+def cold_topic(topology: Topology | None, topic: str) -> str:
+    """The mirror's name of hot ``topic`` (MM2 replication policy of the cold endpoint)."""
+    ep = topology.cold.kafka if topology is not None else None
+    if ep is not None and ep.replication_policy == "default":
+        return f"{ep.source_alias}.{topic}"
+    return topic
 
 
 def policy_topics(topology: Topology | None, group: str | None = None) -> list[str]:
@@ -65,6 +90,12 @@ def policy_topics(topology: Topology | None, group: str | None = None) -> list[s
         if group is None or group in p.groups:
             out.extend(t for t in p.topics if t not in out)
     return out
+
+
+def excluded_topics(topology: Topology | None, group: str) -> set[str]:
+    if topology is None:
+        return set()
+    return {t for p in topology.policies.kafka if group in p.groups for t in p.exclude_topics}
 
 
 def policy_groups(topology: Topology | None) -> list[str]:
@@ -85,15 +116,17 @@ def _partition_counts(c: KafkaCluster, topics: list[str], have: dict[str, int] |
     return {t: have[t] for t in topics}
 
 
-def check_parity(hot: KafkaCluster, cold: KafkaCluster, topics: list[str]) -> dict[str, int]:
-    """Topics exist on both sides with equal partition counts (CDAP requires it)."""
+def check_parity(hot: KafkaCluster, cold: KafkaCluster, topics: list[str],
+                 topology: Topology | None = None) -> dict[str, int]:
+    """Topics exist on both sides (under the mirror's names) with equal partition counts."""
     hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
     hot_counts = _partition_counts(hot, topics, hot_have)
-    cold_counts = _partition_counts(cold, topics, cold_have)
+    cold_counts = _partition_counts(cold, [cold_topic(topology, t) for t in topics], cold_have)
     for t in topics:
-        if hot_counts[t] != cold_counts[t]:
+        ct = cold_topic(topology, t)
+        if hot_counts[t] != cold_counts[ct]:
             raise ConfigError(f"partition count mismatch for topic {t!r}: hot has {hot_counts[t]}, "
-                              f"cold has {cold_counts[t]}", where=f"{hot.bootstrap} / {cold.bootstrap}",
+                              f"cold has {cold_counts[ct]} ({ct})", where=f"{hot.bootstrap} / {cold.bootstrap}",
                               hint="offsets can only be carried over between equal partition counts: "
                                    "make the cold topic match the hot one and re-mirror it")
     return hot_counts
@@ -101,131 +134,156 @@ def check_parity(hot: KafkaCluster, cold: KafkaCluster, topics: list[str]) -> di
 
 # -- checkpoint --------------------------------------------------------------------------------
 
-def checkpoint_rows(c: KafkaCluster, group: str, topics: list[str], counts: Mapping[str, int],
-                    taken_at: float | None = None) -> list[dict[str, Any]]:
-    """One row per partition: the group's committed offset, and the timestamp, type and
-    fingerprint of the last consumed record (offset − 1). Where no record was consumed before
-    the committed offset (offset 0, log start), the first unconsumed record is fingerprinted
-    instead (prefix ``@next:``); a partition without a commit or without records has none."""
-    taken_at = taken_at or time.time()
-    committed = c.committed(group)
-    rows = []
-    for t in topics:
-        for p in range(counts[t]):
-            lo, hi = c.watermarks(t, p)
-            off = committed.get((t, p))
-            row: dict[str, Any] = {"group_id": group, "topic": t, "partition_id": p, "committed_offset": off,
-                                   "record_timestamp": None, "timestamp_type": "none", "fingerprint": None,
-                                   "log_start_offset": lo, "high_watermark": hi, "taken_at": taken_at}
-            if off is not None:
-                rec = c.record_at(t, p, off - 1, hi) if lo < off <= hi else None
-                prefix = ""
-                if rec is None or rec.offset != off - 1:
-                    nxt = max(off, lo)
-                    rec = c.record_at(t, p, nxt, hi) if nxt < hi else None
-                    prefix = NEXT_PREFIX
-                if rec is not None:
-                    row.update(record_timestamp=rec.timestamp, timestamp_type=rec.timestamp_type,
-                               fingerprint=prefix + rec.fingerprint)
-            rows.append(row)
-    return rows
+def _encode_fp(prefix: str, rec: Record, dup_before: int | None) -> str:
+    return f"{prefix}{rec.fingerprint}{DUP_SEP}{'?' if dup_before is None else dup_before}"
+
+
+def _dup_count(c: KafkaCluster, t: str, p: int, window: list[Record], rec: Record, lo: int, skew: int) -> int | None:
+    """Identical records before ``rec`` on hot, from a proven boundary: inside the window read
+    already when it holds a record older than rec.timestamp − 2S, else by a search."""
+    before = [r for r in window if r.offset < rec.offset]
+    for i in range(len(before) - 1, -1, -1):
+        if before[i].timestamp < rec.timestamp - 2 * skew:
+            return sum(1 for r in before[i + 1:] if (r.timestamp, r.fingerprint) == (rec.timestamp, rec.fingerprint))
+    if before and before[0].offset <= lo:  # the window reaches the log start: it is complete
+        return sum(1 for r in before if (r.timestamp, r.fingerprint) == (rec.timestamp, rec.fingerprint))
+    return count_identical_before(c, t, p, rec, lo, skew, lo_proves=True)
+
+
+def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None, taken_at: float,
+                   skew: int, *, marks: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One partition's checkpoint: the committed offset, the last consumed data record (control
+    records and aborted transactions are never returned: read_committed) with the number of
+    identical records before it; where no record was consumed before the committed offset, the
+    first unconsumed record (prefix ``@next:``); where neither exists (empty partition,
+    committed at or past the end), no fingerprint: the remap then goes by ``taken_at``."""
+    lo, hi = marks if marks is not None else c.watermarks(t, p)
+    row: dict[str, Any] = {"group_id": group, "topic": t, "partition_id": p, "committed_offset": off,
+                           "record_timestamp": None, "timestamp_type": "none", "fingerprint": None,
+                           "log_start_offset": lo, "high_watermark": hi, "taken_at": taken_at}
+    if off is None:
+        return row
+    end = min(off, hi)
+    window = list(c.read(t, p, max(lo, end - WINDOW), end)) if end > lo else []
+    rec: Record | None = window[-1] if window else None
+    prefix = ""
+    if rec is None:
+        nxt = max(off, lo)
+        rec = c.record_at(t, p, nxt, hi) if nxt < hi else None
+        prefix = NEXT_PREFIX
+        window = []
+    if rec is not None:
+        dup = _dup_count(c, t, p, window, rec, lo, skew) if window else (
+            count_identical_before(c, t, p, rec, lo, skew, lo_proves=True))
+        row.update(record_timestamp=rec.timestamp, timestamp_type=rec.timestamp_type,
+                   fingerprint=_encode_fp(prefix, rec, dup))
+    return row
 
 
 def checkpoint(topology: Topology | None, ledger: Ledger | None, *, groups: list[str] | None = None,
-               credentials: CredentialsArg = None, source_bootstrap: str | None = None) -> dict[str, Any]:
-    """Checkpoint the protected groups on the hot cluster and store it with
-    ``Ledger.add_checkpoint``. Returns ``{checkpoint_id, groups, partitions, taken_at, duration_s}``."""
-    t0 = time.monotonic()
+               access: Access | None = None, source_bootstrap: str | None = None) -> dict[str, Any]:
+    """Checkpoint every committed partition of the protected groups on the hot cluster (the
+    group's whole committed set plus its policies' topics, minus ``exclude_topics``) and store
+    it with ``Ledger.add_checkpoint`` when ``ledger`` is given. Returns ``{checkpoint_id,
+    groups, partitions, taken_at, duration_s}``."""
     groups = groups if groups is not None else policy_groups(topology)
     if not groups:
         raise ConfigError("no consumer groups to checkpoint", where=topology.source_file if topology else None,
                           hint="list groups under policies.kafka[].groups or pass --group")
-    checkpoint_id = new_id("ckpt")
-    taken_at = time.time()
-    rows: list[dict[str, Any]] = []
-    with cluster(topology, "hot", bootstrap=source_bootstrap, credentials=credentials) as hot:
-        for g in groups:
-            topics = policy_topics(topology, g) or sorted({t for t, _ in hot.committed(g)})
-            counts = _partition_counts(hot, topics)
-            rows.extend(checkpoint_rows(hot, g, topics, counts, taken_at))
-    duration = time.monotonic() - t0
-    if ledger is not None and rows:
-        ledger.add_checkpoint(checkpoint_id, list(rows))
-        for g in groups:
-            ledger.set_watermark("kafka", f"checkpoint:{g}", taken_at,
-                                 {"checkpoint_id": checkpoint_id, "duration_s": round(duration, 3)})
-    return {"checkpoint_id": checkpoint_id, "groups": groups, "taken_at": taken_at,
-            "duration_s": round(duration, 3), "partitions": rows}
+    from dr_toolkit.kafka.batch import checkpoint_many
+
+    return checkpoint_many(topology, ledger, list(groups), access=access, source_bootstrap=source_bootstrap)
 
 
 # -- lag ---------------------------------------------------------------------------------------
 
-def lag(topology: Topology | None, *, topics: list[str] | None = None, credentials: CredentialsArg = None,
+def lag(topology: Topology | None, *, topics: list[str] | None = None, access: Access | None = None,
         source_bootstrap: str | None = None, target_bootstrap: str | None = None) -> dict[str, Any]:
-    """Parity and mirror lag per partition: newest hot record vs newest cold record.
+    """Parity and mirror lag per partition, by offsets (the failover gate's input).
 
-    ``records_behind`` counts the hot records after the one that is newest on cold (found on
-    the hot side by timestamp search and fingerprint); ``seconds_behind`` is the difference of
-    the two newest records' timestamps (0 when caught up)."""
+    Per partition: ``records_behind`` — hot records not (provably) on cold, never 0 while hot
+    holds unmirrored records whatever the producers' clocks; ``safe_time`` — the time up to
+    which cold provably holds hot's records on it: when caught up, the time hot's end offset
+    was read (read before cold is looked at); when behind, the oldest unmirrored record's
+    timestamp minus the skew bound. ``oldest_unmirrored_ts`` in epoch seconds; ``basis`` says
+    how the mirrored position was established; ``error`` when a partition could not be read."""
     topics = topics or policy_topics(topology)
     if not topics:
         raise ConfigError("no topics to check", hint="list topics under policies.kafka[].topics or pass --topic")
+    skew = skew_ms(topology)
     out: list[dict[str, Any]] = []
-    with cluster(topology, "hot", bootstrap=source_bootstrap, credentials=credentials) as hot, \
-            cluster(topology, "cold", bootstrap=target_bootstrap, credentials=credentials) as cold:
-        counts = check_parity(hot, cold, topics)
+    with cluster(topology, "hot", bootstrap=source_bootstrap, access=access) as hot, \
+            cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        counts = check_parity(hot, cold, topics, topology)
         for t in topics:
             for p in range(counts[t]):
-                out.append(_partition_lag(hot, cold, t, p))
-    behind = [r["seconds_behind"] for r in out]
-    return {"topics": topics, "partitions": out, "caught_up": all(r["records_behind"] == 0 for r in out),
-            "max_seconds_behind": max(behind) if behind else 0.0}
+                try:
+                    out.append(partition_lag(hot, cold, t, p, cold_topic(topology, t), skew))
+                except DrtError as exc:
+                    out.append({"topic": t, "partition": p, "hot_end": None, "cold_end": None,
+                                "records_behind": None, "seconds_behind": None, "oldest_unmirrored_ts": None,
+                                "safe_time": None, "basis": "unreadable", "method": "error", "error": exc.message})
+    checked_at = time.time()
+    behind = [r["seconds_behind"] for r in out if r["seconds_behind"] is not None]
+    safe = [r["safe_time"] for r in out]
+    return {"checked_at": checked_at, "topics": topics, "partitions": out,
+            "caught_up": all(r["records_behind"] == 0 for r in out),
+            "max_seconds_behind": max(behind) if behind else 0.0,
+            "safe_time": None if any(s is None for s in safe) or not safe else min(safe),
+            "max_clock_skew_s": skew / 1000.0}
 
 
-def _partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int) -> dict[str, Any]:
+def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
+                  skew: int = int(DEFAULT_SKEW_S * 1000)) -> dict[str, Any]:
+    """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
+    holds then was on hot before hot's end was read."""
+    ct = ct or t
+    read_at = time.time()
     hlo, hhi = hot.watermarks(t, p)
-    clo, chi = cold.watermarks(t, p)
-    hot_new = hot.record_at(t, p, hhi - 1, hhi) if hhi > hlo else None
-    cold_new = cold.record_at(t, p, chi - 1, chi) if chi > clo else None
+    clo, chi = cold.watermarks(ct, p)
     row: dict[str, Any] = {"topic": t, "partition": p, "hot_end": hhi, "cold_end": chi, "records_behind": 0,
-                           "seconds_behind": 0.0, "hot_newest_ts": hot_new.timestamp if hot_new else None,
-                           "cold_newest_ts": cold_new.timestamp if cold_new else None, "method": "empty"}
-    if hot_new is None:
+                           "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at,
+                           "basis": "", "method": "empty"}
+    cold_new = cold.record_at(ct, p, chi - 1, chi) if chi > clo else None
+    if cold_new is None and chi > clo:  # the end offset is a marker: the last data record before it
+        window = list(cold.read(ct, p, max(clo, chi - WINDOW), chi))
+        cold_new = window[-1] if window else None
+    if hhi <= hlo:
+        row["basis"] = "hot partition empty when its end offset was read"
         return row
     if cold_new is None:
-        first = hot.record_at(t, p, hlo, hhi)
-        row.update(records_behind=hhi - hlo,
-                   seconds_behind=max(0.0, (hot_new.timestamp - (first.timestamp if first else hot_new.timestamp))
-                                      / 1000.0))
+        q, method, basis = hlo, "cold_empty", "cold holds no record of this partition"
+    else:
+        # Copies on cold trimmed or never mirrored only lower this count (the hot position found is
+        # then earlier: more records counted behind). Known limit: an at-least-once mirror that
+        # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
+        k = count_identical_before(cold, ct, p, cold_new, clo, skew, lo_proves=True)
+        r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, hhi,
+                            skew_ms=skew, lo_proves=True)
+        if r.method == "exact":
+            q, method = int(r.target_offset or hlo), "exact"
+            basis = "cold's newest record found on hot by timestamp, fingerprint and identical-record count"
+        else:
+            # Cold's newest record (appended on hot at or after its timestamp − S) is not provably
+            # located: hot records older than its timestamp − 2S were appended before it — mirrored.
+            q = safe_floor(hot, t, p, cold_new.timestamp - 2 * skew, hlo, hhi)
+            method = "skew_bound"
+            basis = f"cold's newest record not located exactly; bounded by the clock-skew bound ({skew / 1000:g}s)"
+    behind = max(0, hhi - q)
+    row.update(records_behind=behind, method=method)
+    if behind == 0:
+        row["basis"] = f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}"
         return row
-    if (cold_new.timestamp, cold_new.fingerprint) == (hot_new.timestamp, hot_new.fingerprint):
-        # Fast path (most partitions, most of the time): both newest records are the same record.
-        # Cold holds hot's last record unless hot ends with more identical copies of it than cold
-        # does: compare the lengths of the trailing runs of that record (no search needed).
-        k = _trailing_run(hot, t, p, hlo, hhi, hot_new)
-        j = 1 if k == 1 else _trailing_run(cold, t, p, clo, chi, cold_new)
-        if k is not None and j is not None:
-            row.update(method="exact", records_behind=max(0, k - j))
-            return row
-    r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint), hlo, hhi)
-    behind = max(0, hhi - (r.target_offset if r.target_offset is not None else hhi))
-    row.update(records_behind=behind, method=r.method,
-               seconds_behind=max(0.0, (hot_new.timestamp - cold_new.timestamp) / 1000.0) if behind else 0.0)
+    oldest = hot.record_at(t, p, q, hhi)
+    if oldest is None:  # nothing readable after q (markers only): caught up as far as data goes
+        row.update(records_behind=0, basis="only control records are unmirrored")
+        return row
+    ts = oldest.timestamp / 1000.0
+    safe = min(read_at, ts - skew / 1000.0)
+    row.update(oldest_unmirrored_ts=ts, safe_time=safe, seconds_behind=max(0.0, read_at - safe),
+               basis=f"{basis}; {behind} hot record(s) unmirrored, the oldest stamped {ts:.3f} "
+                     f"(safe time = that − the {skew / 1000:g}s skew bound)")
     return row
-
-
-def _trailing_run(c: KafkaCluster, t: str, p: int, lo: int, hi: int, newest: Any, cap: int = 50) -> int | None:
-    """How many records at the end of the partition are identical to ``newest`` (timestamp and
-    fingerprint); None when the run is longer than ``cap`` (the caller then searches)."""
-    n, off = 1, hi - 2
-    while off >= lo:
-        r = c.record_at(t, p, off, off + 1)
-        if r is None or (r.timestamp, r.fingerprint) != (newest.timestamp, newest.fingerprint):
-            return n
-        n, off = n + 1, off - 1
-        if n >= cap:
-            return None
-    return n
 
 
 # -- remap and apply ---------------------------------------------------------------------------
@@ -234,34 +292,45 @@ def _anchor(row: Mapping[str, Any]) -> Anchor | None:
     fp, ts = row.get("fingerprint"), row.get("record_timestamp")
     if not fp or ts is None:
         return None
-    if fp.startswith(NEXT_PREFIX):
-        return Anchor(int(ts), fp[len(NEXT_PREFIX):], after=False)
-    return Anchor(int(ts), fp, after=True)
+    after = not fp.startswith(NEXT_PREFIX)
+    fp = fp if after else fp[len(NEXT_PREFIX):]
+    dup: int | None = None  # rows written before the count existed: unknown -> the safe fallback
+    if DUP_SEP in fp:
+        fp, _, k = fp.partition(DUP_SEP)
+        dup = int(k) if k.isdigit() else None
+    return Anchor(int(ts), fp, after=after, dup_before=dup)
 
 
-def remap_rows(cold: KafkaCluster, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def remap_rows(cold: KafkaCluster, rows: list[dict[str, Any]], topology: Topology | None = None,
+               ) -> list[dict[str, Any]]:
     """Remap checkpoint rows onto the cold cluster (parity checked by the caller)."""
+    skew = skew_ms(topology)
     out = []
     for row in rows:
         t, p, off = row["topic"], int(row["partition_id"]), row["committed_offset"]
-        item: dict[str, Any] = {"topic": t, "partition": p, "source_offset": off,
+        ct = cold_topic(topology, t)
+        item: dict[str, Any] = {"topic": t, "cold_topic": ct, "partition": p, "source_offset": off,
                                 "source_timestamp": row.get("record_timestamp")}
         if off is None:
-            item.update(target_offset=None, method="none", probes=0, duplicate_window=None)
+            item.update(target_offset=None, method="none", probes=0, duplicate_window=None, may_reread=0)
         else:
-            lo, hi = cold.watermarks(t, p)
-            item.update(remap_partition(cold, t, p, _anchor(row), lo, hi).as_dict())
+            lo, hi = cold.watermarks(ct, p)
+            taken = row.get("taken_at")
+            item.update(remap_partition(cold, ct, p, _anchor(row), lo, hi, skew_ms=skew,
+                                        taken_at_ms=int(float(taken) * 1000) if taken is not None else None
+                                        ).as_dict())
         out.append(item)
     return out
 
 
 def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, apply: bool = False,
-          force: bool = False, source_bootstrap: str | None = None, target_bootstrap: str | None = None,
-          run_id: str | None = None, credentials: CredentialsArg = None) -> dict[str, Any]:
+          force: bool = False, access: Access | None = None, run_id: str | None = None, who: str | None = None,
+          source_bootstrap: str | None = None, target_bootstrap: str | None = None) -> dict[str, Any]:
     """Remap ``group`` onto the cold cluster; with ``apply`` write it there (see module doc).
 
     The checkpoint is the newest in the ledger, or a fresh one taken from the source cluster
-    when ``source_bootstrap`` is given or the ledger has none."""
+    when ``source_bootstrap`` is given or the ledger has none (stored only when applying: a dry
+    run writes no checkpoint rows, only its ``planned`` audit row)."""
     rows: list[dict[str, Any]] = []
     checkpoint_id = None
     if ledger is not None and not source_bootstrap:
@@ -269,34 +338,57 @@ def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, apply
         checkpoint_id = rows[0]["checkpoint_id"] if rows else None
     if not rows:
         try:
-            ck = checkpoint(topology, ledger, groups=[group], credentials=credentials,
+            ck = checkpoint(topology, ledger if apply else None, groups=[group], access=access,
                             source_bootstrap=source_bootstrap)
         except UnreachableError as exc:
             raise UnreachableError(f"no checkpoint of group {group!r} in the ledger and the source cluster "
                                    f"is unreachable: {exc.what}", where=exc.where,
                                    hint="run `drt kafka checkpoint` while the hot cluster is up") from None
         rows, checkpoint_id = ck["partitions"], ck["checkpoint_id"]
-    with cluster(topology, "cold", bootstrap=target_bootstrap, credentials=credentials) as cold:
-        counts = _partition_counts(cold, sorted({r["topic"] for r in rows}))
-        for t, n in counts.items():
+    with cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        topics = sorted({r["topic"] for r in rows})
+        counts = _partition_counts(cold, [cold_topic(topology, t) for t in topics])
+        for t in topics:
+            n = counts[cold_topic(topology, t)]
             source_n = len({r["partition_id"] for r in rows if r["topic"] == t})
             if source_n != n:
                 raise ConfigError(f"partition count mismatch for topic {t!r}: hot has {source_n}, cold has {n}",
                                   where=cold.bootstrap, hint="make the cold topic match the hot one")
-        parts = remap_rows(cold, rows)
+        parts = remap_rows(cold, rows, topology)
+        mm2 = _mm2_cross_check(topology, parts, access)
         result: dict[str, Any] = {"group": group, "checkpoint_id": checkpoint_id, "applied": False,
-                                  "target": cold.bootstrap, "partitions": parts}
-        offsets = {(r["topic"], r["partition"]): int(r["target_offset"]) for r in parts
+                                  "target": cold.bootstrap, "partitions": parts,
+                                  "may_reread": sum(int(r.get("may_reread") or 0) for r in parts)}
+        if mm2 is not None:
+            result["mm2"] = mm2
+        offsets = {(r["cold_topic"], r["partition"]): int(r["target_offset"]) for r in parts
                    if r["target_offset"] is not None and r["method"] != "none"}
         if not apply:
             before = cold.committed(group)
             if ledger is not None:
                 ledger.audit(component="kafka", action="remap", dry_run=True, status="planned",
-                             target=f"{group}@{cold.bootstrap}", run_id=run_id,
+                             target=f"{group}@{cold.bootstrap}", run_id=run_id, who=who,
                              before=_offsets_json(before), after=_offsets_json(offsets))
             return result
-        result.update(apply_offsets(cold, group, offsets, force=force, ledger=ledger, run_id=run_id))
+        result.update(apply_offsets(cold, group, offsets, force=force, ledger=ledger, run_id=run_id, who=who))
         return result
+
+
+def _mm2_cross_check(topology: Topology | None, parts: list[dict[str, Any]],
+                     access: Access | None) -> dict[str, Any] | None:
+    """MM2's offset syncs, when the topology names their topic: used and cross-checked."""
+    ep = topology.hot.kafka if topology is not None else None
+    if ep is None or not ep.mm2_offset_syncs_topic:
+        return None
+    from dr_toolkit.kafka.mm2 import cross_check, read_offset_syncs
+
+    try:
+        with cluster(topology, "hot", access=access) as hot:
+            syncs = read_offset_syncs(hot, ep.mm2_offset_syncs_topic)
+    except DrtError as exc:  # hot gone (the real disaster): the search alone decides
+        return {"topic": ep.mm2_offset_syncs_topic, "error": exc.message}
+    n = cross_check(parts, syncs)
+    return {"topic": ep.mm2_offset_syncs_topic, "partitions_synced": len(syncs.by_partition), "disagreements": n}
 
 
 def _offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, int]:
@@ -304,21 +396,23 @@ def _offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, int]:
 
 
 def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, int], int], *, force: bool = False,
-                  ledger: Ledger | None = None, run_id: str | None = None,
-                  on_commit: Callable[[], None] | None = None, deadline_s: float | None = None) -> dict[str, Any]:
-    """Write ``offsets`` for ``group`` on ``cold``: all partitions in one commit request or none.
+                  ledger: Ledger | None = None, run_id: str | None = None, who: str | None = None,
+                  on_commit: Callable[[], None] | None = None, deadline_s: float | None = None,
+                  retry: Retry | None = None) -> dict[str, Any]:
+    """Write ``offsets`` for ``group`` on ``cold``: all partitions or none, in effect.
 
     Refuses (ProblemFound, nothing written) when the group has members or a partition would
-    move backwards (unless ``force``). When the broker fails during the commit, the commit
-    (idempotent) is retried until ``deadline_s`` and the result read back, so the group ends
-    fully old or fully new; a state that stays mixed is reported (re-running completes it).
-    ``on_commit`` is called just before the request is sent (progress and fault injection)."""
+    move backwards (unless ``force``). The commit is one request; when the broker fails during
+    it, it is retried (``retry``, within ``deadline_s``) and the result read back. When any
+    partition's commit is refused, or the group is left mixed, the partitions already written
+    are rolled back to their previous offsets (those that had none cannot be un-committed:
+    reported). ``on_commit`` is called just before the request is sent (fault injection)."""
     target = f"{group}@{cold.bootstrap}"
 
     def audit(status: str, before: Any, after: Any, message: str) -> None:
         if ledger is not None:
             ledger.audit(component="kafka", action="apply_offsets", dry_run=False, status=status, target=target,
-                         run_id=run_id, before=before, after=after, message=message)
+                         run_id=run_id, who=who, before=before, after=after, message=message)
 
     if not offsets:
         audit("skipped", None, None, "no partition has a committed offset to carry over")
@@ -340,45 +434,60 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
         audit("failed", _offsets_json(before), _offsets_json(offsets), msg)
         raise ProblemFound(msg, where=cold.bootstrap, hint="check the checkpoint; pass --force to move back "
                                                            "anyway (consumers will re-read those records)")
-    deadline = time.monotonic() + (deadline_s if deadline_s is not None else max(30.0, 3 * cold.timeout_s))
-    last_error = ""
+    deadline = deadline_s if deadline_s is not None else max(30.0, 3 * cold.timeout_s)
+    policy = (retry or Retry(tries=None, backoff_s=0.5, max_backoff_s=2.0)).with_(
+        deadline_s=deadline, retry_on=(UnreachableError,))
+
+    def reconnecting(fn: Callable[[], Any]) -> Any:
+        def call() -> Any:
+            try:
+                return fn()
+            except UnreachableError:
+                cold.close()  # a fresh connection: a restarted broker is reached at once, not after backoff
+                raise
+        return policy(call)
+
     if on_commit is not None:
         on_commit()
-    while True:
-        try:
-            errors = cold.commit(group, offsets)
-            refused = {tp: e for tp, e in errors.items() if e}
-            if refused:
-                last_error = "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(refused.items()))
-                break  # the broker refused it: do not retry, read back what it holds
-        except UnreachableError as exc:
-            last_error = exc.what
-            if time.monotonic() > deadline:
-                break
-            cold.close()  # a fresh connection: a restarted broker is reached at once, not after backoff
-            time.sleep(0.5)
-            continue
-        break
-    while True:  # read back what the broker holds (it may still be loading after a restart)
-        try:
-            after = cold.committed(group, parts)
-            break
-        except UnreachableError as exc:
-            if time.monotonic() > deadline:
-                msg = f"commit of group {group!r} not confirmed: {last_error or exc.what}"
-                audit("failed", _offsets_json(before), None, msg)
-                raise UnreachableError(msg, where=cold.bootstrap,
-                                       hint="when the broker is back, run the remap with --apply again "
-                                            "(it completes or confirms the commit)") from None
-            cold.close()
-            time.sleep(0.5)
-    fully_new = all(after.get(tp) == o for tp, o in offsets.items())
-    fully_old = all(after.get(tp) == before.get(tp) for tp in parts)
-    if fully_new:
+    last_error = ""
+    try:
+        errors = reconnecting(lambda: cold.commit(group, offsets))
+        refused = {tp: e for tp, e in errors.items() if e}
+        if refused:
+            last_error = "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(refused.items()))
+    except UnreachableError as exc:
+        last_error = exc.what
+    try:
+        after = reconnecting(lambda: cold.committed(group, parts))
+    except UnreachableError as exc:
+        msg = f"commit of group {group!r} not confirmed: {last_error or exc.what}"
+        audit("failed", _offsets_json(before), None, msg)
+        raise UnreachableError(msg, where=cold.bootstrap,
+                               hint="when the broker is back, run the remap with --apply again "
+                                    "(it completes or confirms the commit)") from None
+    if not last_error and all(after.get(tp) == o for tp, o in offsets.items()):
         audit("done", _offsets_json(before), _offsets_json(after), f"applied {len(offsets)} partition(s)")
         return {"applied": True, "written": len(offsets), "before": _offsets_json(before),
                 "after": _offsets_json(after)}
-    state_word = "unchanged" if fully_old else "MIXED (some partitions new, some old)"
-    msg = f"commit of group {group!r} failed ({last_error or 'not confirmed'}); the group is {state_word}"
-    audit("failed", _offsets_json(before), _offsets_json(after), msg)
+    # Refused or mixed: put back what was written (all-or-nothing in effect).
+    changed = {tp: before[tp] for tp in parts if after.get(tp) != before.get(tp) and tp in before}
+    unrevertable = sorted(tp for tp in parts if after.get(tp) != before.get(tp) and tp not in before)
+    rollback = ""
+    if changed:
+        try:
+            reconnecting(lambda: cold.commit(group, changed))
+            rollback = f"; rolled back {len(changed)} partition(s) to their previous offsets"
+        except UnreachableError as exc:
+            rollback = f"; rollback failed ({exc.what}): the group may be MIXED"
+    if unrevertable:
+        rollback += ("; " + ", ".join(f"{t}[{p}]" for t, p in unrevertable)
+                     + " had no previous offset and keep the new one")
+    try:
+        final = reconnecting(lambda: cold.committed(group, parts)) if changed else after
+    except UnreachableError:
+        final = {}
+    state_word = ("unchanged" if all(final.get(tp) == before.get(tp) for tp in parts)
+                  else "MIXED (some partitions new, some old)")
+    msg = f"commit of group {group!r} failed ({last_error or 'not confirmed'}){rollback}; the group is {state_word}"
+    audit("failed", _offsets_json(before), _offsets_json(final), msg)
     raise ProblemFound(msg, where=cold.bootstrap, hint="fix the cause and apply again")

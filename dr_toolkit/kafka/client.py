@@ -93,6 +93,11 @@ class KafkaCluster:
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
 
+    def with_conf(self, other: KafkaCluster) -> KafkaCluster:
+        """Use ``other``'s client configuration (credentials included) for this client."""
+        self._conf = dict(other._conf)
+        return self
+
     # -- errors ---------------------------------------------------------------------------------
     def unreachable(self, what: str) -> UnreachableError:
         return UnreachableError(f"{self.role} Kafka cluster did not answer ({what}) within {self.timeout_s:g}s",
@@ -130,7 +135,8 @@ class KafkaCluster:
             self._consumer = Consumer({
                 **self._conf, "group.id": f"drt-probe-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
                 "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1,
+                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1, "isolation.level": "read_committed",
+                "max.partition.fetch.bytes": 65536, "fetch.max.bytes": 1048576,
                 "socket.timeout.ms": int(self.timeout_s * 1000)})
         return self._consumer
 
@@ -226,6 +232,37 @@ class KafkaCluster:
                 yield _to_record(msg)
                 if seen >= want:
                     return
+
+    def read_raw(self, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        """(key, value) of the records in [start, end) — for small internal topics (MM2's)."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if start >= end:
+            return
+        c = self.consumer
+        c.assign([TopicPartition(topic, partition, start)])
+        try:
+            seen = 0
+            while seen < end - start:
+                self.fetches += 1
+                msgs = c.consume(num_messages=min(500, end - start - seen), timeout=self.timeout_s)
+                if not msgs:
+                    raise self.unreachable(f"fetch of {topic}[{partition}]")
+                for msg in msgs:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            return
+                        raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
+                    if msg.offset() >= end:
+                        return
+                    seen += 1
+                    yield msg.key(), msg.value()
+        finally:
+            try:
+                c.unassign()
+            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
+                pass
 
     def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
         """The record at ``offset`` or, when that one is gone (compaction, markers), the next one

@@ -1,13 +1,29 @@
-"""Find, on the mirror, the offset of the first record after a checkpointed one.
+"""Find, on one partition, where a consumer must resume — never skipping a record.
 
-The search (DESIGN §1.2): the broker's timestamp index is asked first, but only as a guess
-that one fetch checks; then a binary search over record timestamps with fetches (seek, read
-one record) between the partition's beginning and end offsets; then one sequential read of
-the window around the found position, where records share the checkpoint's timestamp (or
-timestamps went backwards), matching fingerprints to find the exact record.
+**The invariant (never skip).** The position p returned for a mirror partition is such that
+every record at an offset < p is a copy of a record the group had consumed on hot. Where this
+cannot be proven exactly, the answer is a position that is provably safe under the declared
+producer clock-skew bound S (``kafka.max_clock_skew_s``) and the result says how many records
+may be re-read (``duplicate_window``).
 
-When the fingerprint is not in the window, the answer falls back to the earliest position
-that is safe (at-least-once: never skip a record) and reports the duplicate window.
+**Clock model.** A record's timestamp c (CreateTime, from the producer's clock) differs from
+the time a the hot broker appended it by at most S; append times grow with the offset, and the
+mirror copies a partition in order (it may copy a record twice, never reorder). Hence, for a
+record read at offset m with timestamp c_m < X, every record before m was appended before
+X + S and carries a timestamp < X + 2S. That is the only kind of fact the searches below rely
+on: a binary search moves its lower bound past m only after reading such a record, so the
+bound it returns is *proven* (the record just below it was read), whatever order the
+timestamps come in. The broker's timestamp index is used as a guess that one read checks.
+
+**Exact match.** The anchor is the last consumed record (or the first unconsumed one),
+identified by timestamp AND fingerprint, plus the number k of identical records (same
+timestamp and fingerprint) before it on hot, counted from a proven boundary: identical records
+share the timestamp c_A, so none lies before a record whose timestamp is < c_A − 2S. On the
+mirror the same boundary B is searched, the records from B read in order, and the (k+1)-th
+identical record is the anchor's copy (a mirror that copied a record twice only makes this
+earlier: re-reading, never skipping). When B cannot be proven (the mirror's head was trimmed),
+the run is longer than :data:`MAX_SCAN`, or the copy is not there, the answer falls back to the
+skew-safe position: the first offset after a record proven older than c_A − 4S.
 """
 
 from __future__ import annotations
@@ -17,12 +33,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dr_toolkit.errors import DrtError
 from dr_toolkit.kafka.client import Record
 
-# Records read on each side of the binary search's answer when looking for the fingerprint:
-# covers runs of records sharing one timestamp and local disorder of CreateTime timestamps.
-WINDOW = 64
+# Records read in one sequential scan at most (runs of identical timestamps, the skew window).
 MAX_SCAN = 20_000
+WINDOW = 64  # records read before a committed offset at checkpoint time
 
 # Prefix of a checkpoint fingerprint taken from the record AT the committed offset (the first
 # unconsumed one) — used when no record was consumed before it (offset 0, log start).
@@ -42,153 +58,163 @@ class PartitionReader(Protocol):
 
 @dataclass(frozen=True)
 class Anchor:
-    """The checkpointed record to look for: its timestamp and fingerprint. ``after`` is True
-    when it was the last consumed record (target = its offset + 1), False when it was the first
-    unconsumed one (target = its offset)."""
+    """The checkpointed record to look for. ``after`` is True when it was the last consumed
+    record (target = its copy's offset + 1), False when it was the first unconsumed one
+    (target = its copy's offset). ``dup_before``: identical records (same timestamp and
+    fingerprint) before it on hot, counted from a proven boundary; None when unknown."""
 
     timestamp: int
     fingerprint: str
     after: bool = True
+    dup_before: int | None = 0
 
 
 @dataclass
 class RemapResult:
     target_offset: int | None
-    method: str  # exact | timestamp | empty | end | none
+    method: str  # exact | skew_bound | time | empty | none
     probes: int
     duplicate_window: tuple[int, int] | None = None  # [first, last) offsets that may be re-read
     matched_offset: int | None = None
+    proven_by: int | None = None  # the offset whose record proves the target safe (None: log start)
 
     def as_dict(self) -> dict[str, Any]:
         return {"target_offset": self.target_offset, "method": self.method, "probes": self.probes,
-                "duplicate_window": list(self.duplicate_window) if self.duplicate_window else None}
+                "duplicate_window": list(self.duplicate_window) if self.duplicate_window else None,
+                "may_reread": (self.duplicate_window[1] - self.duplicate_window[0]) if self.duplicate_window else 0}
 
 
 def probe_budget(n: int) -> int:
-    """The most probes a partition of ``n`` records may cost: ⌈log2 n⌉ + 3."""
+    """The most probes an exact remap of a partition of ``n`` records may cost: ⌈log2 n⌉ + 3."""
     return (math.ceil(math.log2(n)) if n > 1 else 0) + 3
 
 
-def first_at_or_after(reader: PartitionReader, topic: str, partition: int, ts: int, lo: int, hi: int,
-                      *, use_index: bool = True) -> int:
-    """Binary search: the first offset in [lo, hi) whose record has timestamp >= ``ts``
-    (``hi`` when none), assuming timestamps mostly grow. The broker's index answer narrows
-    the range only after a fetch confirmed which side of it we are on."""
+def safe_floor(reader: PartitionReader, topic: str, partition: int, threshold: int, lo: int, hi: int,
+               *, use_index: bool = False) -> int:
+    """Binary search for an offset p in [lo, hi] such that p == lo or the record at p − 1 was
+    read and has timestamp < ``threshold`` (so, by the clock model, every record before p has a
+    timestamp < threshold + 2S). The lower bound only moves past a record actually read."""
     a, b = lo, hi
     if use_index:
-        guess = reader.offset_for_time(topic, partition, ts)
+        guess = reader.offset_for_time(topic, partition, threshold)
         if guess is not None and a < guess < b:
             rec = reader.record_at(topic, partition, guess, b)
-            if rec is None or rec.timestamp >= ts:
+            if rec is None or rec.timestamp >= threshold:
                 b = guess
+                prev = reader.record_at(topic, partition, guess - 1, b)  # a right index: one more read ends it
+                if prev is not None and prev.timestamp < threshold:
+                    a = prev.offset + 1
             else:
                 a = rec.offset + 1
     while a < b:
         mid = (a + b) // 2
         rec = reader.record_at(topic, partition, mid, b)
-        if rec is None or rec.timestamp >= ts:
+        if rec is None or rec.timestamp >= threshold:
             b = mid
         else:
             a = rec.offset + 1
     return a
 
 
-@dataclass
-class _Seen:
-    matches: list[int]
-    first_same: int | None = None
-    last_same: int | None = None
-    start: int = 0
-    end: int = 0  # [start, end) read so far
-
-    def add(self, rec: Record, anchor: Anchor) -> None:
-        if rec.timestamp == anchor.timestamp:
-            self.first_same = rec.offset if self.first_same is None else min(self.first_same, rec.offset)
-            self.last_same = rec.offset if self.last_same is None else max(self.last_same, rec.offset)
-        if rec.fingerprint == anchor.fingerprint:
-            self.matches.append(rec.offset)
+def safe_ceiling(reader: PartitionReader, topic: str, partition: int, threshold: int, lo: int, hi: int) -> int:
+    """Binary search for an offset u in [lo, hi] such that u == hi or the record at u was read
+    and has timestamp > ``threshold`` (every record from u on was appended after threshold − S)."""
+    a, b = lo, hi
+    while a < b:
+        mid = (a + b) // 2
+        rec = reader.record_at(topic, partition, mid, b)
+        if rec is None or rec.timestamp > threshold:
+            b = mid  # the first record at or after mid (if any) is newer than the threshold
+        else:
+            a = rec.offset + 1
+    return b
 
 
-def _scan(reader: PartitionReader, topic: str, partition: int, anchor: Anchor, pos: int, lo: int, hi: int,
-          window: int) -> _Seen:
-    """One sequential read around ``pos``: ``window`` records before it, then on while records
-    still carry the anchor's timestamp (a run of equal timestamps), at least ``window`` after."""
-    seen = _Seen([], start=max(lo, pos - window), end=max(lo, pos - window))
-    first_batch = pos - seen.start + window + 1
-    for rec in reader.read(topic, partition, seen.start, hi, max_records=MAX_SCAN, batch=first_batch):
-        seen.add(rec, anchor)
-        seen.end = rec.offset + 1
-        if rec.offset >= pos + window and rec.timestamp != anchor.timestamp:
-            break
-    return seen
+def identical_offsets(reader: PartitionReader, topic: str, partition: int, ts: int, fp: str, start: int,
+                      end: int, *, stop_after: int | None = None) -> list[int] | None:
+    """Offsets of records identical to (ts, fp) in [start, end), in order; stops after
+    ``stop_after`` matches; None when more than :data:`MAX_SCAN` records would be read."""
+    out: list[int] = []
+    if start >= end:
+        return out
+    if end - start > MAX_SCAN and stop_after is None:
+        return None
+    for n, rec in enumerate(reader.read(topic, partition, start, end, batch=min(500, max(1, end - start))), 1):
+        if rec.timestamp == ts and rec.fingerprint == fp:
+            out.append(rec.offset)
+            if stop_after is not None and len(out) >= stop_after:
+                return out
+        if n >= MAX_SCAN:
+            return None
+    return out
 
 
-def _widen(reader: PartitionReader, topic: str, partition: int, anchor: Anchor, pos: int, lo: int, hi: int,
-           seen: _Seen, window: int) -> None:
-    """CreateTime far out of order: read outwards from ``pos`` in growing steps (each step two
-    sequential reads) until the fingerprint shows up or the partition is read (MAX_SCAN cap)."""
-    reach = 4 * window
-    while not seen.matches and (seen.start > lo or seen.end < hi) and seen.end - seen.start < MAX_SCAN:
-        a, b = max(lo, pos - reach), min(hi, max(seen.end, pos + reach))
-        for rng in ((a, seen.start), (seen.end, b)):
-            if rng[0] < rng[1]:
-                for rec in reader.read(topic, partition, rng[0], rng[1], batch=min(500, rng[1] - rng[0])):
-                    seen.add(rec, anchor)
-        seen.start, seen.end = min(a, seen.start), max(b, seen.end)
-        reach *= 4
+def count_identical_before(reader: PartitionReader, topic: str, partition: int, rec: Record, lo: int,
+                           skew_ms: int, *, lo_proves: bool) -> int | None:
+    """How many records identical to ``rec`` lie before it, counted from a proven boundary (a
+    record older than rec.timestamp − 2S; the log start too when ``lo_proves``); None when it
+    cannot be counted within :data:`MAX_SCAN` records."""
+    b = safe_floor(reader, topic, partition, rec.timestamp - 2 * skew_ms, lo, rec.offset)
+    if b == lo and not lo_proves and lo < rec.offset:
+        return None
+    found = identical_offsets(reader, topic, partition, rec.timestamp, rec.fingerprint, b, rec.offset)
+    return None if found is None else len(found)
+
+
+def _fallback(reader: PartitionReader, topic: str, partition: int, ts: int, lo: int, hi: int, skew_ms: int,
+              start_fetches: int, *, lower_skews: int, upper_skews: int, method: str) -> RemapResult:
+    """The skew-safe position: the first offset after a record proven older than
+    ts − lower_skews·S; records up to the first one proven newer than ts + upper_skews·S may be
+    re-read."""
+    p = safe_floor(reader, topic, partition, ts - lower_skews * skew_ms, lo, hi)
+    u = safe_ceiling(reader, topic, partition, ts + upper_skews * skew_ms, p, hi)
+    _check_proven(reader, topic, partition, p, lo, ts - lower_skews * skew_ms)
+    return RemapResult(p, method, reader.fetches - start_fetches, (p, u) if u > p else None,
+                       proven_by=p - 1 if p > lo else None)
+
+
+def _check_proven(reader: PartitionReader, topic: str, partition: int, p: int, lo: int, threshold: int) -> None:
+    """A target past the point the search proved is a bug, never a result."""
+    if p > lo:
+        rec = reader.record_at(topic, partition, p - 1, p)
+        if rec is None or rec.timestamp >= threshold:
+            raise DrtError(f"internal error: remap target {p} on {topic}[{partition}] is not proven safe "
+                           f"(record {p - 1} does not predate the bound)")
 
 
 def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor: Anchor | None,
-                    lo: int, hi: int, *, window: int = WINDOW, use_index: bool = True,
-                    widen: bool = True) -> RemapResult:
+                    lo: int, hi: int, *, skew_ms: int = 0, taken_at_ms: int | None = None,
+                    use_index: bool = True, lo_proves: bool = False) -> RemapResult:
     """Where on the mirror partition [lo, hi) should a consumer resume after ``anchor``?
 
-    - ``anchor`` None: nothing to anchor on (the source partition was empty): resume at the
-      mirror's end (``empty``), re-reading nothing.
+    - ``anchor`` None (no record to anchor on: the partition was empty at checkpoint time, or
+      the committed offset lies after every record): every record appended after
+      ``taken_at_ms`` is unconsumed, so resume after the last record proven older than
+      taken_at − 3S (``time``); without ``taken_at_ms``, at the log start (re-read everything).
     - the mirror partition is empty: ``empty`` at ``lo``.
-    - fingerprint found: ``exact``.
-    - not found, but records with the timestamp exist: ``timestamp`` at the earliest of them,
-      with the duplicate window.
-    - the checkpoint is newer than everything on the mirror: ``end`` (the mirror is behind).
-
-    Probes: the index guess costs one fetch and, when consistent, one window read that usually
-    ends the search; otherwise a binary search (⌈log2 n⌉ fetches) and one window read. Only when
-    timestamps are far out of order (the fingerprint is not near any timestamp crossing) does
-    ``widen`` read outwards, costing more probes (reported) rather than a wrong answer.
+    - the (k+1)-th identical copy found from a proven boundary: ``exact``.
+    - otherwise: ``skew_bound`` — provably safe, with the duplicate window.
+    ``lo_proves``: the log start may serve as a boundary (true on the hot cluster only).
     """
     start_fetches = reader.fetches
-    if anchor is None:
-        return RemapResult(hi, "empty", 0)
     if lo >= hi:
         return RemapResult(lo, "empty", 0)
-    scanned_at: int | None = None
-    found = _Seen([])
-    if use_index:
-        guess = reader.offset_for_time(topic, partition, anchor.timestamp)
-        if guess is not None and lo < guess < hi:
-            rec = reader.record_at(topic, partition, guess, hi)
-            if rec is not None and rec.timestamp >= anchor.timestamp:
-                found = _scan(reader, topic, partition, anchor, rec.offset, lo, hi, window)
-                scanned_at = rec.offset
-    if found.matches and scanned_at is not None:
-        pos = scanned_at
-    else:
-        pos = first_at_or_after(reader, topic, partition, anchor.timestamp, lo, hi, use_index=False)
-        if pos != scanned_at:
-            found = _scan(reader, topic, partition, anchor, pos, lo, hi, window)
-        if widen and not found.matches:
-            _widen(reader, topic, partition, anchor, pos, lo, hi, found, window)
-    matches, first_same_ts, last_same_ts = sorted(found.matches), found.first_same, found.last_same
-    probes = reader.fetches - start_fetches
-    if matches:
-        hit = matches[0]  # identical records: resume at the first one (re-reading, never skipping)
-        target = hit + 1 if anchor.after else hit
-        dup = (target, matches[-1] + (1 if anchor.after else 0)) if len(matches) > 1 else None
-        return RemapResult(target, "exact", probes, dup if dup and dup[0] < dup[1] else None, hit)
-    if first_same_ts is not None and last_same_ts is not None:
-        # The record is not on the mirror as fingerprinted (re-encoded headers, say): resume at the
-        # first record sharing its timestamp — every record of that run may be read twice.
-        return RemapResult(first_same_ts, "timestamp", probes, (first_same_ts, last_same_ts + 1))
-    if pos >= hi:
-        return RemapResult(hi, "end", probes)
-    return RemapResult(pos, "timestamp", probes)
+    if anchor is None:
+        if taken_at_ms is None:
+            return RemapResult(lo, "time", 0, (lo, hi))
+        return _fallback(reader, topic, partition, taken_at_ms, lo, hi, skew_ms, start_fetches,
+                         lower_skews=3, upper_skews=2, method="time")
+    if anchor.dup_before is not None:
+        k = anchor.dup_before
+        b = safe_floor(reader, topic, partition, anchor.timestamp - 2 * skew_ms, lo, hi, use_index=use_index)
+        if b > lo or lo_proves:
+            found = identical_offsets(reader, topic, partition, anchor.timestamp, anchor.fingerprint, b, hi,
+                                      stop_after=k + 1)
+            if found is not None and len(found) > k:
+                hit = found[k]
+                return RemapResult(hit + 1 if anchor.after else hit, "exact", reader.fetches - start_fetches,
+                                   None, hit, proven_by=b - 1 if b > lo else None)
+    # Not provable: the first unconsumed record has timestamp >= c_A − 2S, so resume after the
+    # last record proven older than c_A − 4S. Consumed records have timestamp <= c_A + 2S.
+    return _fallback(reader, topic, partition, anchor.timestamp, lo, hi, skew_ms, start_fetches,
+                     lower_skews=4, upper_skews=2, method="skew_bound")

@@ -1,12 +1,15 @@
-"""INTERIM (failover branch): the Kafka signal reader, until the Kafka engineer's version lands.
+"""The Kafka signals of the failover gate: :func:`kafka_signals` (a ``SignalReader``).
 
-At merge take the Kafka engineer's ``dr_toolkit/kafka/signals.py`` (lag by offsets with a
-producer-clock-skew bound, group checkpoint coverage and age); the gate only needs the name
-``kafka_signals`` with the :data:`~dr_toolkit.failover.model.SignalReader` signature.
-
-Per topic: the mirror lag of every partition (``kafka.api.lag``). Safe time: the time of this
-comparison when no record is behind, else the oldest newest-cold-record timestamp (CreateTime:
-the producers' clocks; this interim reader applies no skew bound and says so).
+- **One signal per protected topic**: from :func:`dr_toolkit.kafka.api.lag` (offsets, never
+  the newest timestamps). Caught up when no partition has hot records missing on cold; its
+  ``safe_time`` is the minimum of the partitions' safe times (each: the time hot's end offset
+  was read when caught up, else the oldest unmirrored record's timestamp minus the declared
+  clock-skew bound). A partition that cannot be read makes the topic NO_GO.
+- **One signal per protected group**: checkpoint coverage and age. NO_GO when the group was
+  never checkpointed, when its newest checkpoint is older than its policies'
+  ``max_checkpoint_age_s``, or when a partition the group has committed on hot (minus the
+  policies' ``exclude_topics``) is missing from that checkpoint (or hot cannot be asked). Its
+  ``safe_time`` is the checkpoint's time: offsets committed later are not carried over.
 """
 
 from __future__ import annotations
@@ -14,58 +17,109 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import DrtError
-from dr_toolkit.failover.model import Signal, iso, unreadable
+from dr_toolkit.failover.model import Signal, unreadable
+from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
-KAFKA_PARALLEL = 8  # topics whose lag is read at the same time
+PARALLEL = 8
+
+
+def _why(exc: BaseException) -> str:
+    return redact(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
+
+
+def topic_signal(topic: str, doc: dict[str, Any], now: float) -> Signal:
+    parts = [p for p in doc.get("partitions", []) if p.get("topic") == topic]
+    if not parts:
+        return unreadable("kafka", topic, f"no partitions reported for topic {topic}")
+    errors = [str(p["error"]) for p in parts if p.get("error")]
+    behind = sum(int(p.get("records_behind") or 0) for p in parts)
+    detail: dict[str, Any] = {"kind": "topic", "partitions": len(parts), "records_behind": behind,
+                              "checked_at": doc.get("checked_at"), "max_clock_skew_s": doc.get("max_clock_skew_s")}
+    if errors:
+        return Signal("kafka", topic, False, None, None, "unreadable", {**detail, "errors": errors[:5]},
+                      f"cannot read lag of {len(errors)} partition(s): {errors[0]}")
+    safes = [p.get("safe_time") for p in parts]
+    if any(s is None for s in safes):
+        return Signal("kafka", topic, False, None, None, "no safe time for a partition", detail,
+                      "a partition has no safe time")
+    worst = min(parts, key=lambda p: float(p["safe_time"]))
+    safe = float(worst["safe_time"])
+    detail["worst_partition"] = worst["partition"]
+    basis = f"partition {worst['partition']}: {worst.get('basis', '')}"
+    if behind == 0:
+        return Signal("kafka", topic, True, max(0.0, now - safe), safe, basis, detail)
+    lagging = sum(1 for p in parts if int(p.get("records_behind") or 0))
+    return Signal("kafka", topic, False, max(0.0, now - safe), safe, basis, detail,
+                  f"{behind} hot record(s) not yet on cold in {lagging} partition(s)")
+
+
+def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[str, int]] | None,
+                 hot_error: str | None, max_age_s: float, now: float) -> Signal:
+    """Coverage and age of ``group``'s newest checkpoint (``committed``: the partitions the
+    group has committed on hot now, exclusions removed; None when hot could not be asked)."""
+    name = f"group:{group}"
+    if not rows:
+        return Signal("kafka", name, False, None, None, "no checkpoint", {"kind": "group", "group": group},
+                      f"consumer group {group!r} was never checkpointed: its offsets cannot be carried over")
+    taken = max(float(r["taken_at"]) for r in rows)
+    age = max(0.0, now - taken)
+    have = {(str(r["topic"]), int(r["partition_id"])) for r in rows if r.get("committed_offset") is not None}
+    detail: dict[str, Any] = {"kind": "group", "group": group, "checkpoint_id": rows[0].get("checkpoint_id"),
+                              "age_s": round(age, 1), "max_age_s": max_age_s, "partitions": len(have)}
+    basis = f"checkpoint {rows[0].get('checkpoint_id')} taken at {taken:.3f}"
+    reasons = []
+    if age > max_age_s:
+        reasons.append(f"newest checkpoint of group {group!r} is {age:.0f}s old (bound {max_age_s:.0f}s)")
+    if committed is None:
+        reasons.append(f"coverage of group {group!r} cannot be checked: {hot_error}")
+    else:
+        missing = sorted(committed - have)
+        if missing:
+            detail["missing"] = [f"{t}[{p}]" for t, p in missing[:20]]
+            reasons.append(f"{len(missing)} committed partition(s) of group {group!r} not in its checkpoint "
+                           f"(e.g. {missing[0][0]}[{missing[0][1]}])")
+    if reasons:
+        return Signal("kafka", name, False, age, taken, basis, detail, "; ".join(reasons))
+    return Signal("kafka", name, True, age, taken, basis, detail)
 
 
 def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
-    topics: list[str] = []
-    for p in topology.policies.kafka:
-        topics.extend(t for t in p.topics if t not in topics)
-    if not topics:
-        return []
+    """Every Kafka signal of the gate (see the module doc)."""
     from dr_toolkit.kafka import api
 
-    failed: dict[str, str] = {}
-    by_topic: dict[str, list[dict[str, Any]]] = {t: [] for t in topics}
-    with cf.ThreadPoolExecutor(max_workers=min(KAFKA_PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
-        futs = {t: ex.submit(api.lag, topology, topics=[t]) for t in topics}
-        for t, fut in futs.items():
-            try:
-                doc = fut.result()
-            except Exception as exc:  # noqa: BLE001 - broker down: NO_GO with the reason
-                failed[t] = exc.message if isinstance(exc, DrtError) else f"{type(exc).__name__}: {exc}"
-                continue
-            for part in doc.get("partitions", []):
-                by_topic.setdefault(str(part.get("topic")), []).append(part)
+    topics = api.policy_topics(topology)
+    groups = api.policy_groups(topology)
     out: list[Signal] = []
-    for t in topics:
-        parts = by_topic.get(t) or []
-        if t in failed:
-            out.append(unreadable("kafka", t, failed[t]))
+    if topics:
+        with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
+            futs = {t: ex.submit(api.lag, topology, topics=[t], access=access) for t in topics}
+            for t, fut in futs.items():
+                try:
+                    out.append(topic_signal(t, fut.result(), now))
+                except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
+                    out.append(unreadable("kafka", t, _why(exc)))
+    if not groups:
+        return out
+    committed: dict[str, set[tuple[str, int]]] = {}
+    hot_error: str | None = None
+    try:
+        with api.cluster(topology, "hot", access=access) as hot:
+            for g in groups:
+                excluded = api.excluded_topics(topology, g)
+                committed[g] = {tp for tp in hot.committed(g) if tp[0] not in excluded}
+    except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
+        hot_error = _why(exc)
+    for g in groups:
+        try:
+            rows = ledger.latest_checkpoint(g)
+        except Exception as exc:  # noqa: BLE001 - ledger unreadable
+            out.append(unreadable("kafka", f"group:{g}", _why(exc)))
             continue
-        if not parts:
-            out.append(unreadable("kafka", t, f"no partitions reported for topic {t}"))
-            continue
-        behind = sum(int(p.get("records_behind") or 0) for p in parts)
-        secs = max(float(p.get("seconds_behind") or 0.0) for p in parts)
-        detail = {"partitions": len(parts), "records_behind": behind, "seconds_behind": secs}
-        if behind == 0:
-            out.append(Signal("kafka", t, True, 0.0, now, f"comparison of both sides at {iso(now)}: none behind",
-                              detail))
-            continue
-        cold_ts = [p.get("cold_newest_ts") for p in parts if int(p.get("records_behind") or 0)]
-        known = [float(ts) for ts in cold_ts if ts is not None]
-        safe = None if len(known) < len(cold_ts) or not known else min(known) / 1000.0
-        out.append(Signal("kafka", t, False, secs, safe,
-                          "newest mirrored record's CreateTime (interim reader: no producer-skew bound)"
-                          if safe is not None else "a partition with records behind has nothing mirrored",
-                          detail, f"{behind} records not yet mirrored ({secs:.0f}s behind)"))
+        ages = [p.max_checkpoint_age_s for p in topology.policies.kafka if g in p.groups]
+        out.append(group_signal(g, rows, committed.get(g), hot_error, min(ages) if ages else 1800.0, now))
     return out

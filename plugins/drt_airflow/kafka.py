@@ -34,7 +34,17 @@ def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> dict[str
         creds[role] = c
         if c is not None and c.extra.get("bootstrap.servers"):
             boots[role] = str(c.extra["bootstrap.servers"])
-    return {"topology": topo, "credentials": creds, "source_bootstrap": boots["hot"],
+    from dr_toolkit.access import Access
+
+    # The library looks credentials up by the topology endpoints' conn_id: an operator's
+    # override connection stands in for its endpoint's.
+    override = {}
+    for role in ("hot", "cold"):
+        endpoint = (topo.hot if role == "hot" else topo.cold).kafka
+        if endpoint is not None and endpoint.conn_id and creds[role] is not None:
+            override[endpoint.conn_id] = creds[role]
+    access = Access.from_resolver(lambda cid: override.get(cid) or credentials(cid), "Airflow connections")
+    return {"topology": topo, "access": access, "source_bootstrap": boots["hot"],
             "target_bootstrap": boots["cold"]}
 
 
@@ -46,7 +56,7 @@ def run_checkpoint(groups: Sequence[str] | None = None, hot_conn_id: str | None 
     a = _cluster_args(hot_conn_id, None)
     ledger = Ledger.open(a["topology"].ledger.url)
     out = api.checkpoint(a["topology"], ledger, groups=list(groups) if groups else None,
-                         credentials=a["credentials"], source_bootstrap=a["source_bootstrap"])
+                         access=a["access"], source_bootstrap=a["source_bootstrap"])
     no_commit = sum(1 for r in out["partitions"] if r["committed_offset"] is None)
     log.info("checkpoint %s: %d group(s), %d partition(s), %d without a commit, %.2fs", out["checkpoint_id"],
              len(out["groups"]), len(out["partitions"]), no_commit, out["duration_s"])
@@ -60,7 +70,7 @@ def run_lag(topics: Sequence[str] | None = None, hot_conn_id: str | None = None,
     from dr_toolkit.kafka import api
 
     a = _cluster_args(hot_conn_id, cold_conn_id)
-    out = api.lag(a["topology"], topics=list(topics) if topics else None, credentials=a["credentials"],
+    out = api.lag(a["topology"], topics=list(topics) if topics else None, access=a["access"],
                   source_bootstrap=a["source_bootstrap"], target_bootstrap=a["target_bootstrap"])
     log.info("mirror lag: caught_up=%s max_seconds_behind=%.1f over %d partition(s)", out["caught_up"],
              out["max_seconds_behind"], len(out["partitions"]))
@@ -100,7 +110,7 @@ class KafkaRemapOperator(BaseOperator):
         a = _cluster_args(self.hot_conn_id, self.cold_conn_id)
         return api.remap(a["topology"], Ledger.open(a["topology"].ledger.url), self.group, apply=self.apply,
                          force=self.force, target_bootstrap=a["target_bootstrap"], run_id=self.run_id,
-                         credentials=a["credentials"])
+                         access=a["access"])
 
 
 class KafkaMirrorCaughtUpSensor(BaseSensorOperator):

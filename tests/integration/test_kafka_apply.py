@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def _expected(scen) -> dict[int, int]:  # type: ignore[no-untyped-def]
-    return {p: shift + consumed for p, (_, consumed, shift) in scen.items() if p != 6}
+    return {p: shift + consumed for p, (_, consumed, shift) in scen.items() if p != 3}
 
 
 def test_apply_writes_every_partition_and_audits_before_after(kafka_mirror) -> None:
@@ -165,3 +165,26 @@ def test_broker_restart_during_apply_leaves_group_fully_old_or_fully_new(kafka_d
         restarter.join()
         c.close()
         assert _state(broker, group, topic, 6) in (old, new)
+
+
+def test_many_groups_share_searches_and_apply_together(kafka_mirror) -> None:
+    """The batch path: the same answers as the per-group remap, each distinct search once."""
+    from dr_toolkit.kafka import batch
+
+    topo, ledger, topic, group, idle, scen = kafka_mirror
+    twin = unique("twin")
+    with KafkaCluster(topo.hot.kafka.bootstrap_servers) as hot:
+        hot.commit(twin, hot.committed(group))  # a second group at exactly the same offsets
+    ck = batch.checkpoint_many(topo, ledger, [group, twin, idle])
+    # group and twin share every search; the idle group (no commits) needs no read
+    assert ck["distinct_searches"] == 2 * len(scen) and len(ck["partitions"]) == 3 * len(scen)
+    rm = batch.remap_many(topo, ledger, [group, twin, idle])
+    single = {r["partition"]: r["target_offset"] for r in api.remap(topo, ledger, group)["partitions"]}
+    for g in (group, twin):
+        assert {r["partition"]: r["target_offset"] for r in rm["groups"][g]} == single
+    out = batch.apply_many(topo, ledger, rm["groups"], run_id="many", who="ops")
+    assert out["failed"] == []
+    cold = topo.cold.kafka.bootstrap_servers
+    for g in (group, twin):
+        assert committed(cold, g, topic, len(scen)) == single
+    assert {e["actor"] for e in ledger.audit_events(run_id="many")} == {"ops"}

@@ -48,14 +48,14 @@ def test_cli_checkpoint_lag_remap_json(kafka_mirror) -> None:
     assert r.returncode == 0, r.stderr
     lag = json.loads(r.stdout)
     assert lag["caught_up"] is True and lag["topics"] == [topic]
-    assert {"topic", "partition", "hot_end", "cold_end", "records_behind", "seconds_behind", "hot_newest_ts",
-            "cold_newest_ts"} <= set(lag["partitions"][0])
+    assert {"topic", "partition", "hot_end", "cold_end", "records_behind", "seconds_behind",
+            "oldest_unmirrored_ts", "safe_time", "basis", "method"} <= set(lag["partitions"][0])
     r = drt("--json", "--config", cfg, "kafka", "remap", "--group", group)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["applied"] is False
     assert {"topic", "partition", "source_offset", "source_timestamp", "target_offset", "method", "probes",
-            "duplicate_window"} <= set(out["partitions"][0])
+            "duplicate_window", "may_reread"} <= set(out["partitions"][0])
     cold = topo.cold.kafka.bootstrap_servers
     assert all(o < 0 for o in committed(cold, group, topic, len(scen)).values())  # dry run wrote nothing
     r = drt("--json", "--config", cfg, "kafka", "remap", "--group", group, "--apply")

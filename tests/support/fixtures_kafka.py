@@ -108,14 +108,19 @@ def committed(address: str, group: str, topic: str, partitions: int) -> dict[int
 
 
 def write_topology(path: Path, *, hot: str, cold: str, topics: list[str], groups: list[str],
-                   ledger_url: str, timeout_s: float = 5.0) -> Path:
+                   ledger_url: str, timeout_s: float = 5.0, skew_s: float = 0.0,
+                   replication_policy: str = "identity", policy: dict[str, Any] | None = None) -> Path:
+    """A topology for the two brokers. ``skew_s``: the declared producer clock-skew bound
+    (the tests' records carry explicit CreateTimes; 0 means they follow the append order)."""
     doc = {
         "version": 1,
         "clusters": {
-            "hot": {"role": "hot", "kafka": {"bootstrap_servers": hot, "timeout_s": timeout_s}},
-            "cold": {"role": "cold", "kafka": {"bootstrap_servers": cold, "timeout_s": timeout_s}},
+            "hot": {"role": "hot", "kafka": {"bootstrap_servers": hot, "timeout_s": timeout_s,
+                                             "max_clock_skew_s": skew_s}},
+            "cold": {"role": "cold", "kafka": {"bootstrap_servers": cold, "timeout_s": timeout_s,
+                                               "replication_policy": replication_policy}},
         },
-        "policies": {"kafka": [{"name": "stream", "topics": topics, "groups": groups}]},
+        "policies": {"kafka": [{"name": "stream", "topics": topics, "groups": groups, **(policy or {})}]},
         "ledger": {"url": ledger_url},
     }
     path.write_text(yaml.safe_dump(doc))
@@ -196,7 +201,8 @@ def kafka_mirror(kafka_env, tmp_path: Path):  # type: ignore[no-untyped-def]
         produce(hot, topic, p, recs)
         assert mirror(hot, cold, topic, p, shift=shift) == len(recs)
     commit_after_consuming(hot, group, topic, {p: n for p, (_, n, _) in scen.items()})
+    # CreateTimes in the scenario stray at most 65 ms from the append order (partition 1).
     cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[group, idle],
-                         ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+                         ledger_url=f"sqlite:///{tmp_path}/ledger.db", skew_s=0.07)
     topo = load_topology(cfg)
     return topo, Ledger.open(topo.ledger.url), topic, group, idle, scen

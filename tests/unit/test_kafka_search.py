@@ -79,10 +79,10 @@ def test_remap_is_exact_within_the_probe_budget(index: str) -> None:
         part = ListPartition(recs, start=rng.randrange(0, 5), index=index)
         for k in rng.sample(range(shift, len(recs)), min(5, n)):
             ts, fp = recs[k]
-            res = remap_partition(part, "t", 0, Anchor(ts, fp), part.lo, part.hi)
+            res = remap_partition(part, "t", 0, Anchor(ts, fp), part.lo, part.hi, skew_ms=3)
             assert (res.method, res.target_offset) == ("exact", part.lo + k + 1)
-            assert res.probes <= probe_budget(len(recs)), (index, n, res)
-            nxt = remap_partition(part, "t", 0, Anchor(ts, fp, after=False), part.lo, part.hi)
+            assert res.probes <= probe_budget(len(recs)) + 1, (index, n, res)
+            nxt = remap_partition(part, "t", 0, Anchor(ts, fp, after=False), part.lo, part.hi, skew_ms=3)
             assert nxt.target_offset == part.lo + k
 
 
@@ -94,30 +94,38 @@ def test_remap_stays_exact_when_timestamps_are_far_out_of_order() -> None:
         recs = _partition(rng, rng.randrange(100, 3000), back=60)
         part = ListPartition(recs, index="zero")
         for k in rng.sample(range(len(recs)), 5):
-            res = remap_partition(part, "t", 0, Anchor(*recs[k]), part.lo, part.hi)
-            assert (res.method, res.target_offset) == ("exact", k + 1)
+            res = remap_partition(part, "t", 0, Anchor(*recs[k]), part.lo, part.hi, skew_ms=60)
+            assert res.target_offset is not None and res.target_offset <= k + 1  # never skips
+            if res.method == "exact":
+                assert res.target_offset == k + 1
 
 
 def test_a_right_index_answers_in_two_probes() -> None:
     part = ListPartition(_partition(random.Random(1), 2000), index="right")
     ts, fp = part.recs[1234].timestamp, part.recs[1234].fingerprint
     res = remap_partition(part, "t", 0, Anchor(ts, fp), part.lo, part.hi)
-    assert res.target_offset == 1235 and res.probes == 2
+    assert res.target_offset == 1235 and res.probes <= 3
 
 
 def test_missing_fingerprint_falls_back_to_the_earliest_record_of_the_timestamp() -> None:
     recs = [(100, "a"), (200, "b"), (200, "c"), (200, "d"), (300, "e")]
     part = ListPartition(recs, index="zero")
     res = remap_partition(part, "t", 0, Anchor(200, "not-there"), 0, 5)
-    assert (res.method, res.target_offset, res.duplicate_window) == ("timestamp", 1, (1, 4))
+    assert (res.method, res.target_offset, res.duplicate_window) == ("skew_bound", 1, (1, 4))
+    # With a skew bound of 50 ms, records up to 200 + 2*50 may have been consumed; from 200 - 4*50 on not.
+    res = remap_partition(part, "t", 0, Anchor(200, "not-there"), 0, 5, skew_ms=50)
+    assert (res.method, res.target_offset, res.duplicate_window) == ("skew_bound", 0, (0, 5))
 
 
-def test_checkpoint_newer_than_the_mirror_resumes_at_its_end_and_empty_cases() -> None:
+def test_checkpoint_newer_than_the_mirror_and_empty_cases() -> None:
     part = ListPartition([(100, "a"), (200, "b")])
-    assert (remap_partition(part, "t", 0, Anchor(999, "z"), 0, 2).method,
-            remap_partition(part, "t", 0, Anchor(999, "z"), 0, 2).target_offset) == ("end", 2)
+    res = remap_partition(part, "t", 0, Anchor(999, "z"), 0, 2)
+    assert (res.method, res.target_offset) == ("skew_bound", 2)
+    # No anchor and no checkpoint time: re-read everything rather than guess.
     assert remap_partition(part, "t", 0, None, 0, 2).as_dict() == {
-        "target_offset": 2, "method": "empty", "probes": 0, "duplicate_window": None}
+        "target_offset": 0, "method": "time", "probes": 0, "duplicate_window": [0, 2], "may_reread": 2}
+    # No anchor, taken at 150: records proven older than 150 were there and consumed.
+    assert remap_partition(part, "t", 0, None, 0, 2, taken_at_ms=150).target_offset == 1
     empty = ListPartition([], start=7)
     assert remap_partition(empty, "t", 0, Anchor(1, "x"), 7, 7).target_offset == 7
 
@@ -132,3 +140,67 @@ def test_client_config_maps_the_kafka_connection_extra_and_keeps_the_topology_bo
     assert conf["sasl.password"] == "secret-pw"
     assert "group.id" not in conf and "error_cb" not in conf
     assert client_config("", creds)["bootstrap.servers"] == "ignored:9092"
+
+
+def _skewed_log(rng: random.Random, n: int, skew: int) -> tuple[list[tuple[int, str]], list[int]]:
+    """Append times grow; each record's CreateTime strays up to ``skew`` ms from its append
+    time (producers with disagreeing clocks); one in five is an identical heartbeat (same
+    content; CreateTime often equal too: several beats within one millisecond). Returns the
+    records and their append times."""
+    out, appended, a = [], [], 5_000_000
+    beat_ts = a
+    for i in range(n):
+        a += rng.randrange(0, 3)
+        appended.append(a)
+        if rng.random() < 0.2:
+            if rng.random() < 0.5 or abs(beat_ts - a) > skew:
+                beat_ts = a + rng.randrange(-skew, skew + 1)
+            out.append((beat_ts, "heartbeat"))
+        else:
+            out.append((a + rng.randrange(-skew, skew + 1), f"r{i}"))
+    return out, appended
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_never_skip_under_clock_skew_identical_records_and_mirror_duplicates(seed: int) -> None:
+    """The invariant, attacked: skewed CreateTimes, identical heartbeats around the anchor, a
+    mirror that re-sends a suffix of records (at-least-once, after a restart) and starts after
+    unrelated ones. The declared bound S covers the producers' skew plus how far back a re-send
+    reaches (DESIGN). Every target must be at or before the first copy of an unconsumed record
+    (never skip); an ``exact`` one must be exactly there."""
+    from dr_toolkit.kafka.remap import count_identical_before
+
+    rng = random.Random(seed)
+    skew = rng.choice([0, 5, 40])
+    hot, appended = _skewed_log(rng, rng.randrange(50, 1500), skew)
+    cold: list[tuple[int, str]] = [(rng.randrange(0, 1000), f"old{i}") for i in range(rng.randrange(0, 10))]
+    copy_of: list[int] = [-1] * len(cold)  # cold offset -> hot offset copied (-1: unrelated)
+    bound, newest = skew, 0
+    for i, rec in enumerate(hot):
+        cold.append(rec)
+        copy_of.append(i)
+        newest = appended[i]
+        if rng.random() < 0.03 and i:  # at-least-once mirror: re-send the last few records
+            for j in range(max(0, i - rng.randrange(1, 6)), i + 1):
+                cold.append(hot[j])
+                copy_of.append(j)
+                bound = max(bound, abs(hot[j][0] - newest))
+    hot_part, cold_part = ListPartition(hot, index="wrong"), ListPartition(cold, index="zero")
+    exact = 0
+    for k in rng.sample(range(len(hot)), min(20, len(hot))):
+        ts, fp = hot[k]
+        dup = count_identical_before(hot_part, "t", 0, hot_part.recs[k], 0, bound, lo_proves=True)
+        for after in (True, False):
+            res = remap_partition(cold_part, "t", 0, Anchor(ts, fp, after, dup), 0, len(cold), skew_ms=bound)
+            assert res.target_offset is not None
+            consumed_last = k if after else k - 1
+            first_unconsumed = next((o for o in range(len(cold)) if copy_of[o] > consumed_last), len(cold))
+            assert res.target_offset <= first_unconsumed, (seed, k, after, res)  # never skip
+            if res.method == "exact":
+                exact += 1
+                # the anchor's copy was found: right after it (re-sent copies may make it an earlier one)
+                hit = res.target_offset - 1 if after else res.target_offset
+                assert cold[hit] == hot[k]
+                if len(cold) - len(hot) == copy_of.count(-1):  # no re-sends: exactly the first unconsumed
+                    assert res.target_offset == first_unconsumed
+    assert exact > 0  # the proof succeeds where it can

@@ -1,0 +1,190 @@
+"""Many groups at once: checkpoint and remap thousands of consumer groups in one pass.
+
+- one metadata call per cluster; the groups' committed offsets asked concurrently (the Kafka
+  OffsetFetch of librdkafka takes one group per request: the requests overlap instead);
+- watermarks read once per partition, and each distinct (partition, committed offset) — or,
+  on cold, each distinct anchor — searched once, however many groups share it;
+- the searches run on a small pool of probing consumers (each its own connection, small
+  fetches, ``fetch.wait.max.ms`` = 1), never more than ``workers`` at once.
+
+The answers are exactly those of :func:`dr_toolkit.kafka.api.checkpoint_row` and
+:func:`dr_toolkit.kafka.remap.remap_partition` (same code, shared results).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dr_toolkit.kafka.client import KafkaCluster
+
+if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
+
+T = TypeVar("T")
+K = TypeVar("K")
+WORKERS = 8
+
+
+class ClientPool:
+    """One probing client per worker thread for one cluster, all closed together."""
+
+    def __init__(self, make: Callable[[], KafkaCluster]) -> None:
+        self._make = make
+        self._local = threading.local()
+        self._all: list[KafkaCluster] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> KafkaCluster:
+        c: KafkaCluster | None = getattr(self._local, "c", None)
+        if c is None:
+            c = self._make()
+            self._local.c = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    def stats(self) -> tuple[int, int]:
+        with self._lock:
+            return sum(c.fetches for c in self._all), sum(c.records_read for c in self._all)
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()
+
+
+def run_all(fn: Callable[[K], T], keys: Iterable[K], workers: int) -> dict[K, T]:
+    """``fn`` over every key on ``workers`` threads; the first error is raised."""
+    keys = list(dict.fromkeys(keys))
+    if len(keys) <= 1 or workers <= 1:
+        return {k: fn(k) for k in keys}
+    with cf.ThreadPoolExecutor(max_workers=min(workers, len(keys)), thread_name_prefix="drt-kafka") as ex:
+        futs = {k: ex.submit(fn, k) for k in keys}
+        return {k: f.result() for k, f in futs.items()}
+
+
+def checkpoint_many(topology: Topology | None, ledger: Ledger | None, groups: list[str], *,
+                    access: Access | None = None, source_bootstrap: str | None = None,
+                    workers: int = WORKERS) -> dict[str, Any]:
+    """Checkpoint ``groups`` (same rows as :func:`api.checkpoint`), sharing the work."""
+    from dr_toolkit.kafka import api
+    from dr_toolkit.ledger.store import new_id
+
+    t0 = time.monotonic()
+    taken_at = time.time()
+    skew = api.skew_ms(topology)
+    checkpoint_id = new_id("ckpt")
+    with api.cluster(topology, "hot", bootstrap=source_bootstrap, access=access) as hot:
+        pool = ClientPool(lambda: KafkaCluster(hot.bootstrap, credentials=None, timeout_s=hot.timeout_s,
+                                               role="hot").with_conf(hot))
+        try:
+            have = hot.topics()
+            _ = hot.admin  # one admin client shared by the threads
+            committed = run_all(hot.committed, groups, workers)
+            plan: dict[str, list[tuple[str, int]]] = {}
+            for g in groups:
+                excluded = api.excluded_topics(topology, g)
+                topics = [t for t in dict.fromkeys([*api.policy_topics(topology, g),
+                                                    *sorted({t for t, _ in committed[g]})]) if t not in excluded]
+                counts = api._partition_counts(hot, topics, have)
+                plan[g] = [(t, p) for t in topics for p in range(counts[t])]
+            parts = sorted({tp for tps in plan.values() for tp in tps})
+            marks = run_all(lambda tp: pool.get().watermarks(*tp), parts, workers)
+            keys = {(t, p, committed[g].get((t, p))) for g, tps in plan.items() for t, p in tps}
+            shared = run_all(lambda k: api.checkpoint_row(pool.get(), "", k[0], k[1], k[2], taken_at, skew,
+                                                          marks=marks[(k[0], k[1])]), keys, workers)
+            fetches, records = pool.stats()
+        finally:
+            pool.close()
+    rows = [{**shared[(t, p, committed[g].get((t, p)))], "group_id": g} for g in groups for t, p in plan[g]]
+    duration = time.monotonic() - t0
+    if ledger is not None and rows:
+        ledger.add_checkpoint(checkpoint_id, list(rows))
+        ledger.set_watermark("kafka", "checkpoint", taken_at,
+                             {"checkpoint_id": checkpoint_id, "groups": len(groups), "duration_s": round(duration, 3)})
+    return {"checkpoint_id": checkpoint_id, "groups": groups, "taken_at": taken_at, "duration_s": round(duration, 3),
+            "partitions": rows, "stored": ledger is not None, "distinct_searches": len(keys),
+            "fetches": fetches, "records_read": records}
+
+
+def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, access: Access | None = None,
+               target_bootstrap: str | None = None, workers: int = WORKERS) -> dict[str, Any]:
+    """Remap (dry run) ``groups`` from their newest checkpoints, each distinct anchor once."""
+    from dr_toolkit.kafka import api
+    from dr_toolkit.kafka.remap import remap_partition
+
+    t0 = time.monotonic()
+    skew = api.skew_ms(topology)
+    rows = {g: ledger.latest_checkpoint(g) for g in groups}
+    missing = [g for g, r in rows.items() if not r]
+    with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        pool = ClientPool(lambda: KafkaCluster(cold.bootstrap, credentials=None, timeout_s=cold.timeout_s,
+                                               role="cold").with_conf(cold))
+        try:
+            parts = sorted({(api.cold_topic(topology, r["topic"]), int(r["partition_id"]))
+                            for rs in rows.values() for r in rs})
+            api._partition_counts(cold, sorted({t for t, _ in parts}))
+            marks = run_all(lambda tp: pool.get().watermarks(*tp), parts, workers)
+
+            def key(r: dict[str, Any]) -> tuple[Any, ...]:
+                return (api.cold_topic(topology, r["topic"]), int(r["partition_id"]), r["committed_offset"] is None,
+                        r.get("fingerprint"), r.get("record_timestamp"),
+                        None if r.get("fingerprint") else r.get("taken_at"))
+
+            def one(k: tuple[Any, ...]) -> dict[str, Any]:
+                ct, p, none, fp, ts, taken = k
+                if none:
+                    return {"target_offset": None, "method": "none", "probes": 0, "duplicate_window": None,
+                            "may_reread": 0}
+                lo, hi = marks[(ct, p)]
+                anchor = api._anchor({"fingerprint": fp, "record_timestamp": ts})
+                return remap_partition(pool.get(), ct, p, anchor, lo, hi, skew_ms=skew,
+                                       taken_at_ms=int(float(taken) * 1000) if taken is not None else None).as_dict()
+
+            keys = {key(r) for rs in rows.values() for r in rs}
+            shared = run_all(one, keys, workers)
+            fetches, records = pool.stats()
+        finally:
+            pool.close()
+    out = {g: [{"topic": r["topic"], "cold_topic": api.cold_topic(topology, r["topic"]),
+                "partition": int(r["partition_id"]), "source_offset": r["committed_offset"], **shared[key(r)]}
+               for r in rs] for g, rs in rows.items() if rs}
+    return {"groups": out, "missing": missing, "duration_s": round(time.monotonic() - t0, 3),
+            "distinct_searches": len(keys), "fetches": fetches, "records_read": records}
+
+
+def apply_many(topology: Topology | None, ledger: Ledger | None, remapped: dict[str, list[dict[str, Any]]], *,
+               force: bool = False, access: Access | None = None, target_bootstrap: str | None = None,
+               run_id: str | None = None, who: str | None = None, workers: int = WORKERS) -> dict[str, Any]:
+    """Apply the remapped offsets of many groups (each all-or-nothing, as
+    :func:`api.apply_offsets`), the groups' requests overlapped; one audit row per group."""
+    from dr_toolkit.errors import DrtError
+    from dr_toolkit.kafka import api
+
+    t0 = time.monotonic()
+    with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        _ = cold.admin
+
+        def one(g: str) -> dict[str, Any]:
+            offsets = {(r["cold_topic"], r["partition"]): int(r["target_offset"]) for r in remapped[g]
+                       if r["target_offset"] is not None and r["method"] != "none"}
+            try:
+                return {"applied": True, **api.apply_offsets(cold, g, offsets, force=force)}
+            except DrtError as exc:
+                return {"applied": False, "error": exc.message}
+
+        results = run_all(one, list(remapped), workers)
+    if ledger is not None:
+        for g, r in results.items():
+            ledger.audit(component="kafka", action="apply_offsets", dry_run=False,
+                         status="done" if r["applied"] else "failed", target=g, run_id=run_id, who=who,
+                         before=r.get("before"), after=r.get("after"), message=r.get("error"))
+    failed = sorted(g for g, r in results.items() if not r["applied"])
+    return {"groups": results, "failed": failed, "duration_s": round(time.monotonic() - t0, 3)}
