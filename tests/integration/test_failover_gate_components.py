@@ -70,7 +70,7 @@ def test_records_not_yet_mirrored_is_no_go_then_go_after_mirroring(tmp_path, kaf
     produce(kafka_hot.address, topic, 1, late)
     res = check(topo, ledger)
     assert res.verdict == "NO_GO"
-    assert res.reasons == [f"kafka {topic}: 2 records not yet mirrored (9s behind)"]
+    assert res.reasons == [f"kafka {topic}: 2 hot record(s) not yet on cold in 1 partition(s)"]
     assert res.recovery_point is not None and res.recovery_point < late[0].timestamp / 1000.0
     produce(kafka_cold.address, topic, 1, late)
     assert check(topo, ledger).verdict == "GO"
