@@ -14,18 +14,21 @@ DOC = """
 
 Steps: fence the hot cluster (fencing epoch + read-only flag in ZooKeeper) → wait until
 HBase queues and the Kafka mirror drained → final incremental copy of every HDFS policy →
-final verification (BADROWS must be 0) → remap and apply Kafka consumer offsets → the
+final verification (BADROWS must be 0) → remap Kafka consumer offsets (not applied yet) → the
 caught-up gate must say **GO** → metadata lint (hot-cluster namenodes, hosts, buckets left
-in replicated metadata, shown to the approver) → **human approval** (this DAG waits in *Required actions*)
-→ promote the cold cluster (active-cluster znode) → final report (JSON + HTML in
-`failover.reports_dir`).
+in replicated metadata, shown to the approver) → **human approval** (this DAG waits in *Required
+actions*; approve or reject — both are audited with who and when) → apply the Kafka offsets
+(the gate is checked again first) → promote the cold cluster (active-cluster znode; the gate
+again) → final report (JSON + HTML in `failover.reports_dir`).
+
+Credentials come from Airflow connections (metadata DB, environment or secrets backend):
+every `conn_id` in the topology, resolved by `drt_airflow.hooks.DrtHook`.
 
 Every step is idempotent and recorded in the ledger's audit events (who, what, when,
 before/after); clearing a failed task re-runs only that step. The same runbook runs from the
 command line: `drt failover run [--execute] [--resume RUN]`.
 """
 
-STEPS = ("fence_hot", "wait_drain", "final_copy", "final_verify", "kafka_offsets", "final_gate", "metadata_lint")
 RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
 
 
@@ -45,8 +48,13 @@ RUN_ID = "{{ ti.xcom_pull(task_ids='start') }}"
     render_template_as_native_obj=False,
 )
 def dr_failover():  # type: ignore[no-untyped-def]
-    from airflow.providers.standard.operators.hitl import ApprovalOperator
+    from airflow.providers.standard.operators.hitl import HITLOperator
     from drt_airflow.failover import DrainedSensor, FailoverStepOperator, start_run
+
+    from dr_toolkit.failover.runbook import STEPS, Step
+
+    cut = STEPS.index(Step.APPROVAL)
+    before, after = STEPS[:cut], [s for s in STEPS[cut + 1:] if s != Step.REPORT]
 
     @task
     def start(**context) -> str:  # type: ignore[no-untyped-def]
@@ -60,17 +68,20 @@ def dr_failover():  # type: ignore[no-untyped-def]
         return "report" if context["params"]["dry_run"] else "approval"
 
     prev = start()
-    for step in STEPS:
-        if step == "wait_drain":
-            op = DrainedSensor(task_id=step, run_id=RUN_ID, poke_interval=5, timeout=timedelta(hours=2),
-                               mode="poke")
+    for step in before:
+        if step == Step.WAIT_DRAIN:
+            op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=30, timeout=timedelta(hours=2),
+                               mode="reschedule")
         else:
-            op = FailoverStepOperator(task_id=step, step=step, run_id=RUN_ID)
+            op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID)
         prev >> op
         prev = op
     branch = execute_or_dry_run()
-    approval = ApprovalOperator(
+    # A plain HITL question (not ApprovalOperator, which skips everything downstream on "Reject"):
+    # the answer either way reaches kafka_apply, which records it (who, when) in the audit log.
+    approval = HITLOperator(
         task_id="approval",
+        options=["Approve", "Reject"],
         subject="Promote the cold cluster? (failover run {{ ti.xcom_pull(task_ids='start') }})",
         body="The gate said **GO** after fencing. Approving makes the cold cluster the active one. "
              "Reason: {{ params.reason }}. Metadata lint: "
@@ -78,12 +89,16 @@ def dr_failover():  # type: ignore[no-untyped-def]
              "else 'not run' }}",
         response_timeout=timedelta(hours=12),
     )
-    promote = FailoverStepOperator(task_id="promote_cold", step="promote_cold", run_id=RUN_ID,
-                                   approval_task_id="approval")
-    report = FailoverStepOperator(task_id="report", step="report", run_id=RUN_ID,
+    report = FailoverStepOperator(task_id=str(Step.REPORT), step=str(Step.REPORT), run_id=RUN_ID,
                                   trigger_rule="none_failed_min_one_success")
     prev >> branch >> [approval, report]
-    approval >> promote >> report
+    last = approval
+    for i, step in enumerate(after):  # kafka_apply, promote_cold: the first records the decision
+        op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID,
+                                  approval_task_id="approval" if i == 0 else None)
+        last >> op
+        last = op
+    last >> report
 
 
 dr_failover()

@@ -83,7 +83,7 @@ class Access:
             hit = self._cache.get(conn_id)
         if hit is not None:
             return hit
-        where = f"{what} = {conn_id!r}" if what else f"connection {conn_id!r}"
+        where = f"{what} = {conn_id!r}" if what else None
         try:
             creds = self.resolve(conn_id)
         except ConfigError:

@@ -16,23 +16,10 @@ from airflow.sdk import BaseOperator, BaseSensorOperator
 TERMINAL_FAILURES = ("failed", "rejected")
 
 
-def _ledger(topology: Any) -> Any:
-    from dr_toolkit.ledger import Ledger
-    from drt_airflow.connections import credentials
+def _hook() -> Any:
+    from drt_airflow.hooks import DrtHook
 
-    creds = credentials(topology.ledger.conn_id)
-    return Ledger.open(topology.ledger.url, password=creds.password if creds else None)
-
-
-def _zk_credentials(topology: Any) -> Any:
-    """The fencing ZooKeeper's credentials through Airflow's connections (DB, secrets backend, env)."""
-    from dr_toolkit.zk.fencing import fencing_endpoint
-    from drt_airflow.connections import credentials
-
-    try:
-        return credentials(fencing_endpoint(topology).conn_id)
-    except Exception:  # noqa: BLE001 - no ZooKeeper configured: the fence step says so
-        return None
+    return DrtHook()
 
 
 def _who(context: Any) -> str:
@@ -49,19 +36,23 @@ def failover_run_id(airflow_run_id: str) -> str:
 def start_run(context: Any, *, reason: str, dry_run: bool) -> str:
     """Start (or find again, on retry) the failover run of this DAG run; return its id."""
     from dr_toolkit.failover.runbook import Runbook
-    from drt_airflow.connections import topology as load
 
-    topo = load()
-    ledger = _ledger(topo)
+    hook = _hook()
+    topo, access, ledger = hook.get_conn()
     rid = failover_run_id(str(context["dag_run"].run_id))
     if ledger.failover_run(rid) is None:
-        Runbook.start(topo, ledger, reason=reason, execute=not dry_run, run_id=rid, who=_who(context))
+        Runbook.start(topo, ledger, reason=reason, execute=not dry_run, run_id=rid, who=_who(context),
+                      access=access)
     return rid
 
 
 class FailoverStepOperator(BaseOperator):
-    """Run one runbook step (``fence_hot``, ``wait_drain``, ``final_copy``, ``final_verify``,
-    ``kafka_offsets``, ``final_gate``, ``promote_cold``, ``report``) of the run ``run_id``."""
+    """Run one runbook step (a :class:`dr_toolkit.failover.runbook.Step`) of the run ``run_id``.
+
+    With ``approval_task_id`` (the first step after the human approval) the approval
+    operator's answer is recorded first through ``Runbook.record_decision``: approve *or
+    reject*, audited with who responded and when. Approving in Airflow acknowledges the
+    metadata-lint findings listed in the approval request (the request shows each of them)."""
 
     template_fields = ("run_id",)
     ui_color = "#fde2e2"
@@ -74,21 +65,23 @@ class FailoverStepOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from dr_toolkit.failover.runbook import Runbook
-        from drt_airflow.connections import topology as load
 
-        topo = load()
-        ledger = _ledger(topo)
-        rb = Runbook.resume(topo, ledger, self.run_id, who=_who(context),
-                            zk_credentials=_zk_credentials(topo))
-        if self.approval_task_id and rb.execute:
-            answer = context["ti"].xcom_pull(task_ids=self.approval_task_id) or {}
+        topo, access, ledger = _hook().get_conn()
+        rb = Runbook.resume(topo, ledger, self.run_id, who=_who(context), access=access)
+        answer = (context["ti"].xcom_pull(task_ids=self.approval_task_id) or {}) if self.approval_task_id else {}
+        if rb.execute and answer.get("chosen_options"):  # a human answered (approve or reject)
             chosen = list(answer.get("chosen_options") or [])
             who = str(answer.get("responded_by_user") or {}).strip() or "unknown"
             if isinstance(answer.get("responded_by_user"), dict):
                 u = answer["responded_by_user"]
                 who = str(u.get("name") or u.get("id") or "unknown")
-            if rb.step_event("approval", "done") is None:
-                rb.record_approval(approved=chosen == ["Approve"], who=f"airflow:{who}")
+            if rb.step_event("approval", "done") is None and rb.step_event("approval", "rejected") is None:
+                rb.record_decision(chosen == ["Approve"], f"airflow:{who}", "answered in Airflow",
+                                   acknowledged=[f["id"] for f in rb.lint_findings()])
+            if chosen != ["Approve"]:
+                from airflow.sdk.exceptions import AirflowSkipException
+
+                raise AirflowSkipException(f"failover run {self.run_id} rejected by airflow:{who}: nothing promoted")
         res = rb.run_step(self.step)
         if self.step == "report":
             statuses = {e["action"]: e["status"] for e in rb.events() if e["status"] != "started"}
@@ -120,11 +113,9 @@ class DrainedSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         from dr_toolkit.failover.runbook import Runbook
-        from drt_airflow.connections import topology as load
 
-        topo = load()
-        rb = Runbook.resume(topo, _ledger(topo), self.run_id, who=_who(context), drain_timeout_s=0,
-                            zk_credentials=_zk_credentials(topo))
+        topo, access, ledger = _hook().get_conn()
+        rb = Runbook.resume(topo, ledger, self.run_id, who=_who(context), drain_timeout_s=0, access=access)
         if rb.execute:
             _sigs, reasons, _detail = rb.drain_state()
             if reasons:

@@ -36,8 +36,9 @@ def test_dag_shape_params_and_docs(airflow_home) -> None:
     assert "dr-toolkit" in dag.tags and "human approval" in dag.doc_md.lower()
     assert dag.params["dry_run"] is True
     assert dag.params.get_param("reason").schema["type"] == "string"
-    assert "approval" in dag.task_dict and type(dag.task_dict["approval"]).__name__ == "ApprovalOperator"
-    assert dag.task_dict["promote_cold"].upstream_task_ids == {"approval"}
+    assert "approval" in dag.task_dict and type(dag.task_dict["approval"]).__name__ == "HITLOperator"
+    assert dag.task_dict["kafka_apply"].upstream_task_ids == {"approval"}
+    assert dag.task_dict["promote_cold"].upstream_task_ids == {"kafka_apply"}
 
 
 @pytest.mark.slow
@@ -57,7 +58,7 @@ def test_dry_run_goes_through_every_step_without_changing_anything(airflow_home,
     assert row["reason"] == "quarterly drill" and row["execute"] == 0 and row["status"] == "succeeded"
 
 
-def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list) -> None:
+def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list, choice: str = "Approve") -> None:
     token = api.token()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     while not stop.is_set():
@@ -74,7 +75,7 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list)
                 continue
             url = (f"{api.url}/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
                    f"{ti['task_id']}/{ti['map_index']}/hitlDetails")
-            body = json.dumps({"chosen_options": ["Approve"], "params_input": {}}).encode()
+            body = json.dumps({"chosen_options": [choice], "params_input": {}}).encode()
             with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PATCH", headers=headers),
                                         timeout=10) as r:
                 answered.append(json.loads(r.read()))
@@ -130,3 +131,49 @@ def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_ap
     assert drained_at and drain["at"] >= drained_at[0]  # the sensor waited for the queue to drain
     approval = [e for e in ledger.audit_events(run_id=run_id) if e["action"] == "approval"]
     assert approval and approval[-1]["status"] == "done" and approval[-1]["actor"].startswith("airflow:")
+
+
+def add_db_connection(conn_id: str, conn_type: str = "generic", **fields: str) -> None:
+    """A connection stored in the Airflow metadata DB (not an AIRFLOW_CONN_* variable)."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "airflow", "connections", "add", conn_id, "--conn-type", conn_type]
+    for k, v in fields.items():
+        args += [f"--conn-{k}", v]
+    r = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy(), timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_rejected_through_the_api_is_audited_and_nothing_is_promoted(
+        airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
+    """The fencing ZooKeeper's connection exists only in Airflow's metadata DB: the whole failover
+    path resolves it through Airflow's connection API. The approver rejects through the HITL API."""
+    from tests.support.airflow import load_dag
+
+    add_db_connection("zk_failover_db")
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          zk_conn_id="zk_failover_db")
+    topo = load_topology(path)
+    hbase_world(topo, lagging=False)
+    monkeypatch.setenv("DRT_CONFIG", str(path))
+    stop, answered = threading.Event(), []
+    t = threading.Thread(target=_approve_when_asked, args=(api_server, "dr_failover", stop, answered, "Reject"),
+                         daemon=True)
+    t.start()
+    try:
+        run = load_dag("dr_failover").test(run_conf={"reason": "drill, then rejected", "dry_run": False})
+    finally:
+        stop.set()
+        t.join(15)
+    assert answered and answered[0]["chosen_options"] == ["Reject"]
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    assert tis["kafka_apply"].state == "skipped" and tis["promote_cold"].state == "skipped"
+    assert fence_of(topo)["active"] is None  # nothing promoted
+    run_id = tis["start"].xcom_pull(task_ids="start")
+    events = Ledger.open(topo.ledger.url).audit_events(run_id=run_id)
+    rejected = [e for e in events if e["action"] == "approval" and e["status"] == "rejected"]
+    assert len(rejected) == 1 and rejected[0]["actor"].startswith("airflow:") and rejected[0]["at"] > 0
+    assert Ledger.open(topo.ledger.url).failover_run(run_id)["status"] == "aborted"

@@ -27,7 +27,7 @@ def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = No
                    hdfs: list[dict[str, Any]] | None = None, hbase: list[dict[str, Any]] | None = None,
                    kafka: list[dict[str, Any]] | None = None, verify: list[dict[str, Any]] | None = None,
                    failover: dict[str, Any] | None = None, hot_extra: dict[str, Any] | None = None,
-                   cold_extra: dict[str, Any] | None = None) -> Path:
+                   cold_extra: dict[str, Any] | None = None, zk_conn_id: str | None = None) -> Path:
     tag = uuid.uuid4().hex[:8]
     (tmp_path / "hot").mkdir(exist_ok=True)
     (tmp_path / "cold").mkdir(exist_ok=True)
@@ -37,6 +37,8 @@ def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = No
         if zk:
             c["zookeeper"] = {"quorum": zk, "hbase_znode_parent": f"/hbase-{role}-{tag}",
                               "dr_root": f"/drt-{tag}", "connect_timeout_s": 3, "call_timeout_s": 3}
+            if zk_conn_id:
+                c["zookeeper"]["conn_id"] = zk_conn_id
         if kafka_addr:
             c["kafka"] = {"bootstrap_servers": kafka_addr, "timeout_s": 5}
         c.update(extra or {})

@@ -1,0 +1,92 @@
+"""Hooks: Airflow Connections → the library's one access value.
+
+``DrtHook`` is shaped like a provider's hook (``conn_name_attr``, ``default_conn_name``,
+``conn_type``, ``get_conn()``). Its own connection (``drt_default``, optional) may carry the
+topology path in its extra (``{"config": "/etc/drt/drt.yaml"}``); otherwise the Variable
+``drt_config`` or ``$DRT_CONFIG`` names it. :meth:`DrtHook.access` builds
+:class:`dr_toolkit.access.Access` whose resolver is Airflow's connection API — the metadata
+DB, ``AIRFLOW_CONN_*`` and any secrets backend — so every endpoint's ``conn_id`` in the
+topology resolves the same way in every DAG, the runbook and the DR page. A connection that
+is not defined is one clear error naming it (never a fall-back to another credential chain);
+a backend that fails is one clear error too. Built in ``execute``/``poke``, never in a
+constructor.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from dr_toolkit.secrets import Credentials
+
+
+def connection_credentials(conn_id: str) -> Credentials | None:
+    """One Airflow connection as library Credentials; None when it is not defined."""
+    from airflow.exceptions import AirflowNotFoundException
+
+    try:
+        conn: Any = BaseHook.get_connection(conn_id)  # in a task: through the task SDK's API
+    except AirflowNotFoundException:
+        # Outside a task (the DR page in the api-server, a script): the server-side lookup over
+        # the same configured stores — secrets backend, environment, metadata DB.
+        from airflow.models.connection import Connection
+
+        try:
+            conn = Connection.get_connection_from_secrets(conn_id)
+        except AirflowNotFoundException:
+            return None
+    return Credentials(login=conn.login, password=conn.password, host=conn.host, port=conn.port,
+                       extra=conn.extra_dejson or {})
+
+
+class DrtHook(BaseHook):
+    """The topology and the credentials of every endpoint it names, through Airflow."""
+
+    conn_name_attr = "drt_conn_id"
+    default_conn_name = "drt_default"
+    conn_type = "drt"
+    hook_name = "dr-toolkit"
+
+    def __init__(self, drt_conn_id: str = default_conn_name, config: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.drt_conn_id = drt_conn_id
+        self._config = config
+        self._access: Any = None
+
+    def topology_path(self) -> str | None:
+        if self._config:
+            return self._config
+        own = connection_credentials(self.drt_conn_id) if self.drt_conn_id else None
+        if own is not None and own.extra.get("config"):
+            return str(own.extra["config"])
+        from airflow.sdk import Variable
+
+        try:
+            return str(Variable.get("drt_config"))
+        except Exception:  # noqa: BLE001 - the Variable is optional; the environment decides then
+            return os.environ.get("DRT_CONFIG")
+
+    def topology(self) -> Any:
+        from dr_toolkit.topology import load_topology
+
+        return load_topology(self.topology_path())
+
+    def access(self) -> Any:
+        """The one access value: every ``conn_id`` resolved through Airflow's connection API."""
+        if self._access is None:
+            from dr_toolkit.access import Access
+
+            self._access = Access.from_resolver(connection_credentials, "Airflow connections")
+        return self._access
+
+    def ledger(self, topology: Any) -> Any:
+        from dr_toolkit.ledger import open_ledger
+
+        return open_ledger(topology, self.access())
+
+    def get_conn(self) -> Any:
+        """(topology, access, ledger): what every library entry point takes."""
+        topo = self.topology()
+        return topo, self.access(), self.ledger(topo)

@@ -1,0 +1,38 @@
+"""DrtHook: the one access value, resolved through Airflow's connection API (metadata DB first)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dr_toolkit.errors import ConfigError
+from tests.dags.test_dag_failover import add_db_connection
+from tests.support.fixtures_failover import write_topology
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _plugins_on_path(monkeypatch) -> None:
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "plugins"))
+
+
+def test_connections_in_the_metadata_db_reach_the_library(airflow_home, tmp_path) -> None:
+    from drt_airflow.hooks import DrtHook
+
+    add_db_connection("ledger_pg_db", "postgres", login="drt", password="s3cr3t-from-db", host="db.example")
+    path = write_topology(tmp_path, zk=None)
+    hook = DrtHook(config=str(path))
+    creds = hook.access().get("ledger_pg_db")
+    assert creds is not None and creds.login == "drt" and creds.password == "s3cr3t-from-db"
+    assert "s3cr3t" not in repr(creds) and hook.access().summary()["connections"] == ["ledger_pg_db"]
+    assert hook.topology().source_file == str(path)
+
+
+def test_an_undefined_connection_is_one_clear_error_never_a_fallback(airflow_home, tmp_path) -> None:
+    from drt_airflow.hooks import DrtHook
+
+    with pytest.raises(ConfigError) as e:
+        DrtHook(config=str(write_topology(tmp_path, zk=None))).access().get("no_such_conn", what="clusters.hot.s3.conn_id")
+    assert "no_such_conn" in e.value.message and "not defined in Airflow connections" in e.value.message
