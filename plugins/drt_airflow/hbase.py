@@ -22,20 +22,22 @@ log = logging.getLogger(__name__)
 
 
 def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, Any]:
-    from drt_airflow.connections import credentials, topology
+    from drt_airflow.hooks import DrtHook
 
-    topo = topology()
+    hook = DrtHook()
+    topo = hook.topology()
     name = cluster or topo.hot_name
     c = topo.clusters.get(name)
     if c is None or c.zookeeper is None:
         raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file)
-    return topo, c, credentials(zk_conn_id or c.zookeeper.conn_id)
+    creds = hook.access().get(zk_conn_id or c.zookeeper.conn_id, what=f"clusters.{name}.zookeeper.conn_id")
+    return topo, c, creds
 
 
 def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Converge the peers of the topology's HBase policies; summary fit for XCom."""
     from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
-    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.ledger import open_ledger
     from dr_toolkit.zk.client import zk_session
 
     topo, c, creds = _endpoint(cluster, zk_conn_id)
@@ -43,7 +45,7 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
     with zk_session(ep, credentials=creds) as z:
         results = converge_peers(z, peers_from_topology(topo), znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
-                                 ledger=Ledger.open(topo.ledger.url))
+                                 ledger=open_ledger(topo))
     out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
                                           "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
     log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")
@@ -53,10 +55,10 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
 def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: bool = False) -> dict[str, Any]:
     """Report (and with ``fix``, repair) protected tables lacking REPLICATION_SCOPE => 1."""
     from dr_toolkit.hbase.tables import sweep
-    from dr_toolkit.ledger import Ledger
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    topo = topology()
+    hook = DrtHook()
+    topo = hook.topology()
     c = topo.clusters[cluster or topo.hot_name]
     ns = sorted({n for p in topo.policies.hbase for n in p.namespaces})
     tables = sorted({t for p in topo.policies.hbase for t in p.tables})
@@ -67,7 +69,7 @@ def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: b
     version = c.zookeeper.hbase_version if c.zookeeper else "2.5"
     res = sweep(c.hbase_shell, namespaces=ns, tables=tables, fix=fix, dry_run=dry_run, hbase_version=version)
     if fix and not dry_run and res.lacking:
-        Ledger.open(topo.ledger.url).audit(component="hbase", action="tables.enable", dry_run=False,
+        hook.ledger(topo).audit(component="hbase", action="tables.enable", dry_run=False,
                                            status="ok" if res.fixed else "failed", target=c.hbase_shell,
                                            before=res.lacking, after={"fixed": res.fixed}, message=res.script)
     return res.to_json()

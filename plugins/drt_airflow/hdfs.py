@@ -16,23 +16,12 @@ from airflow.sdk import BaseOperator
 from dr_toolkit.errors import ProblemFound
 
 if TYPE_CHECKING:
-    from dr_toolkit.secrets import Credentials
-    from dr_toolkit.topology import Topology
+    pass
 
 log = logging.getLogger(__name__)
 _PRESETS = {"@hourly": 3600, "@daily": 86400, "@weekly": 7 * 86400, "@monthly": 28 * 86400, "@yearly": 365 * 86400}
 SUMMARY = ("target", "mode", "mode_reason", "files_total", "files_copied", "bytes_copied", "files_skipped",
            "files_deleted", "files_failed", "manifest_id", "duration_s", "fallback_count")
-
-
-def _cluster_credentials(topo: Topology) -> dict[str, Credentials | None]:
-    from drt_airflow.connections import credentials
-
-    out: dict[str, Credentials | None] = {}
-    for name, c in topo.clusters.items():
-        conn_id = (c.hdfs.conn_id if c.hdfs else None) or (c.s3.conn_id if c.s3 else None)
-        out[name] = credentials(conn_id)
-    return out
 
 
 def _due(schedule: str | None, last_finished: float | None, now: float) -> bool:
@@ -51,10 +40,10 @@ def _due(schedule: str | None, last_finished: float | None, now: float) -> bool:
 
 def policy_names(only: str | None = None, all_policies: bool = False) -> list[str]:
     """HDFS policies to run now: ``only`` when given, else every policy whose schedule is due."""
-    from dr_toolkit.ledger import Ledger
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    topo = topology()
+    hook = DrtHook()
+    topo = hook.topology()
     names = [p.name for p in topo.policies.hdfs]
     if only:
         if only not in names:
@@ -63,7 +52,7 @@ def policy_names(only: str | None = None, all_policies: bool = False) -> list[st
         return [only]
     if all_policies:
         return names
-    ledger = Ledger.open(topo.ledger.url)
+    ledger = hook.ledger(topo)
     now = time.time()
     due = []
     for p in topo.policies.hdfs:
@@ -77,13 +66,10 @@ def policy_names(only: str | None = None, all_policies: bool = False) -> list[st
 def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None) -> dict[str, Any]:
     """Run one policy (all its targets); a summary fit for XCom. Raises when files failed."""
     from dr_toolkit.copy.api import replicate_policy
-    from dr_toolkit.ledger import Ledger
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    topo = topology()
-    ledger = Ledger.open(topo.ledger.url)
-    results = replicate_policy(topo, policy, ledger, dry_run=dry_run, engine=engine,
-                               credentials=_cluster_credentials(topo))
+    topo, access, ledger = DrtHook().get_conn()
+    results = replicate_policy(topo, policy, ledger, dry_run=dry_run, engine=engine, access=access)
     rows = []
     for r in results:
         d = r.to_json()

@@ -23,14 +23,16 @@ log = logging.getLogger(__name__)
 
 def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> dict[str, Any]:
     """Credentials (per role) and bootstrap overrides from the Kafka connections."""
-    from drt_airflow.connections import credentials, topology
+    from drt_airflow.hooks import DrtHook, connection_credentials
 
-    topo = topology()
+    hook = DrtHook()
+    topo = hook.topology()
     creds: dict[str, Any] = {}
     boots: dict[str, str | None] = {"hot": None, "cold": None}
     for role, conn_id in (("hot", hot_conn_id), ("cold", cold_conn_id)):
         endpoint = (topo.hot if role == "hot" else topo.cold).kafka
-        c = credentials(conn_id or (endpoint.conn_id if endpoint else None))
+        cid = conn_id or (endpoint.conn_id if endpoint else None)
+        c = hook.access().get(cid) if cid else None
         creds[role] = c
         if c is not None and c.extra.get("bootstrap.servers"):
             boots[role] = str(c.extra["bootstrap.servers"])
@@ -43,7 +45,7 @@ def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> dict[str
         endpoint = (topo.hot if role == "hot" else topo.cold).kafka
         if endpoint is not None and endpoint.conn_id and creds[role] is not None:
             override[endpoint.conn_id] = creds[role]
-    access = Access.from_resolver(lambda cid: override.get(cid) or credentials(cid), "Airflow connections")
+    access = Access.from_resolver(lambda cid: override.get(cid) or connection_credentials(cid), "Airflow connections")
     return {"topology": topo, "access": access, "source_bootstrap": boots["hot"],
             "target_bootstrap": boots["cold"]}
 
@@ -51,10 +53,10 @@ def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> dict[str
 def run_checkpoint(groups: Sequence[str] | None = None, hot_conn_id: str | None = None) -> dict[str, Any]:
     """Checkpoint the groups; returns a summary fit for XCom (no record data, no secrets)."""
     from dr_toolkit.kafka import api
-    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.ledger import open_ledger
 
     a = _cluster_args(hot_conn_id, None)
-    ledger = Ledger.open(a["topology"].ledger.url)
+    ledger = open_ledger(a["topology"], a["access"])
     out = api.checkpoint(a["topology"], ledger, groups=list(groups) if groups else None,
                          access=a["access"], source_bootstrap=a["source_bootstrap"])
     no_commit = sum(1 for r in out["partitions"] if r["committed_offset"] is None)
@@ -105,10 +107,10 @@ class KafkaRemapOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from dr_toolkit.kafka import api
-        from dr_toolkit.ledger import Ledger
+        from dr_toolkit.ledger import open_ledger
 
         a = _cluster_args(self.hot_conn_id, self.cold_conn_id)
-        return api.remap(a["topology"], Ledger.open(a["topology"].ledger.url), self.group, apply=self.apply,
+        return api.remap(a["topology"], open_ledger(a["topology"], a["access"]), self.group, apply=self.apply,
                          force=self.force, target_bootstrap=a["target_bootstrap"], run_id=self.run_id,
                          access=a["access"])
 

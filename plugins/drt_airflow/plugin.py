@@ -73,12 +73,10 @@ def status() -> dict[str, Any]:
     else:
         try:
             from dr_toolkit.failover.gate import check
-            from dr_toolkit.ledger import Ledger
-            from dr_toolkit.topology import load_topology
+            from drt_airflow.hooks import DrtHook
 
-            topo = load_topology(path)
-            ledger = Ledger.open(topo.ledger.url)
-            doc["gate"] = check(topo, ledger).to_json()
+            topo, access, ledger = DrtHook(config=path).get_conn()
+            doc["gate"] = check(topo, ledger, access=access).to_json()
             doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
                                                             "badrows", "finished_at", "report_path")}
                                      for r in ledger.verify_reports(limit=10)]

@@ -24,9 +24,9 @@ SUMMARY_FIELDS = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_P
 
 def policy_names(only: list[str] | None = None) -> list[str]:
     """The verify policies of the topology (all, or those of ``only`` that exist)."""
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    names = [p.name for p in topology().policies.verify]
+    names = [p.name for p in DrtHook().topology().policies.verify]
     if only:
         missing = sorted(set(only) - set(names))
         if missing:
@@ -37,13 +37,11 @@ def policy_names(only: list[str] | None = None) -> list[str]:
 
 def run_policy(name: str) -> dict[str, Any]:
     """Run the verify policy ``name``; return a summary fit for XCom."""
-    from dr_toolkit.ledger import Ledger
     from dr_toolkit.verify.api import verify_policy
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    topo = topology()
-    ledger = Ledger.open(topo.ledger.url)
-    result = verify_policy(topo, name, ledger)
+    topo, access, ledger = DrtHook().get_conn()
+    result = verify_policy(topo, name, ledger, access=access)
     out = {k: v for k, v in result.to_json().items() if k in SUMMARY_FIELDS}
     log.info("verify %s: GOODROWS=%d BADROWS=%d (only in source %d, only in peer %d, content %d); report %s",
              name, out["GOODROWS"], out["BADROWS"], out["ONLY_IN_SOURCE_TABLE_ROWS"],
@@ -78,10 +76,9 @@ class VerifyOperator(BaseOperator):
 
 def latest_reports(names: list[str]) -> dict[str, Any]:
     """The newest ledger report per policy: what the run produced, for the summary task."""
-    from dr_toolkit.ledger import Ledger
-    from drt_airflow.connections import topology
+    from drt_airflow.hooks import DrtHook
 
-    ledger = Ledger.open(topology().ledger.url)
+    _topo, _access, ledger = DrtHook().get_conn()
     out: dict[str, Any] = {}
     for n in names:
         rows = ledger.verify_reports(name=n, limit=1)
