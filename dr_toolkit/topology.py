@@ -256,6 +256,9 @@ class Failover(_Model):
                                  "(runbook `who` / Airflow user names); empty: anyone who can run the runbook")
     clock_skew_s: float = Field(default=0.0, ge=0, description="bound on the clock skew between the hosts "
                                 "running drt (the fencing host vs the checking host); 0 when one host runs both")
+    rpo_slo_s: float | None = Field(default=None, gt=0, description="recovery point objective: the largest "
+                                    "age (seconds) of the recovery point the DR view and the scheduled DAGs accept "
+                                    "before they report a breach; None: no SLO")
 
 
 class Topology(_Model):
