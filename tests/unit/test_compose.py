@@ -40,8 +40,7 @@ def test_full_stack_services_present() -> None:
         assert _image(f"datanode-{side}").startswith("apache/hadoop:3")
         assert SERVICES[f"namenode-{side}"]["environment"]["HDFS-SITE.XML_dfs.webhdfs.enabled"] == "true"
     assert _image("minio").startswith("minio/minio")
-    assert _image("spark-master").startswith("apache/spark:")
-    assert "spark://spark-master:7077" in SERVICES["spark-worker"]["command"]
+    assert "spark://spark-master:7077" in " ".join(SERVICES["spark-worker"]["command"])
 
 
 def test_published_ports_do_not_clash() -> None:
@@ -82,3 +81,42 @@ def test_connections_named_in_topology_are_defined() -> None:
                 if ep is not None and ep.conn_id}
     for conn_id in conn_ids:
         assert f"AIRFLOW_CONN_{conn_id.upper()}" in env, conn_id
+
+
+def _env(name: str) -> dict[str, str]:
+    env = SERVICES[name].get("environment") or {}
+    return {k: str(v) for k, v in env.items()}
+
+
+AIRFLOW_SERVICES = ["airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+                    "airflow-triggerer"]
+
+
+def test_airflow_services_share_jwt_secret_and_config() -> None:
+    envs = [_env(n) for n in AIRFLOW_SERVICES]
+    assert all(e == envs[0] for e in envs), "every Airflow service gets the same environment"
+    for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
+        value = envs[0][key]
+        assert value.startswith("${") and ":?" in value, f"{key} must come from .env and be required"
+
+
+def test_spark_matches_airflow_image_and_has_the_library() -> None:
+    airflow_image = SERVICES["airflow-scheduler"]["image"]
+    for name in ("spark-master", "spark-worker"):
+        assert SERVICES[name]["image"] == airflow_image, f"{name} runs the Airflow image (Python, pyspark, dr_toolkit)"
+        assert "pyspark" in " ".join(SERVICES[name]["command"])
+
+
+def test_datanode_ports_published_and_distinct() -> None:
+    hot = SERVICES["datanode-hot"]
+    cold = SERVICES["datanode-cold"]
+    assert hot["ports"] == ["9864:9864"]
+    assert cold["ports"] == ["9865:9865"]
+    assert _env("datanode-cold")["HDFS-SITE.XML_dfs.datanode.http.address"].endswith(":9865")
+
+
+def test_admin_password_file_is_on_a_shared_volume() -> None:
+    path = _env("airflow-apiserver")["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    mounts = [m.split(":") for m in SERVICES["airflow-apiserver"]["volumes"]]
+    assert any(path.startswith(target + "/") and source in COMPOSE["volumes"] for source, target, *_ in mounts)
+    assert "admin / admin" not in (REPO / "docker-compose.yml").read_text()
