@@ -27,6 +27,7 @@ hadoop-shim: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/deptry .
 
 typecheck: lint
 
