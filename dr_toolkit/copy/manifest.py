@@ -1,8 +1,16 @@
-"""Manifests: what a target holds after a run, one JSON line per file (gzip), stored next to
-the target under ``<target>/.drt/manifests/<id>.jsonl.gz`` and indexed in the ledger.
+"""Manifests: what a target holds after a run, one JSON line per file (gzip), stored in the
+copy state location (:mod:`dr_toolkit.copy.state`) — never under the target — and indexed in
+the ledger.
 
-Each line: ``{"p": rel path, "s": size, "m": source mtime, "c": "ALGO:hex" | null,
-"tm": target mtime after commit}``. The first line is a header with the run's metadata.
+Each line: ``{"p": rel path, "s": size, "m": source mtime, "v": source change token,
+"sc": the source's own checksum when the bytes were copied ("ALGO:hex"), "c": CRC32C of the
+bytes written ("COMPOSITE-CRC32C:hex"), "tm": target mtime after commit, "tv": target change
+token, "o": 1 when the source was open for write (copied up to its visible length)}``.
+The first line is a header with the run's metadata.
+
+``sc`` and ``c`` are recorded for the same bytes: a later run proves a file unchanged by
+comparing the source's checksum *now* with ``sc`` (same algorithm, same file) and the
+target's with ``c`` — like with like, whatever checksum the source cluster answers.
 """
 
 from __future__ import annotations
@@ -14,18 +22,23 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-
-from dr_toolkit.fs.base import INTERNAL_DIR, FileSystem, tmp_name
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     size: int
     mtime: float
-    checksum: str | None = None
+    checksum: str | None = None  # CRC32C of the bytes the target holds ("COMPOSITE-CRC32C:hex")
     tmtime: float | None = None  # the target file's mtime when this entry was recorded
+    version: str | None = None  # the source's change token when copied
+    schecksum: str | None = None  # the source's own checksum of the same bytes
+    tversion: str | None = None  # the target's change token after commit
+    open: bool = False  # the source was open for write: copied up to its visible length
+
+    def with_target(self, tmtime: float | None, tversion: str | None) -> Entry:
+        return replace(self, tmtime=tmtime, tversion=tversion)
 
 
 Entries = dict[str, Entry]
@@ -37,10 +50,6 @@ def new_manifest_id() -> str:
     return f"manifest-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(ns // 10**9))}.{ns % 10**9:09d}-{uuid.uuid4().hex[:6]}"
 
 
-def manifest_path(fs: FileSystem, target_root: str, manifest_id: str) -> str:
-    return fs.join(target_root, f"{INTERNAL_DIR}/manifests/{manifest_id}.jsonl.gz")
-
-
 def encode(entries: Entries, header: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3, mtime=0) as gz:
@@ -49,7 +58,16 @@ def encode(entries: Entries, header: dict[str, Any]) -> bytes:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         for p in sorted(entries):
             e = entries[p]
-            w.write(dumps({"p": p, "s": e.size, "m": e.mtime, "c": e.checksum, "tm": e.tmtime}).encode() + b"\n")
+            d: dict[str, Any] = {"p": p, "s": e.size, "m": e.mtime, "c": e.checksum, "tm": e.tmtime}
+            if e.version is not None:
+                d["v"] = e.version
+            if e.schecksum is not None:
+                d["sc"] = e.schecksum
+            if e.tversion is not None:
+                d["tv"] = e.tversion
+            if e.open:
+                d["o"] = 1
+            w.write(dumps(d).encode() + b"\n")
         w.flush()
     return buf.getvalue()
 
@@ -63,7 +81,8 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
         if "header" in d:
             header = d["header"]
             continue
-        out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"))
+        out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"), d.get("v"), d.get("sc"), d.get("tv"),
+                            bool(d.get("o")))
     return header, out
 
 
@@ -72,23 +91,5 @@ def _lines(data: bytes) -> Iterator[bytes]:
         yield from io.BufferedReader(gz, buffer_size=1 << 20)
 
 
-def write_manifest(fs: FileSystem, target_root: str, manifest_id: str, entries: Entries,
-                   header: dict[str, Any]) -> tuple[str, str]:
-    """Write the manifest atomically (temporary name, then rename); return (path, sha256 digest)."""
-    data = encode(entries, header)
-    path = manifest_path(fs, target_root, manifest_id)
-    tmp = tmp_name(path, manifest_id)
-    fs.write(tmp, [data])
-    fs.rename(tmp, path)
-    return path, hashlib.sha256(data).hexdigest()
-
-
-def read_manifest(fs: FileSystem, path: str, digest: str | None = None) -> tuple[dict[str, Any], Entries] | None:
-    """The manifest at ``path``; None when it is missing or does not match ``digest``."""
-    try:
-        data = fs.read_all(path)
-    except FileNotFoundError:
-        return None
-    if digest and hashlib.sha256(data).hexdigest() != digest:
-        return None
-    return decode(data)
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -162,6 +162,9 @@ class FileSystem:
     cheap_checksum = False
     #: True when rename() replaces an existing file in one step (no moment without the file)
     supports_atomic_replace = False
+    #: True when a write becomes visible only once complete (S3 multipart): the copy engine then
+    #: writes straight to the final name through write_verified() instead of temp + rename
+    writes_in_place = False
 
     # -- paths ---------------------------------------------------------------------------------
     def join(self, base: str, rel: str) -> str:
@@ -210,6 +213,16 @@ class FileSystem:
         return the bytes written. ``block_size``/``bytes_per_checksum``: HDFS create parameters
         (ignored where they mean nothing); ``size_hint``: the expected length (S3 part sizes)."""
         raise NotImplementedError
+
+    def write_verified(self, path: str, chunks: Iterable[bytes], before_commit: Callable[[int], None], *,
+                       size_hint: int | None = None) -> int:
+        """Only where :attr:`writes_in_place`: write ``path``, calling ``before_commit(n)`` after the
+        last byte and before the object becomes visible; if it raises, nothing becomes visible."""
+        raise NotImplementedError
+
+    def list_snapshots(self, path: str) -> list[str]:
+        """Names of the snapshots of ``path`` (HDFS: LISTSTATUS of ``<path>/.snapshot``); [] when unknown."""
+        return []
 
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst`` (parents created). A file ``dst`` is replaced — atomically
