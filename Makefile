@@ -5,9 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup system venv lint typecheck test demo lock clean bench
+.PHONY: setup system venv hadoop-shim lint typecheck test demo lock clean bench
 
-setup: system venv
+setup: system venv hadoop-shim
 
 system:
 	@bash scripts/setup-system.sh
@@ -19,6 +19,10 @@ $(STAMP): requirements.in constraints.txt pyproject.toml
 	@[ -x $(PY) ] || uv venv -q $(VENV) -p python3.11
 	VIRTUAL_ENV=$(VENV) uv pip install -q -r requirements.in -c constraints.txt -e .
 	@touch $(STAMP)
+
+# the JAX-RS runtime pyspark's Hadoop WebHDFS client lacks (see dr_toolkit/spark/hadoop.py)
+hadoop-shim: venv
+	@PY=$(PY) bash scripts/build-hadoop-jaxrs-shim.sh
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -38,7 +38,11 @@ class HdfsEndpoint(_Model):
     user: str | None = None
     kerberos: bool = False
     conn_id: str | None = Field(default=None, description="Airflow connection (type webhdfs) with credentials")
-    timeout_s: float = 30.0
+    timeout_s: float = Field(default=30.0, gt=0, description="seconds every WebHDFS request may take")
+    nameservice: str | None = Field(default=None, description="HDFS nameservice id Spark's Hadoop client uses "
+                                                              "(hdfs://<nameservice>/...); default: the cluster name")
+    rpc_addresses: list[str] = Field(default_factory=list, description="NameNode RPC host:port (8020), one per "
+                                                                       "namenode: Spark reads hdfs:// through them")
 
     @field_validator("namenodes")
     @classmethod
@@ -47,6 +51,22 @@ class HdfsEndpoint(_Model):
             p = urlparse(url)
             if p.scheme not in ("http", "https") or not p.hostname:
                 raise ValueError(f"namenode {url!r} must be an http(s)://host:port WebHDFS URL")
+        return v
+
+    @field_validator("rpc_addresses")
+    @classmethod
+    def _rpc(cls, v: list[str]) -> list[str]:
+        for addr in v:
+            host, _, port = addr.rpartition(":")
+            if not host or "/" in addr or not port.isdigit():
+                raise ValueError(f"rpc address {addr!r} must be host:port (e.g. nn1.example.com:8020)")
+        return v
+
+    @field_validator("nameservice")
+    @classmethod
+    def _ns(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_\-]*", v):
+            raise ValueError(f"nameservice {v!r} must be letters, digits, '_' and '-'")
         return v
 
 

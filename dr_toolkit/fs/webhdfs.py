@@ -1,9 +1,27 @@
 """HDFS through WebHDFS (the ``hdfs`` package): several namenodes fail over by themselves
-(StandbyException → next namenode), Kerberos as an option, snapshots and GETSNAPSHOTDIFF.
+(StandbyException, refused connection or timeout → next namenode), Kerberos as an option,
+snapshots and GETSNAPSHOTDIFF. Every request carries ``timeout_s``.
 
-Checksums: GETFILECHECKSUM as the namenode answers it. ``COMPOSITE-CRC32C`` (HDFS with
-``dfs.checksum.combine.mode=COMPOSITE_CRC``) and ``MD5`` are layout-independent; the default
-``MD5-of-xMD5-of-yCRC32C`` depends on block size and is only compared with the same algorithm.
+**Checksums, as a real cluster answers them.** Over WebHDFS the NameNode redirects
+GETFILECHECKSUM to a DataNode, whose handler always computes HDFS's default
+``MD5-of-<crcPerBlock>MD5-of-<bytesPerCRC>CRC32C`` (the REST call has no combine-mode
+parameter; only HttpFS honours ``dfs.checksum.combine.mode=COMPOSITE_CRC``). That value
+depends on the file's block size and bytes-per-checksum, and HDFS names it with both
+(``crcPerBlock`` = blockSize/bytesPerCRC, 0 for a single-block file), so :meth:`checksum`
+returns it under that exact name and the copy layer compares it only with a checksum of the
+same name (:meth:`Checksum.comparable`): HDFS→HDFS with the source's block size preserved
+on create (:meth:`write` ``block_size``) and the same bytes-per-checksum on both clusters,
+or against :class:`dr_toolkit.fs.hdfs_checksum.Md5Md5Crc32c` computed while streaming.
+``COMPOSITE-CRC32C`` is returned only when the server says so (HttpFS).
+
+**Open files.** A file open for write has no checksum yet: HDFS answers ``Fail to get
+checksum, since file … is under construction``; :meth:`checksum` raises
+:class:`UnderConstruction` with the visible length (what GETFILESTATUS and OPEN show now).
+
+**Atomic replace.** :meth:`rename` is one ``RENAME`` with ``renameoptions=OVERWRITE``
+(HDFS's ``rename2``): there is no moment without the target file.
+
+**Snapshot diffs** keep HDFS's semantics (see :meth:`snapshot_diff`).
 """
 
 from __future__ import annotations
@@ -14,12 +32,24 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, DiffEntry, FileStatus, FileSystem
+from dr_toolkit.fs.base import (
+    CHUNK,
+    TMP_PREFIX,
+    Checksum,
+    DiffEntry,
+    FileStatus,
+    FileSystem,
+    Skipped,
+    UnderConstruction,
+)
 
 if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.fs.uri import Location
     from dr_toolkit.secrets import Credentials
 
 _DIFF_TYPES = {"CREATE": "+", "DELETE": "-", "MODIFY": "M", "RENAME": "R"}
+UNDER_CONSTRUCTION = "is under construction"
 
 
 def _client_class(kerberos: bool) -> Any:
@@ -33,6 +63,7 @@ def _client_class(kerberos: bool) -> Any:
 
     class DrtClient(base):  # type: ignore[misc]
         _get_snapshot_diff = _Request("GET")
+        _rename2 = _Request("PUT")  # op name from the attribute: RENAME (digits dropped)
 
     return DrtClient
 
@@ -44,17 +75,37 @@ class WebHdfsFileSystem(FileSystem):
     supports_permissions = True
     supports_snapshots = True
     cheap_checksum = True
+    supports_atomic_replace = True
 
     def __init__(self, namenodes: Sequence[str], *, user: str | None = None, kerberos: bool = False,
                  timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:
         if not namenodes:
             raise ConfigError("WebHDFS filesystem without namenodes", hint="list hdfs.namenodes in the topology")
+        if timeout_s <= 0:
+            raise ConfigError(f"WebHDFS timeout must be positive, got {timeout_s}", hint="set hdfs.timeout_s")
         self.namenodes = list(namenodes)
+        self.timeout_s = timeout_s
         user = user or (credentials.login if credentials else None)
         cls = _client_class(kerberos)
         url = ";".join(self.namenodes)
         self.client = cls(url, timeout=timeout_s) if kerberos else cls(url, user=user or "hdfs", timeout=timeout_s)
+        if credentials is not None and credentials.password and not kerberos:
+            # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
+            self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
 
+    @classmethod
+    def from_location(cls, loc: Location, access: Access | None = None) -> WebHdfsFileSystem:
+        """The filesystem of a resolved ``webhdfs`` location, credentials from ``access``
+        (the cluster's ``hdfs.conn_id``; a named but undefined connection is a ConfigError)."""
+        from dr_toolkit.access import default_access
+
+        cfg = loc.cluster_config
+        h = cfg.hdfs if cfg else None
+        creds = default_access(access).for_endpoint(h, f"clusters.{loc.cluster}.hdfs.conn_id") if h else None
+        return cls(loc.namenodes, user=h.user if h else None, kerberos=bool(h and h.kerberos),
+                   timeout_s=h.timeout_s if h else 30.0, credentials=creds)
+
+    # -- errors ------------------------------------------------------------------------------------
     @contextmanager
     def _errors(self, path: str) -> Iterator[None]:
         import requests
@@ -64,33 +115,46 @@ class WebHdfsFileSystem(FileSystem):
             yield
         except HdfsError as exc:
             exc_name = getattr(exc, "exception", "") or ""
-            if exc_name == "FileNotFoundException" or "does not exist" in str(exc) or "not found" in str(exc):
-                raise FileNotFoundError(f"{path}: {exc}") from None
+            text = str(exc)
+            if exc_name == "FileNotFoundException" or "does not exist" in text or "not found" in text:
+                raise FileNotFoundError(f"{path}: {text}") from None
             if exc_name == "StandbyException":
                 raise UnreachableError(f"no active namenode among {', '.join(self.namenodes)}",
                                        where=path, hint="check the namenodes' HA state") from None
-            raise OSError(f"WebHDFS {path}: {exc}") from None
+            if UNDER_CONSTRUCTION in text:
+                raise UnderConstruction(path, None, f"{path} is open for write (under construction)") from None
+            raise OSError(f"WebHDFS {path}: {exc_name + ': ' if exc_name else ''}{text}") from None
         except (requests.ConnectionError, requests.Timeout) as exc:
-            raise UnreachableError(f"WebHDFS unreachable ({type(exc).__name__})",
+            raise UnreachableError(f"WebHDFS unreachable ({type(exc).__name__}, timeout {self.timeout_s:g} s)",
                                    where=", ".join(self.namenodes),
                                    hint="check that a namenode is up and its WebHDFS port is open") from None
 
+    # -- listing -----------------------------------------------------------------------------------
     @staticmethod
     def _status(path: str, d: dict[str, Any]) -> FileStatus:
+        is_dir = d.get("type") == "DIRECTORY"
+        file_id = d.get("fileId")
         return FileStatus(path, int(d.get("length", 0)), int(d.get("modificationTime", 0)) / 1000.0,
-                          d.get("type") == "DIRECTORY", d.get("permission"))
+                          is_dir, d.get("permission"), str(file_id) if file_id is not None else None,
+                          None if is_dir else (int(d["blockSize"]) if d.get("blockSize") else None))
 
     def _list(self, path: str) -> list[tuple[str, dict[str, Any]]]:
         with self._errors(path):
             return list(self.client.list(path, status=True))
 
-    def _walk(self, root: str, want_tmp: bool) -> Iterator[FileStatus]:
-        top = self.stat(root)
+    def _walk(self, root: str, want_tmp: bool, skipped: Skipped | None = None,
+              dirs: list[str] | None = None) -> Iterator[FileStatus]:
+        with self._errors(root):
+            top = self.client.status(root, strict=False)
         if top is None:
             return
-        if not top.is_dir:
-            if not want_tmp:
-                yield top
+        if top.get("type") != "DIRECTORY":
+            if top.get("type") == "SYMLINK":
+                if skipped and not want_tmp:
+                    skipped(root, "symlink")
+                return
+            if posixpath.basename(root).startswith(TMP_PREFIX) == want_tmp:
+                yield self._status(root, top)
             return
         stack = [root]
         while stack:
@@ -99,16 +163,34 @@ class WebHdfsFileSystem(FileSystem):
                 entries = self._list(d)
             except FileNotFoundError:
                 continue
+            if not entries and d != root and skipped and not want_tmp:
+                skipped(d, "empty directory")
             for name, st in entries:
                 p = posixpath.join(d, name)
-                if st.get("type") == "DIRECTORY":
-                    if not (name == INTERNAL_DIR and d == root):
-                        stack.append(p)
-                elif name.startswith(TMP_PREFIX) == want_tmp:
+                kind = st.get("type")
+                if kind == "DIRECTORY":
+                    stack.append(p)
+                    if dirs is not None:
+                        dirs.append(p)
+                elif kind == "SYMLINK":
+                    if skipped and not want_tmp:
+                        skipped(p, "symlink")
+                elif name.startswith(TMP_PREFIX):
+                    if want_tmp:
+                        yield self._status(p, st)
+                    elif skipped:
+                        skipped(p, "named like a temporary file")
+                elif not want_tmp:
                     yield self._status(p, st)
 
-    def list_files(self, root: str) -> Iterator[FileStatus]:
-        return self._walk(root, want_tmp=False)
+    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+        return self._walk(root, want_tmp=False, skipped=skipped)
+
+    def list_dirs(self, root: str) -> Iterator[str]:
+        dirs: list[str] = []
+        for _ in self._walk(root, want_tmp=True, dirs=dirs):
+            pass
+        return iter(dirs)
 
     def list_tmp(self, root: str) -> Iterator[str]:
         return (s.path for s in self._walk(root, want_tmp=True))
@@ -118,20 +200,38 @@ class WebHdfsFileSystem(FileSystem):
             d = self.client.status(path, strict=False)
         return None if d is None else self._status(path, d)
 
+    # -- checksums ---------------------------------------------------------------------------------
     def checksum(self, path: str) -> Checksum | None:
-        with self._errors(path):
-            d = self.client.checksum(path)
-        if not d or not d.get("bytes"):
+        """GETFILECHECKSUM under the algorithm name the server gives (see the module doc).
+        Raises :class:`UnderConstruction` (with the visible length) for a file open for write."""
+        try:
+            with self._errors(path):
+                d = self.client.checksum(path)
+        except UnderConstruction:
+            st = self.stat(path)
+            raise UnderConstruction(path, st.size if st else None,
+                                    f"{path} is open for write (under construction): no checksum until it is "
+                                    "closed") from None
+        if not d or not d.get("bytes") or not d.get("algorithm"):
             return None
-        return Checksum(str(d["algorithm"]), str(d["bytes"]).lower())
+        value = str(d["bytes"]).lower()
+        n = d.get("length")
+        if isinstance(n, int) and 0 < n * 2 < len(value):
+            value = value[: n * 2]
+        return Checksum(str(d["algorithm"]), value)
 
+    # -- data --------------------------------------------------------------------------------------
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
              ) -> Iterator[bytes]:
         with self._errors(path), self.client.read(path, offset=offset, length=length,
                                                   chunk_size=chunk_size) as reader:
             yield from reader
 
-    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False) -> int:
+    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
+              bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
+        """CREATE (overwriting) or APPEND through the datanode redirect. ``block_size`` is
+        passed as ``blocksize=``; ``bytes_per_checksum`` cannot be chosen over WebHDFS (the
+        datanode's ``dfs.bytes-per-checksum`` applies) and is ignored; so is ``size_hint``."""
         n = 0
 
         def counted() -> Iterator[bytes]:
@@ -144,18 +244,30 @@ class WebHdfsFileSystem(FileSystem):
             if append:
                 self.client.write(path, data=counted(), append=True)
             else:
-                self.client.write(path, data=counted(), overwrite=True)
+                self.client.write(path, data=counted(), overwrite=True, blocksize=block_size or None)
         return n
 
     def rename(self, src: str, dst: str) -> None:
-        with self._errors(src):
-            existing = self.client.status(dst, strict=False)
-            if existing is not None:
-                if existing.get("type") == "DIRECTORY":
-                    raise ConfigError(f"cannot replace directory {dst} with a file", hint="remove it first")
-                self.client.delete(dst)
-            self.client.makedirs(posixpath.dirname(dst) or "/")
-            self.client.rename(src, dst)
+        """One ``RENAME … renameoptions=OVERWRITE``: a file ``dst`` is replaced atomically; a
+        directory ``dst`` raises IsADirectoryError; missing parents of ``dst`` are created."""
+        from hdfs.util import HdfsError
+
+        dest = self.client.resolve(dst)
+        for attempt in range(2):
+            try:
+                with self._errors(src):
+                    try:
+                        self.client._rename2(src, destination=dest, renameoptions="OVERWRITE")
+                        return
+                    except HdfsError as exc:
+                        text = str(exc)
+                        if "must both be directories" in text or "directory is not empty" in text:
+                            raise IsADirectoryError(f"cannot replace directory {dst} with a file") from None
+                        if attempt == 0 and "destination parent" in text and "not found" in text:
+                            raise _MissingParent from None
+                        raise
+            except _MissingParent:
+                self.mkdirs(posixpath.dirname(dst) or "/")
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         with self._errors(path):
@@ -173,6 +285,7 @@ class WebHdfsFileSystem(FileSystem):
         with self._errors(path):
             self.client.set_permission(path, permission)
 
+    # -- snapshots ---------------------------------------------------------------------------------
     def is_snapshottable(self, path: str) -> bool:
         with self._errors(path):
             d = self.client.status(path, strict=False)
@@ -190,11 +303,21 @@ class WebHdfsFileSystem(FileSystem):
         return self.stat(self.snapshot_path(path, name)) is not None
 
     def snapshot_diff(self, path: str, from_snapshot: str, to_snapshot: str) -> list[DiffEntry]:
+        """GETSNAPSHOTDIFF as HDFS reports it, in HDFS's order, untranslated:
+
+        - ``M`` entries for directories whose children changed (the snapshot root as ``""``)
+          come first in each section, then ``+`` creates, then ``-`` deletes and ``R`` renames;
+        - paths are relative to the snapshot root and name the **earlier** location: a
+          create/modify/delete inside a renamed directory carries the directory's old path
+          (DistCpSync translates these through the renames);
+        - ``R`` carries the earlier source and the later target;
+        - a created directory is one ``+`` (its contents are not listed), a deleted one one ``-``.
+        """
         with self._errors(path):
             res = self.client._get_snapshot_diff(path, oldsnapshotname=from_snapshot, snapshotname=to_snapshot)
         out = []
         for d in res.json()["SnapshotDiffReport"]["diffList"]:
-            src = d.get("sourcePath", "")
+            src = d.get("sourcePath") or ""
             tgt = d.get("targetPath")
             out.append(DiffEntry(_DIFF_TYPES.get(d["type"], d["type"]), src.strip("/"),
                                  tgt.strip("/") if tgt else None))
@@ -202,3 +325,7 @@ class WebHdfsFileSystem(FileSystem):
 
     def close(self) -> None:
         self.client._session.close()
+
+
+class _MissingParent(Exception):
+    """Internal: RENAME's destination parent does not exist yet."""

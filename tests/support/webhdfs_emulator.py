@@ -1,17 +1,43 @@
 """A small WebHDFS REST emulator over a temporary directory (test support, never product).
 
-It follows the Hadoop WebHDFS REST API (hadoop-project-dist/hadoop-hdfs/WebHDFS.html):
-``/webhdfs/v1/<path>?op=...`` with JSON bodies and ``RemoteException`` errors, the two-step
-CREATE/APPEND (307 to a "datanode" URL, then the data), OPEN with offset/length (307 too),
-LISTSTATUS, GETFILESTATUS, MKDIRS, RENAME, DELETE, GETFILECHECKSUM, SETTIMES, SETPERMISSION,
-ALLOWSNAPSHOT, CREATESNAPSHOT, DELETESNAPSHOT, GETSNAPSHOTDIFF (inode-based rename detection
-as HDFS does), and ``<dir>/.snapshot/<name>/...`` reads. A namenode may be put in standby:
-it then answers every call with ``StandbyException`` (403) so clients fail over.
+It answers what a real NameNode + DataNode pair answers over WebHDFS (read against Hadoop's
+``NamenodeWebHdfsMethods``, the DataNode's ``WebHdfsHandler``, ``JsonUtil``, ``DFSClient``'s
+checksum code and ``SnapshotDiffInfo``); ``tests/integration/test_hadoop_client_conformance.py``
+drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
 
-GETFILECHECKSUM answers ``COMPOSITE-CRC32C`` (what HDFS answers with
-``dfs.checksum.combine.mode=COMPOSITE_CRC``: the CRC32C of the whole content); with
-``layout_checksum=True`` it answers HDFS's default block-layout-dependent algorithm name
-(``MD5-of-0MD5-of-512CRC32C``) to exercise the size+mtime fallback.
+- ``/webhdfs/v1/<path>?op=...`` with JSON bodies and ``RemoteException`` errors.
+- Two namenodes over one namespace (the first in standby by default: it answers every call
+  with ``StandbyException``, as an HA pair does) and one **datanode** on its own port: OPEN,
+  CREATE, APPEND and GETFILECHECKSUM answer ``307 Temporary Redirect`` to the datanode, which
+  serves the bytes (``namenoderpcaddress=`` in the redirect, as HDFS does).
+- GETFILECHECKSUM answers ``MD5-of-<crcPerBlock>MD5-of-<bytesPerCRC>CRC32C`` computed the way
+  HDFS computes it for the file's block size: per block the MD5 of the big-endian CRC32C of
+  every ``bytesPerCRC`` chunk, then the MD5 of the block MD5s; ``crcPerBlock`` is
+  ``blockSize/bytesPerCRC`` for multi-block files and 0 for single-block files; an empty file
+  answers ``MD5-of-0MD5-of-0CRC32`` (HDFS's magic empty value). The DataNode hard-codes this
+  combine mode over WebHDFS whatever the client's ``dfs.checksum.combine.mode``.
+  ``checksum_mode="composite"`` answers ``COMPOSITE-CRC32C`` instead (what **HttpFS** answers
+  when asked for COMPOSITE_CRC) for tests of that path.
+- CREATE takes ``blocksize`` (kept per file, reported as ``blockSize``); bytes-per-checksum is
+  the datanode's setting (``bytes_per_checksum``, default 512): WebHDFS has no parameter for it.
+- ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND.
+- Files open for write (:meth:`WebHdfsEmulator.open_for_write`): GETFILESTATUS and OPEN show
+  the visible length; GETFILECHECKSUM refuses with HDFS's
+  ``IOException: Fail to get checksum, since file <p> is under construction.``
+- RENAME: without options the old boolean semantics (into an existing directory, ``false``
+  when the target exists); with ``renameoptions=OVERWRITE`` (``rename2``) one atomic replace,
+  and errors as RemoteExceptions (FileAlreadyExistsException, FileNotFoundException, ...).
+- GETSNAPSHOTDIFF in HDFS's shape: walks the *earlier* snapshot's tree, so CREATE/DELETE/
+  MODIFY under a renamed directory carry the **earlier** path; RENAME carries the earlier
+  source and the later target; a directory whose children changed is reported ``MODIFY``
+  first (the root as ``""``); sections are ordered as HDFS orders its diff map (shallower
+  inodes first, then by name bytes, signed, of their current location); inside a section
+  CREATEs then DELETE/RENAMEs, each by name. A rename out of a directory that is then deleted
+  is a CREATE of the target (its source is never visited), as in HDFS.
+- ``<dir>/.snapshot/<name>/...`` reads, ALLOWSNAPSHOT, CREATESNAPSHOT, DELETESNAPSHOT,
+  GETHOMEDIRECTORY, GETFILEBLOCKLOCATIONS (one block location per block, on the datanode).
+
+Not emulated: permissions checks, ACLs, xattrs, quotas, leases between clients, tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +47,7 @@ import json
 import os
 import shutil
 import stat as st
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,29 +57,86 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 from tests.support.procs import free_port
 
 PREFIX = "/webhdfs/v1"
+DEFAULT_BLOCK_SIZE = 134217728
+DATA_OPS = {"OPEN", "CREATE", "APPEND", "GETFILECHECKSUM"}
 
 
 class _Err(Exception):
-    def __init__(self, status: int, exception: str, message: str) -> None:
+    def __init__(self, status: int, exception: str, message: str, java_class: str | None = None) -> None:
         super().__init__(message)
         self.status, self.exception, self.message = status, exception, message
+        self.java_class = java_class or _JAVA_CLASSES.get(exception, f"org.apache.hadoop.{exception}")
+
+
+_JAVA_CLASSES = {
+    "FileNotFoundException": "java.io.FileNotFoundException",
+    "IOException": "java.io.IOException",
+    "IllegalArgumentException": "java.lang.IllegalArgumentException",
+    "UnsupportedOperationException": "java.lang.UnsupportedOperationException",
+    "FileAlreadyExistsException": "org.apache.hadoop.fs.FileAlreadyExistsException",
+    "ParentNotDirectoryException": "org.apache.hadoop.fs.ParentNotDirectoryException",
+    "PathIsNotEmptyDirectoryException": "org.apache.hadoop.fs.PathIsNotEmptyDirectoryException",
+    "StandbyException": "org.apache.hadoop.ipc.StandbyException",
+    "SnapshotException": "org.apache.hadoop.hdfs.protocol.SnapshotException",
+    "AlreadyBeingCreatedException": "org.apache.hadoop.hdfs.protocol.AlreadyBeingCreatedException",
+}
+
+
+def md5md5crc32c(f: Any, size: int, block_size: int, bytes_per_crc: int) -> tuple[str, str]:
+    """HDFS's MD5MD5CRC file checksum of ``size`` bytes read from ``f``: (algorithm, hex bytes).
+
+    The hex is the serialised ``MD5MD5CRC32FileChecksum``: int bytesPerCRC, long crcPerBlock,
+    16-byte MD5 (28 bytes), as ``JsonUtil`` writes it."""
+    import google_crc32c
+
+    if size == 0:
+        return "MD5-of-0MD5-of-0CRC32", (struct.pack(">iq", 0, 0) + hashlib.md5(bytes(32)).digest()).hex()
+    block_md5s = bytearray()
+    left = size
+    while left > 0:
+        n = min(block_size, left)
+        left -= n
+        crcs = bytearray()
+        while n > 0:
+            chunk = f.read(min(bytes_per_crc, n))
+            if not chunk:
+                raise _Err(500, "IOException", "short read while computing the checksum")
+            n -= len(chunk)
+            crcs += struct.pack(">I", google_crc32c.value(chunk))
+        block_md5s += hashlib.md5(crcs).digest()
+    crc_per_block = block_size // bytes_per_crc if size > block_size else 0
+    value = struct.pack(">iq", bytes_per_crc, crc_per_block) + hashlib.md5(block_md5s).digest()
+    return f"MD5-of-{crc_per_block}MD5-of-{bytes_per_crc}CRC32C", value.hex()
+
+
+def _signed(name: str) -> tuple[int, ...]:
+    """Java's SignedBytes.lexicographicalComparator as a sort key."""
+    return tuple(b - 256 if b > 127 else b for b in name.encode())
 
 
 class Store:
     """The namespace: files under ``root/fs``, snapshot copies under ``root/snapshots``."""
 
-    def __init__(self, root: Path, layout_checksum: bool = False) -> None:
+    def __init__(self, root: Path, *, checksum_mode: str = "md5md5crc", bytes_per_checksum: int = 512,
+                 default_block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        if checksum_mode not in ("md5md5crc", "composite"):
+            raise ValueError(f"checksum_mode {checksum_mode!r}")
         self.root = root
         self.fs = root / "fs"
         self.snaps = root / "snapshots"
         self.fs.mkdir(parents=True, exist_ok=True)
         self.snaps.mkdir(parents=True, exist_ok=True)
         self.snapshottable: set[str] = set()
-        self.layout_checksum = layout_checksum
+        self.checksum_mode = checksum_mode
+        self.bytes_per_checksum = bytes_per_checksum
+        self.default_block_size = default_block_size
         self.lock = threading.RLock()
         self.ids: dict[str, int] = {}  # HDFS path -> inode id (never reused, moved by RENAME)
-        self.next_id = 16385
+        self.next_id = 16386  # 16385 is the root's id in HDFS
+        self.block_sizes: dict[int, int] = {}  # inode id -> block size given at CREATE
+        self.under_construction: set[int] = set()  # inode ids of files open for write
         self.opens: list[str] = []  # paths of the OPEN calls answered (tests count reads)
+        self.ops: list[tuple[str, str]] = []  # (op, path) of every namenode call answered
 
     # -- path mapping --------------------------------------------------------------------------
     def local(self, path: str) -> Path:
@@ -70,14 +154,20 @@ class Store:
     def _snapdir(self, d: str, name: str) -> Path:
         return self.snaps / hashlib.sha1(d.encode()).hexdigest()[:16] / name
 
-    def status(self, p: Path, suffix: str = "") -> dict[str, Any]:
+    def block_size(self, path: str) -> int:
+        with self.lock:
+            return self.block_sizes.get(self.ino(path), self.default_block_size) if "/.snapshot/" not in path \
+                else self.default_block_size
+
+    def status(self, path: str, p: Path, suffix: str = "") -> dict[str, Any]:
         s = p.stat()
         is_dir = st.S_ISDIR(s.st_mode)
+        ino = 16385 if path == "/" else (self.ino(path) if "/.snapshot/" not in path + "/" else s.st_ino)
         return {"pathSuffix": suffix, "type": "DIRECTORY" if is_dir else "FILE", "length": 0 if is_dir else s.st_size,
                 "owner": "hdfs", "group": "supergroup", "permission": format(st.S_IMODE(s.st_mode), "o"),
-                "accessTime": int(s.st_atime * 1000), "modificationTime": s.st_mtime_ns // 1_000_000,
-                "blockSize": 134217728, "replication": 0 if is_dir else 3, "fileId": s.st_ino,
-                "childrenNum": len(os.listdir(p)) if is_dir else 0, "storagePolicy": 0}
+                "accessTime": 0 if is_dir else int(s.st_atime * 1000), "modificationTime": s.st_mtime_ns // 1_000_000,
+                "blockSize": 0 if is_dir else self.block_size(path), "replication": 0 if is_dir else 3,
+                "fileId": ino, "childrenNum": len(os.listdir(p)) if is_dir else 0, "storagePolicy": 0}
 
     # -- inode ids -------------------------------------------------------------------------------
     def ino(self, path: str) -> int:
@@ -87,20 +177,44 @@ class Store:
                 self.next_id += 1
             return self.ids[path]
 
-    def new_ino(self, path: str) -> None:
+    def new_ino(self, path: str) -> int:
         with self.lock:
             self.forget(path)
-            self.ino(path)
+            return self.ino(path)
 
     def forget(self, path: str) -> None:
         with self.lock:
             for k in [k for k in self.ids if k == path or k.startswith(path.rstrip("/") + "/")]:
-                del self.ids[k]
+                ino = self.ids.pop(k)
+                self.block_sizes.pop(ino, None)
+                self.under_construction.discard(ino)
 
     def move(self, src: str, dst: str) -> None:
         with self.lock:
             for k in [k for k in self.ids if k == src or k.startswith(src + "/")]:
                 self.ids[dst + k[len(src):]] = self.ids.pop(k)
+
+    def is_open(self, path: str) -> bool:
+        with self.lock:
+            return path in self.ids and self.ids[path] in self.under_construction
+
+    # -- checksums -------------------------------------------------------------------------------
+    def checksum(self, path: str, p: Path) -> dict[str, Any]:
+        if self.is_open(path):
+            raise _Err(403, "IOException", f"Fail to get checksum, since file {path} is under construction.")
+        size = p.stat().st_size
+        if self.checksum_mode == "composite":
+            import google_crc32c
+
+            crc = 0
+            with open(p, "rb") as f:
+                while b := f.read(1 << 20):
+                    crc = google_crc32c.extend(crc, b)
+            algo, value = "COMPOSITE-CRC32C", f"{crc:08x}"
+        else:
+            with open(p, "rb") as f:
+                algo, value = md5md5crc32c(f, size, self.block_size(path), self.bytes_per_checksum)
+        return {"FileChecksum": {"algorithm": algo, "bytes": value, "length": len(value) // 2}}
 
     # -- snapshots -------------------------------------------------------------------------------
     def inventory(self, d: str) -> dict[str, tuple[int, int, int, bool]]:
@@ -120,7 +234,8 @@ class Store:
             raise _Err(403, "SnapshotException", f"Directory is not a snapshottable directory: {d}")
         sd = self._snapdir(d, name)
         if sd.exists():
-            raise _Err(403, "SnapshotException", f"snapshot {name} already exists for {d}")
+            raise _Err(403, "SnapshotException", f"Failed to add snapshot: there is already a snapshot with the "
+                                                 f"same name \"{name}\".")
         src = self.local(d)
         shutil.copytree(src, sd / "data", copy_function=shutil.copy2)
         (sd / "inventory.json").write_text(json.dumps(self.inventory(d)))
@@ -134,36 +249,86 @@ class Store:
         return {k: tuple(v) for k, v in json.loads(f.read_text()).items()}  # type: ignore[misc]
 
     def diff(self, d: str, old: str, new: str) -> list[dict[str, str]]:
-        a, b = self._snap_inventory(d, old), self._snap_inventory(d, new)
-        a_ino = {v[0]: k for k, v in a.items()}
-        b_ino = {v[0]: k for k, v in b.items()}
-        out: list[dict[str, str]] = []
-        dir_moves: list[tuple[str, str]] = []
+        """The diff report HDFS's SnapshotDiffInfo produces (see the module doc)."""
+        earlier, later = self._snap_inventory(d, old), self._snap_inventory(d, new)
+        ROOT = -1
 
-        def mapped(path: str) -> str:
-            for src, dst in dir_moves:
-                if path.startswith(src + "/"):
-                    return dst + path[len(src):]
-            return path
-
-        for path in sorted(a, key=lambda p: p.count("/")):
-            ino, size, mtime, is_dir = a[path]
-            newpath = b_ino.get(ino)
-            if newpath is None:
-                if mapped(path) == path and not any(path.startswith(x + "/") for x, _ in dir_moves) and \
-                        not any(path.startswith(r["sourcePath"] + "/") for r in out if r["type"] == "DELETE"):
-                    out.append({"sourcePath": path, "type": "DELETE"})
-                continue
-            if newpath != mapped(path):
-                out.append({"sourcePath": path, "targetPath": newpath, "type": "RENAME"})
+        def tree(inv: dict[str, tuple[int, int, int, bool]]) -> tuple[dict[int, dict[str, int]],
+                                                                       dict[int, tuple[str, int, int, bool]]]:
+            children: dict[int, dict[str, int]] = {ROOT: {}}
+            nodes: dict[int, tuple[str, int, int, bool]] = {ROOT: ("", 0, 0, True)}
+            by_path = {"": ROOT}
+            for rel in sorted(inv, key=lambda r: r.count("/")):
+                ino, size, mtime, is_dir = inv[rel]
+                parent, _, name = rel.rpartition("/")
+                children.setdefault(by_path[parent], {})[name] = ino
+                nodes[ino] = (rel, size, mtime, is_dir)
+                by_path[rel] = ino
                 if is_dir:
-                    dir_moves.insert(0, (path, newpath))
-            if not is_dir and (b[newpath][1], b[newpath][2]) != (size, mtime):
-                out.append({"sourcePath": newpath, "type": "MODIFY"})
-        for path, (ino, *_rest) in sorted(b.items()):
-            if ino not in a_ino and not any(path.startswith(r["sourcePath"] + "/") for r in out
-                                            if r["type"] == "CREATE"):
-                out.append({"sourcePath": path, "type": "CREATE"})
+                    children.setdefault(ino, {})
+            return children, nodes
+
+        e_children, e_nodes = tree(earlier)
+        l_children, l_nodes = tree(later)
+        diff_map: dict[int, str] = {}  # inode -> earlier (traversal) path
+        dir_diffs: dict[int, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
+        sources: dict[int, str] = {}
+        targets: dict[int, str] = {}
+
+        def join(parent: str, name: str) -> str:
+            return f"{parent}/{name}" if parent else name
+
+        def visit(ino: int, path: str) -> None:
+            rel, size, mtime, is_dir = e_nodes[ino]
+            if not is_dir:
+                lrel, lsize, lmtime, _ = l_nodes[ino]
+                if (lsize, lmtime) != (size, mtime):
+                    diff_map[ino] = path
+                return
+            e_kids = e_children.get(ino, {})
+            l_kids = l_children.get(ino, {})
+            created = sorted(((n, i) for n, i in l_kids.items() if e_kids.get(n) != i), key=lambda x: _signed(x[0]))
+            deleted = sorted(((n, i) for n, i in e_kids.items() if l_kids.get(n) != i), key=lambda x: _signed(x[0]))
+            if created or deleted:
+                dir_diffs[ino] = (created, deleted)
+                diff_map[ino] = path
+                for n, i in created:
+                    if i in e_nodes and i not in targets:  # a reference: the target of a rename
+                        targets[i] = join(path, n)
+                for n, i in deleted:
+                    if i in l_nodes:  # still in the later tree: renamed away (a WithName reference)
+                        sources[i] = join(path, n)
+            gone = {n for n, _ in deleted}
+            for n in sorted(e_kids, key=_signed):
+                i = e_kids[n]
+                if n in gone:
+                    if i not in l_nodes:
+                        continue  # deleted: its subtree is not visited
+                    targets[i] = l_nodes[i][0]  # findRenameTargetPath: the later path
+                visit(i, join(path, n))
+
+        visit(ROOT, "")
+
+        def order(ino: int) -> tuple[int, tuple[tuple[int, ...], ...]]:
+            rel = l_nodes[ino][0] if ino in l_nodes else e_nodes[ino][0]
+            parts = rel.split("/") if rel else []
+            return len(parts), tuple(_signed(p) for p in parts)
+
+        out: list[dict[str, str]] = []
+        for ino in sorted(diff_map, key=order):
+            path = diff_map[ino]
+            out.append({"sourcePath": path, "type": "MODIFY"})
+            if ino not in dir_diffs:
+                continue
+            created, deleted = dir_diffs[ino]
+            for n, i in created:
+                if not (i in sources and i in targets):
+                    out.append({"sourcePath": join(path, n), "type": "CREATE"})
+            for n, i in deleted:
+                if i in sources and i in targets:
+                    out.append({"sourcePath": sources[i], "targetPath": targets[i], "type": "RENAME"})
+                else:
+                    out.append({"sourcePath": join(path, n), "type": "DELETE"})
         return out
 
 
@@ -186,7 +351,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, obj: Any, status: int = 200) -> None:
-        self._send(status, json.dumps(obj).encode())
+        self._send(status, json.dumps(obj).encode(), "application/json;charset=utf-8")
 
     def _body_chunks(self):  # type: ignore[no-untyped-def]
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -194,7 +359,8 @@ class _Handler(BaseHTTPRequestHandler):
                 line = self.rfile.readline().strip()
                 n = int(line.split(b";")[0], 16)
                 if n == 0:
-                    self.rfile.readline()
+                    while self.rfile.readline().strip():  # trailers, then the empty line
+                        pass
                     return
                 yield self.rfile.read(n)
                 self.rfile.readline()
@@ -213,22 +379,33 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         u = urlparse(self.path)
-        q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+        q = {k.lower(): v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
         op = q.get("op", "").upper()
         try:
             if not u.path.startswith(PREFIX):
                 raise _Err(404, "IllegalArgumentException", f"not a WebHDFS path: {u.path}")
-            if self.server.standby and "datanode" not in q:
-                self._drain()
-                raise _Err(403, "StandbyException", f"Operation category {op} is not supported in state standby")
             path = "/" + unquote(u.path[len(PREFIX):]).strip("/")
-            getattr(self, f"op_{op.lower()}")(method, path, q)
+            if self.server.role == "datanode":
+                if op not in DATA_OPS:
+                    self._drain()
+                    raise _Err(400, "IllegalArgumentException", f"Invalid operation {op}")
+                return getattr(self, f"dn_{op.lower()}")(method, path, q)
+            if self.server.standby:
+                self._drain()
+                raise _Err(403, "StandbyException", f"Operation category {'READ' if method == 'GET' else 'WRITE'} "
+                                                    "is not supported in state standby. Visit "
+                                                    "https://s.apache.org/sbnn-error")
+            handler = getattr(self, f"op_{op.lower()}", None)
+            if handler is None:
+                self._drain()
+                raise _Err(400, "IllegalArgumentException", f"Invalid value for webhdfs parameter \"op\": "
+                                                            f"No enum constant {op}")
+            with self.server.store.lock:
+                self.server.store.ops.append((op, path))
+            handler(method, path, q)
         except _Err as e:
-            self._json({"RemoteException": {"exception": e.exception, "javaClassName":
-                                            f"org.apache.hadoop.{e.exception}", "message": e.message}}, e.status)
-        except AttributeError:
-            self._json({"RemoteException": {"exception": "UnsupportedOperationException",
-                                            "message": f"op {op} not supported"}}, 400)
+            self._json({"RemoteException": {"exception": e.exception, "javaClassName": e.java_class,
+                                            "message": e.message}}, e.status)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -242,7 +419,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
-    # -- operations --------------------------------------------------------------------------
+    # -- helpers ---------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
         return self.server.store
@@ -253,15 +430,24 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Err(404, "FileNotFoundException", f"File does not exist: {path}")
         return p
 
+    def _file(self, path: str) -> Path:
+        p = self._existing(path)
+        if p.is_dir():
+            raise _Err(404, "FileNotFoundException", f"Path is not a file: {path}")
+        return p
+
     def _redirect(self, path: str, q: dict[str, str]) -> None:
-        q = {**q, "datanode": "true"}
-        loc = f"http://127.0.0.1:{self.server.server_port}{PREFIX}{quote(path)}?" + "&".join(
-            f"{k}={quote(v)}" for k, v in q.items())
+        """307 to the datanode, as the NameNode answers OPEN/CREATE/APPEND/GETFILECHECKSUM."""
+        q = {**q, "namenoderpcaddress": f"127.0.0.1:{self.server.server_port}"}
+        q.pop("noredirect", None)
+        loc = f"{self.server.datanode_url}{PREFIX}{quote(path)}?" + "&".join(
+            f"{k}={quote(v, safe='')}" for k, v in q.items())
         self._drain()
         self._send(307, headers={"Location": loc})
 
+    # -- namenode operations -----------------------------------------------------------------------
     def op_getfilestatus(self, method: str, path: str, q: dict[str, str]) -> None:
-        d = self.store.status(self._existing(path))
+        d = self.store.status(path, self._existing(path))
         if path in self.store.snapshottable:
             d["snapshotEnabled"] = True
         self._json({"FileStatus": d})
@@ -269,35 +455,39 @@ class _Handler(BaseHTTPRequestHandler):
     def op_liststatus(self, method: str, path: str, q: dict[str, str]) -> None:
         p = self._existing(path)
         if p.is_dir():
-            items = [self.store.status(p / n, n) for n in sorted(os.listdir(p))]
+            items = [self.store.status(path.rstrip("/") + "/" + n, p / n, n) for n in sorted(os.listdir(p))]
         else:
-            items = [self.store.status(p)]
+            items = [self.store.status(path, p)]
         self._json({"FileStatuses": {"FileStatus": items}})
 
-    def op_open(self, method: str, path: str, q: dict[str, str]) -> None:
-        p = self._existing(path)
-        if p.is_dir():
-            raise _Err(404, "FileNotFoundException", f"Path is not a file: {path}")
-        if "datanode" not in q:
-            return self._redirect(path, q)
-        self.store.opens.append(path)
+    def op_gethomedirectory(self, method: str, path: str, q: dict[str, str]) -> None:
+        self._json({"Path": f"/user/{q.get('user.name') or 'hdfs'}"})
+
+    def op_getfileblocklocations(self, method: str, path: str, q: dict[str, str]) -> None:
+        p = self._file(path)
         size = p.stat().st_size
         off = int(q.get("offset") or 0)
-        if off > size:
-            raise _Err(403, "IOException", f"Offset={off} out of the range [0, {size}); OPEN, path={path}")
-        length = size - off if q.get("length") in (None, "", "null") else min(int(q["length"]), size - off)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(length))
-        self.end_headers()
-        with open(p, "rb") as f:
-            f.seek(off)
-            while length > 0:
-                b = f.read(min(length, 1 << 20))
-                if not b:
-                    break
-                self.wfile.write(b)
-                length -= len(b)
+        length = int(q.get("length") or size)
+        bs = self.store.block_size(path)
+        dn = urlparse(self.server.datanode_url)
+        name = f"{dn.hostname}:{dn.port}"
+        locs = []
+        for start in range(0, size, bs):
+            if start + bs <= off or start >= off + length:
+                continue
+            locs.append({"offset": start, "length": min(bs, size - start), "corrupt": False,
+                         "hosts": [str(dn.hostname)], "names": [name], "cachedHosts": [],
+                         "topologyPaths": [f"/default-rack/{name}"], "storageTypes": ["DISK"],
+                         "storageIds": ["DS-emulator"]})
+        self._json({"BlockLocations": {"BlockLocation": locs}})
+
+    def op_open(self, method: str, path: str, q: dict[str, str]) -> None:
+        self._file(path)
+        self._redirect(path, q)
+
+    def op_getfilechecksum(self, method: str, path: str, q: dict[str, str]) -> None:
+        self._file(path)
+        self._redirect(path, q)
 
     def op_create(self, method: str, path: str, q: dict[str, str]) -> None:
         p = self.store.local(path)
@@ -305,49 +495,82 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Err(403, "FileAlreadyExistsException", f"{path} already exists as a directory")
         if p.exists() and q.get("overwrite", "false").lower() != "true":
             raise _Err(403, "FileAlreadyExistsException", f"{path} for client 127.0.0.1 already exists")
-        if "datanode" not in q:
-            return self._redirect(path, q)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        self.store.new_ino(path)
-        with open(p, "wb") as f:
-            for b in self._body_chunks():
-                f.write(b)
-        if q.get("permission"):
-            os.chmod(p, int(q["permission"], 8))
-        self._send(201, headers={"Location": f"hdfs://127.0.0.1{path}"})
+        bs = q.get("blocksize")
+        if bs not in (None, "", "-1", "null") and (int(bs) <= 0 or int(bs) % self.store.bytes_per_checksum):
+            raise _Err(400, "IOException", f"io.bytes.per.checksum({self.store.bytes_per_checksum}) and blockSize"
+                                           f"({bs}) do not match. blockSize should be a multiple of "
+                                           "io.bytes.per.checksum")
+        self._redirect(path, q)
 
     def op_append(self, method: str, path: str, q: dict[str, str]) -> None:
-        p = self._existing(path)
-        if "datanode" not in q:
-            return self._redirect(path, q)
-        with open(p, "ab") as f:
-            for b in self._body_chunks():
-                f.write(b)
-        self._send(200)
+        self._file(path)
+        if self.store.is_open(path):
+            raise _Err(403, "AlreadyBeingCreatedException", f"Failed to APPEND_FILE {path} for DFSClient "
+                                                            "because this file lease is currently owned by "
+                                                            "another client")
+        self._redirect(path, q)
 
     def op_mkdirs(self, method: str, path: str, q: dict[str, str]) -> None:
         p = self.store.local(path)
-        if p.exists() and not p.is_dir():
-            raise _Err(403, "FileAlreadyExistsException", f"Path is not a directory: {path}")
+        for parent in [*reversed(p.parents), p]:
+            if parent.exists() and not parent.is_dir() and str(parent).startswith(str(self.store.fs)):
+                raise _Err(403, "FileAlreadyExistsException", f"Path is not a directory: "
+                                                              f"/{parent.relative_to(self.store.fs)}")
         p.mkdir(parents=True, exist_ok=True)
         if q.get("permission"):
             os.chmod(p, int(q["permission"], 8))
         self._json({"boolean": True})
 
     def op_rename(self, method: str, path: str, q: dict[str, str]) -> None:
+        dst_path = "/" + q.get("destination", "").strip("/")
+        options = {o.strip().upper() for o in q.get("renameoptions", "").split(",") if o.strip()}
+        if options - {"NONE", "OVERWRITE"}:
+            raise _Err(400, "IllegalArgumentException", f"Invalid value for webhdfs parameter \"renameoptions\": "
+                                                        f"{q.get('renameoptions')}")
+        if options:
+            return self._rename2(path, dst_path, "OVERWRITE" in options)
         src = self.store.local(path)
-        dst_path = q.get("destination", "")
         dst = self.store.local(dst_path)
         if not src.exists() or not dst.parent.is_dir() or path == "/":
             return self._json({"boolean": False})
         if dst.is_dir():
             dst = dst / src.name
-        if dst.exists():
+        if dst.exists() or (dst_path + "/").startswith(path + "/"):
             return self._json({"boolean": False})
         with self.store.lock:
             os.rename(src, dst)
             self.store.move(path, "/" + str(dst.relative_to(self.store.fs)))
         self._json({"boolean": True})
+
+    def _rename2(self, path: str, dst_path: str, overwrite: bool) -> None:
+        """FSDirRenameOp.renameTo with options: one atomic step, errors raised."""
+        src = self.store.local(path)
+        dst = self.store.local(dst_path)
+        with self.store.lock:
+            if not src.exists():
+                raise _Err(404, "FileNotFoundException", f"Source {path} not found.")
+            if dst_path == path:
+                raise _Err(403, "FileAlreadyExistsException", f"The source {path} and destination {dst_path} "
+                                                              "are the same")
+            if dst_path.startswith(path.rstrip("/") + "/"):
+                raise _Err(403, "IOException", f"Rename destination {dst_path} is a directory or file under "
+                                               f"source {path}")
+            if not dst.parent.exists():
+                raise _Err(404, "FileNotFoundException", f"Rename destination parent {dst.parent.name} not found.")
+            if not dst.parent.is_dir():
+                raise _Err(403, "ParentNotDirectoryException", f"Rename destination parent of {dst_path} is a file.")
+            if dst.exists():
+                if not overwrite:
+                    raise _Err(403, "FileAlreadyExistsException", f"Rename destination {dst_path} already exists.")
+                if dst.is_dir() != src.is_dir():
+                    raise _Err(403, "IOException", f"Source {path} and destination {dst_path} must both be "
+                                                   "directories")
+                if dst.is_dir() and os.listdir(dst):
+                    raise _Err(403, "IOException", f"Rename destination directory is not empty: {dst_path}")
+                self.store.forget(dst_path)
+            os.replace(src, dst)  # rename(2): a file over a file, a directory over an empty one
+            self.store.move(path, dst_path)
+        self._send(200, ctype="application/octet-stream")
 
     def op_delete(self, method: str, path: str, q: dict[str, str]) -> None:
         p = self.store.local(path)
@@ -355,30 +578,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json({"boolean": False})
         if p.is_dir():
             if os.listdir(p) and q.get("recursive", "false").lower() != "true":
-                raise _Err(403, "PathIsNotEmptyDirectoryException", f"{path} is non empty")
+                raise _Err(403, "PathIsNotEmptyDirectoryException", f"`{path} is non empty': Directory is not empty")
             shutil.rmtree(p)
         else:
             p.unlink()
         self.store.forget(path)
         self._json({"boolean": True})
-
-    def op_getfilechecksum(self, method: str, path: str, q: dict[str, str]) -> None:
-        p = self._existing(path)
-        if p.is_dir():
-            raise _Err(404, "FileNotFoundException", f"Path is not a file: {path}")
-        import google_crc32c
-
-        crc = 0
-        md5 = hashlib.md5(usedforsecurity=False)
-        with open(p, "rb") as f:
-            while b := f.read(1 << 20):
-                crc = google_crc32c.extend(crc, b)
-                md5.update(b)
-        if self.store.layout_checksum:
-            algo, value = "MD5-of-0MD5-of-512CRC32C", "00000200" + "0" * 16 + md5.hexdigest()
-        else:
-            algo, value = "COMPOSITE-CRC32C", f"{crc:08x}"
-        self._json({"FileChecksum": {"algorithm": algo, "bytes": value, "length": len(value) // 2}})
 
     def op_settimes(self, method: str, path: str, q: dict[str, str]) -> None:
         p = self._existing(path)
@@ -408,7 +613,8 @@ class _Handler(BaseHTTPRequestHandler):
     def op_deletesnapshot(self, method: str, path: str, q: dict[str, str]) -> None:
         sd = self.store._snapdir(path, q.get("snapshotname", ""))
         if not sd.exists():
-            raise _Err(403, "SnapshotException", f"Cannot delete snapshot {q.get('snapshotname')} from {path}")
+            raise _Err(403, "SnapshotException", f"Cannot delete snapshot {q.get('snapshotname')} from path {path}: "
+                                                 "the snapshot does not exist.")
         shutil.rmtree(sd)
         self._send(200)
 
@@ -419,19 +625,98 @@ class _Handler(BaseHTTPRequestHandler):
         self._json({"SnapshotDiffReport": {"diffList": diff, "fromSnapshot": old, "snapshotRoot": path,
                                            "toSnapshot": new}})
 
+    # -- datanode operations -----------------------------------------------------------------------
+    def dn_open(self, method: str, path: str, q: dict[str, str]) -> None:
+        p = self._file(path)
+        with self.store.lock:
+            self.store.opens.append(path)
+        size = p.stat().st_size  # the visible length (an open file's backing file holds what was flushed)
+        off = int(q.get("offset") or 0)
+        if off > size:
+            raise _Err(403, "IOException", f"Offset={off} out of the range [0, {size}); OPEN, path={path}")
+        length = size - off if q.get("length") in (None, "", "null") else min(int(q["length"]), size - off)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        with open(p, "rb") as f:
+            f.seek(off)
+            while length > 0:
+                b = f.read(min(length, 1 << 20))
+                if not b:
+                    break
+                self.wfile.write(b)
+                length -= len(b)
+
+    def dn_getfilechecksum(self, method: str, path: str, q: dict[str, str]) -> None:
+        self._json(self.store.checksum(path, self._file(path)))
+
+    def dn_create(self, method: str, path: str, q: dict[str, str]) -> None:
+        if method != "PUT":
+            raise _Err(400, "IllegalArgumentException", f"Invalid operation {method} CREATE")
+        p = self.store.local(path)
+        if p.is_dir():
+            self._drain()
+            raise _Err(403, "FileAlreadyExistsException", f"{path} already exists as a directory")
+        if p.exists() and q.get("overwrite", "false").lower() != "true":
+            self._drain()
+            raise _Err(403, "FileAlreadyExistsException", f"{path} for client 127.0.0.1 already exists")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        # as HDFS: the old inode goes at once, the new one is under construction until closed
+        with self.store.lock:
+            ino = self.store.new_ino(path)
+            self.store.under_construction.add(ino)
+            bs = q.get("blocksize")
+            if bs not in (None, "", "-1", "null"):
+                self.store.block_sizes[ino] = int(bs)
+            f = open(p, "wb")  # noqa: SIM115 - closed below
+        try:
+            with f:
+                if q.get("permission"):
+                    os.chmod(p, int(q["permission"], 8))
+                for b in self._body_chunks():
+                    f.write(b)
+        finally:
+            with self.store.lock:
+                self.store.under_construction.discard(ino)
+        self._send(201, headers={"Location": f"hdfs://{q.get('namenoderpcaddress', '')}{path}"})
+
+    def dn_append(self, method: str, path: str, q: dict[str, str]) -> None:
+        p = self._file(path)
+        with self.store.lock:
+            ino = self.store.ino(path)
+            self.store.under_construction.add(ino)
+        try:
+            with open(p, "ab") as f:
+                for b in self._body_chunks():
+                    f.write(b)
+        finally:
+            with self.store.lock:
+                self.store.under_construction.discard(ino)
+        self._send(200)
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     store: Store
     standby: bool
+    role: str  # "namenode" | "datanode"
+    datanode_url: str
 
 
 class WebHdfsEmulator:
-    """Two namenodes over one namespace: ``nn1`` active, ``nn2`` standby (``failover()`` swaps)."""
+    """Two namenodes over one namespace (``failover()`` swaps active and standby) and a datanode."""
 
-    def __init__(self, root: Path, *, layout_checksum: bool = False) -> None:
-        self.store = Store(root, layout_checksum=layout_checksum)
+    def __init__(self, root: Path, *, layout_checksum: bool = True, checksum_mode: str | None = None,
+                 bytes_per_checksum: int = 512, default_block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        # layout_checksum: kept for old callers; MD5MD5CRC (layout-dependent) is what WebHDFS answers
+        mode = checksum_mode or ("md5md5crc" if layout_checksum else "composite")
+        self.store = Store(root, checksum_mode=mode, bytes_per_checksum=bytes_per_checksum,
+                           default_block_size=default_block_size)
         self.servers: list[_Server] = []
+        self.datanode: _Server | None = None
         self.threads: list[threading.Thread] = []
 
     @property
@@ -442,15 +727,26 @@ class WebHdfsEmulator:
     def active_url(self) -> str:
         return next(u for u, s in zip(self.urls, self.servers, strict=True) if not s.standby)
 
+    @property
+    def datanode_url(self) -> str:
+        assert self.datanode is not None
+        return f"http://127.0.0.1:{self.datanode.server_port}"
+
+    def _serve(self, role: str, standby: bool) -> _Server:
+        srv = _Server(("127.0.0.1", free_port()), _Handler)
+        srv.store = self.store
+        srv.standby = standby
+        srv.role = role
+        srv.datanode_url = self.datanode_url if self.datanode is not None else ""
+        t = threading.Thread(target=srv.serve_forever, name=f"webhdfs-emulator-{role}", daemon=True)
+        t.start()
+        self.threads.append(t)
+        return srv
+
     def start(self, *, standby_first: bool = True) -> WebHdfsEmulator:
+        self.datanode = self._serve("datanode", False)
         for standby in ((True, False) if standby_first else (False, True)):
-            srv = _Server(("127.0.0.1", free_port()), _Handler)
-            srv.store = self.store
-            srv.standby = standby
-            t = threading.Thread(target=srv.serve_forever, name="webhdfs-emulator", daemon=True)
-            t.start()
-            self.servers.append(srv)
-            self.threads.append(t)
+            self.servers.append(self._serve("namenode", standby))
         return self
 
     def failover(self) -> None:
@@ -458,10 +754,11 @@ class WebHdfsEmulator:
             s.standby = not s.standby
 
     def stop(self) -> None:
-        for s in self.servers:
+        for s in [*self.servers, *([self.datanode] if self.datanode else [])]:
             s.shutdown()
             s.server_close()
         self.servers.clear()
+        self.datanode = None
 
     def local(self, path: str) -> Path:
         """The backing file of an HDFS path (tests inspect and corrupt files through it)."""
@@ -476,3 +773,24 @@ class WebHdfsEmulator:
 
     def allow_snapshot(self, path: str) -> None:
         self.store.snapshottable.add("/" + path.strip("/"))
+
+    # -- files open for write (a writer elsewhere holds the lease) ---------------------------------
+    def open_for_write(self, path: str, data: bytes = b"", *, append: bool = False) -> None:
+        """Start (or, with ``append``, reopen) a write of ``path`` with ``data`` visible (hflushed)."""
+        p = self.store.local(path)
+        with self.store.lock:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            with open(p, "ab" if append else "wb") as f:
+                f.write(data)
+            ino = self.store.ino(path) if append else self.store.new_ino(path)
+            self.store.under_construction.add(ino)
+
+    def hflush(self, path: str, data: bytes) -> None:
+        """The writer writes and hflushes ``data``: readers now see it."""
+        with self.store.lock, open(self.store.local(path), "ab") as f:
+            f.write(data)
+
+    def close_file(self, path: str) -> None:
+        """The writer closes the file: it is complete, its checksum can be had."""
+        with self.store.lock:
+            self.store.under_construction.discard(self.store.ino(path))
