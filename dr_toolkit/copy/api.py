@@ -503,8 +503,9 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         try:
             fs.rename(tmp, fs.join(root, new))
             t = fs.stat(fs.join(root, new))
-            e = plan.keep[new]
-            plan.keep[new] = e.with_target(t.mtime if t else None, t.version if t else None)
+            e = plan.keep.get(new)  # absent: the file also changed and is copied over below
+            if e is not None:
+                plan.keep[new] = e.with_target(t.mtime if t else None, t.version if t else None)
             result.files_renamed += 1
         except (OSError, UnreachableError, ConfigError) as exc:
             log.warning("move %s → %s failed (%s); copying instead", old, new, exc)

@@ -269,7 +269,7 @@ def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions
                 plan.keep[rel] = e
                 plan.proven(rel, "snapshot diff: unchanged" if old is None else "snapshot diff: moved")
                 continue
-            if changed is None and unchanged(e, s):
+            if unchanged(e, s):  # e.g. a file under a directory the diff reports as created (moved into it)
                 plan.keep[rel] = e
                 plan.proven(rel, "size, mtime and change token as recorded")
                 continue

@@ -33,6 +33,10 @@ def open_fs(loc: Location, access: Access | None = None) -> FileSystem:
     """The filesystem ``loc`` lives on, with the credentials of its topology endpoint's
     ``conn_id`` from ``access`` (default: ``AIRFLOW_CONN_*`` in the environment). An endpoint
     without a ``conn_id`` gets none (S3: the default AWS chain)."""
+    if loc.kind == "webhdfs":
+        from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem.from_location(loc, access)
     return open_fs_credentials(loc, credentials_for(loc, access))
 
 

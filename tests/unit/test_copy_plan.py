@@ -11,7 +11,14 @@ import time
 import pytest
 
 from dr_toolkit.copy import manifest as mf
-from dr_toolkit.copy.plan import FileTask, Filters, apply_diff, chain_break, fast_forward, resolve_type_changes
+from dr_toolkit.copy.plan import (
+    FileTask,
+    Filters,
+    apply_diff,
+    chain_break,
+    fast_forward,
+    resolve_type_changes,
+)
 from dr_toolkit.copy.spark_engine import balance
 from dr_toolkit.fs.base import Checksum, DiffEntry, FileStatus, is_internal, tmp_name, tmp_run_tag
 from dr_toolkit.topology import CopyOptions
