@@ -133,10 +133,32 @@ class _Source:
     checksum: str | None = None
     version: str | None = None
     open: bool = False
+    matched: str | None = None  # the source's own checksum algorithm that matched the bytes read
+
+
+class _Hashes:
+    """CRC32C of the bytes streamed, plus HDFS's MD5MD5CRC32C of them when the source is HDFS
+    (so the source's own checksum can be compared with what was read: like with like)."""
+
+    def __init__(self, ctx: CopyContext, task: FileTask) -> None:
+        self.crc = ContentHash()
+        self.hdfs: Any = None
+        if ctx.src_fs.kind == "webhdfs" and task.block_size and task.block_size % 512 == 0:
+            from dr_toolkit.fs.hdfs_checksum import Md5Md5Crc32c
+
+            self.hdfs = Md5Md5Crc32c(task.block_size, 512)
+
+    def update(self, data: bytes) -> None:
+        self.crc.update(data)
+        if self.hdfs is not None:
+            self.hdfs.update(data)
+
+    def hexdigest(self) -> str:
+        return self.crc.hexdigest()
 
 
 def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: str | None, n: int,
-                  digest: str) -> _Source:
+                  digest: str, streamed: Checksum | None = None) -> _Source:
     """The source still is the file we read (else SourceChanged); its own checksum of those bytes."""
     out = _Source(version=version)
     if ctx.src_fs.cheap_checksum:
@@ -150,6 +172,10 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
         if c is not None:
             if c.algorithm == CONTENT_ALGO and c.value != digest:
                 raise SourceChanged(f"{src} content changed while being copied")
+            if streamed is not None and c.comparable(streamed):
+                if c != streamed:
+                    raise SourceChanged(f"{src}: its {c.algorithm} differs from the bytes read (changed while copied)")
+                out.matched = c.algorithm
             out.checksum = str(c)
     else:
         out.checksum = f"{CONTENT_ALGO}:{digest}"  # the source's checksum is the CRC32C of its bytes
@@ -187,6 +213,10 @@ def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Sour
             raise OSError(f"verification failed: {c.algorithm} of {path} differs from the source's")
         return f"target {c.algorithm} = source {c.algorithm}"
     return f"length; target offers {c.algorithm} only (not comparable)"
+
+
+def _matched(info: _Source) -> str:
+    return f"; source {info.matched} = bytes read" if info.matched else ""
 
 
 def _kernel_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, str] | None:
@@ -240,19 +270,20 @@ def _after(ctx: CopyContext, dst: str, mtime: float) -> tuple[float | None, str 
 
 def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
                version: str | None) -> Outcome:
-    crc = ContentHash()
+    crc = _Hashes(ctx, task)
     counter = [0]
     both_hdfs = ctx.src_fs.kind == ctx.tgt_fs.kind == "webhdfs"
     if ctx.tgt_fs.writes_in_place:  # S3: nothing is visible before before_commit() passed
         got: list[_Source] = []
 
         def before_commit(n: int) -> None:
-            got.append(_check_source(ctx, src, size, mtime, version, n, crc.hexdigest()))
+            got.append(_check_source(ctx, src, size, mtime, version, n, crc.hexdigest(),
+                                     crc.hdfs.checksum() if crc.hdfs is not None else None))
 
         n = ctx.tgt_fs.write_verified(dst, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc,
                                                    counter), before_commit, size_hint=size)
         digest = crc.hexdigest()
-        verified = _verify_written(ctx, dst, n, digest, got[0])
+        verified = _verify_written(ctx, dst, n, digest, got[0]) + _matched(got[0])
         tm, tv = _after(ctx, dst, mtime)
         return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "copy", version=version,
                        schecksum=got[0].checksum, tversion=tv, open=got[0].open, verified=verified)
@@ -267,8 +298,9 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc, counter),
                                  block_size=task.block_size if both_hdfs else None, size_hint=size)
             digest = crc.hexdigest()
-            info = _check_source(ctx, src, size, mtime, version, n, digest)
-            verified = _verify_written(ctx, tmp, n, digest, info)
+            info = _check_source(ctx, src, size, mtime, version, n, digest,
+                                 crc.hdfs.checksum() if crc.hdfs is not None else None)
+            verified = _verify_written(ctx, tmp, n, digest, info) + _matched(info)
         _finish(ctx, task, tmp)
         _place(ctx, tmp, dst)
     except BaseException:
