@@ -181,7 +181,8 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
             task.reason = "overwrite"
             return rel, task, None, False
         if not options.update:
-            return rel, Entry(s.size, s.mtime, None, t.mtime, s.version, None, t.version), "exists (no --update)", False
+            # kept unproven: no change token recorded, so a later --update run compares it
+            return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
         if f.appendable(rel) and t.size < s.size:
             tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
                 tgt_fs.content_checksum(tgt_fs.join(tgt_root, rel))
