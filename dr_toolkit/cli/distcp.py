@@ -9,14 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import DrtError, UsageError
@@ -87,6 +79,15 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     if not enabled:
         yield None
         return
+    from rich.progress import (  # only when a bar is shown (not for --json or --dry-run)
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     bar = Progress(TextColumn("copy"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                    TextColumn("{task.fields[files]} files"), console=err_console, transient=True)
     task = bar.add_task("copy", total=None, files=0)

@@ -41,7 +41,6 @@ from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
 from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, tmp_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
-from dr_toolkit.ledger.store import new_id
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
 if TYPE_CHECKING:
@@ -599,6 +598,14 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
             pending.add(o.rel)
     result.files_read = sorted(read)
     return pending
+
+
+def new_id(prefix: str) -> str:
+    """A sortable run id like the ledger's (``<prefix>-<UTC yyyymmddThhmmss>-<8 hex>``), made here
+    so a `drt distcp` without a ledger does not load SQLAlchemy."""
+    import uuid
+
+    return f"{prefix}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
 
 def _policy(topology: Topology, name: str) -> HdfsPolicy:
