@@ -179,13 +179,23 @@ class _Skips:
 
 
 def _listing(side: _Side, only: str | None = None, skipped: _Skips | None = None) -> dict[str, FileStatus]:
-    out = {}
     fs = side.fs
+    root = side.root.rstrip("/")
+    cut = len(root) + 1 if root else 0
+    prefix = root + "/" if root else ""
+    out = {}
     for s in _list_files(fs, only or side.single or side.root, skipped):
-        rel = fs.relative(side.root, s.path)
+        p = s.path
+        rel = p[cut:] if p.startswith(prefix) else fs.relative(side.root, p)
         if rel:
             out[rel] = s
     return out
+
+
+def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
+    if not f.include and not f.exclude:
+        return files  # listings already pass over temporary names
+    return {r: s for r, s in files.items() if f.wanted(r)}
 
 
 def _target_listing(src: _Side, tgt: _Side) -> dict[str, FileStatus]:
@@ -202,6 +212,7 @@ class _Base:
     header: dict[str, Any] | None = None
     entries: mf.Entries | None = None
     why_not: str = "no earlier manifest: first run"
+    digest: str | None = None  # sha256 of the base manifest's bytes
 
 
 def _base(ledger: Ledger | None, state: StateStore, src: _Side, tgt: _Side) -> _Base:
@@ -213,11 +224,11 @@ def _base(ledger: Ledger | None, state: StateStore, src: _Side, tgt: _Side) -> _
         if got is None:
             return _Base(row["manifest_id"], why_not=f"manifest {row['manifest_id']} is missing from the state "
                                                      f"location or altered")
-        return _Base(row["manifest_id"], got[0], got[1], "")
+        return _Base(row["manifest_id"], got[0], got[1], "", row["content_digest"])
     latest = state.latest()
     if latest is None:
         return _Base()
-    return _Base(latest[0], latest[1], latest[2], "")
+    return _Base(latest[0], latest[1], latest[2], "", latest[3])
 
 
 def _clean_tmp(tgt: _Side, run_id: str) -> int:
@@ -290,9 +301,9 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
         else:
-            src_files = {r: s for r, s in _listing(reading, skipped=skips).items() if f.wanted(r)}
+            src_files = _wanted(_listing(reading, skipped=skips), f)
             how = "source listing against the manifest (size, mtime, change token)"
-        tgt_files = {r: s for r, s in tgt_future.result().items() if f.wanted(r)}
+        tgt_files = _wanted(tgt_future.result(), f)
     recorded = entries if entries is not None else None
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
@@ -412,7 +423,14 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
                       "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
                       "ok": result.ok}
-        location, digest = state.write_manifest(manifest_id, plan.keep, header_out)
+        unchanged = (base.entries is not None and base.manifest_id is not None and not pending
+                     and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)
+                     and all(plan.keep.get(k) is v for k, v in base.entries.items()))
+        if unchanged and base.digest:  # nothing changed: no need to write the same entries again
+            assert base.manifest_id is not None
+            location, digest = state.write_same_as(manifest_id, base.manifest_id, base.digest, header_out)
+        else:
+            location, digest = state.write_manifest(manifest_id, plan.keep, header_out)
         result.manifest_id = manifest_id
         result.watermark = listed_at if result.ok else None
         if ledger is not None:

@@ -6,7 +6,11 @@ Each line: ``{"p": rel path, "s": size, "m": source mtime, "v": source change to
 "sc": the source's own checksum when the bytes were copied ("ALGO:hex"), "c": CRC32C of the
 bytes written ("COMPOSITE-CRC32C:hex"), "tm": target mtime after commit, "tv": target change
 token, "o": 1 when the source was open for write (copied up to its visible length)}``.
-The first line is a header with the run's metadata.
+The first line is a header with the run's metadata. Entries are stored as JSON arrays,
+``[p, s, m, c, tm, v, sc, tv, o]``, up to 4096 to a line (one ``json.loads`` per line, not per
+file); lines of single ``{"p": ...}`` objects (the first format) are read too. A header with
+``entries_from`` holds no entries: the run changed nothing and its entries are those of the
+named manifest (whose sha256 is ``entries_digest``).
 
 ``sc`` and ``c`` are recorded for the same bytes: a later run proves a file unchanged by
 comparing the source's checksum *now* with ``sc`` (same algorithm, same file) and the
@@ -50,24 +54,25 @@ def new_manifest_id() -> str:
     return f"manifest-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(ns // 10**9))}.{ns % 10**9:09d}-{uuid.uuid4().hex[:6]}"
 
 
+CHUNK_ENTRIES = 4096
+
+
 def encode(entries: Entries, header: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3, mtime=0) as gz:
         w = io.BufferedWriter(gz, buffer_size=1 << 20)
         w.write((json.dumps({"header": header}) + "\n").encode())
         dumps = json.JSONEncoder(separators=(",", ":")).encode
+        rows: list[list[Any]] = []
         for p in sorted(entries):
             e = entries[p]
-            d: dict[str, Any] = {"p": p, "s": e.size, "m": e.mtime, "c": e.checksum, "tm": e.tmtime}
-            if e.version is not None:
-                d["v"] = e.version
-            if e.schecksum is not None:
-                d["sc"] = e.schecksum
-            if e.tversion is not None:
-                d["tv"] = e.tversion
-            if e.open:
-                d["o"] = 1
-            w.write(dumps(d).encode() + b"\n")
+            rows.append([p, e.size, e.mtime, e.checksum, e.tmtime, e.version, e.schecksum, e.tversion,
+                         1 if e.open else 0])
+            if len(rows) >= CHUNK_ENTRIES:
+                w.write(dumps(rows).encode() + b"\n")
+                rows = []
+        if rows:
+            w.write(dumps(rows).encode() + b"\n")
         w.flush()
     return buf.getvalue()
 
@@ -78,12 +83,23 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
     loads = json.loads
     for line in _lines(data):
         d = loads(line)
-        if "header" in d:
+        if isinstance(d, list):
+            for p, size, mtime, c, tm, v, sc, tv, o in d:
+                out[p] = Entry(size, mtime, c, tm, v, sc, tv, bool(o))
+        elif "header" in d:
             header = d["header"]
-            continue
-        out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"), d.get("v"), d.get("sc"), d.get("tv"),
-                            bool(d.get("o")))
+        else:
+            out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"), d.get("v"), d.get("sc"), d.get("tv"),
+                                bool(d.get("o")))
     return header, out
+
+
+def read_header(data: bytes) -> dict[str, Any]:
+    """Only the header line (cheap: the rest is not decompressed)."""
+    for line in _lines(data):
+        d = json.loads(line)
+        return dict(d.get("header") or {}) if isinstance(d, dict) else {}
+    return {}
 
 
 def _lines(data: bytes) -> Iterator[bytes]:

@@ -199,8 +199,12 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
         task.reason = f"differs ({basis})"
         return rel, task, None, read
 
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        for rel, out, basis, read in pool.map(decide, sorted(src.items())):
+    items = sorted(src.items())
+    # files the target lacks need no comparison: decided here; only the others go to the pool
+    quick = [it for it in items if it[0] not in tgt or options.overwrite]
+    slow = [it for it in items if not (it[0] not in tgt or options.overwrite)]
+    with ThreadPoolExecutor(max(1, min(workers, len(slow) or 1))) as pool:
+        for rel, out, basis, read in list(map(decide, quick)) + list(pool.map(decide, slow)):
             if isinstance(out, FileTask):
                 plan.copies.append(out)
             else:

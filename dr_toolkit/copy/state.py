@@ -115,17 +115,37 @@ class StateStore:
         self._put(self.manifest_path(manifest_id), data)
         return self.manifest_uri(manifest_id), mf.digest(data)
 
+    def write_same_as(self, manifest_id: str, base_id: str, base_digest: str, header: dict[str, Any]
+                      ) -> tuple[str, str]:
+        """A run that changed nothing: a manifest whose entries are those of ``base_id``."""
+        base_header = self._header(base_id) or {}
+        root = str(base_header.get("entries_from") or base_id)  # never a chain: point at the full one
+        root_digest = str(base_header.get("entries_digest") or base_digest)
+        return self.write_manifest(manifest_id, {}, {**header, "entries_from": root, "entries_digest": root_digest})
+
     def read_manifest(self, manifest_id: str, digest: str | None = None
                       ) -> tuple[dict[str, Any], mf.Entries] | None:
-        """The manifest; None when it is missing or does not match ``digest``."""
-        return self._read(self.manifest_path(manifest_id), digest)
+        """The manifest; None when it (or the manifest holding its entries) is missing or does
+        not match its digest."""
+        got = self._read(self.manifest_path(manifest_id), digest)
+        if got is None or not got[0].get("entries_from"):
+            return got
+        full = self._read(self.manifest_path(str(got[0]["entries_from"])), got[0].get("entries_digest"))
+        return None if full is None else (got[0], full[1])
 
-    def _read(self, path: str, digest: str | None) -> tuple[dict[str, Any], mf.Entries] | None:
+    def _raw(self, path: str) -> bytes | None:
         try:
-            data = self.fs.read_all(path)
+            return self.fs.read_all(path)
         except (FileNotFoundError, IsADirectoryError):
             return None
-        if digest and mf.digest(data) != digest:
+
+    def _header(self, manifest_id: str) -> dict[str, Any] | None:
+        data = self._raw(self.manifest_path(manifest_id))
+        return None if data is None else mf.read_header(data)
+
+    def _read(self, path: str, digest: str | None) -> tuple[dict[str, Any], mf.Entries] | None:
+        data = self._raw(path)
+        if data is None or (digest and mf.digest(data) != digest):
             return None
         return mf.decode(data)
 
@@ -135,12 +155,20 @@ class StateStore:
         names = [posixpath.basename(s.path) for s in self.fs.list_files(d)]
         return sorted(n[:-len(".jsonl.gz")] for n in names if n.endswith(".jsonl.gz"))
 
-    def latest(self) -> tuple[str, dict[str, Any], mf.Entries] | None:
-        """The newest readable manifest of this pair (the base when no ledger indexes them)."""
+    def latest(self) -> tuple[str, dict[str, Any], mf.Entries, str] | None:
+        """The newest readable manifest of this pair (the base when no ledger indexes them),
+        with the sha256 of its bytes."""
         for mid in reversed(self.manifest_ids()):
-            got = self.read_manifest(mid)
-            if got is not None:
-                return mid, got[0], got[1]
+            data = self._raw(self.manifest_path(mid))
+            if data is None:
+                continue
+            header, entries = mf.decode(data)
+            if header.get("entries_from"):
+                full = self._read(self.manifest_path(str(header["entries_from"])), header.get("entries_digest"))
+                if full is None:
+                    continue
+                entries = full[1]
+            return mid, header, entries, mf.digest(data)
         return None
 
     def prune(self, keep: int, max_age_days: float | None, protect: set[str], now: float | None = None) -> list[str]:
@@ -148,6 +176,11 @@ class StateStore:
         now = time.time() if now is None else now
         ids = self.manifest_ids()
         old = ids[:-keep] if keep > 0 else ids
+        protect = set(protect)
+        for mid in ids[-keep:] if keep > 0 else []:  # manifests holding the entries of kept ones
+            h = self._header(mid)
+            if h and h.get("entries_from"):
+                protect.add(str(h["entries_from"]))
         out = []
         for mid in old:
             if mid in protect:

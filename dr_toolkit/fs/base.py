@@ -24,6 +24,7 @@ The contract between the copy engine and each filesystem (``/work/wt/notes/INTER
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
@@ -66,6 +67,7 @@ def is_internal(rel: str) -> bool:
     return rel.rstrip("/").rsplit("/", 1)[-1].startswith(TMP_PREFIX)
 
 
+@functools.lru_cache(maxsize=64)
 def run_tag(run_id: str) -> str:
     """The short tag of a run inside temporary names (8 hex digits of its id)."""
     return hashlib.sha1(run_id.encode()).hexdigest()[:8]
