@@ -15,8 +15,10 @@ bytes-per-checksum (``FileStatus.block_size``; :attr:`Checksum.bytes_per_checksu
 
 from __future__ import annotations
 
+import array
 import hashlib
 import struct
+import sys
 
 from dr_toolkit.fs.base import Checksum
 
@@ -54,19 +56,30 @@ class Md5Md5Crc32c:
             self._chunk(google_crc32c.value(bytes(self._partial)))
             self._partial.clear()
         end = pos + ((len(data) - pos) // bpc) * bpc
-        value = google_crc32c.value
-        for i in range(pos, end, bpc):
-            self._chunk(value(data[i:i + bpc]))
+        if end > pos:
+            value = google_crc32c.value
+            crcs = array.array("I", [value(data[i:i + bpc]) for i in range(pos, end, bpc)])
+            if sys.byteorder == "little":
+                crcs.byteswap()  # HDFS stores each CRC big-endian
+            self._add_crcs(crcs.tobytes())
         if end < len(data):
             self._partial += data[end:]
 
     def _chunk(self, crc: int) -> None:
-        self._crcs += struct.pack(">I", crc)
-        self._block_left -= self.bytes_per_crc
-        if self._block_left == 0:
-            self._block_md5s += hashlib.md5(self._crcs).digest()
-            self._crcs.clear()
-            self._block_left = self.block_size
+        self._add_crcs(struct.pack(">I", crc))
+
+    def _add_crcs(self, raw: bytes) -> None:
+        """Append the big-endian CRCs of whole chunks, closing blocks as they fill."""
+        bpc = self.bytes_per_crc
+        while raw:
+            room = (self._block_left // bpc) * 4
+            take, raw = raw[:room], raw[room:]
+            self._crcs += take
+            self._block_left -= (len(take) // 4) * bpc
+            if self._block_left == 0:
+                self._block_md5s += hashlib.md5(self._crcs).digest()
+                self._crcs.clear()
+                self._block_left = self.block_size
 
     def checksum(self) -> Checksum:
         import google_crc32c

@@ -282,3 +282,142 @@ def test_diff_rename_into_a_renamed_directory(sdir: WebHdfsEmulator) -> None:
     assert snapdiff(sdir, "/s", "s1", "s2") == [
         ("MODIFY", "", None), ("RENAME", "d", "e"), ("RENAME", "k", "e/k2"), ("MODIFY", "d", None),
     ]
+
+
+# -- the diff report is complete: applied to the earlier tree it gives the later tree ----------------
+def apply_report(earlier: dict[str, bytes | None], later: dict[str, bytes | None],
+                 report: list[tuple[str, str, str | None]]) -> dict[str, bytes | None]:
+    """A reference reading of an HDFS diff report (DistCpSync semantics): every earlier path
+    moves with the deepest rename or delete above it; ``+``/``M`` paths are earlier paths,
+    translated the same way, and their content comes from the later snapshot. Values: file
+    bytes, or None for a directory."""
+    renames = {src: tgt for t, src, tgt in report if t == "RENAME" and tgt is not None}
+    deletes = {src for t, src, _ in report if t == "DELETE"}
+
+    def under(p: str, a: str) -> bool:
+        return p == a or p.startswith(a + "/")
+
+    def later_path(p: str) -> str | None:
+        best = ""
+        for a in [*renames, *deletes]:
+            if under(p, a) and len(a) > len(best):
+                best = a
+        if not best:
+            return p
+        if best in renames:  # a deeper rename wins over a delete of the same path? never both
+            return renames[best] + p[len(best):]
+        return None
+
+    out: dict[str, bytes | None] = {}
+    for p, v in earlier.items():
+        q = later_path(p)
+        if q is not None:
+            out[q] = v
+    for t, src, _ in report:
+        if t not in ("CREATE", "MODIFY") or src == "":
+            continue
+        if t == "MODIFY":  # the item itself existed earlier: it moves with its own renames
+            q = later_path(src)
+        else:  # a new item: only its parent existed earlier
+            parent, _, name = src.rpartition("/")
+            qp = later_path(parent) if parent else ""
+            q = None if qp is None else (f"{qp}/{name}" if qp else name)
+        assert q is not None, (t, src)
+        if t == "CREATE":
+            for p, v in later.items():
+                if under(p, q):
+                    out[p] = v
+        elif later.get(q) is not None:  # a modified file (a modified directory changes no bytes)
+            out[q] = later[q]
+    return out
+
+
+def snapshot_tree(emu: WebHdfsEmulator, name: str) -> dict[str, bytes | None]:
+    base = emu.local(f"/s/.snapshot/{name}") if name != "." else emu.local("/s")
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        for n in dirnames:
+            out[str((Path(dirpath) / n).relative_to(base))] = None
+        for n in filenames:
+            out[str((Path(dirpath) / n).relative_to(base))] = (Path(dirpath) / n).read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_changes_diff_reproduces_the_later_tree(sdir: WebHdfsEmulator, seed: int) -> None:
+    rnd = random.Random(seed)
+    names = ["a", "b", "c", "d", "e"]
+
+    def files() -> list[str]:
+        return [p for p, v in snapshot_tree(sdir, ".").items() if v is not None]
+
+    def dirs() -> list[str]:
+        return ["", *(p for p, v in snapshot_tree(sdir, ".").items() if v is None)]
+
+    def fresh(d: str) -> str:
+        taken = {p for p in snapshot_tree(sdir, ".")}
+        for _ in range(50):
+            n = f"{d}/{rnd.choice(names)}{rnd.randint(0, 3)}".lstrip("/")
+            if n not in taken:
+                return n
+        return f"{d}/z{rnd.randint(0, 10**9)}".lstrip("/")
+
+    for _ in range(6):
+        put_file(sdir, f"/s/{fresh(rnd.choice(dirs()))}", rnd.randbytes(rnd.randint(0, 40)))
+        call(sdir, "PUT", f"/s/{fresh(rnd.choice(dirs()))}", "MKDIRS")
+    snap(sdir, "s1")
+    for _ in range(rnd.randint(1, 14)):
+        op = rnd.choice(["create", "append", "overwrite", "delete", "mkdir", "rename", "rename", "swap", "rmdir"])
+        fl, ds = files(), dirs()
+        if op == "create" or (op in ("append", "overwrite", "delete", "swap") and len(fl) < 2):
+            put_file(sdir, f"/s/{fresh(rnd.choice(ds))}", rnd.randbytes(rnd.randint(0, 40)))
+        elif op == "append":
+            call(sdir, "POST", f"/s/{rnd.choice(fl)}", "APPEND", data=rnd.randbytes(rnd.randint(1, 9)))
+        elif op == "overwrite":
+            put_file(sdir, f"/s/{rnd.choice(fl)}", rnd.randbytes(rnd.randint(0, 40)))
+        elif op == "delete":
+            call(sdir, "DELETE", f"/s/{rnd.choice(fl)}", "DELETE")
+        elif op == "mkdir":
+            call(sdir, "PUT", f"/s/{fresh(rnd.choice(ds))}", "MKDIRS")
+        elif op == "rmdir" and len(ds) > 1:
+            call(sdir, "DELETE", f"/s/{rnd.choice(ds[1:])}", "DELETE", recursive="true")
+        elif op == "rename":
+            src = rnd.choice(fl + ds[1:])
+            dst_dir = rnd.choice([d for d in ds if not (d + "/").startswith(src + "/")] or [""])
+            call(sdir, "PUT", f"/s/{src}", "RENAME", destination=f"/s/{fresh(dst_dir)}")
+        elif op == "swap":
+            x, y = rnd.sample(fl, 2)
+            for a, b in ((x, "tmp-swap"), (y, x), ("tmp-swap", y)):
+                call(sdir, "PUT", f"/s/{a}", "RENAME", destination=f"/s/{b}")
+    snap(sdir, "s2")
+    earlier, later = snapshot_tree(sdir, "s1"), snapshot_tree(sdir, "s2")
+    report = snapdiff(sdir, "/s", "s1", "s2")
+    assert apply_report(earlier, later, report) == later, (report, sorted(earlier), sorted(later))
+
+
+def test_a_writer_killed_mid_stream_leaves_the_file_open(emu: WebHdfsEmulator) -> None:
+    """As HDFS: the data that arrived is there, the file stays under construction (no checksum)
+    until the lease is recovered; deleting it works meanwhile."""
+    import socket as s
+    from urllib.parse import urlparse
+
+    r = call(emu, "PUT", "/k/part", "CREATE", follow=False, overwrite="true")
+    loc = urlparse(r.headers["Location"])
+    sock = s.create_connection((loc.hostname, loc.port), timeout=10)
+    sock.sendall(f"PUT {loc.path}?{loc.query} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n".encode())
+    import time
+
+    ended = emu.store.writes_ended
+    sock.close()  # the writer dies before the last chunk
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and emu.store.writes_ended == ended:
+        time.sleep(0.05)
+    assert emu.store.writes_ended == ended + 1
+    r = call(emu, "GET", "/k/part", "GETFILECHECKSUM")
+    assert r.status_code == 403 and "under construction" in r.json()["RemoteException"]["message"]
+    assert call(emu, "GET", "/k/part", "OPEN").content == b"hello"
+    emu.recover_lease("/k/part")
+    assert call(emu, "GET", "/k/part", "GETFILECHECKSUM").status_code == 200
+    emu.open_for_write("/k/other", b"x")
+    assert call(emu, "DELETE", "/k/other", "DELETE").json() == {"boolean": True}

@@ -21,7 +21,8 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
 - CREATE takes ``blocksize`` (kept per file, reported as ``blockSize``); bytes-per-checksum is
   the datanode's setting (``bytes_per_checksum``, default 512): WebHDFS has no parameter for it.
 - ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND.
-- Files open for write (:meth:`WebHdfsEmulator.open_for_write`): GETFILESTATUS and OPEN show
+- Files open for write (:meth:`WebHdfsEmulator.open_for_write`, or a CREATE/APPEND whose writer
+  died mid-stream; :meth:`WebHdfsEmulator.recover_lease` closes them): GETFILESTATUS and OPEN show
   the visible length; GETFILECHECKSUM refuses with HDFS's
   ``IOException: Fail to get checksum, since file <p> is under construction.``
 - RENAME: without options the old boolean semantics (into an existing directory, ``false``
@@ -34,6 +35,8 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
   inodes first, then by name bytes, signed, of their current location); inside a section
   CREATEs then DELETE/RENAMEs, each by name. A rename out of a directory that is then deleted
   is a CREATE of the target (its source is never visited), as in HDFS.
+- GETSNAPSHOTDIFFLISTING (what Hadoop >= 3.3 clients ask): the same walk as modify/create/delete
+  lists with inode ids (one page), from which the client builds its report.
 - ``<dir>/.snapshot/<name>/...`` reads, ALLOWSNAPSHOT, CREATESNAPSHOT, DELETESNAPSHOT,
   GETHOMEDIRECTORY, GETFILEBLOCKLOCATIONS (one block location per block, on the datanode).
 
@@ -137,6 +140,7 @@ class Store:
         self.under_construction: set[int] = set()  # inode ids of files open for write
         self.opens: list[str] = []  # paths of the OPEN calls answered (tests count reads)
         self.ops: list[tuple[str, str]] = []  # (op, path) of every namenode call answered
+        self.writes_ended = 0  # CREATE/APPEND streams the datanode finished (whole or broken)
 
     # -- path mapping --------------------------------------------------------------------------
     def local(self, path: str) -> Path:
@@ -248,8 +252,9 @@ class Store:
             raise _Err(403, "SnapshotException", f"Cannot find the snapshot of directory {d} with name {name}")
         return {k: tuple(v) for k, v in json.loads(f.read_text()).items()}  # type: ignore[misc]
 
-    def diff(self, d: str, old: str, new: str) -> list[dict[str, str]]:
-        """The diff report HDFS's SnapshotDiffInfo produces (see the module doc)."""
+    def diff(self, d: str, old: str, new: str, *, listing: bool = False) -> Any:
+        """The diff report HDFS's SnapshotDiffInfo produces (see the module doc); with
+        ``listing`` the lists SnapshotDiffListingInfo produces for GETSNAPSHOTDIFFLISTING."""
         earlier, later = self._snap_inventory(d, old), self._snap_inventory(d, new)
         ROOT = -1
 
@@ -308,6 +313,39 @@ class Store:
                 visit(i, join(path, n))
 
         visit(ROOT, "")
+        if listing:
+            root_id = self.ino(d) if d != "/" else 16385
+
+            def real(i: int) -> int:
+                return root_id if i == ROOT else i
+
+            def parent_of(ino: int) -> int:
+                rel = (l_nodes.get(ino) or e_nodes[ino])[0]
+                parent = rel.rpartition("/")[0]
+                for i, node in (l_nodes if ino in l_nodes else e_nodes).items():
+                    if node[0] == parent and node[3]:
+                        return real(i)
+                return root_id
+
+            mlist: list[dict[str, Any]] = []
+            clist: list[dict[str, Any]] = []
+            dlist: list[dict[str, Any]] = []
+            for ino, path in diff_map.items():
+                if ino in dir_diffs:
+                    mlist.append({"dirId": real(ino), "fileId": real(ino), "sourcePath": path, "isReference": True})
+                    created, deleted = dir_diffs[ino]
+                    for n, i in created:
+                        clist.append({"dirId": real(ino), "fileId": i, "sourcePath": join(path, n),
+                                      "isReference": i in e_nodes})
+                    for n, i in deleted:
+                        entry = {"dirId": real(ino), "fileId": i, "sourcePath": join(path, n),
+                                 "isReference": i in l_nodes}
+                        if i in l_nodes and i in targets:
+                            entry["targetPath"] = targets[i]
+                        dlist.append(entry)
+                else:
+                    mlist.append({"dirId": parent_of(ino), "fileId": ino, "sourcePath": path, "isReference": False})
+            return {"modifyList": mlist, "createList": clist, "deleteList": dlist}
 
         def order(ino: int) -> tuple[int, tuple[tuple[int, ...], ...]]:
             rel = l_nodes[ino][0] if ino in l_nodes else e_nodes[ino][0]
@@ -354,24 +392,37 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), "application/json;charset=utf-8")
 
     def _body_chunks(self):  # type: ignore[no-untyped-def]
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            while True:
-                line = self.rfile.readline().strip()
-                n = int(line.split(b";")[0], 16)
-                if n == 0:
-                    while self.rfile.readline().strip():  # trailers, then the empty line
-                        pass
-                    return
-                yield self.rfile.read(n)
-                self.rfile.readline()
-        else:
-            left = int(self.headers.get("Content-Length") or 0)
-            while left > 0:
-                b = self.rfile.read(min(left, 1 << 20))
-                if not b:
-                    return
-                left -= len(b)
-                yield b
+        """The request body; ``self.body_complete`` tells whether it arrived whole (a writer
+        killed mid-stream leaves it False)."""
+        self.body_complete = False
+        try:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                while True:
+                    line = self.rfile.readline().strip()
+                    if not line:
+                        return
+                    n = int(line.split(b";")[0], 16)
+                    if n == 0:
+                        while self.rfile.readline().strip():  # trailers, then the empty line
+                            pass
+                        self.body_complete = True
+                        return
+                    b = self.rfile.read(n)
+                    if len(b) < n:
+                        return
+                    yield b
+                    self.rfile.readline()
+            else:
+                left = int(self.headers.get("Content-Length") or 0)
+                while left > 0:
+                    b = self.rfile.read(min(left, 1 << 20))
+                    if not b:
+                        return
+                    left -= len(b)
+                    yield b
+                self.body_complete = True
+        except (OSError, ValueError):
+            return
 
     def _drain(self) -> None:
         for _ in self._body_chunks():
@@ -618,6 +669,14 @@ class _Handler(BaseHTTPRequestHandler):
         shutil.rmtree(sd)
         self._send(200)
 
+    def op_getsnapshotdifflisting(self, method: str, path: str, q: dict[str, str]) -> None:
+        """One page holding the whole listing (lastPath "" and lastIndex -1 end the client's loop)."""
+        old, new = q.get("oldsnapshotname", ""), q.get("snapshotname", "")
+        with self.store.lock:
+            lists = self.store.diff(path, old, new, listing=True)
+        self._json({"SnapshotDiffReportListing": {**lists, "isFromEarlier": True, "lastIndex": -1,
+                                                  "lastPath": ""}})
+
     def op_getsnapshotdiff(self, method: str, path: str, q: dict[str, str]) -> None:
         old, new = q.get("oldsnapshotname", ""), q.get("snapshotname", "")
         with self.store.lock:
@@ -679,8 +738,14 @@ class _Handler(BaseHTTPRequestHandler):
                 for b in self._body_chunks():
                     f.write(b)
         finally:
+            # a writer that died mid-stream leaves the file open (HDFS recovers the lease much later)
             with self.store.lock:
-                self.store.under_construction.discard(ino)
+                if getattr(self, "body_complete", False):
+                    self.store.under_construction.discard(ino)
+                self.store.writes_ended += 1
+        if not self.body_complete:
+            self.close_connection = True
+            return
         self._send(201, headers={"Location": f"hdfs://{q.get('namenoderpcaddress', '')}{path}"})
 
     def dn_append(self, method: str, path: str, q: dict[str, str]) -> None:
@@ -694,7 +759,12 @@ class _Handler(BaseHTTPRequestHandler):
                     f.write(b)
         finally:
             with self.store.lock:
-                self.store.under_construction.discard(ino)
+                if getattr(self, "body_complete", False):
+                    self.store.under_construction.discard(ino)
+                self.store.writes_ended += 1
+        if not self.body_complete:
+            self.close_connection = True
+            return
         self._send(200)
 
 
@@ -789,6 +859,10 @@ class WebHdfsEmulator:
         """The writer writes and hflushes ``data``: readers now see it."""
         with self.store.lock, open(self.store.local(path), "ab") as f:
             f.write(data)
+
+    def recover_lease(self, path: str) -> None:
+        """What the NameNode does once a dead writer's lease expires: close the file as it is."""
+        self.close_file(path)
 
     def close_file(self, path: str) -> None:
         """The writer closes the file: it is complete, its checksum can be had."""
