@@ -26,12 +26,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """One file of a manifest (a named tuple: a million of them are built per plan)."""
+
     size: int
     mtime: float
     checksum: str | None = None  # CRC32C of the bytes the target holds ("COMPOSITE-CRC32C:hex")
@@ -42,7 +42,7 @@ class Entry:
     open: bool = False  # the source was open for write: copied up to its visible length
 
     def with_target(self, tmtime: float | None, tversion: str | None) -> Entry:
-        return replace(self, tmtime=tmtime, tversion=tversion)
+        return self._replace(tmtime=tmtime, tversion=tversion)
 
 
 Entries = dict[str, Entry]
@@ -59,20 +59,14 @@ CHUNK_ENTRIES = 4096
 
 def encode(entries: Entries, header: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3, mtime=0) as gz:
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
         w = io.BufferedWriter(gz, buffer_size=1 << 20)
         w.write((json.dumps({"header": header}) + "\n").encode())
         dumps = json.JSONEncoder(separators=(",", ":")).encode
-        rows: list[list[Any]] = []
-        for p in sorted(entries):
-            e = entries[p]
-            rows.append([p, e.size, e.mtime, e.checksum, e.tmtime, e.version, e.schecksum, e.tversion,
-                         1 if e.open else 0])
-            if len(rows) >= CHUNK_ENTRIES:
-                w.write(dumps(rows).encode() + b"\n")
-                rows = []
-        if rows:
-            w.write(dumps(rows).encode() + b"\n")
+        items = list(entries.items())
+        for i in range(0, len(items), CHUNK_ENTRIES):
+            # one row per file: [p, size, mtime, checksum, tmtime, version, schecksum, tversion, open]
+            w.write(dumps([(p, *e) for p, e in items[i:i + CHUNK_ENTRIES]]).encode() + b"\n")
         w.flush()
     return buf.getvalue()
 
@@ -81,11 +75,11 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
     header: dict[str, Any] = {}
     out: Entries = {}
     loads = json.loads
+    make = Entry._make
     for line in _lines(data):
         d = loads(line)
         if isinstance(d, list):
-            for p, size, mtime, c, tm, v, sc, tv, o in d:
-                out[p] = Entry(size, mtime, c, tm, v, sc, tv, bool(o))
+            out.update((r[0], make(r[1:])) for r in d)
         elif "header" in d:
             header = d["header"]
         else:
