@@ -165,6 +165,12 @@ def _list_files(fs: FileSystem, root: str, skipped: Callable[[str, str], None] |
         return fs.list_files(root)
 
 
+def _reports_skips(fs: FileSystem) -> bool:
+    import inspect
+
+    return "skipped" in inspect.signature(fs.list_files).parameters
+
+
 class _Skips:
     def __init__(self) -> None:
         self.entries: list[dict[str, str]] = []
@@ -178,7 +184,8 @@ class _Skips:
             self.entries.append({"path": path, "reason": reason})
 
 
-def _listing(side: _Side, only: str | None = None, skipped: _Skips | None = None) -> dict[str, FileStatus]:
+def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None
+             ) -> dict[str, FileStatus]:
     fs = side.fs
     root = side.root.rstrip("/")
     cut = len(root) + 1 if root else 0
@@ -198,12 +205,17 @@ def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
     return {r: s for r, s in files.items() if f.wanted(r)}
 
 
-def _target_listing(src: _Side, tgt: _Side) -> dict[str, FileStatus]:
+def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None) -> dict[str, FileStatus]:
     if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
         name = posixpath.basename(src.single.rstrip("/"))
         t = tgt.fs.stat(tgt.fs.join(tgt.root, name))
         return {name: t} if t is not None and not t.is_dir else {}
-    return _listing(tgt)
+
+    def skipped(path: str, reason: str) -> None:
+        if tmp_found is not None and tmp_run_tag(path) is not None:
+            tmp_found.append(path)  # temp files of killed runs: removed after the listing (one walk, not two)
+
+    return _listing(tgt, skipped=skipped)
 
 
 @dataclass
@@ -231,12 +243,13 @@ def _base(ledger: Ledger | None, state: StateStore, src: _Side, tgt: _Side) -> _
     return _Base(latest[0], latest[1], latest[2], "", latest[3])
 
 
-def _clean_tmp(tgt: _Side, run_id: str) -> int:
-    """Remove what killed runs left on the target: temp files and (S3) multipart uploads. Runs
-    only under the target's lease, so no other live run has temp files there."""
+def _clean_tmp(tgt: _Side, run_id: str, found: list[str] | None = None) -> int:
+    """Remove what killed runs left on the target: temp files (``found`` by the target listing,
+    else a walk) and (S3) multipart uploads. Runs only under the target's lease, so no other
+    live run has temp files there."""
     mine = run_tag(run_id)
     n = 0
-    for p in list(tgt.fs.list_tmp(tgt.root)):
+    for p in list(tgt.fs.list_tmp(tgt.root)) if found is None else found:
         if tmp_run_tag(p) != mine and tgt.fs.delete(p):
             n += 1
     abort = getattr(tgt.fs, "abort_stale_uploads", None)
@@ -261,7 +274,7 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
 
 
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
-          ) -> tuple[Plan, str]:
+          tmp_found: list[str] | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
@@ -272,7 +285,7 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     header = base.header or {}
     pending = set(header.get("pending") or [])
     with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_target_listing, src, tgt)
+        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found)
         diff = None
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
@@ -375,7 +388,8 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
     base = _base(ledger, state, src, tgt)
     pre = CopyResult(src.loc.uri, tgt.loc.uri, "", "", state_location=state.loc.uri)
     if not dry_run:
-        _clean_tmp(tgt, run_id)
+        if src.single:
+            _clean_tmp(tgt, run_id)
         if src.fs.supports_snapshots:
             _clean_snapshots(src, state, base, pre)
     snapshot = None
@@ -386,8 +400,11 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
         state.note_snapshot(snapshot)  # noted first: a killed run's snapshot is found and deleted later
         src.fs.create_snapshot(src.root, snapshot)
     skips = _Skips()
+    tmp_found: list[str] = []
     try:
-        plan, read_root = _plan(src, tgt, options, base, snapshot, skips)
+        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found)
+        if not dry_run and not src.single:
+            _clean_tmp(tgt, run_id, tmp_found if _reports_skips(tgt.fs) else None)
     except BaseException:
         if snapshot:
             _drop_snapshot(src, state, snapshot)

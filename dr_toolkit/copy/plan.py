@@ -307,27 +307,36 @@ def _parents(rel: str) -> Iterable[str]:
         i = rel.rfind("/")
 
 
-def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Iterable[str]) -> None:
+def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str]) -> None:
     """Target files in the way of the source's tree go first, whatever ``--delete`` says: a
     target file where the source has a directory, and target files under a path the source
-    has as a file. Linear in the total path depth."""
-    src_dirs: set[str] = set()
-    for rel in src:
+    has as a file. Only paths new on the source can conflict, and only target files the source
+    lacks can be in the way: linear in the changes (a run that changed nothing pays two set
+    differences)."""
+    new = [r for r in src if r not in tgt]
+    if not new:
+        return
+    gone = [r for r in tgt if r not in src]
+    if not gone:
+        return
+    new_files = set(new)
+    new_dirs: set[str] = set()
+    for rel in new:
         i = rel.rfind("/")
         while i > 0:
             d = rel[:i]
-            if d in src_dirs:
+            if d in new_dirs:
                 break
-            src_dirs.add(d)
+            new_dirs.add(d)
             i = rel.rfind("/", 0, i)
     block: list[str] = []
-    for rel in tgt:
-        if rel in src_dirs:
+    for rel in gone:
+        if rel in new_dirs:
             block.append(rel)
             continue
         i = rel.rfind("/")
         while i > 0:
-            if rel[:i] in src:
+            if rel[:i] in new_files:
                 block.append(rel)
                 break
             i = rel.rfind("/", 0, i)
