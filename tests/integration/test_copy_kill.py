@@ -36,7 +36,7 @@ def test_killed_runs_leave_no_partial_files_and_resume(tmp_path: Path) -> None:
                "--bandwidth-mb-s", "3", "--json")
     kills = 0
     i = 0
-    while kills < 12 and i < 40:
+    while kills < 12 and i < 80:
         i += 1
         sig = signal.SIGKILL if kills % 2 == 0 else signal.SIGTERM
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
