@@ -164,6 +164,12 @@ class CopyOptions(_Model):
     workers: int = Field(default=8, ge=1, le=512)
     engine: Literal["local", "spark"] = "local"
     snapshots: bool = Field(default=False, description="use HDFS snapshots of the source when it is snapshottable")
+    state_dir: str | None = Field(default=None, description="where manifests and copy state live (a path or URI "
+                                  "outside every source and target); default: drt-state/ beside the SQLite "
+                                  "ledger or the topology file, or $DRT_STATE_DIR")
+    keep_manifests: int = Field(default=10, ge=1, description="manifests kept per source/target pair")
+    keep_manifests_days: float | None = Field(default=None, ge=0, description="older manifests beyond "
+                                              "keep_manifests are kept until this age (days); unset: none")
 
     @model_validator(mode="after")
     def _distcp_rules(self) -> CopyOptions:

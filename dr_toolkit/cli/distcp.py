@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import UsageError
+from dr_toolkit.errors import DrtError, UsageError
 from dr_toolkit.topology import DEFAULT_CONFIG, CopyOptions
 
 if TYPE_CHECKING:
@@ -30,11 +31,47 @@ def _render(data: dict[str, Any]) -> None:
         out_console.print(f"  mode {r['mode']}: {r['mode_reason']}")
         out_console.print("  " + "  ".join(f"{k}={r[k]}" for k in FIELDS[1:]) +
                           (f"  manifest={r['manifest_id']}" if r.get("manifest_id") else ""))
+        if r.get("basis"):
+            out_console.print("  skipped as equal, by basis: " +
+                              ", ".join(f"{v} by {k}" for k, v in sorted(r["basis"].items())))
         if r.get("fallback_count"):
-            out_console.print(f"  {r['fallback_count']} file(s) compared by size+mtime: "
+            out_console.print(f"  {r['fallback_count']} file(s) kept without comparing: "
                               f"{r['fallbacks'][0]['reason']} (e.g. {r['fallbacks'][0]['path']})")
+        if r.get("entries_skipped"):
+            out_console.print(f"  {r['entries_skipped']} source entries are not regular files and were not copied: " +
+                              ", ".join(f"{v} {k}" for k, v in sorted(r.get("skipped_reasons", {}).items())))
+        if r.get("files_type_changed"):
+            out_console.print(f"  {r['files_type_changed']} target file(s) removed for a file/directory type change")
+        for f in r.get("open_files", [])[:20]:
+            out_console.print(f"  [yellow]open[/] {f['path']}: {f['reason']}")
         for f in r.get("failures", [])[:20]:
             out_console.print(f"  [red]failed[/] {f['path']}: {f['error']}")
+
+
+@contextmanager
+def _sigterm() -> Iterator[threading.Event]:
+    """SIGTERM stops the run like Ctrl-C: in-flight files are abandoned (temp files removed,
+    nothing half-visible), the ledger row says ``interrupted``, exit 1 with one line."""
+    import signal
+
+    ev = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        ev.set()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield ev
+    except KeyboardInterrupt:
+        ev.set()
+        raise DrtError("interrupted: the run stopped; files already committed stay, nothing partial is visible",
+                       hint="run it again to finish") from None
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 @contextmanager
@@ -42,7 +79,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     if not enabled:
         yield None
         return
-    from rich.progress import (
+    from rich.progress import (  # only when a bar is shown (not for --json or --dry-run)
         BarColumn,
         DownloadColumn,
         Progress,
@@ -81,8 +118,10 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         source: Annotated[str, typer.Argument(help="file:///…, hdfs://<cluster>/…, webhdfs://host:port/…, s3://…")],
         target: Annotated[str, typer.Argument(help="where the tree is copied to (same URI forms)")],
-        update: Annotated[bool, typer.Option("--update", help="Skip files whose size and checksum match "
-                                                           "(the default unless --overwrite).")] = False,
+        update: Annotated[bool, typer.Option("--update", help="Replace target files that differ from the source "
+                                                           "(compared by checksum or content). Without --update "
+                                                           "or --overwrite only missing files are copied "
+                                                           "(DistCp's default).")] = False,
         overwrite: Annotated[bool, typer.Option("--overwrite", help="Rewrite every file.")] = False,
         delete: Annotated[bool, typer.Option("--delete", help="Delete target files the source no longer has.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be copied/deleted.")] = False,
@@ -102,6 +141,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"unknown engine {engine!r}", hint="use --engine local or --engine spark")
         if update and overwrite:
             raise UsageError("--update and --overwrite do not go together", hint="pick one")
+        if delete and not (update or overwrite):
+            raise UsageError("--delete needs --update or --overwrite (as DistCp requires)",
+                             hint="add --update to make the target equal the source")
         keep = []
         for p in (preserve or "").split(","):
             p = p.strip()
@@ -111,7 +153,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"unknown --preserve value {p!r}", hint="use perm, times or perm,times")
             keep.append("permissions" if p.startswith("perm") else "times")
         try:
-            options = CopyOptions(update=not overwrite, overwrite=overwrite, delete=delete, include=include or [],
+            options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], append_only=append_only or [],
                                   preserve=keep, bandwidth_mb_s=bandwidth, workers=workers,
                                   engine=engine)
@@ -119,9 +161,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(str(exc)) from None
         st = state(ctx)
         topology, ledger = _optional_topology(ctx)
-        with _progress(not st.json and not dry_run) as cb:
+        with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
             r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       progress=cb)
+                       progress=cb, access=st.access(), cancel=ev)
         emit(ctx, r.to_json(), _render)
         if r.files_failed:
             raise typer.Exit(1)
@@ -137,9 +179,9 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.copy.api import replicate_policy
 
         st = state(ctx)
-        with _progress(not st.json and not dry_run) as cb:
+        with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
             results = replicate_policy(st.topology(), policy, st.ledger(), dry_run=dry_run, engine=engine,
-                                       progress=cb)
+                                       progress=cb, access=st.access(), cancel=ev)
         rows = [r.to_json() for r in results]
         totals = {k: sum(int(r[k]) for r in rows) for k in FIELDS[1:-1]}
         out = {"policy": policy, **totals, "mode": ",".join(sorted({r["mode"] for r in rows})),

@@ -1,9 +1,17 @@
 """distcp, replicate_policy, pending: the public entry points of file replication.
 
-A run: validate the URIs (refusing overlaps and escapes before anything is written), clean
-temporary files of killed runs, find the base manifest, decide the mode (bootstrap /
-fast-forward / reconcile, with the reason), plan, execute (renames, copies, deletes), write
-the new manifest next to the target and index it in the ledger.
+**The invariant.** After a run that ends without failed files (exit 0), with ``update`` (the
+policies' default and ``drt distcp --update``) or ``overwrite``, every regular file of the
+source is a file of the target at the same relative path with the same bytes, and — with
+``delete`` — the target holds no other file. Directories exist exactly as parents of files.
+A file the tool cannot prove equal is compared by content; nothing is skipped on a guess.
+
+A run: validate the URIs (refusing overlaps by real path, before anything is written), take
+the target's lease, clean temporary files and multipart uploads of killed runs and snapshots
+of killed runs, find the base manifest in the state location, decide the mode (bootstrap /
+fast-forward / reconcile, with the reason), plan, execute (staged moves, type-change and
+``--delete`` deletions, copies), write the new manifest to the state location (never under
+the target), apply retention, index it in the ledger.
 """
 
 from __future__ import annotations
@@ -17,17 +25,28 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
-from dr_toolkit.copy.execute import CopyContext, Outcome, Throttle, run_local
-from dr_toolkit.copy.plan import Plan, apply_diff, chain_break, fast_forward, filters_of, reconcile
-from dr_toolkit.copy.spark_engine import SparkJob, run_spark
+from dr_toolkit.copy.execute import Cancelled, CopyContext, Outcome, Throttle, run_local
+from dr_toolkit.copy.plan import (
+    FileTask,
+    Plan,
+    _parents,
+    apply_diff,
+    chain_break,
+    fast_forward,
+    filters_of,
+    reconcile,
+)
+from dr_toolkit.copy.state import StateStore, check_outside, default_state_uri, target_lock
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.fs import open_fs
-from dr_toolkit.fs.base import INTERNAL_DIR, FileStatus, FileSystem
+from dr_toolkit.fs import credentials_for, open_fs
+from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, tmp_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
-from dr_toolkit.ledger.store import new_id
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
 if TYPE_CHECKING:
+    import threading
+
+    from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
@@ -48,6 +67,7 @@ class CopyResult:
     policy: str | None = None
     dry_run: bool = False
     engine: str = "local"
+    status: str = "planned"
     files_total: int = 0
     bytes_total: int = 0
     files_copied: int = 0
@@ -56,17 +76,30 @@ class CopyResult:
     bytes_copied: int = 0
     files_skipped: int = 0
     files_deleted: int = 0
+    files_type_changed: int = 0
     files_failed: int = 0
+    files_open: int = 0
+    entries_skipped: int = 0  # source entries that are not regular files (symlinks, empty dirs, ...)
     files_read_for_planning: int = 0
     manifest_id: str | None = None
     base_manifest_id: str | None = None
     source_snapshot: str | None = None
+    source_time: float | None = None
     watermark: float | None = None
+    state_location: str | None = None
     duration_s: float = 0.0
+    basis: dict[str, int] = field(default_factory=dict)
+    basis_samples: list[dict[str, str]] = field(default_factory=list)
     fallbacks: list[dict[str, str]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    skipped_entries: list[dict[str, str]] = field(default_factory=list)
+    skipped_reasons: dict[str, int] = field(default_factory=dict)
+    open_files: list[dict[str, Any]] = field(default_factory=list)
+    verified: dict[str, int] = field(default_factory=dict)
     changed_during_copy: list[str] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)  # source files opened (planning and copying)
+    manifests_pruned: int = 0
+    snapshots_cleaned: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +110,8 @@ class CopyResult:
         d["fallback_count"] = len(self.fallbacks)
         d["fallbacks"] = self.fallbacks[:100]
         d["failures"] = self.failures[:100]
+        d["skipped_entries"] = self.skipped_entries[:100]
+        d["open_files"] = self.open_files[:100]
         d["files_read"] = self.files_read[:1000]
         d["duration_s"] = round(self.duration_s, 3)
         if self.dry_run:
@@ -97,9 +132,11 @@ class _Side:
     single: str | None = None  # a source that is one file: list only it
 
 
-def _resolve(source: str, target: str, topology: Topology | None,
-             credentials: tuple[Credentials | None, Credentials | None] = (None, None)) -> tuple[_Side, _Side]:
+def _resolve(source: str, target: str, topology: Topology | None, access: Access | None,
+             creds: tuple[Credentials | None, Credentials | None] | None = None) -> tuple[_Side, _Side]:
     """Parse and check both ends; raise ConfigError (exit 2) before anything is written."""
+    from dr_toolkit.fs import open_fs_credentials
+
     src = parse_uri(source, topology)
     tgt = parse_uri(target, topology)
     if src.contains(tgt):
@@ -108,13 +145,11 @@ def _resolve(source: str, target: str, topology: Topology | None,
     if tgt.contains(src):
         raise ConfigError(f"the source {source} lies inside the target {target}",
                           hint="choose a target that does not contain the source")
-    if tgt.kind == "s3" and not tgt.path:
-        pass  # a whole bucket is a valid target
-    sfs = open_fs(src, credentials[0])
+    sfs = open_fs_credentials(src, creds[0]) if creds else open_fs(src, access)
     st = sfs.stat(src.path)
     if st is None:
         raise ConfigError(f"the source {source} does not exist", hint="check the path (nothing was copied)")
-    tfs = open_fs(tgt, credentials[1])
+    tfs = open_fs_credentials(tgt, creds[1]) if creds else open_fs(tgt, access)
     t = tfs.stat(tgt.path) if tgt.path else None
     if t is not None and not t.is_dir:
         raise ConfigError(f"the target {target} is a file", hint="name a directory to copy into")
@@ -123,134 +158,272 @@ def _resolve(source: str, target: str, topology: Topology | None,
     return _Side(src, sfs, src.path), _Side(tgt, tfs, tgt.path)
 
 
-def _listing(side: _Side, only: str | None = None) -> dict[str, FileStatus]:
-    out = {}
+def _list_files(fs: FileSystem, root: str, skipped: Callable[[str, str], None] | None) -> Any:
+    try:
+        return fs.list_files(root, skipped)
+    except TypeError:  # a filesystem that does not report skipped entries yet
+        return fs.list_files(root)
+
+
+def _reports_skips(fs: FileSystem) -> bool:
+    import inspect
+
+    return "skipped" in inspect.signature(fs.list_files).parameters
+
+
+class _Skips:
+    def __init__(self) -> None:
+        self.entries: list[dict[str, str]] = []
+        self.reasons: dict[str, int] = {}
+        self.count = 0
+
+    def __call__(self, path: str, reason: str) -> None:
+        self.count += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        if len(self.entries) < 1000:
+            self.entries.append({"path": path, "reason": reason})
+
+
+def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None
+             ) -> dict[str, FileStatus]:
     fs = side.fs
-    for s in fs.list_files(only or side.single or side.root):
-        rel = fs.relative(side.root, s.path)
+    root = side.root.rstrip("/")
+    cut = len(root) + 1 if root else 0
+    prefix = root + "/" if root else ""
+    out = {}
+    for s in _list_files(fs, only or side.single or side.root, skipped):
+        p = s.path
+        rel = p[cut:] if p.startswith(prefix) else fs.relative(side.root, p)
         if rel:
             out[rel] = s
     return out
 
 
-def _base(ledger: Ledger | None, src: _Side, tgt: _Side) -> tuple[str | None, dict[str, Any] | None,
-                                                                   mf.Entries | None, str]:
-    """(base manifest id, header, entries, why not usable)."""
+def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
+    if not f.include and not f.exclude:
+        return files  # listings already pass over temporary names
+    return {r: s for r, s in files.items() if f.wanted(r)}
+
+
+def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None) -> dict[str, FileStatus]:
+    if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
+        name = posixpath.basename(src.single.rstrip("/"))
+        t = tgt.fs.stat(tgt.fs.join(tgt.root, name))
+        return {name: t} if t is not None and not t.is_dir else {}
+
+    def skipped(path: str, reason: str) -> None:
+        if tmp_found is not None and tmp_run_tag(path) is not None:
+            tmp_found.append(path)  # temp files of killed runs: removed after the listing (one walk, not two)
+
+    return _listing(tgt, skipped=skipped)
+
+
+@dataclass
+class _Base:
+    manifest_id: str | None = None
+    header: dict[str, Any] | None = None
+    entries: mf.Entries | None = None
+    why_not: str = "no earlier manifest: first run"
+    digest: str | None = None  # sha256 of the base manifest's bytes
+
+
+def _base(ledger: Ledger | None, state: StateStore, src: _Side, tgt: _Side) -> _Base:
     if ledger is not None:
         row = ledger.last_manifest(source=src.loc.uri, target=tgt.loc.uri)
         if row is None:
-            return None, None, None, "no earlier manifest: first run"
-        got = mf.read_manifest(tgt.fs, mf.manifest_path(tgt.fs, tgt.root, row["manifest_id"]), row["content_digest"])
+            return _Base()
+        got = state.read_manifest(row["manifest_id"], row["content_digest"])
         if got is None:
-            return row["manifest_id"], None, None, f"manifest {row['manifest_id']} is missing or altered on the target"
-        return row["manifest_id"], got[0], got[1], ""
-    # without a ledger: the newest manifest stored next to the target
-    names = sorted(s.path for s in tgt.fs.list_files(tgt.fs.join(tgt.root, f"{INTERNAL_DIR}/manifests"))
-                   if s.path.endswith(".jsonl.gz")) if tgt.root or tgt.fs.kind == "s3" else []
-    for path in reversed(names):
-        got = mf.read_manifest(tgt.fs, path)
-        if got is not None and got[0].get("source") == src.loc.uri:
-            return str(got[0]["manifest_id"]), got[0], got[1], ""
-    return None, None, None, "no earlier manifest: first run"
+            return _Base(row["manifest_id"], why_not=f"manifest {row['manifest_id']} is missing from the state "
+                                                     f"location or altered")
+        return _Base(row["manifest_id"], got[0], got[1], "", row["content_digest"])
+    latest = state.latest()
+    if latest is None:
+        return _Base()
+    return _Base(latest[0], latest[1], latest[2], "", latest[3])
 
 
-def _clean_tmp(tgt: _Side) -> int:
+def _clean_tmp(tgt: _Side, run_id: str, found: list[str] | None = None) -> int:
+    """Remove what killed runs left on the target: temp files (``found`` by the target listing,
+    else a walk) and (S3) multipart uploads. Runs only under the target's lease, so no other
+    live run has temp files there."""
+    mine = run_tag(run_id)
     n = 0
-    for p in list(tgt.fs.list_tmp(tgt.root)):
-        if tgt.fs.delete(p):
+    for p in list(tgt.fs.list_tmp(tgt.root)) if found is None else found:
+        if tmp_run_tag(p) != mine and tgt.fs.delete(p):
             n += 1
+    abort = getattr(tgt.fs, "abort_stale_uploads", None)
+    if abort is not None:
+        n += int(abort(tgt.root))
     return n
 
 
-def _plan(src: _Side, tgt: _Side, options: CopyOptions, base_id: str | None, header: dict[str, Any] | None,
-          base: mf.Entries | None, why_no_base: str, snapshot: str | None) -> tuple[Plan, str]:
+def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyResult) -> None:
+    """Delete the source snapshots this pair created and no longer needs (killed runs)."""
+    keep = str(base.header.get("source_snapshot")) if base.header and base.header.get("source_snapshot") else None
+    for name in state.noted_snapshots():
+        if name == keep:
+            continue
+        try:
+            if src.fs.snapshot_exists(src.root, name):
+                src.fs.delete_snapshot(src.root, name)
+                result.snapshots_cleaned.append(name)
+            state.forget_snapshot(name)
+        except (OSError, UnreachableError) as exc:
+            log.warning("could not delete the orphaned snapshot %s of %s: %s", name, src.root, exc)
+
+
+def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
+          tmp_found: list[str] | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
-    reading = _Side(src.loc, src.fs, read_root, src.single)
+    reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
+                    if src.single else None)
     f = filters_of(options)
+    entries = base.entries
+    why = base.why_not
+    header = base.header or {}
+    pending = set(header.get("pending") or [])
     with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_listing, tgt)
+        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found)
         diff = None
-        if base is not None and snapshot and header and header.get("source_snapshot"):
+        if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
             if src.fs.snapshot_exists(src.root, old):
                 diff = src.fs.snapshot_diff(src.root, old, snapshot)
             else:
-                why_no_base = f"the base snapshot {old} is gone"
-                base = None
-        if diff is not None and base is not None:
+                why = f"the base snapshot {old} is gone"
+                entries = None
+        moves: dict[str, str] = {}
+        changed: set[str] | None = None
+        if diff is not None and entries is not None:
             def stat_tree(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
                 s = src.fs.stat(src.fs.join(read_root, rel))
                 if s is None:
                     return {}
                 if s.is_dir:
-                    return _listing(reading, src.fs.join(read_root, rel)) if recursive else None
+                    return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
                 return {rel: s}
 
-            state, renames = apply_diff(base, diff, stat_tree)
+            state, moves, changed = apply_diff(entries, diff, stat_tree)
+            for rel in pending:  # files a failed run did not copy: not in any later diff
+                fresh = stat_tree(rel, False)
+                if fresh:
+                    state.update(fresh)
+                    changed.update(fresh)
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
-            how = f"snapshot diff {header['source_snapshot'] if header else '?'} → {snapshot}"
+            how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
         else:
-            src_files = {r: s for r, s in _listing(reading).items() if f.wanted(r)}
-            renames = {}
-            how = "manifest against listing"
-        tgt_files = {r: s for r, s in tgt_future.result().items() if f.wanted(r)}
+            src_files = _wanted(_listing(reading, skipped=skips), f)
+            how = "source listing against the manifest (size, mtime, change token)"
+        tgt_files = _wanted(tgt_future.result(), f)
+    recorded = entries if entries is not None else None
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason="--overwrite rewrites every file", workers=options.workers), read_root
-    if base is None:
-        mode = "bootstrap" if base_id is None else "reconcile"
-        if mode == "bootstrap" and tgt_files:
-            why_no_base += f"; the target already holds {len(tgt_files)} files: compared by checksum"
+                         reason="--overwrite rewrites every file", workers=options.workers,
+                         recorded=recorded), read_root
+    if entries is None:
+        mode = "bootstrap" if base.manifest_id is None else "reconcile"
+        if tgt_files:
+            why += f"; the target already holds {len(tgt_files)} files: compared by content"
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=why_no_base, workers=options.workers), read_root
-    broken = chain_break(base, tgt_files, f.wanted)
+                         reason=why, workers=options.workers, recorded=recorded), read_root
+    if not options.update:
+        return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
+                         reason="without --update only missing files are copied", workers=options.workers,
+                         recorded=recorded), read_root
+    held = {r: e for r, e in entries.items() if r not in pending}
+    broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
     if broken:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason=broken, workers=options.workers), read_root
-    return fast_forward(src_files, base, options, reason=f"target holds manifest {base_id}; {how}",
-                        renames=renames), read_root
+                         reason=broken, workers=options.workers, recorded=recorded), read_root
+    plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
+                        moves=moves, changed=changed)
+    for rel in pending:  # the target may hold an older version of a pending file: it is replaced
+        if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
+            plan.deletes.append(rel)
+    return plan, read_root
 
 
 def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,
            options: CopyOptions | None = None, dry_run: bool = False, policy: str | None = None,
-           progress: Progress | None = None, credentials: tuple[Credentials | None, Credentials | None] = (None, None),
-           spark_master: str | None = None) -> CopyResult:
-    """Copy the tree at ``source`` to ``target`` (DistCp semantics; see the module doc)."""
+           progress: Progress | None = None, access: Access | None = None, spark_master: str | None = None,
+           cancel: threading.Event | None = None,
+           credentials: tuple[Credentials | None, Credentials | None] | None = None) -> CopyResult:
+    """Copy the tree at ``source`` to ``target`` (DistCp semantics; see the module doc).
+
+    ``cancel``: set it (e.g. from a SIGTERM handler) to stop the run: in-flight files are
+    abandoned (their temp files removed, nothing half-visible) and the run is recorded
+    ``interrupted``. ``credentials``: already-resolved (source, target) credentials (old
+    callers); otherwise each endpoint's ``conn_id`` is looked up through ``access``."""
+    import threading
+
     t0 = time.time()
     options = options or CopyOptions()
-    src, tgt = _resolve(source, target, topology, credentials)
+    src, tgt = _resolve(source, target, topology, access, credentials)
     try:
-        return _run(src, tgt, options, ledger=ledger, dry_run=dry_run, policy=policy, progress=progress,
-                    credentials=credentials, spark_master=spark_master, t0=t0)
+        state_uri = default_state_uri(topology, options.state_dir)
+        state = StateStore.open(state_uri, src.loc.uri, tgt.loc.uri, topology, access)
+        try:
+            check_outside(state.loc, src.loc, tgt.loc)
+            creds = credentials or (credentials_for(src.loc, access), credentials_for(tgt.loc, access))
+            ev = cancel or threading.Event()
+            if dry_run:
+                return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
+                            creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+            with target_lock(ledger, state, tgt.loc.uri):
+                return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
+                            progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+        finally:
+            state.close()
     finally:
         src.fs.close()
         tgt.fs.close()
 
 
-def _run(src: _Side, tgt: _Side, options: CopyOptions, *, ledger: Ledger | None, dry_run: bool,
-         policy: str | None, progress: Progress | None, credentials: tuple[Credentials | None, Credentials | None],
-         spark_master: str | None, t0: float) -> CopyResult:
+def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, ledger: Ledger | None, dry_run: bool,
+         policy: str | None, progress: Progress | None, creds: tuple[Credentials | None, Credentials | None],
+         spark_master: str | None, t0: float, cancel: threading.Event) -> CopyResult:
     run_id = new_id("copy")
+    base = _base(ledger, state, src, tgt)
+    pre = CopyResult(src.loc.uri, tgt.loc.uri, "", "", state_location=state.loc.uri)
     if not dry_run:
-        _clean_tmp(tgt)
-    base_id, header, base, why = _base(ledger, src, tgt)
+        if src.single:
+            _clean_tmp(tgt, run_id)
+        if src.fs.supports_snapshots:
+            _clean_snapshots(src, state, base, pre)
     snapshot = None
     listed_at = time.time()
-    if options.snapshots and src.fs.supports_snapshots and src.fs.is_snapshottable(src.root) and not dry_run:
+    if options.snapshots and src.fs.supports_snapshots and not src.single and not dry_run \
+            and src.fs.is_snapshottable(src.root):
         snapshot = SNAP_PREFIX + run_id
+        state.note_snapshot(snapshot)  # noted first: a killed run's snapshot is found and deleted later
         src.fs.create_snapshot(src.root, snapshot)
-    plan, read_root = _plan(src, tgt, options, base_id, header, base, why, snapshot)
-    result = CopyResult(src.loc.uri, tgt.loc.uri, plan.mode, plan.mode_reason, policy=policy, dry_run=dry_run,
-                        engine=options.engine, files_total=plan.files_total, bytes_total=plan.bytes_total,
-                        base_manifest_id=base_id if base is not None else None, source_snapshot=snapshot,
-                        fallbacks=plan.fallbacks, files_read_for_planning=len(plan.files_read),
-                        files_read=list(plan.files_read))
+    skips = _Skips()
+    tmp_found: list[str] = []
+    try:
+        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found)
+        if not dry_run and not src.single:
+            _clean_tmp(tgt, run_id, tmp_found if _reports_skips(tgt.fs) else None)
+    except BaseException:
+        if snapshot:
+            _drop_snapshot(src, state, snapshot)
+        raise
+    result = pre
+    result.mode, result.mode_reason = plan.mode, plan.mode_reason
+    result.policy, result.dry_run, result.engine = policy, dry_run, options.engine
+    result.files_total, result.bytes_total = plan.files_total, plan.bytes_total
+    result.base_manifest_id = base.manifest_id if base.entries is not None else None
+    result.source_snapshot, result.source_time = snapshot, listed_at
+    result.fallbacks, result.basis, result.basis_samples = plan.fallbacks, plan.basis, plan.basis_samples
+    result.files_read_for_planning, result.files_read = len(plan.files_read), list(plan.files_read)
+    result.entries_skipped, result.skipped_entries, result.skipped_reasons = skips.count, skips.entries, skips.reasons
     if dry_run:
         result.files_copied = len(plan.copies)
         result.bytes_copied = plan.bytes_to_copy
-        result.files_renamed = len(plan.renames)
-        result.files_deleted = len(plan.deletes)
+        result.files_renamed = len(plan.moves)
+        result.files_deleted = len(plan.deletes) + len(plan.blockers)
+        result.files_type_changed = len(plan.blockers)
         result.files_skipped = plan.files_skipped
         result.duration_s = time.time() - t0
         return result
@@ -260,35 +433,42 @@ def _run(src: _Side, tgt: _Side, options: CopyOptions, *, ledger: Ledger | None,
                          run_id=run_id)
     status = "failed"
     try:
-        _execute(src, tgt, plan, read_root, options, result, run_id, progress, credentials, spark_master,
-                 stable=snapshot is not None)
+        pending = _execute(src, tgt, plan, read_root, options, result, run_id, progress, creds, spark_master,
+                           stable=snapshot is not None, cancel=cancel)
         manifest_id = mf.new_manifest_id()
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
-                      "source_time": listed_at, "mode": plan.mode, "policy": policy}
-        _, digest = mf.write_manifest(tgt.fs, tgt.root, manifest_id, plan.keep, header_out)
+                      "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
+                      "ok": result.ok}
+        unchanged = (base.entries is not None and base.manifest_id is not None and not pending
+                     and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)
+                     and all(plan.keep.get(k) is v for k, v in base.entries.items()))
+        if unchanged and base.digest:  # nothing changed: no need to write the same entries again
+            assert base.manifest_id is not None
+            location, digest = state.write_same_as(manifest_id, base.manifest_id, base.digest, header_out)
+        else:
+            location, digest = state.write_manifest(manifest_id, plan.keep, header_out)
         result.manifest_id = manifest_id
         result.watermark = listed_at if result.ok else None
         if ledger is not None:
-            ledger.add_manifest(manifest_id=manifest_id, source=src.loc.uri, target=tgt.loc.uri,
-                                location=tgt.loc.uri.rstrip("/") + f"/{INTERNAL_DIR}/manifests/{manifest_id}.jsonl.gz",
+            ledger.add_manifest(manifest_id=manifest_id, source=src.loc.uri, target=tgt.loc.uri, location=location,
                                 entries=len(plan.keep), total_bytes=sum(e.size for e in plan.keep.values()),
                                 source_time=listed_at, policy=policy, base_manifest_id=result.base_manifest_id,
                                 source_snapshot=snapshot, content_digest=digest)
-        if snapshot and header and header.get("source_snapshot"):
-            old = str(header["source_snapshot"])
-            if old.startswith(SNAP_PREFIX) and src.fs.snapshot_exists(src.root, old):
-                src.fs.delete_snapshot(src.root, old)
+        if base.header and base.header.get("source_snapshot"):
+            old = str(base.header["source_snapshot"])
+            if old != snapshot and old.startswith(SNAP_PREFIX):
+                _drop_snapshot(src, state, old)
+        result.manifests_pruned = len(state.prune(options.keep_manifests, options.keep_manifests_days,
+                                                  protect={manifest_id}))
         status = "succeeded" if result.ok else "failed"
-    except BaseException:
-        status = "killed"
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, (KeyboardInterrupt, Cancelled, SystemExit)) else "killed"
         if snapshot:  # the next run must not take a snapshot of an unfinished run as its base
-            try:
-                src.fs.delete_snapshot(src.root, snapshot)
-            except Exception:  # noqa: BLE001 - best effort; the error that stopped the run matters more
-                log.warning("could not delete snapshot %s of %s", snapshot, src.root)
+            _drop_snapshot(src, state, snapshot)
         raise
     finally:
+        result.status = status
         result.duration_s = time.time() - t0
         if ledger is not None:
             try:
@@ -296,39 +476,85 @@ def _run(src: _Side, tgt: _Side, options: CopyOptions, *, ledger: Ledger | None,
                                   manifest_id=result.manifest_id, base_manifest_id=result.base_manifest_id,
                                   stats=result.stats(), detail={
                                       "fallbacks": result.fallbacks[:100], "fallback_count": len(result.fallbacks),
-                                      "failures": result.failures[:100], "engine": options.engine,
-                                      "files_renamed": result.files_renamed, "files_appended": result.files_appended,
+                                      "basis": result.basis, "failures": result.failures[:100],
+                                      "engine": options.engine, "files_renamed": result.files_renamed,
+                                      "files_appended": result.files_appended, "files_open": result.files_open,
+                                      "open_files": result.open_files[:100],
+                                      "files_type_changed": result.files_type_changed,
+                                      "entries_skipped": result.entries_skipped,
+                                      "skipped_reasons": result.skipped_reasons,
                                       "changed_during_copy": result.changed_during_copy[:100],
-                                      "source_snapshot": snapshot, "dry_run": False})
+                                      "source_snapshot": snapshot, "source_time": listed_at,
+                                      "state_location": state.loc.uri, "dry_run": False})
             except Exception:
                 log.exception("could not record the end of run %s", run_id)
     return result
 
 
+def _drop_snapshot(src: _Side, state: StateStore, name: str) -> None:
+    try:
+        if src.fs.snapshot_exists(src.root, name):
+            src.fs.delete_snapshot(src.root, name)
+        state.forget_snapshot(name)
+    except Exception:  # noqa: BLE001 - best effort; it is noted and cleaned by the next run
+        log.warning("could not delete snapshot %s of %s", name, src.root)
+
+
 def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOptions, result: CopyResult,
-             run_id: str, progress: Progress | None, credentials: tuple[Credentials | None, Credentials | None],
-             spark_master: str | None, *, stable: bool) -> None:
+             run_id: str, progress: Progress | None, creds: tuple[Credentials | None, Credentials | None],
+             spark_master: str | None, *, stable: bool, cancel: threading.Event) -> set[str]:
+    """Moves (staged), deletions, copies, pruning. Returns the paths left pending (failed)."""
+    fs, root = tgt.fs, tgt.root
+    pending: set[str] = set()
+    gone: list[str] = []  # paths whose parents may now be empty
     if progress:
         progress("plan", plan.bytes_to_copy)
-    for old, new in plan.renames:  # renames first: a later copy may reuse the old name
+    # 1. moves, stage one: every source out of the way (swaps and cycles need it)
+    staged: list[tuple[str, str, str]] = []
+    for old, new in plan.moves:
+        tmp = tmp_name(fs.join(root, "x"), run_id + ":" + old)
         try:
-            tgt.fs.rename(tgt.fs.join(tgt.root, old), tgt.fs.join(tgt.root, new))
-            t = tgt.fs.stat(tgt.fs.join(tgt.root, new))
-            e = plan.keep[new]
-            plan.keep[new] = mf.Entry(e.size, e.mtime, e.checksum, t.mtime if t else None)
+            fs.rename(fs.join(root, old), tmp)
+            staged.append((old, new, tmp))
+            gone.append(old)
+        except (OSError, UnreachableError, ConfigError) as exc:
+            log.warning("move %s → %s failed (%s); copying instead", old, new, exc)
+            _copy_instead(src, read_root, plan, new)
+    # 2. target files in the way of a type change, then --delete
+    for rel, why in [(r, "type change") for r in plan.blockers] + [(r, "delete") for r in plan.deletes]:
+        try:
+            if fs.delete(fs.join(root, rel)):
+                result.files_deleted += 1
+                result.files_type_changed += why == "type change"
+            gone.append(rel)
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": why, "error": str(exc)})
+            pending.add(rel)  # still on the target: the next run deletes it
+    _prune(fs, root, gone, plan)
+    # 3. moves, stage two: into place
+    for old, new, tmp in staged:
+        try:
+            fs.rename(tmp, fs.join(root, new))
+            t = fs.stat(fs.join(root, new))
+            e = plan.keep.get(new)  # absent: the file also changed and is copied over below
+            if e is not None:
+                plan.keep[new] = e.with_target(t.mtime if t else None, t.version if t else None)
             result.files_renamed += 1
         except (OSError, UnreachableError, ConfigError) as exc:
-            log.warning("rename %s → %s failed (%s); copying instead", old, new, exc)
-            s = src.fs.stat(src.fs.join(read_root, new))
-            plan.keep.pop(new, None)
-            if s is not None:
-                from dr_toolkit.copy.plan import FileTask
-
-                plan.copies.append(FileTask(new, s.size, s.mtime, permission=s.permission, reason="rename failed"))
+            log.warning("move %s → %s failed (%s); copying instead", old, new, exc)
+            try:
+                fs.delete(tmp)
+            except (OSError, UnreachableError):
+                pass
+            _copy_instead(src, read_root, plan, new)
+    # 4. copies
     bw = options.bandwidth_mb_s * 1e6 if options.bandwidth_mb_s else None
     if options.engine == "spark" and plan.copies:
+        from dr_toolkit.copy.spark_engine import SparkJob, run_spark
+
         job = SparkJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                       credentials[0], credentials[1])
+                       creds[0], creds[1])
         outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:
@@ -336,22 +562,50 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
                 progress("file", 1)
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
-                          on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable)
+                          on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
+                          cancel=cancel)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
-    _account(plan, result, outcomes)
-    for rel in plan.deletes:
+    pending |= _account(plan, result, outcomes)
+    result.files_skipped = max(0, plan.files_total - result.files_copied - result.files_failed)
+    return pending
+
+
+def _copy_instead(src: _Side, read_root: str, plan: Plan, new: str) -> None:
+    s = src.fs.stat(src.fs.join(read_root, new))
+    plan.keep.pop(new, None)
+    if s is not None and not s.is_dir:
+        plan.copies.append(FileTask(new, s.size, s.mtime, permission=s.permission, reason="move failed",
+                                    version=s.version, block_size=s.block_size))
+
+
+def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
+    """Remove directories emptied by moves and deletions (deepest first) unless the new
+    state has files below them. Linear in the changes."""
+    if not gone or fs.kind == "s3":
+        return
+    needed: set[str] = set()
+    for rel in list(plan.keep) + [t.rel for t in plan.copies]:
+        for p in _parents(rel):
+            if p in needed:
+                break
+            needed.add(p)
+    cands: set[str] = set()
+    for rel in gone:
+        for p in _parents(rel):
+            if p in needed or p in cands:
+                break
+            cands.add(p)
+    for d in sorted(cands, key=lambda p: -p.count("/")):
         try:
-            if tgt.fs.delete(tgt.fs.join(tgt.root, rel)):
-                result.files_deleted += 1
-        except (OSError, UnreachableError) as exc:
-            result.files_failed += 1
-            result.failures.append({"path": rel, "action": "delete", "error": str(exc)})
-    result.files_skipped = plan.files_total - result.files_copied - result.files_failed - result.files_renamed
+            fs.delete(fs.join(root, d), recursive=False)
+        except (OSError, UnreachableError, ConfigError):
+            pass  # not empty (a file the plan does not know, e.g. excluded): left alone
 
 
-def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> None:
+def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str]:
     read = set(result.files_read)
+    pending: set[str] = set()
     for o in outcomes:
         read.add(o.rel)
         if o.changed:
@@ -360,14 +614,33 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> None:
             result.files_copied += 1
             result.files_appended += o.action == "append"
             result.bytes_copied += o.bytes
-            plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime)
+            if o.verified:
+                result.verified[o.verified] = result.verified.get(o.verified, 0) + 1
+            if o.open:
+                result.files_open += 1
+                result.open_files.append({"path": o.rel, "copied_bytes": o.size,
+                                          "reason": "open for write: copied up to its visible length; "
+                                                    "copied again by the next run"})
+            plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
+                                        o.open)
         else:
             result.files_failed += 1
             result.failures.append({"path": o.rel, "error": o.error, "attempts": o.attempts,
                                     "changed_during_copy": o.changed})
             # the target still holds whatever it held before (nothing partial is ever renamed in);
-            # leaving the file out of the manifest makes the next run compare it afresh
+            # the file is recorded as pending so the next run copies it (in every mode)
+            plan.keep.pop(o.rel, None)
+            pending.add(o.rel)
     result.files_read = sorted(read)
+    return pending
+
+
+def new_id(prefix: str) -> str:
+    """A sortable run id like the ledger's (``<prefix>-<UTC yyyymmddThhmmss>-<8 hex>``), made here
+    so a `drt distcp` without a ledger does not load SQLAlchemy."""
+    import uuid
+
+    return f"{prefix}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
 
 def _policy(topology: Topology, name: str) -> HdfsPolicy:
@@ -379,16 +652,16 @@ def _policy(topology: Topology, name: str) -> HdfsPolicy:
 
 
 def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dry_run: bool = False,
-                     engine: str | None = None, progress: Progress | None = None,
-                     credentials: Mapping[str, Credentials | None] | None = None,
-                     fence_epoch: int | None = None) -> list[CopyResult]:
+                     engine: str | None = None, progress: Progress | None = None, access: Access | None = None,
+                     fence_epoch: int | None = None, cancel: threading.Event | None = None,
+                     credentials: Mapping[str, Credentials | None] | None = None) -> list[CopyResult]:
     """Run one HDFS policy: one copy per target (each acknowledged separately) under the
-    ledger lease ``policy:<name>``; records runs, manifests and each target's watermark.
+    ledger lease ``policy:<name>`` (and each target's ``copy-target:<uri>`` lease, the one
+    `drt distcp` takes); records runs, manifests and each target's watermark.
 
-    ``credentials`` (cluster name -> Credentials) comes from Airflow connections; without it
-    each endpoint's ``conn_id`` is looked up in the environment. Once the hot cluster is
-    fenced, a run is refused (FencedError) unless it holds the current ``fence_epoch`` — the
-    failover runbook's final copy."""
+    Once the hot cluster is fenced, a run is refused (FencedError) unless it holds the current
+    ``fence_epoch`` — the failover runbook's final copy. ``credentials`` (cluster name ->
+    Credentials) is the old shape; prefer ``access``."""
     pol = _policy(topology, policy_name)
     if not dry_run:
         from dr_toolkit.zk.fencing import assert_replication_allowed
@@ -399,7 +672,7 @@ def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dr
     with ledger.lease(f"policy:{policy_name}"):
         for target in pol.targets:
             r = distcp(pol.source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       policy=policy_name, progress=progress,
+                       policy=policy_name, progress=progress, access=access, cancel=cancel,
                        credentials=_creds(topology, pol.source, target, credentials))
             if not dry_run and r.ok and r.watermark is not None:
                 ledger.set_watermark("hdfs", f"{policy_name}:{target}", r.watermark, {
@@ -410,25 +683,34 @@ def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dr
 
 
 def _creds(topology: Topology, source: str, target: str, by_cluster: Mapping[str, Credentials | None] | None
-           ) -> tuple[Credentials | None, Credentials | None]:
+           ) -> tuple[Credentials | None, Credentials | None] | None:
     if not by_cluster:
-        return None, None
+        return None
     a, b = parse_uri(source, topology).cluster, parse_uri(target, topology).cluster
     return (by_cluster.get(a) if a else None), (by_cluster.get(b) if b else None)
 
 
-def pending(topology: Topology, policy_name: str, ledger: Ledger) -> list[dict[str, Any]]:
+def probe(topology: Topology, policy_name: str, target: str, ledger: Ledger,
+          access: Access | None = None) -> CopyResult:
+    """What a run of one policy target would do now (a dry run: planned, nothing copied)."""
+    pol = _policy(topology, policy_name)
+    return distcp(pol.source, target, topology=topology, ledger=ledger, options=pol.options, dry_run=True,
+                  policy=policy_name, access=access)
+
+
+def pending(topology: Topology, policy_name: str, ledger: Ledger, access: Access | None = None
+            ) -> list[dict[str, Any]]:
     """Per target: what a run would copy now (planned, nothing copied), its watermark and last run."""
     pol = _policy(topology, policy_name)
     marks = {w["name"]: w for w in ledger.watermarks("hdfs")}
     runs = ledger.runs(policy=policy_name, limit=200)
     out = []
     for target in pol.targets:
-        r = distcp(pol.source, target, topology=topology, ledger=ledger, options=pol.options, dry_run=True,
-                   policy=policy_name)
+        r = probe(topology, policy_name, target, ledger, access)
         w = marks.get(f"{policy_name}:{target}")
         last = next((x for x in runs if x["target"] == r.target), None)
         out.append({"target": target, "files_pending": r.files_copied + r.files_deleted + r.files_renamed,
                     "bytes_pending": r.bytes_copied, "watermark": w["watermark"] if w else None,
-                    "last_run_status": last["status"] if last else None, "mode": r.mode})
+                    "last_run_status": last["status"] if last else None, "mode": r.mode,
+                    "base_manifest_id": r.base_manifest_id})
     return out

@@ -18,18 +18,24 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dr_toolkit.copy.plan import FileTask
-from dr_toolkit.errors import DrtError
-from dr_toolkit.fs.base import CHUNK, CONTENT_ALGO, ContentHash, FileStatus, FileSystem, tmp_name
-
-if TYPE_CHECKING:
-    pass
+from dr_toolkit.errors import ConfigError, DrtError
+from dr_toolkit.fs.base import (
+    CHUNK,
+    CONTENT_ALGO,
+    Checksum,
+    ContentHash,
+    FileSystem,
+    UnderConstruction,
+    tmp_name,
+)
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
-PER_FILE_COST = 256 << 10  # bytes a file "costs" beyond its size when balancing groups
+PER_FILE_COST = 256 << 10
+SMALL = 1 << 20  # local to local: files up to this size are copied through one buffer  # bytes a file "costs" beyond its size when balancing groups
 
 
 class SourceChanged(Exception):
@@ -60,6 +66,10 @@ class Throttle:
             time.sleep(delay)
 
 
+class Cancelled(Exception):
+    """The run was asked to stop (SIGTERM): in-flight copies stop and remove their temp files."""
+
+
 @dataclass
 class CopyContext:
     src_fs: FileSystem
@@ -71,6 +81,8 @@ class CopyContext:
     throttle: Throttle = field(default_factory=lambda: Throttle(None))
     on_bytes: Callable[[int], None] | None = None
     stable_source: bool = False  # a snapshot: cannot change under us
+    cancel: threading.Event = field(default_factory=threading.Event)
+    made_dirs: set[str] = field(default_factory=set)  # target directories known to exist (local)
 
 
 @dataclass
@@ -80,12 +92,17 @@ class Outcome:
     bytes: int = 0
     size: int = 0
     mtime: float = 0.0
-    checksum: str | None = None
+    checksum: str | None = None  # CRC32C of the bytes written
     tmtime: float | None = None
     action: str = "copy"
     attempts: int = 0
     changed: bool = False
     error: str | None = None
+    version: str | None = None  # the source's change token when read
+    schecksum: str | None = None  # the source's own checksum of the bytes copied
+    tversion: str | None = None  # the target's change token after commit
+    open: bool = False  # the source was open for write: copied up to its visible length
+    verified: str = ""  # how the written bytes were checked
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +110,8 @@ class Outcome:
 
 def _stream(ctx: CopyContext, chunks: Iterator[bytes], crc: Any, counter: list[int]) -> Iterator[bytes]:
     for c in chunks:
+        if ctx.cancel.is_set():
+            raise Cancelled("the run was interrupted")
         crc.update(c)
         counter[0] += len(c)
         ctx.throttle.take(len(c))
@@ -101,49 +120,136 @@ def _stream(ctx: CopyContext, chunks: Iterator[bytes], crc: Any, counter: list[i
         yield c
 
 
-def _finish(ctx: CopyContext, task: FileTask, path: str) -> float | None:
+def _finish(ctx: CopyContext, task: FileTask, path: str) -> None:
     tgt = ctx.tgt_fs
     if "permissions" in ctx.preserve and task.permission and tgt.supports_permissions:
         tgt.set_permission(path, task.permission)
     if "times" in ctx.preserve and tgt.supports_times:
         tgt.set_times(path, task.mtime)
-    return None
 
 
-def _verify_written(ctx: CopyContext, path: str, n: int, digest: str) -> None:
-    t = ctx.tgt_fs.stat(path)
-    if t is None or t.size != n:
-        raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
-    if ctx.tgt_fs.cheap_checksum:
-        c = ctx.tgt_fs.checksum(path)
-        if c is not None and c.algorithm == CONTENT_ALGO and c.value != digest:
-            raise OSError(f"verification failed: checksum of {path} is {c.value}, streamed {digest}")
+@dataclass
+class _Source:
+    """What the source said after its bytes were read."""
+
+    checksum: str | None = None
+    version: str | None = None
+    open: bool = False
+    matched: str | None = None  # the source's own checksum algorithm that matched the bytes read
 
 
-def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, n: int, digest: str) -> None:
+class _Hashes:
+    """CRC32C of the bytes streamed, plus HDFS's MD5MD5CRC32C of them when the source is HDFS
+    (so the source's own checksum can be compared with what was read: like with like)."""
+
+    def __init__(self, ctx: CopyContext, task: FileTask) -> None:
+        self.crc = ContentHash()
+        self.hdfs: Any = None
+        if ctx.src_fs.kind == "webhdfs" and task.block_size and task.block_size % 512 == 0:
+            from dr_toolkit.fs.hdfs_checksum import Md5Md5Crc32c
+
+            self.hdfs = Md5Md5Crc32c(task.block_size, 512)
+
+    def update(self, data: bytes) -> None:
+        self.crc.update(data)
+        if self.hdfs is not None:
+            self.hdfs.update(data)
+
+    def hexdigest(self) -> str:
+        return self.crc.hexdigest()
+
+
+def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: str | None, n: int,
+                  digest: str, streamed: Checksum | None = None) -> _Source:
+    """The source still is the file we read (else SourceChanged); its own checksum of those bytes."""
+    out = _Source(version=version)
+    if ctx.src_fs.cheap_checksum:
+        try:
+            c = ctx.src_fs.checksum(src)
+        except UnderConstruction:
+            s = ctx.src_fs.stat(src)
+            if s is None or s.size < n or n != size:
+                raise SourceChanged(f"{src} changed while being copied (open for write)") from None
+            return _Source(None, s.version, True)
+        if c is not None:
+            if c.algorithm == CONTENT_ALGO and c.value != digest:
+                raise SourceChanged(f"{src} content changed while being copied")
+            if streamed is not None and c.comparable(streamed):
+                if c != streamed:
+                    raise SourceChanged(f"{src}: its {c.algorithm} differs from the bytes read (changed while copied)")
+                out.matched = c.algorithm
+            out.checksum = str(c)
+    else:
+        out.checksum = f"{CONTENT_ALGO}:{digest}"  # the source's checksum is the CRC32C of its bytes
     if ctx.stable_source:
-        return
+        if n != size:
+            raise SourceChanged(f"{src}: read {n} bytes of a snapshot file of {size}")
+        return out
     s = ctx.src_fs.stat(src)
     if s is None:
         raise SourceChanged(f"{src} vanished while being copied")
-    if (s.size, round(s.mtime, 3)) != (size, round(mtime, 3)) or n != size:
+    if s.size != size or not abs(s.mtime - mtime) <= 1e-3 or n != size or (
+            version is not None and s.version is not None and s.version != version):
         raise SourceChanged(f"{src} changed while being copied ({size}→{s.size} bytes)")
-    if ctx.src_fs.cheap_checksum:
-        c = ctx.src_fs.checksum(src)
-        if c is not None and c.algorithm == CONTENT_ALGO and c.value != digest:
-            raise SourceChanged(f"{src} content changed while being copied")
+    return out
 
 
-def _kernel_copy(ctx: CopyContext, src: str, tmp: str) -> tuple[int, str] | None:
+def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Source) -> str:
+    """Check the written file: its length, and its checksum where the target offers one
+    comparable with the streamed CRC32C or with the source's own. Returns the basis."""
+    t = ctx.tgt_fs.stat(path)
+    if t is None or t.size != n:
+        raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
+    if not ctx.tgt_fs.cheap_checksum:
+        return "length; CRC32C streamed"
+    c = ctx.tgt_fs.checksum(path)
+    if c is None:
+        return "length; CRC32C streamed"
+    if c.algorithm == CONTENT_ALGO:
+        if c.value != digest:
+            raise OSError(f"verification failed: checksum of {path} is {c.value}, streamed {digest}")
+        return f"target {CONTENT_ALGO}"
+    sc = Checksum.parse(src.checksum)
+    if sc is not None and sc.comparable(c):
+        if sc != c:
+            raise OSError(f"verification failed: {c.algorithm} of {path} differs from the source's")
+        return f"target {c.algorithm} = source {c.algorithm}"
+    return f"length; target offers {c.algorithm} only (not comparable)"
+
+
+def _matched(info: _Source) -> str:
+    return f"; source {info.matched} = bytes read" if info.matched else ""
+
+
+def _kernel_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, str] | None:
     """Local to local: copy in the kernel (copy_file_range), then checksum what was written
     (read back from the page cache — this verifies the target's bytes too). None: not possible."""
     if not (ctx.src_fs.kind == ctx.tgt_fs.kind == "local" and hasattr(os, "copy_file_range")):
         return None
-    os.makedirs(os.path.dirname(tmp) or "/", exist_ok=True)
+    parent = os.path.dirname(tmp) or "/"
+    if parent not in ctx.made_dirs:  # one makedirs per directory, not per file
+        os.makedirs(parent, exist_ok=True)
+        ctx.made_dirs.add(parent)
+    if size <= SMALL and not ctx.throttle.rate:
+        # a small file: one read, one write, the CRC32C of the bytes in memory (fewer syscalls
+        # than a kernel copy plus reading the target back)
+        with open(src, "rb", buffering=0) as fi:
+            data = fi.read(size + 1)
+        with open(tmp, "wb", buffering=0) as fo:
+            mv = memoryview(data)
+            while mv:
+                mv = mv[fo.write(mv):]
+        if ctx.on_bytes:
+            ctx.on_bytes(len(data))
+        crc = ContentHash()
+        crc.update(data)
+        return len(data), crc.hexdigest()
     n = 0
     step = CHUNK if (ctx.throttle.rate or ctx.on_bytes) else 64 * CHUNK
     with open(src, "rb") as fi, open(tmp, "wb") as fo:
         while True:
+            if ctx.cancel.is_set():
+                raise Cancelled("the run was interrupted")
             try:
                 k = os.copy_file_range(fi.fileno(), fo.fileno(), step)
             except OSError:
@@ -162,46 +268,84 @@ def _kernel_copy(ctx: CopyContext, src: str, tmp: str) -> tuple[int, str] | None
     return n, crc.hexdigest()
 
 
-def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome:
-    tmp = tmp_name(dst, ctx.run_id)
-    crc = ContentHash()
-    counter = [0]
+def _place(ctx: CopyContext, tmp: str, dst: str) -> None:
+    """Rename into place; a directory in the way (a type change) goes when it is empty."""
     try:
-        fast = _kernel_copy(ctx, src, tmp)
+        ctx.tgt_fs.rename(tmp, dst)
+    except (IsADirectoryError, ConfigError):
+        st = ctx.tgt_fs.stat(dst)
+        if st is None or not st.is_dir or any(True for _ in ctx.tgt_fs.list_files(dst)):
+            raise IsADirectoryError(f"cannot replace directory {dst} (it still holds files) with a file") from None
+        ctx.tgt_fs.delete(dst, recursive=True)  # only empty directories below it
+        ctx.tgt_fs.rename(tmp, dst)
+
+
+def _after(ctx: CopyContext, dst: str, mtime: float) -> tuple[float | None, str | None]:
+    t = ctx.tgt_fs.stat(dst)
+    if "times" in ctx.preserve and ctx.tgt_fs.supports_times:
+        return mtime, t.version if t else None
+    return (t.mtime if t else None), (t.version if t else None)
+
+
+def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
+               version: str | None) -> Outcome:
+    crc = _Hashes(ctx, task)
+    counter = [0]
+    both_hdfs = ctx.src_fs.kind == ctx.tgt_fs.kind == "webhdfs"
+    if ctx.tgt_fs.writes_in_place:  # S3: nothing is visible before before_commit() passed
+        got: list[_Source] = []
+
+        def before_commit(n: int) -> None:
+            got.append(_check_source(ctx, src, size, mtime, version, n, crc.hexdigest(),
+                                     crc.hdfs.checksum() if crc.hdfs is not None else None))
+
+        n = ctx.tgt_fs.write_verified(dst, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc,
+                                                   counter), before_commit, size_hint=size)
+        digest = crc.hexdigest()
+        verified = _verify_written(ctx, dst, n, digest, got[0]) + _matched(got[0])
+        tm, tv = _after(ctx, dst, mtime)
+        return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "copy", version=version,
+                       schecksum=got[0].checksum, tversion=tv, open=got[0].open, verified=verified)
+    tmp = tmp_name(dst, ctx.run_id)
+    try:
+        fast = _kernel_copy(ctx, src, tmp, size)
         if fast is not None:  # length and checksum were read back from the written file
             n, digest = fast
-            _check_source(ctx, src, size, mtime, n, digest)
+            info = _check_source(ctx, src, size, mtime, version, n, digest)
+            verified = "CRC32C read back from the target"
         else:
-            n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, chunk_size=CHUNK), crc, counter))
+            n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc, counter),
+                                 block_size=task.block_size if both_hdfs else None, size_hint=size)
             digest = crc.hexdigest()
-            _check_source(ctx, src, size, mtime, n, digest)
-            _verify_written(ctx, tmp, n, digest)
+            info = _check_source(ctx, src, size, mtime, version, n, digest,
+                                 crc.hdfs.checksum() if crc.hdfs is not None else None)
+            verified = _verify_written(ctx, tmp, n, digest, info) + _matched(info)
         _finish(ctx, task, tmp)
-        ctx.tgt_fs.rename(tmp, dst)
+        _place(ctx, tmp, dst)
     except BaseException:
         try:
             ctx.tgt_fs.delete(tmp)
         except Exception:  # noqa: BLE001 - clean-up is retried by the next run
             pass
         raise
-    if "times" in ctx.preserve and ctx.tgt_fs.supports_times:
-        tmtime: float | None = mtime
-    else:
-        t = ctx.tgt_fs.stat(dst)
-        tmtime = t.mtime if t else None
-    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tmtime, "copy")
+    tm, tv = _after(ctx, dst, mtime)
+    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "copy", version=info.version,
+                   schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
 
 
-def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float) -> Outcome | None:
+def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
+               version: str | None) -> Outcome | None:
     """Append the source's tail when the target is a verified prefix; None when it is not."""
     t = ctx.tgt_fs.stat(dst)
     if t is None or t.size != task.offset or not task.prefix_checksum or size < task.offset:
+        return None
+    if not ctx.tgt_fs.supports_append:
         return None
     algo, _, want = task.prefix_checksum.rpartition(":")
     if algo != CONTENT_ALGO:
         return None
     crc = ContentHash()
-    reader = ctx.src_fs.read(src, chunk_size=CHUNK)
+    reader = ctx.src_fs.read(src, length=size, chunk_size=CHUNK)
     left = task.offset
     pending = b""
     for c in reader:  # hash the prefix, keep what lies beyond it
@@ -226,22 +370,24 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
     counter = [0]
     n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), crc, counter), append=True)
     digest = crc.hexdigest()
-    _check_source(ctx, src, size, mtime, task.offset + n, digest)
-    _verify_written(ctx, dst, task.offset + n, digest)
+    info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest)
+    verified = _verify_written(ctx, dst, task.offset + n, digest, info)
     _finish(ctx, task, dst)
-    t2 = ctx.tgt_fs.stat(dst)
-    return Outcome(task.rel, True, n, task.offset + n, mtime, f"{CONTENT_ALGO}:{digest}", t2.mtime if t2 else None, "append")
+    tm, tv = _after(ctx, dst, mtime)
+    return Outcome(task.rel, True, n, task.offset + n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "append",
+                   version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
 
 
 def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
-    """Copy (or append) one file with retries and backoff; never raises for a per-file failure."""
+    """Copy (or append) one file with retries and backoff; never raises for a per-file failure
+    (a :class:`Cancelled` run and KeyboardInterrupt do raise, after removing the temp file)."""
     src = ctx.src_fs.join(ctx.src_root, task.rel)
     dst = ctx.tgt_fs.join(ctx.tgt_root, task.rel)
     changed = False
     err = ""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            s = FileStatus(src, task.size, task.mtime)  # as planned; checked again after the copy
+            size, mtime, version = task.size, task.mtime, task.version  # as planned; checked after the copy
             if attempt > 1:  # after a failure: copy the file as it is now
                 fresh = ctx.src_fs.stat(src)
                 if fresh is None or fresh.is_dir:
@@ -249,22 +395,48 @@ def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
                                    error=f"{src} vanished before it was copied")
                 if (fresh.size, round(fresh.mtime, 3)) != (task.size, round(task.mtime, 3)):
                     changed = True
-                s = fresh
+                size, mtime, version = fresh.size, fresh.mtime, fresh.version
             out = None
             if task.action == "append" and not changed:
-                out = _copy_tail(ctx, task, src, dst, s.size, s.mtime)
+                out = _copy_tail(ctx, task, src, dst, size, mtime, version)
             if out is None:
-                out = _copy_full(ctx, task, src, dst, s.size, s.mtime)
+                out = _copy_full(ctx, task, src, dst, size, mtime, version)
             out.attempts, out.changed = attempt, changed
             return out
         except SourceChanged as exc:
             changed, err = True, str(exc)
         except (OSError, DrtError) as exc:
             err = f"{type(exc).__name__}: {exc}"
+        if ctx.cancel.is_set():
+            raise Cancelled("the run was interrupted")
         log.warning("copy of %s failed (attempt %d/%d): %s", task.rel, attempt, ATTEMPTS, err)
         if attempt < ATTEMPTS:
-            time.sleep(min(0.2 * 2 ** attempt, 5.0))
+            ctx.cancel.wait(min(0.2 * 2 ** attempt, 5.0))
     return Outcome(task.rel, False, attempts=ATTEMPTS, changed=changed, error=err)
+
+
+def _batches(tasks: list[FileTask]) -> list[list[FileTask]]:
+    """Largest first; small files in batches (up to 64 files or 16 MiB) so a tree of many small
+    files does not pay a future per file."""
+    out: list[list[FileTask]] = []
+    cur: list[FileTask] = []
+    cur_bytes = 0
+    for t in sorted(tasks, key=lambda t: -t.size):
+        if t.size >= 16 << 20:
+            out.append([t])
+            continue
+        cur.append(t)
+        cur_bytes += t.size
+        if len(cur) >= 64 or cur_bytes >= 16 << 20:
+            out.append(cur)
+            cur, cur_bytes = [], 0
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _copy_batch(ctx: CopyContext, batch: list[FileTask]) -> list[Outcome]:
+    return [copy_one(ctx, t) for t in batch]
 
 
 def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
@@ -272,14 +444,22 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
     out: list[Outcome] = []
     if not tasks:
         return out
-    if ctx.src_fs.kind == ctx.tgt_fs.kind == "local":
-        # disk to disk is bound by CPU and the disk, not by latency: more threads than cores only contend
+    if ctx.src_fs.kind == ctx.tgt_fs.kind == "local" and sum(t.size for t in tasks) > len(tasks) * (4 << 20):
+        # large files disk to disk are bound by CPU and the disk: more threads than cores only contend;
+        # small files are bound by the latency of creating them, and more threads hide it
         workers = min(workers, max(2, os.cpu_count() or 2))
-    with ThreadPoolExecutor(max(1, min(workers, len(tasks)))) as pool:
-        futs = [pool.submit(copy_one, ctx, t) for t in sorted(tasks, key=lambda t: -t.size)]
+    batches = _batches(tasks)
+    pool = ThreadPoolExecutor(max(1, min(workers, len(batches))))
+    try:
+        futs = [pool.submit(_copy_batch, ctx, b) for b in batches]
         for f in as_completed(futs):
-            o = f.result()
-            out.append(o)
-            if on_done:
-                on_done(o)
+            for o in f.result():
+                out.append(o)
+                if on_done:
+                    on_done(o)
+    except BaseException:
+        ctx.cancel.set()  # in-flight copies stop at their next chunk and remove their temp files
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return out

@@ -1,8 +1,20 @@
-"""Manifests: what a target holds after a run, one JSON line per file (gzip), stored next to
-the target under ``<target>/.drt/manifests/<id>.jsonl.gz`` and indexed in the ledger.
+"""Manifests: what a target holds after a run, one JSON line per file (gzip), stored in the
+copy state location (:mod:`dr_toolkit.copy.state`) — never under the target — and indexed in
+the ledger.
 
-Each line: ``{"p": rel path, "s": size, "m": source mtime, "c": "ALGO:hex" | null,
-"tm": target mtime after commit}``. The first line is a header with the run's metadata.
+Each line: ``{"p": rel path, "s": size, "m": source mtime, "v": source change token,
+"sc": the source's own checksum when the bytes were copied ("ALGO:hex"), "c": CRC32C of the
+bytes written ("COMPOSITE-CRC32C:hex"), "tm": target mtime after commit, "tv": target change
+token, "o": 1 when the source was open for write (copied up to its visible length)}``.
+The first line is a header with the run's metadata. Entries are stored as JSON arrays,
+``[p, s, m, c, tm, v, sc, tv, o]``, up to 4096 to a line (one ``json.loads`` per line, not per
+file); lines of single ``{"p": ...}`` objects (the first format) are read too. A header with
+``entries_from`` holds no entries: the run changed nothing and its entries are those of the
+named manifest (whose sha256 is ``entries_digest``).
+
+``sc`` and ``c`` are recorded for the same bytes: a later run proves a file unchanged by
+comparing the source's checksum *now* with ``sc`` (same algorithm, same file) and the
+target's with ``c`` — like with like, whatever checksum the source cluster answers.
 """
 
 from __future__ import annotations
@@ -14,18 +26,23 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
-from dr_toolkit.fs.base import INTERNAL_DIR, FileSystem, tmp_name
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """One file of a manifest (a named tuple: a million of them are built per plan)."""
+
     size: int
     mtime: float
-    checksum: str | None = None
+    checksum: str | None = None  # CRC32C of the bytes the target holds ("COMPOSITE-CRC32C:hex")
     tmtime: float | None = None  # the target file's mtime when this entry was recorded
+    version: str | None = None  # the source's change token when copied
+    schecksum: str | None = None  # the source's own checksum of the same bytes
+    tversion: str | None = None  # the target's change token after commit
+    open: bool = False  # the source was open for write: copied up to its visible length
+
+    def with_target(self, tmtime: float | None, tversion: str | None) -> Entry:
+        return self._replace(tmtime=tmtime, tversion=tversion)
 
 
 Entries = dict[str, Entry]
@@ -37,19 +54,19 @@ def new_manifest_id() -> str:
     return f"manifest-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(ns // 10**9))}.{ns % 10**9:09d}-{uuid.uuid4().hex[:6]}"
 
 
-def manifest_path(fs: FileSystem, target_root: str, manifest_id: str) -> str:
-    return fs.join(target_root, f"{INTERNAL_DIR}/manifests/{manifest_id}.jsonl.gz")
+CHUNK_ENTRIES = 4096
 
 
 def encode(entries: Entries, header: dict[str, Any]) -> bytes:
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=3, mtime=0) as gz:
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
         w = io.BufferedWriter(gz, buffer_size=1 << 20)
         w.write((json.dumps({"header": header}) + "\n").encode())
         dumps = json.JSONEncoder(separators=(",", ":")).encode
-        for p in sorted(entries):
-            e = entries[p]
-            w.write(dumps({"p": p, "s": e.size, "m": e.mtime, "c": e.checksum, "tm": e.tmtime}).encode() + b"\n")
+        items = list(entries.items())
+        for i in range(0, len(items), CHUNK_ENTRIES):
+            # one row per file: [p, size, mtime, checksum, tmtime, version, schecksum, tversion, open]
+            w.write(dumps([(p, *e) for p, e in items[i:i + CHUNK_ENTRIES]]).encode() + b"\n")
         w.flush()
     return buf.getvalue()
 
@@ -58,13 +75,25 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
     header: dict[str, Any] = {}
     out: Entries = {}
     loads = json.loads
+    make = Entry._make
     for line in _lines(data):
         d = loads(line)
-        if "header" in d:
+        if isinstance(d, list):
+            out.update((r[0], make(r[1:])) for r in d)
+        elif "header" in d:
             header = d["header"]
-            continue
-        out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"))
+        else:
+            out[d["p"]] = Entry(d["s"], d["m"], d.get("c"), d.get("tm"), d.get("v"), d.get("sc"), d.get("tv"),
+                                bool(d.get("o")))
     return header, out
+
+
+def read_header(data: bytes) -> dict[str, Any]:
+    """Only the header line (cheap: the rest is not decompressed)."""
+    for line in _lines(data):
+        d = json.loads(line)
+        return dict(d.get("header") or {}) if isinstance(d, dict) else {}
+    return {}
 
 
 def _lines(data: bytes) -> Iterator[bytes]:
@@ -72,23 +101,5 @@ def _lines(data: bytes) -> Iterator[bytes]:
         yield from io.BufferedReader(gz, buffer_size=1 << 20)
 
 
-def write_manifest(fs: FileSystem, target_root: str, manifest_id: str, entries: Entries,
-                   header: dict[str, Any]) -> tuple[str, str]:
-    """Write the manifest atomically (temporary name, then rename); return (path, sha256 digest)."""
-    data = encode(entries, header)
-    path = manifest_path(fs, target_root, manifest_id)
-    tmp = tmp_name(path, manifest_id)
-    fs.write(tmp, [data])
-    fs.rename(tmp, path)
-    return path, hashlib.sha256(data).hexdigest()
-
-
-def read_manifest(fs: FileSystem, path: str, digest: str | None = None) -> tuple[dict[str, Any], Entries] | None:
-    """The manifest at ``path``; None when it is missing or does not match ``digest``."""
-    try:
-        data = fs.read_all(path)
-    except FileNotFoundError:
-        return None
-    if digest and hashlib.sha256(data).hexdigest() != digest:
-        return None
-    return decode(data)
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,25 +1,38 @@
-"""The planner: per file copy / append-tail / skip / delete / rename, with DistCp's rules.
+"""The planner: per file copy / append-tail / skip / delete / move, with DistCp's rules.
 
-- ``update``: skip when size and a layout-independent checksum match (fallback size+mtime,
-  reported, when a side offers no comparable checksum); ``overwrite``: copy every file;
-  neither: skip files that exist at the target (DistCp's default).
-- ``delete`` (only with update or overwrite): remove target files the source no longer has.
-- Fast-forward (the target still holds the base manifest exactly): decide from the base
-  manifest against the new source state without reading any file whose size and mtime are
-  unchanged; renames are applied on the target (from the snapshot diff, or detected as a
-  vanished and a new path with the same size and mtime).
+Never a guess: a file is skipped only when the plan can *prove* the target holds the source's
+bytes, and every proof names its basis (reported per file and counted per basis):
+
+- the two sides' own checksums, when their algorithm names are equal (``COMPOSITE-CRC32C`` on
+  both, or the same ``MD5-of-xMD5-of-yCRC32C`` layout on two HDFS clusters);
+- the state recorded when the bytes were copied: the source's checksum now equals the one
+  recorded beside the manifest (same algorithm, same file) and the target still holds the
+  recorded CRC32C (its own checksum, or read);
+- the content: CRC32C of both sides, read here.
+- fast-forward: the target holds the base manifest exactly, and the source file's size,
+  mtime *and* change token (inode+ctime, HDFS fileId, S3 ETag) are those recorded — or a
+  snapshot diff says the file did not change.
+
+Renames are never inferred from (size, mtime). They come only from an HDFS snapshot diff,
+applied with DistCpSync's semantics (:func:`apply_diff`).
+
+Options: ``update`` compares and replaces differing files (the invariant holds); ``overwrite``
+rewrites every file; neither copies only files missing at the target (DistCp's default).
+``delete`` removes target files the source does not have. Type changes (a file where the
+target has a directory or the reverse) are resolved in favour of the source in every mode.
 """
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.manifest import Entries, Entry
-from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, is_internal
+from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, UnderConstruction, is_internal
 
 if TYPE_CHECKING:
     from dr_toolkit.topology import CopyOptions
@@ -37,6 +50,8 @@ class FileTask:
     prefix_checksum: str | None = None  # append: checksum the first `offset` source bytes must have
     permission: str | None = None
     reason: str = ""
+    version: str | None = None  # the source's change token as listed
+    block_size: int | None = None  # the source's block size (HDFS → HDFS: preserved)
 
 
 @dataclass
@@ -44,10 +59,14 @@ class Plan:
     mode: str
     mode_reason: str
     copies: list[FileTask] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
-    renames: list[tuple[str, str]] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)  # target files the source no longer has (--delete)
+    blockers: list[str] = field(default_factory=list)  # target files in the way of a type change
+    moves: list[tuple[str, str]] = field(default_factory=list)  # (old rel, new rel) from a snapshot diff
     keep: Entries = field(default_factory=dict)  # entries of the new manifest that need no work
-    fallbacks: list[dict[str, str]] = field(default_factory=list)
+    fallbacks: list[dict[str, str]] = field(default_factory=list)  # files kept without a proof (never with --update)
+    basis: dict[str, int] = field(default_factory=dict)  # how each skipped file was proven equal, counted
+    basis_samples: list[dict[str, str]] = field(default_factory=list)
+    open_files: list[dict[str, Any]] = field(default_factory=list)
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning
@@ -58,7 +77,12 @@ class Plan:
 
     @property
     def files_skipped(self) -> int:
-        return self.files_total - len(self.copies) - len(self.renames)
+        return self.files_total - len(self.copies)
+
+    def proven(self, rel: str, basis: str) -> None:
+        self.basis[basis] = self.basis.get(basis, 0) + 1
+        if len(self.basis_samples) < 50:
+            self.basis_samples.append({"path": rel, "basis": basis})
 
 
 class Filters:
@@ -86,36 +110,70 @@ def filters_of(options: CopyOptions) -> Filters:
     return Filters(options.include, options.exclude, options.append_only)
 
 
-def comparable(a: Checksum | None, b: Checksum | None) -> str | None:
-    """None when the two checksums can be compared; otherwise why not (for the report)."""
-    if a is None:
-        return "the source offers no checksum"
-    if b is None:
-        return "the target offers no checksum"
-    if a.algorithm != b.algorithm:
-        return f"checksum algorithms differ ({a.algorithm} vs {b.algorithm})"
-    if not a.layout_independent:
-        return f"{a.algorithm} depends on the block layout"
-    return None
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= MTIME_EPS
 
 
-def _entry(s: FileStatus, checksum: str | None = None, tmtime: float | None = None) -> Entry:
-    return Entry(s.size, s.mtime, checksum, tmtime)
+def unchanged(e: Entry, s: FileStatus) -> bool:
+    """The source file is provably the one recorded: size, mtime and change token equal."""
+    return (not e.open and e.size == s.size and _same(e.mtime, s.mtime) and e.version is not None
+            and e.version == s.version)
+
+
+def _try_checksum(fs: FileSystem, path: str) -> Checksum | None:
+    try:
+        return fs.checksum(path)
+    except UnderConstruction:
+        raise
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+class Prover:
+    """Proves (or disproves) that a target file holds a source file's bytes; see the module doc."""
+
+    def __init__(self, src_fs: FileSystem, src_root: str, tgt_fs: FileSystem, tgt_root: str,
+                 recorded: Entries | None) -> None:
+        self.src_fs, self.src_root, self.tgt_fs, self.tgt_root = src_fs, src_root, tgt_fs, tgt_root
+        self.recorded = recorded or {}
+
+    def equal(self, rel: str, s: FileStatus, t: FileStatus) -> tuple[bool, str, bool, str | None, str | None]:
+        """(equal, basis, source bytes were read, source checksum, target CRC32C)."""
+        if s.size != t.size:
+            return False, "size", False, None, None
+        sp, tp = self.src_fs.join(self.src_root, rel), self.tgt_fs.join(self.tgt_root, rel)
+        sc = _try_checksum(self.src_fs, sp) if self.src_fs.cheap_checksum else None
+        tc = _try_checksum(self.tgt_fs, tp) if self.tgt_fs.cheap_checksum else None
+        if sc is not None and sc.comparable(tc):
+            assert tc is not None
+            return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None
+        rec = self.recorded.get(rel)
+        if rec is not None and sc is not None and rec.schecksum and rec.checksum and rec.size == s.size \
+                and Checksum.parse(rec.schecksum) == sc:  # the source holds the bytes recorded at copy time
+            want = Checksum.parse(rec.checksum)
+            got = tc if want is not None and want.comparable(tc) else self.tgt_fs.content_checksum(tp)
+            return got == want, f"recorded {sc.algorithm} + target CRC32C", False, str(sc), str(got)
+        # the content itself: CRC32C of both sides, read here
+        scc = sc if sc is not None and sc.layout_independent and sc.algorithm == "COMPOSITE-CRC32C" else \
+            self.src_fs.content_checksum(sp)
+        tcc = tc if tc is not None and scc.comparable(tc) else self.tgt_fs.content_checksum(tp)
+        return scc == tcc, "content CRC32C (read on both sides)", True, str(sc or scc), str(tcc)
 
 
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
-              tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str, workers: int = 8
-              ) -> Plan:
+              tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str, workers: int = 8,
+              recorded: Entries | None = None) -> Plan:
     """Full comparison of a source listing with a target listing (bootstrap or reconcile)."""
     f = filters_of(options)
     plan = Plan(mode, reason)
     plan.files_total = len(src)
     plan.bytes_total = sum(s.size for s in src.values())
+    prover = Prover(src_fs, src_root, tgt_fs, tgt_root, recorded)
 
-    def decide(item: tuple[str, FileStatus]) -> tuple[str, FileTask | Entry, dict[str, str] | None, bool]:
+    def decide(item: tuple[str, FileStatus]) -> tuple[str, FileTask | Entry, str | None, bool]:
         rel, s = item
         t = tgt.get(rel)
-        task = FileTask(rel, s.size, s.mtime, permission=s.permission)
+        task = FileTask(rel, s.size, s.mtime, permission=s.permission, version=s.version, block_size=s.block_size)
         if t is None:
             task.reason = "new"
             return rel, task, None, False
@@ -123,38 +181,38 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
             task.reason = "overwrite"
             return rel, task, None, False
         if not options.update:
-            return rel, _entry(s, None, t.mtime), None, False
+            # kept unproven: no change token recorded, so a later --update run compares it
+            return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
         if f.appendable(rel) and t.size < s.size:
-            tc = tgt_fs.checksum(tgt_fs.join(tgt_root, rel))
-            if tc is not None and tc.layout_independent:
+            tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
+                tgt_fs.content_checksum(tgt_fs.join(tgt_root, rel))
+            if tc is not None and tc.algorithm == "COMPOSITE-CRC32C":
                 task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
                 return rel, task, None, False
-        if t.size != s.size:
-            task.reason = "size differs"
+        try:
+            eq, basis, read, sc, tcrc = prover.equal(rel, s, t)
+        except UnderConstruction:
+            task.reason = "open for write"
             return rel, task, None, False
-        sc = src_fs.checksum(src_fs.join(src_root, rel))
-        read = not src_fs.cheap_checksum
-        tc = tgt_fs.checksum(tgt_fs.join(tgt_root, rel))
-        why = comparable(sc, tc)
-        if why is None:
-            if sc == tc:
-                return rel, _entry(s, str(sc), t.mtime), None, read
-            task.reason = "checksum differs"
-            return rel, task, None, read
-        fb = {"path": rel, "reason": why, "used": "size+mtime"}
-        if t.mtime + MTIME_EPS >= s.mtime:
-            return rel, _entry(s, str(sc) if sc and sc.layout_independent else None, t.mtime), fb, read
-        task.reason = "target older than source"
-        return rel, task, fb, read
+        if eq:
+            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version), "=" + basis, read
+        task.reason = f"differs ({basis})"
+        return rel, task, None, read
 
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        for rel, out, fb, read in pool.map(decide, sorted(src.items())):
+    items = sorted(src.items())
+    # files the target lacks need no comparison: decided here; only the others go to the pool
+    quick = [it for it in items if it[0] not in tgt or options.overwrite]
+    slow = [it for it in items if not (it[0] not in tgt or options.overwrite)]
+    with ThreadPoolExecutor(max(1, min(workers, len(slow) or 1))) as pool:
+        for rel, out, basis, read in list(map(decide, quick)) + list(pool.map(decide, slow)):
             if isinstance(out, FileTask):
                 plan.copies.append(out)
             else:
                 plan.keep[rel] = out
-            if fb:
-                plan.fallbacks.append(fb)
+                if basis and basis.startswith("="):
+                    plan.proven(rel, basis[1:])
+                elif basis:
+                    plan.fallbacks.append({"path": rel, "reason": basis, "used": "name only"})
             if read:
                 plan.files_read.append(rel)
     for rel, t in tgt.items():
@@ -163,7 +221,8 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
         if options.delete:
             plan.deletes.append(rel)
         else:
-            plan.keep[rel] = Entry(t.size, t.mtime, None, t.mtime)
+            plan.keep[rel] = Entry(t.size, t.mtime, None, t.mtime, None, None, t.version)
+    resolve_type_changes(plan, src, tgt)
     return plan
 
 
@@ -177,99 +236,226 @@ def chain_break(base: Entries, tgt: dict[str, FileStatus], wanted: Callable[[str
             return f"target changed: {rel} has {t.size} bytes, the manifest says {e.size}"
         if e.tmtime is not None and abs(t.mtime - e.tmtime) > MTIME_EPS:
             return f"target changed: {rel} was modified after the last run"
-    for rel in tgt:
-        if rel not in base and wanted(rel):
-            return f"target changed: {rel} is not in the last manifest"
+        if e.tversion is not None and t.version is not None and e.tversion != t.version:
+            return f"target changed: {rel} was rewritten after the last run"
+    if len(tgt) != len(base):
+        for rel in tgt:
+            if rel not in base and wanted(rel):
+                return f"target changed: {rel} is not in the last manifest"
     return None
 
 
 def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions, *, reason: str,
-                 renames: dict[str, str] | None = None) -> Plan:
-    """Apply only the changes between the base manifest and the new source state."""
+                 moves: dict[str, str] | None = None, changed: set[str] | None = None) -> Plan:
+    """Apply only the changes between the base manifest and the new source state.
+
+    Without a snapshot diff (``changed`` None) a file is unchanged only when size, mtime and
+    change token equal the manifest's; a file without a change token is copied. With one,
+    ``changed`` lists every file the diff touched and ``moves`` (new rel -> old rel) the files
+    it moved."""
     f = filters_of(options)
     plan = Plan("fast-forward", reason)
     plan.files_total = len(src)
     plan.bytes_total = sum(s.size for s in src.values())
-    hinted = dict(renames or {})  # new rel -> old rel
-    vanished = {rel for rel in base if rel not in src}
-    by_shape: dict[tuple[int, float], list[str]] = {}
-    for rel in vanished:
-        by_shape.setdefault((base[rel].size, round(base[rel].mtime, 3)), []).append(rel)
-    for rel in sorted(src):
-        s = src[rel]
-        e = base.get(rel)
-        if e is not None and e.size == s.size and abs(e.mtime - s.mtime) <= MTIME_EPS:
-            plan.keep[rel] = e
-            continue
-        if e is None:
-            old = hinted.get(rel)
-            if old is None:
-                cands = by_shape.get((s.size, round(s.mtime, 3)), [])
-                old = cands[0] if len(cands) == 1 else None
-            if old is not None and old in vanished:
-                oe = base[old]
-                if oe.size == s.size and abs(oe.mtime - s.mtime) <= MTIME_EPS:
-                    vanished.discard(old)
-                    by_shape.get((oe.size, round(oe.mtime, 3)), []).clear()
-                    plan.renames.append((old, rel))
-                    plan.keep[rel] = oe
-                    continue
-        task = FileTask(rel, s.size, s.mtime, permission=s.permission, reason="new" if e is None else "changed")
-        if e is not None and f.appendable(rel) and s.size > e.size and e.checksum:
+    moves = moves or {}
+    same = 0  # files proven by size, mtime and change token (counted once at the end)
+    consumed: set[str] = set()
+    move_sources = {o for o in moves.values() if o in base}
+    for rel, s in src.items():
+        old = moves.get(rel)
+        e = base.get(rel) if rel not in move_sources else None
+        if old is not None and old in base:
+            # the file moved on the source: move it on the target too (then copy over it if it changed)
+            consumed.add(old)
+            plan.moves.append((old, rel))
+            e = base[old]
+        if e is not None:
+            if changed is not None and rel not in changed and not e.open:
+                plan.keep[rel] = e
+                plan.proven(rel, "snapshot diff: unchanged" if old is None else "snapshot diff: moved")
+                continue
+            if (not e.open and e.size == s.size and e.version is not None and e.version == s.version
+                    and abs(e.mtime - s.mtime) <= MTIME_EPS):  # unchanged(e, s), inlined: a million a plan
+                plan.keep[rel] = e
+                same += 1
+                continue
+        task = FileTask(rel, s.size, s.mtime, permission=s.permission, reason="new" if e is None else "changed",
+                        version=s.version, block_size=s.block_size)
+        if e is not None and f.appendable(rel) and s.size > e.size and e.checksum and not e.open:
             task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "grew"
+        elif e is not None and e.open and f.appendable(rel) and s.size >= e.size and e.checksum:
+            task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "was open"
         plan.copies.append(task)
-    for rel in sorted(vanished):
+    if same:
+        plan.basis["size, mtime and change token as recorded"] = same
+    for rel in sorted(base.keys() - src.keys()) if len(base) else []:
+        if rel in consumed:
+            continue
         if options.delete:
             plan.deletes.append(rel)
         else:
             plan.keep[rel] = base[rel]
+    resolve_type_changes(plan, src, base.keys() - consumed if consumed else base.keys())
     return plan
 
 
+def _parents(rel: str) -> Iterable[str]:
+    i = rel.rfind("/")
+    while i > 0:
+        rel = rel[:i]
+        yield rel
+        i = rel.rfind("/")
+
+
+def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str]) -> None:
+    """Target files in the way of the source's tree go first, whatever ``--delete`` says: a
+    target file where the source has a directory, and target files under a path the source
+    has as a file. Only paths new on the source can conflict, and only target files the source
+    lacks can be in the way: linear in the changes (a run that changed nothing pays two set
+    differences)."""
+    new = [r for r in src if r not in tgt]
+    if not new:
+        return
+    gone = [r for r in tgt if r not in src]
+    if not gone:
+        return
+    new_files = set(new)
+    new_dirs: set[str] = set()
+    for rel in new:
+        i = rel.rfind("/")
+        while i > 0:
+            d = rel[:i]
+            if d in new_dirs:
+                break
+            new_dirs.add(d)
+            i = rel.rfind("/", 0, i)
+    block: list[str] = []
+    for rel in gone:
+        if rel in new_dirs:
+            block.append(rel)
+            continue
+        i = rel.rfind("/")
+        while i > 0:
+            if rel[:i] in new_files:
+                block.append(rel)
+                break
+            i = rel.rfind("/", 0, i)
+    if not block:
+        return
+    bs = set(block)
+    plan.blockers = sorted(bs)
+    plan.deletes = [d for d in plan.deletes if d not in bs]
+    for rel in bs:
+        plan.keep.pop(rel, None)
+
+
+# --- snapshot diffs (DistCpSync semantics) ---------------------------------------------------------
+
+
+def _norm(p: str | None) -> str:
+    p = (p or "").strip()
+    while p.startswith("./"):
+        p = p[2:]
+    p = p.strip("/")
+    return "" if p == "." else p
+
+
+def _depth(p: str) -> int:
+    return p.count("/") + 1 if p else 0
+
+
+class _Sorted:
+    """Sorted keys with subtree queries: ``under(p)`` = ``p`` itself and every key below it."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = sorted(keys)
+        self.set = set(self.keys)
+
+    def under(self, p: str) -> list[str]:
+        out = [p] if p in self.set else []
+        if not p:
+            return list(self.keys)
+        lo = bisect.bisect_left(self.keys, p + "/")
+        hi = bisect.bisect_left(self.keys, p + "0")  # '0' is the character after '/'
+        out.extend(self.keys[lo:hi])
+        return out
+
+
 def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None]
-               ) -> tuple[dict[str, FileStatus], dict[str, str]]:
-    """The new source state from the base manifest and an HDFS snapshot diff.
+               ) -> tuple[dict[str, FileStatus], dict[str, str], set[str]]:
+    """The new source state from the base manifest and an HDFS snapshot diff, as DistCpSync
+    reads one:
+
+    - DELETE and RENAME sources are paths in the *earlier* snapshot; RENAME targets are paths
+      in the later one. They are applied in two stages — every source taken out (deepest
+      first), then every rename placed (shallowest target first) — so swaps, cycles and moves
+      out of deleted directories come out right in any order of the report.
+    - CREATE and MODIFY paths are in the earlier snapshot too: under a renamed directory they
+      are translated through the deepest rename whose source is a parent (or the path itself,
+      for a MODIFY). Entries under a deleted directory are dropped.
 
     ``stat_tree(rel, recursive)`` lists the files at ``rel`` (under it when ``recursive``) in
-    the new snapshot, or None when ``rel`` is a directory and not ``recursive``. Returns the
-    state and the renames it saw (new rel -> old rel).
+    the new snapshot, or None when ``rel`` is a directory and not ``recursive``. Returns
+    (state, moves new rel -> old rel, files the diff touched). Linear in the diff (plus one
+    sort of the base).
     """
-    state: dict[str, FileStatus] = {rel: FileStatus(rel, e.size, e.mtime) for rel, e in base.items()}
-    origin: dict[str, str] = {rel: rel for rel in state}
-    touched: dict[str, str] = {}
-
-    def under(p: str) -> list[str]:
-        return [r for r in state if r == p or r.startswith(p + "/")]
-
-    def resolve(p: str) -> str:
-        if p in state or any(r.startswith(p + "/") for r in state):
-            return p
-        for cur, orig in origin.items():
-            if orig == p:
-                return cur
-        return p
-
+    renames: list[tuple[str, str]] = []
+    deletes: list[str] = []
+    touched_in: list[tuple[str, str]] = []
     for d in diff:
-        if d.type == "-":
-            for r in under(resolve(d.path)):
-                state.pop(r, None)
-                origin.pop(r, None)
-        elif d.type == "R" and d.target:
-            src = resolve(d.path)
-            for r in under(src):
-                nr = d.target + r[len(src):]
-                state[nr] = state.pop(r)
-                origin[nr] = origin.pop(r, r)
+        p = _norm(d.path)
+        if d.type == "R" and d.target is not None:
+            if p:
+                renames.append((p, _norm(d.target)))
+        elif d.type == "-":
+            if p:
+                deletes.append(p)
         elif d.type in ("+", "M"):
-            p = "" if d.path in (".", "") else d.path
-            touched[p] = "+" if "+" in (d.type, touched.get(p)) else "M"
+            touched_in.append((d.type, p))
+    base_keys = _Sorted(base)
+    taken: set[str] = set()
+    staged: dict[int, list[tuple[str, str]]] = {}  # rename index -> [(old rel, suffix)]
+    stage = [(p, i) for i, (p, _t) in enumerate(renames)] + [(p, -1) for p in deletes]
+    stage.sort(key=lambda x: (-_depth(x[0]), x[0]))
+    for p, i in stage:
+        got = [r for r in base_keys.under(p) if r not in taken]
+        taken.update(got)
+        if i >= 0:
+            staged.setdefault(i, []).extend((r, r[len(p):]) for r in got)
+    state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
+                                    for r, e in base.items() if r not in taken}
+    origin: dict[str, str] = {}
+    for i in sorted(staged, key=lambda i: (_depth(renames[i][1]), renames[i][1])):
+        dst = renames[i][1]
+        for old, suffix in staged[i]:
+            new = dst + suffix
+            e = base[old]
+            state[new] = FileStatus(new, e.size, e.mtime, version=e.version)
+            origin[new] = old
+    placed = _Sorted(origin)
+    rename_src = {p: t for p, t in renames}
+    deleted = set(deletes)
+    touched: dict[str, str] = {}
+    for kind, p in touched_in:
+        if not p:
+            continue  # "M ." — the snapshot root itself
+        parents = list(_parents(p))
+        if (kind == "M" and p in deleted) or any(q in deleted for q in parents):
+            continue
+        hit = p if kind == "M" and p in rename_src else next((q for q in parents if q in rename_src), None)
+        if hit is not None:
+            p = rename_src[hit] + p[len(hit):]
+        touched[p] = "+" if "+" in (kind, touched.get(p)) else "M"
+    changed: set[str] = set()
     for p, kind in sorted(touched.items()):
         fresh = stat_tree(p, kind == "+")
         if fresh is None:  # a modified directory: its changed children have their own entries
             continue
-        for r in under(p):
-            if r not in fresh:
-                state.pop(r, None)
-        state.update(fresh)
-    renames = {cur: orig for cur, orig in origin.items() if cur != orig}
-    return state, renames
+        for r in base_keys.under(p) + placed.under(p):
+            if r in state and r not in fresh:
+                del state[r]
+                origin.pop(r, None)
+        for r, s in fresh.items():
+            state[r] = s
+            changed.add(r)
+    return state, origin, changed

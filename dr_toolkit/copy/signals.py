@@ -1,17 +1,23 @@
-"""INTERIM (failover branch): the HDFS signal reader, until the copy engineer's version lands.
+"""The HDFS signal of the failover gate: per policy target, is cold caught up, and up to when
+does it hold everything hot accepted (its safe time)?
 
-At merge take the copy engineer's ``dr_toolkit/copy/signals.py``; the gate only needs the name
-``hdfs_signals`` with the :data:`~dr_toolkit.failover.model.SignalReader` signature.
+``safe_time`` = the listing time (``source_time``) of the last *completed* run (status
+``succeeded``) whose manifest cold still holds. "Holds" is checked, not assumed: a dry run
+lists cold and compares it with the newest manifest (a fast-forward plan means cold holds it
+exactly), and the newest manifest must descend, through its ``base_manifest_id`` chain, from
+that completed run's manifest (later runs only moved cold forward). Every write hot accepted
+before that listing is then on cold — newer versions replace older ones, deletions are
+deletions on both sides.
 
-Per policy target: files and bytes a run would copy now (a comparison of both sides done by
-this check) and the last completed run. Safe time: the time of this comparison when nothing is
-pending (the check compared both sides itself, listing after ``now``), else the listing time of
-the last completed run whose manifest cold holds (the ledger's ``hdfs`` watermark).
+- cold changed, its manifest gone, or no completed run: no safe time (NO_GO), with the reason;
+- files pending now (hot changed since the listing, or files a run could not copy): not caught
+  up, the safe time still stated;
+- hot or cold unreachable: an unreadable signal (NO_GO).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError
 from dr_toolkit.failover.model import Signal, iso, unreadable
@@ -21,45 +27,86 @@ if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
+CHAIN_LIMIT = 1000  # manifests walked back from the newest to the last completed run
 
-def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
-    from dr_toolkit.copy import api
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, DrtError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
+    for r in ledger.runs(policy=policy, limit=500):
+        if r["target"] == target_uri and r["status"] == "succeeded" and r.get("manifest_id"):
+            return r
+    return None
+
+
+def _descends(ledger: Ledger, newest: str, ancestor: str) -> bool:
+    mid: str | None = newest
+    for _ in range(CHAIN_LIMIT):
+        if mid is None:
+            return False
+        if mid == ancestor:
+            return True
+        row = ledger.manifest(mid)
+        mid = row.get("base_manifest_id") if row else None
+    return False
+
+
+def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now: float) -> list[Signal]:
+    """One signal per HDFS policy target (name ``<policy>:<target>``); see the module doc."""
+    from dr_toolkit.copy.api import probe
+    from dr_toolkit.fs.uri import parse_uri
 
     out: list[Signal] = []
-    marks = {w["name"]: w for w in ledger.watermarks("hdfs")} if topology.policies.hdfs else {}
     for policy in topology.policies.hdfs:
-        try:
-            rows = api.pending(topology, policy.name, ledger)
-        except Exception as exc:  # noqa: BLE001 - any failure is a NO_GO with its reason
-            why = exc.message if isinstance(exc, DrtError) else f"{type(exc).__name__}: {exc}"
-            out.extend(unreadable("hdfs", f"{policy.name}:{t}", why) for t in policy.targets)
-            continue
-        for row in rows:
-            name = f"{policy.name}:{row['target']}"
-            files = int(row.get("files_pending") or 0)
-            nbytes = int(row.get("bytes_pending") or 0)
-            wm = row.get("watermark")
-            status = row.get("last_run_status")
-            mark = (marks.get(name) or {}).get("detail") or {}
-            detail = {"files_pending": files, "bytes_pending": nbytes, "last_run_status": status,
-                      "source_time": wm, "manifest_id": mark.get("manifest_id"),
-                      "source_snapshot": mark.get("source_snapshot"),
-                      "snapshot_age_s": None if wm is None else round(max(0.0, now - float(wm)), 1)}
-            wmf = float(wm) if wm is not None else None
-            if files == 0 and nbytes == 0 and status not in (None, "failed", "running"):
-                out.append(Signal("hdfs", name, True, 0.0, now,
-                                  f"comparison of both sides done by this check at {iso(now)}: nothing pending",
-                                  detail))
+        for target in policy.targets:
+            name = f"{policy.name}:{target}"
+            try:
+                target_uri = parse_uri(target, topology).uri
+                done = _completed(ledger, policy.name, target_uri)
+                r = probe(topology, policy.name, target, ledger, access)
+            except DrtError as exc:
+                if exc.exit_code == 3 and "ledger" in exc.message.lower():
+                    raise
+                out.append(unreadable("hdfs", name, _why(exc)))
                 continue
-            reasons = []
-            if files or nbytes:
-                reasons.append(f"{files} files ({nbytes} bytes) pending")
-            if status is None:
-                reasons.append("never replicated")
-            elif status in ("failed", "running"):
-                reasons.append(f"last run {status}")
-            basis = (f"listing time of the last completed run (manifest {mark.get('manifest_id')})"
-                     if wmf is not None else "no completed run: cold holds no listing of hot")
-            out.append(Signal("hdfs", name, False, None if wmf is None else max(0.0, now - wmf), wmf, basis,
-                              detail, "; ".join(reasons) or "not caught up"))
+            except Exception as exc:  # noqa: BLE001 - any failure is a NO_GO with its reason
+                out.append(unreadable("hdfs", name, _why(exc)))
+                continue
+            files = r.files_copied + r.files_deleted + r.files_renamed
+            detail: dict[str, Any] = {"files_pending": files, "bytes_pending": r.bytes_copied, "mode": r.mode,
+                                      "mode_reason": r.mode_reason, "cold_holds_manifest": r.base_manifest_id,
+                                      "last_completed_run": done["run_id"] if done else None}
+            if done is None:
+                out.append(Signal("hdfs", name, False, None, None, "no completed run", detail,
+                                  "never replicated completely (no run of this target succeeded)"))
+                continue
+            mrow = ledger.manifest(done["manifest_id"])
+            if mrow is None:
+                out.append(Signal("hdfs", name, False, None, None, "manifest not indexed", detail,
+                                  f"the manifest {done['manifest_id']} of run {done['run_id']} is not in the ledger"))
+                continue
+            detail["manifest_id"] = mrow["manifest_id"]
+            detail["source_snapshot"] = mrow.get("source_snapshot")
+            held = r.mode == "fast-forward" and r.base_manifest_id is not None and _descends(
+                ledger, r.base_manifest_id, mrow["manifest_id"])
+            if not held:
+                why = r.mode_reason if r.mode != "fast-forward" else (
+                    f"the manifest cold holds ({r.base_manifest_id}) does not descend from the last completed "
+                    f"run's ({mrow['manifest_id']})")
+                out.append(Signal("hdfs", name, False, None, None, "cold does not hold a completed run", detail,
+                                  f"cold no longer holds the last completed run's files: {why}"))
+                continue
+            safe = float(mrow["source_time"])
+            basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
+                     + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
+                     + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
+            if files:
+                out.append(Signal("hdfs", name, False, max(0.0, now - safe), safe, basis, detail,
+                                  f"{files} files ({r.bytes_copied} bytes) pending since the last run"))
+            else:
+                out.append(Signal("hdfs", name, True, max(0.0, now - safe), safe, basis, detail))
     return out

@@ -52,9 +52,10 @@ class SparkJob:
     tgt_credentials: Credentials | None = None
 
     def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
-        from dr_toolkit.fs import open_fs
+        from dr_toolkit.fs import open_fs_credentials
 
-        ctx = CopyContext(open_fs(self.src, self.src_credentials), open_fs(self.tgt, self.tgt_credentials),
+        ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials),
+                          open_fs_credentials(self.tgt, self.tgt_credentials),
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
                           stable_source=self.stable_source)
         for t in tasks:

@@ -8,17 +8,40 @@ from dr_toolkit.fs.base import Checksum, DiffEntry, FileStatus, FileSystem, is_i
 from dr_toolkit.fs.uri import Location, parse_uri
 
 if TYPE_CHECKING:
+    from dr_toolkit.access import Access
     from dr_toolkit.secrets import Credentials
 
-__all__ = ["Checksum", "DiffEntry", "FileStatus", "FileSystem", "Location", "is_internal", "open_fs",
+__all__ = ["Checksum", "DiffEntry", "FileStatus", "FileSystem", "Location", "is_internal", "credentials_for", "open_fs", "open_fs_credentials",
            "parse_uri", "tmp_name"]
 
 
-def open_fs(loc: Location, credentials: Credentials | None = None) -> FileSystem:
-    """The filesystem ``loc`` lives on. Credentials: the value passed in (Airflow), else the
-    topology endpoint's ``conn_id`` looked up in the environment, else the default chain."""
-    from dr_toolkit.secrets import lookup
+def credentials_for(loc: Location, access: Access | None = None) -> Credentials | None:
+    """The credentials of ``loc``'s topology endpoint (its ``conn_id``) from ``access``."""
+    from dr_toolkit.access import default_access
 
+    cfg = loc.cluster_config
+    if cfg is None:
+        return None
+    if loc.kind == "webhdfs" and cfg.hdfs is not None:
+        return default_access(access).for_endpoint(cfg.hdfs, f"clusters.{loc.cluster}.hdfs.conn_id")
+    if loc.kind == "s3" and cfg.s3 is not None:
+        return default_access(access).for_endpoint(cfg.s3, f"clusters.{loc.cluster}.s3.conn_id")
+    return None
+
+
+def open_fs(loc: Location, access: Access | None = None) -> FileSystem:
+    """The filesystem ``loc`` lives on, with the credentials of its topology endpoint's
+    ``conn_id`` from ``access`` (default: ``AIRFLOW_CONN_*`` in the environment). An endpoint
+    without a ``conn_id`` gets none (S3: the default AWS chain)."""
+    if loc.kind == "webhdfs":
+        from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem.from_location(loc, access)
+    return open_fs_credentials(loc, credentials_for(loc, access))
+
+
+def open_fs_credentials(loc: Location, creds: Credentials | None) -> FileSystem:
+    """:func:`open_fs` with credentials already resolved (Spark executors get them pickled)."""
     cfg = loc.cluster_config
     if loc.kind == "local":
         from dr_toolkit.fs.local import LocalFileSystem
@@ -28,14 +51,12 @@ def open_fs(loc: Location, credentials: Credentials | None = None) -> FileSystem
         from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
 
         h = cfg.hdfs if cfg else None
-        creds = credentials or (lookup(h.conn_id) if h else None)
         return WebHdfsFileSystem(loc.namenodes, user=h.user if h else None, kerberos=bool(h and h.kerberos),
                                  timeout_s=h.timeout_s if h else 30.0, credentials=creds)
     if loc.kind == "s3":
         from dr_toolkit.fs.s3 import S3FileSystem
 
         s = cfg.s3 if cfg else None
-        creds = credentials or (lookup(s.conn_id) if s else None)
         assert loc.bucket is not None
         return S3FileSystem(loc.bucket, endpoint=s, credentials=creds)
     from dr_toolkit.errors import ConfigError

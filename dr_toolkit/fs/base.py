@@ -24,6 +24,7 @@ The contract between the copy engine and each filesystem (``/work/wt/notes/INTER
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
@@ -66,6 +67,7 @@ def is_internal(rel: str) -> bool:
     return rel.rstrip("/").rsplit("/", 1)[-1].startswith(TMP_PREFIX)
 
 
+@functools.lru_cache(maxsize=64)
 def run_tag(run_id: str) -> str:
     """The short tag of a run inside temporary names (8 hex digits of its id)."""
     return hashlib.sha1(run_id.encode()).hexdigest()[:8]
@@ -162,6 +164,9 @@ class FileSystem:
     cheap_checksum = False
     #: True when rename() replaces an existing file in one step (no moment without the file)
     supports_atomic_replace = False
+    #: True when a write becomes visible only once complete (S3 multipart): the copy engine then
+    #: writes straight to the final name through write_verified() instead of temp + rename
+    writes_in_place = False
 
     # -- paths ---------------------------------------------------------------------------------
     def join(self, base: str, rel: str) -> str:
@@ -210,6 +215,16 @@ class FileSystem:
         return the bytes written. ``block_size``/``bytes_per_checksum``: HDFS create parameters
         (ignored where they mean nothing); ``size_hint``: the expected length (S3 part sizes)."""
         raise NotImplementedError
+
+    def write_verified(self, path: str, chunks: Iterable[bytes], before_commit: Callable[[int], None], *,
+                       size_hint: int | None = None) -> int:
+        """Only where :attr:`writes_in_place`: write ``path``, calling ``before_commit(n)`` after the
+        last byte and before the object becomes visible; if it raises, nothing becomes visible."""
+        raise NotImplementedError
+
+    def list_snapshots(self, path: str) -> list[str]:
+        """Names of the snapshots of ``path`` (HDFS: LISTSTATUS of ``<path>/.snapshot``); [] when unknown."""
+        return []
 
     def rename(self, src: str, dst: str) -> None:
         """Move ``src`` to ``dst`` (parents created). A file ``dst`` is replaced — atomically

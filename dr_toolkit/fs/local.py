@@ -127,10 +127,15 @@ class LocalFileSystem(FileSystem):
         return n
 
     def rename(self, src: str, dst: str) -> None:
-        os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
-        if os.path.isdir(dst) and not os.path.islink(dst) and not os.path.isdir(src):
-            raise IsADirectoryError(f"cannot replace directory {dst} with a file")
-        os.replace(src, dst)
+        try:
+            os.replace(src, dst)  # rename(2): atomic; a file onto a directory fails with EISDIR
+        except FileNotFoundError:
+            if not os.path.lexists(src):
+                raise
+            os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+            os.replace(src, dst)
+        except IsADirectoryError:
+            raise IsADirectoryError(f"cannot replace directory {dst} with a file") from None
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         if os.path.isdir(path) and not os.path.islink(path):

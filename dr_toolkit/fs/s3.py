@@ -2,32 +2,51 @@
 encryption. S3 has no rename (copy + delete) and no append.
 
 ETags are not content checksums across copies (a multipart ETag differs from a plain MD5,
-and a server-side copy changes one into the other). The content CRC32C of every object this
-toolkit writes is computed while streaming and stored in the object tag ``drt-crc32c``;
-objects written by others have no checksum and are compared by size and time.
+and a server-side copy changes one into the other); an ETag is the object's change token
+(``FileStatus.version``). The content CRC32C of every object this toolkit writes is computed
+while streaming and stored in the object tag ``drt-crc32c``; objects written by others have
+no checksum of ours and are compared by content.
+
+Writes go straight to the final key (:meth:`S3FileSystem.write_verified`): a multipart upload
+becomes visible only when it is completed, which happens after the caller verified the bytes —
+no temporary object, nothing half-visible, nothing left in a versioned bucket. Parts are sized
+to the object (at most 10,000 parts, 8 MiB minimum) and uploaded in parallel; uploads left by a
+killed run are aborted by the next run (:meth:`abort_stale_uploads`).
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.fs.base import CHUNK, INTERNAL_DIR, TMP_PREFIX, Checksum, ContentHash, FileStatus, FileSystem
+from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, ContentHash, FileStatus, FileSystem, Skipped
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import S3Endpoint
 
-PART_SIZE = 8 << 20
+PART_SIZE = 8 << 20  # the smallest part used
+MAX_PARTS = 10_000
+PART_WORKERS = 4
 CRC_TAG = "drt-crc32c"  # value: COMPOSITE-CRC32C of the content, 8 hex digits
+
+
+def part_size(size_hint: int | None) -> int:
+    """The part size for an object of ``size_hint`` bytes: 8 MiB, doubled until it fits 10,000 parts."""
+    ps = PART_SIZE
+    while size_hint and size_hint > ps * MAX_PARTS:
+        ps *= 2
+    return ps
 
 
 class S3FileSystem(FileSystem):
     kind = "s3"
     cheap_checksum = True
+    supports_atomic_replace = True  # a PUT/complete replaces the object in one step
+    writes_in_place = True
 
     def __init__(self, bucket: str, *, endpoint: S3Endpoint | None = None,
                  credentials: Credentials | None = None, timeout_s: float = 30.0) -> None:
@@ -80,25 +99,28 @@ class S3FileSystem(FileSystem):
             for page in pages:
                 yield from page.get("Contents", [])
 
-    def _walk(self, root: str, want_tmp: bool) -> Iterator[dict[str, Any]]:
+    def _walk(self, root: str, want_tmp: bool, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
         root = root.strip("/")
         for o in self._objects(root):
             key = o["Key"]
             if key.endswith("/"):
                 continue
-            rel = self.relative(root, key)
-            if rel.split("/", 1)[0] == INTERNAL_DIR:
-                continue
             if posixpath.basename(key).startswith(TMP_PREFIX) == want_tmp:
                 yield o
+            elif skipped and not want_tmp:
+                skipped(key, "named like a temporary file (.drt-tmp.*)")
 
-    def list_files(self, root: str) -> Iterator[FileStatus]:
+    @staticmethod
+    def _st(key: str, size: Any, mtime: Any, etag: Any) -> FileStatus:
+        return FileStatus(key, int(size), mtime.timestamp(), version=str(etag).strip('"') if etag else None)
+
+    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
         single = self.stat(root) if root.strip("/") else None
         if single is not None and not single.is_dir:
             yield single
             return
-        for o in self._walk(root, want_tmp=False):
-            yield FileStatus(o["Key"], int(o["Size"]), o["LastModified"].timestamp())
+        for o in self._walk(root, want_tmp=False, skipped=skipped):
+            yield self._st(o["Key"], o["Size"], o["LastModified"], o.get("ETag"))
 
     def list_tmp(self, root: str) -> Iterator[str]:
         return (o["Key"] for o in self._walk(root, want_tmp=True))
@@ -109,7 +131,7 @@ class S3FileSystem(FileSystem):
             try:
                 with self._errors(key):
                     h = self.client.head_object(Bucket=self.bucket, Key=key)
-                return FileStatus(key, int(h["ContentLength"]), h["LastModified"].timestamp())
+                return self._st(key, h["ContentLength"], h["LastModified"], h.get("ETag"))
             except FileNotFoundError:
                 pass
         with self._errors(key):
@@ -149,51 +171,91 @@ class S3FileSystem(FileSystem):
     def _extra(self) -> dict[str, Any]:
         return {"ServerSideEncryption": self.sse} if self.sse else {}
 
-    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False) -> int:
+    def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
+              bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
         if append:
             raise NotImplementedError("S3 objects cannot be appended to")
+        return self.write_verified(path, chunks, lambda _n: None, size_hint=size_hint)
+
+    def write_verified(self, path: str, chunks: Iterable[bytes], before_commit: Callable[[int], None], *,
+                       size_hint: int | None = None) -> int:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         key = path.strip("/")
+        ps = part_size(size_hint)
         crc = ContentHash()
         buf = bytearray()
         total = 0
         upload_id: str | None = None
-        parts: list[dict[str, Any]] = []
+        futures: list[Future[dict[str, Any]]] = []
+        pool: ThreadPoolExecutor | None = None
+
+        def put_part(n: int, body: bytes) -> dict[str, Any]:
+            r = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=n, Body=body)
+            return {"PartNumber": n, "ETag": r["ETag"]}
+
+        def submit(body: bytes) -> None:
+            assert pool is not None
+            while sum(not f.done() for f in futures) >= PART_WORKERS:  # bounded memory: parts in flight
+                next(f for f in futures if not f.done()).result()
+            futures.append(pool.submit(put_part, len(futures) + 1, body))
+
         with self._errors(key):
             try:
                 for c in chunks:
                     crc.update(c)
                     buf += c
                     total += len(c)
-                    while len(buf) >= PART_SIZE:
+                    while len(buf) >= ps:
                         if upload_id is None:
                             upload_id = self.client.create_multipart_upload(
                                 Bucket=self.bucket, Key=key, **self._extra())["UploadId"]
-                        n = len(parts) + 1
-                        r = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id,
-                                                    PartNumber=n, Body=bytes(buf[:PART_SIZE]))
-                        parts.append({"PartNumber": n, "ETag": r["ETag"]})
-                        del buf[:PART_SIZE]
-                tag = f"{CRC_TAG}={crc.hexdigest()}"
+                            pool = ThreadPoolExecutor(PART_WORKERS)
+                        submit(bytes(buf[:ps]))
+                        del buf[:ps]
                 if upload_id is None:
-                    self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(buf), Tagging=tag,
-                                           **self._extra())
+                    before_commit(total)  # raises: nothing was written
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=bytes(buf),
+                                           Tagging=f"{CRC_TAG}={crc.hexdigest()}", **self._extra())
                     return total
-                if buf or not parts:
-                    n = len(parts) + 1
-                    r = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=n,
-                                                Body=bytes(buf))
-                    parts.append({"PartNumber": n, "ETag": r["ETag"]})
+                if buf:
+                    submit(bytes(buf))
+                parts = [f.result() for f in futures]
+                before_commit(total)  # raises: the upload is aborted below, nothing becomes visible
                 self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id,
                                                       MultipartUpload={"Parts": parts})
                 upload_id = None
                 self.client.put_object_tagging(Bucket=self.bucket, Key=key,
                                                Tagging={"TagSet": [{"Key": CRC_TAG, "Value": crc.hexdigest()}]})
             finally:
+                if pool is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
                 if upload_id is not None:
-                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+                    try:
+                        self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+                    except Exception:  # noqa: BLE001 - the next run aborts stale uploads
+                        pass
         return total
 
+    def abort_stale_uploads(self, root: str, older_than_s: float = 0.0) -> int:
+        """Abort the multipart uploads under ``root`` (left by killed runs); returns how many."""
+        import datetime
+
+        prefix = root.strip("/")
+        prefix = prefix + "/" if prefix else ""
+        cutoff = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=older_than_s)
+        n = 0
+        with self._errors(prefix):
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                for u in page.get("Uploads", []) or []:
+                    if u["Initiated"] <= cutoff:
+                        self.client.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
+                        n += 1
+        return n
+
     def rename(self, src: str, dst: str) -> None:
+        """Copy then delete (S3 has no rename); the copy replaces ``dst`` in one step."""
         s, d = src.strip("/"), dst.strip("/")
         with self._errors(s):
             tags = self.client.get_object_tagging(Bucket=self.bucket, Key=s).get("TagSet", [])

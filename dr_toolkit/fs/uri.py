@@ -6,6 +6,7 @@
                                        or its ``local_root`` directory (embedded default)
 - ``s3://bucket/prefix``               S3 (the endpoint and credentials of the topology cluster
                                        whose ``s3.bucket`` matches, else the default AWS chain)
+- a plain path (``/data``, ``./data``)   the same as ``file://`` with the absolute path
 
 Paths are normalised; a ``..`` segment is refused rather than resolved, so no URI can
 escape the root it names.
@@ -57,13 +58,38 @@ class Location:
         return f"{scheme}://{nn.netloc}{self.path}"
 
     def contains(self, other: Location) -> bool:
-        """True when ``other`` is this location or lies inside it (same filesystem)."""
-        if (self.kind, self.cluster, self.bucket, self.namenodes) != (
-                other.kind, other.cluster, other.bucket, other.namenodes):
+        """True when ``other`` is this location or lies inside it: the same filesystem (local
+        paths compared as resolved real paths, so symlinks and ``hdfs://<local_root>`` aliases
+        are seen through; WebHDFS by any shared namenode)."""
+        if self.kind != other.kind:
             return False
-        a = self.path.rstrip("/")
-        b = other.path.rstrip("/")
-        return b == a or b.startswith(a + "/") or a == ""
+        if self.kind == "local":
+            a, b = real_path(self.path), real_path(other.path)
+        else:
+            if self.kind == "s3" and self.bucket != other.bucket:
+                return False
+            if self.kind == "webhdfs" and not set(map(_nn, self.namenodes)) & set(map(_nn, other.namenodes)):
+                return False
+            a, b = self.path.rstrip("/"), other.path.rstrip("/")
+        return b == a or b.startswith(a + "/") or a in ("", "/")
+
+
+def real_path(path: str) -> str:
+    """The resolved real path of a local path that may not exist yet (its nearest existing
+    ancestor resolved, the rest appended)."""
+    import os
+
+    p = path.rstrip("/") or "/"
+    tail: list[str] = []
+    while p not in ("", "/") and not os.path.exists(p):
+        p, name = posixpath.split(p)
+        tail.insert(0, name)
+    return posixpath.join(os.path.realpath(p or "/"), *tail).rstrip("/") or "/"
+
+
+def _nn(url: str) -> str:
+    p = urlparse(url)
+    return f"{(p.hostname or '').lower()}:{p.port}"
 
 
 def _check_segments(path: str, uri: str) -> None:
@@ -73,6 +99,9 @@ def _check_segments(path: str, uri: str) -> None:
 
 def parse_uri(uri: str, topology: Topology | None = None) -> Location:
     """Resolve ``uri``; raise ConfigError (exit 2) naming the URI and what to write instead."""
+    if "://" not in uri and uri and not uri.startswith(("hdfs:", "s3:", "webhdfs:", "file:")):
+        _check_segments(uri, uri)  # a plain local path
+        uri = "file://" + str(Path(uri).expanduser().absolute())
     p = urlparse(uri)
     scheme = p.scheme.lower()
     if scheme not in SCHEMES:

@@ -32,11 +32,11 @@ def test_killed_runs_leave_no_partial_files_and_resume(tmp_path: Path) -> None:
     versions = {rel: {md5} for rel, md5 in want.items()}  # every complete version a file has had
     env = {**os.environ, "DRT_CONFIG": ""}
     env.pop("DRT_CONFIG")
-    cmd = _drt("distcp", f"file://{src}", f"file://{dst}", "--delete", "--workers", "3",
+    cmd = _drt("distcp", f"file://{src}", f"file://{dst}", "--update", "--delete", "--workers", "3",
                "--bandwidth-mb-s", "3", "--json")
     kills = 0
     i = 0
-    while kills < 12 and i < 40:
+    while kills < 12 and i < 80:
         i += 1
         sig = signal.SIGKILL if kills % 2 == 0 else signal.SIGTERM
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
@@ -59,13 +59,13 @@ def test_killed_runs_leave_no_partial_files_and_resume(tmp_path: Path) -> None:
             for rel, md5 in want.items():
                 versions[rel].add(md5)
     assert kills >= 10
-    r = subprocess.run(_drt("distcp", f"file://{src}", f"file://{dst}", "--delete", "--json"), env=env,
+    r = subprocess.run(_drt("distcp", f"file://{src}", f"file://{dst}", "--update", "--delete", "--json"), env=env,
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert tree_digest(dst) == want
     assert tmp_files(dst) == []
     # and a further run has nothing to do
-    r = subprocess.run(_drt("distcp", f"file://{src}", f"file://{dst}", "--json"), env=env, cwd=tmp_path,
+    r = subprocess.run(_drt("distcp", f"file://{src}", f"file://{dst}", "--update", "--json"), env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     import json
 

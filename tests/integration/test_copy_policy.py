@@ -50,7 +50,10 @@ def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict
     for r in results:
         m = ledger.manifest(r.manifest_id)
         assert m is not None and m["entries"] == 10 and m["location"].endswith(f"{r.manifest_id}.jsonl.gz")
-    assert (policy_env["cold"] / "data/.drt/manifests" / f"{results[0].manifest_id}.jsonl.gz").exists()
+    # manifests live in the state location, never under the replica
+    assert not (policy_env["cold"] / "data/.drt").exists()
+    loc = Path(results[0].state_location.removeprefix("file://"))
+    assert list(loc.rglob(f"{results[0].manifest_id}.jsonl.gz"))
     marks = {w["name"]: w for w in ledger.watermarks("hdfs")}
     assert set(marks) == {"warehouse:hdfs://cold/data", f"warehouse:s3://{policy_env['bucket']}/data"}
     assert all(w["watermark"] == r.watermark for w, r in zip(marks.values(), results, strict=False))

@@ -1,6 +1,7 @@
 """DistCp-sync-style scenario: bootstrap, then a chain of creates, file and directory
 renames, deletes, appends and overwrites. After every incremental run the target is
-byte-identical to the source, and the run read no unchanged file."""
+byte-identical to the source, and the run read no unchanged file. Renames are moved on the
+target only when a snapshot diff says so; without one they are copied (never guessed)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,11 @@ def _steps() -> list[Step]:
             ("overwrite", overwrite, {"f008.bin"})]
 
 
+#: what a run without a snapshot diff reads after a rename: the files under their new names
+MOVED = {"rename-file": {"renamed/f000.bin"}, "rename-dir": {"moved-b/f002.bin", "moved-b/f006.bin",
+                                                              "moved-b/f010.bin"}}
+
+
 def _seed(fs: FileSystem, root: str) -> None:
     for i in range(12):
         d = ["", "a/", "a/b/", "c/"][i % 4]
@@ -85,12 +91,13 @@ def _run_chain(src_uri: str, src_fs: FileSystem, src_root: str, dst: Path, topol
         assert r.files_failed == 0, (name, r.failures)
         assert r.mode == "fast-forward", (name, r.mode_reason)
         assert digest(dst_fs, str(dst)) == digest(src_fs, src_root), name
-        assert set(r.files_read) <= changed, (name, r.files_read)
+        may_read = changed if opened else changed | MOVED.get(name, set())
+        assert set(r.files_read) <= may_read, (name, r.files_read)
         if opened:  # what the namenode actually served: only changed files were opened, from the snapshot
             assert all("/.snapshot/drt-" in p for p in served), served
             rels = {p.split("/.snapshot/", 1)[1].split("/", 1)[1] for p in served}
             assert rels <= changed, (name, rels)
-        if name.startswith("rename"):
+        if name.startswith("rename") and opened:
             assert r.files_renamed >= 1 and r.bytes_copied == 0, name
         if name == "append":
             assert r.files_appended == 1 and r.bytes_copied == sum(len(b"line %d\n" % i) for i in range(500, 900))
@@ -112,6 +119,12 @@ def test_sync_chain_hdfs_snapshots_to_local(tmp_path: Path, webhdfs: Any) -> Non
     fs = open_fs(webhdfs.location("/data"))
     _seed(fs, "/data")
     webhdfs.allow_snapshot("/data")
+    fs.create_snapshot("/data", "probe")
+    live, snap = fs.stat("/data/f000.bin"), fs.stat("/data/.snapshot/probe/f000.bin")
+    fs.delete_snapshot("/data", "probe")
+    if live and snap and live.version != snap.version:
+        pytest.xfail("the emulator answers another fileId under .snapshot/ than a NameNode would "
+                     "(reported to the WebHDFS engineer in INTERFACE-fs.md)")
     uri = f"webhdfs://{webhdfs.active_url.split('//')[1]}/data"
     results = _run_chain(uri, fs, "/data", tmp_path / "dst", opened=lambda: webhdfs.store.opens)
     assert all("snapshot diff" in r.mode_reason for r in results[1:])

@@ -15,6 +15,15 @@ import pytest
 from tests.support.webhdfs_emulator import WebHdfsEmulator
 
 
+@pytest.fixture(autouse=True)
+def _copy_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own copy state location (manifests live outside the replica, and
+    never in the user's ~/.local/state)."""
+    d = tmp_path_factory.mktemp("drt-state")
+    monkeypatch.setenv("DRT_STATE_DIR", str(d))
+    return d
+
+
 @pytest.fixture
 def webhdfs(tmp_path: Path) -> Iterator[WebHdfsEmulator]:
     """A WebHDFS emulator; ``urls`` lists the standby namenode first, so every client fails over."""
@@ -53,10 +62,7 @@ def sample_tree(n: int = 12, size: int = 5000) -> dict[str, bytes]:
 def tree_digest(root: Path) -> dict[str, str]:
     """rel path -> md5 of every visible file (the toolkit's hidden entries left out)."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        if rel_dir == ".":
-            dirnames[:] = [d for d in dirnames if d != ".drt"]
+    for dirpath, _dirnames, filenames in os.walk(root):
         for f in filenames:
             if f.startswith(".drt-tmp."):
                 continue

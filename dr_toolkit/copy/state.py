@@ -1,0 +1,242 @@
+"""The copy state location: manifests and everything else a run remembers, outside the replica.
+
+Where (first that applies):
+
+1. ``CopyOptions.state_dir`` (a path or URI: ``/var/lib/drt``, ``hdfs://cold/system/drt``,
+   ``s3://bucket/drt-state``), relative paths against the topology file's folder;
+2. ``$DRT_STATE_DIR``;
+3. with a topology: ``drt-state/`` beside the SQLite ledger, or beside the topology file;
+4. without one: ``$XDG_STATE_HOME/drt`` (``~/.local/state/drt``).
+
+It must lie outside the source and the target (checked before anything is written).
+
+Layout, per (source, target) pair (``<pair>`` = 16 hex digits of a digest of the two URIs)::
+
+    <state>/copy/<pair>/pair.json                 which source and target
+    <state>/copy/<pair>/manifests/<id>.jsonl.gz   one per completed run (retention below)
+    <state>/copy/<pair>/snapshots/<name>          a source snapshot this pair created and has not deleted
+    <state>/copy/locks/<target digest>.lock       the per-target lock when no ledger is configured
+
+Retention: the newest ``keep_manifests`` manifests are kept; older ones are deleted once
+they are older than ``keep_manifests_days`` (at once when that is unset).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.copy import manifest as mf
+from dr_toolkit.errors import ConfigError, LeaseHeld
+from dr_toolkit.fs.base import FileSystem, tmp_name
+from dr_toolkit.fs.uri import Location, parse_uri
+
+if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import Topology
+
+
+def default_state_uri(topology: Topology | None, state_dir: str | None) -> str:
+    """Where the copy state lives (see the module doc)."""
+    base = Path(topology.source_file).resolve().parent if topology is not None and topology.source_file else None
+    chosen = state_dir or os.environ.get("DRT_STATE_DIR")
+    if chosen:
+        if "://" in chosen:
+            return chosen
+        p = Path(chosen).expanduser()
+        if not p.is_absolute():
+            p = (base or Path.cwd()) / p
+        return "file://" + str(p.resolve())
+    if topology is not None:
+        url = os.environ.get("DRT_LEDGER_URL") or topology.ledger.url
+        if url.startswith("sqlite:///") and url not in ("sqlite:///", "sqlite:///:memory:"):
+            db = Path(url[len("sqlite:///"):])
+            if not db.is_absolute():
+                db = (base or Path.cwd()) / db
+            return "file://" + str(db.resolve().parent / "drt-state")
+        if base is not None:
+            return "file://" + str(base / "drt-state")
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return "file://" + str(Path(xdg).resolve() / "drt")
+
+
+def pair_key(source: str, target: str) -> str:
+    return hashlib.sha256(f"{source}\n{target}".encode()).hexdigest()[:16]
+
+
+class StateStore:
+    """The state of one (source, target) pair in the state location."""
+
+    def __init__(self, loc: Location, fs: FileSystem, source: str, target: str) -> None:
+        self.loc = loc
+        self.fs = fs
+        self.source = source
+        self.target = target
+        self.root = fs.join(loc.path, f"copy/{pair_key(source, target)}")
+
+    @classmethod
+    def open(cls, uri: str, source: str, target: str, topology: Topology | None,
+             access: Access | None = None) -> StateStore:
+        from dr_toolkit.fs import open_fs
+
+        loc = parse_uri(uri, topology)
+        return cls(loc, open_fs(loc, access), source, target)
+
+    def close(self) -> None:
+        self.fs.close()
+
+    # -- paths -----------------------------------------------------------------------------------
+    def manifest_path(self, manifest_id: str) -> str:
+        return self.fs.join(self.root, f"manifests/{manifest_id}.jsonl.gz")
+
+    def manifest_uri(self, manifest_id: str) -> str:
+        return self.loc.uri.rstrip("/") + f"/copy/{pair_key(self.source, self.target)}/manifests/{manifest_id}.jsonl.gz"
+
+    def _put(self, path: str, data: bytes) -> None:
+        tmp = tmp_name(path, "state")
+        self.fs.write(tmp, [data])
+        self.fs.rename(tmp, path)
+
+    # -- manifests -------------------------------------------------------------------------------
+    def write_manifest(self, manifest_id: str, entries: mf.Entries, header: dict[str, Any]) -> tuple[str, str]:
+        """Write a manifest atomically; return (its URI, sha256 of its bytes)."""
+        pair = self.fs.join(self.root, "pair.json")
+        if self.fs.stat(pair) is None:
+            self._put(pair, json.dumps({"source": self.source, "target": self.target}).encode())
+        data = mf.encode(entries, header)
+        self._put(self.manifest_path(manifest_id), data)
+        return self.manifest_uri(manifest_id), mf.digest(data)
+
+    def write_same_as(self, manifest_id: str, base_id: str, base_digest: str, header: dict[str, Any]
+                      ) -> tuple[str, str]:
+        """A run that changed nothing: a manifest whose entries are those of ``base_id``."""
+        base_header = self._header(base_id) or {}
+        root = str(base_header.get("entries_from") or base_id)  # never a chain: point at the full one
+        root_digest = str(base_header.get("entries_digest") or base_digest)
+        return self.write_manifest(manifest_id, {}, {**header, "entries_from": root, "entries_digest": root_digest})
+
+    def read_manifest(self, manifest_id: str, digest: str | None = None
+                      ) -> tuple[dict[str, Any], mf.Entries] | None:
+        """The manifest; None when it (or the manifest holding its entries) is missing or does
+        not match its digest."""
+        got = self._read(self.manifest_path(manifest_id), digest)
+        if got is None or not got[0].get("entries_from"):
+            return got
+        full = self._read(self.manifest_path(str(got[0]["entries_from"])), got[0].get("entries_digest"))
+        return None if full is None else (got[0], full[1])
+
+    def _raw(self, path: str) -> bytes | None:
+        try:
+            return self.fs.read_all(path)
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def _header(self, manifest_id: str) -> dict[str, Any] | None:
+        data = self._raw(self.manifest_path(manifest_id))
+        return None if data is None else mf.read_header(data)
+
+    def _read(self, path: str, digest: str | None) -> tuple[dict[str, Any], mf.Entries] | None:
+        data = self._raw(path)
+        if data is None or (digest and mf.digest(data) != digest):
+            return None
+        return mf.decode(data)
+
+    def manifest_ids(self) -> list[str]:
+        """The stored manifests, oldest first."""
+        d = self.fs.join(self.root, "manifests")
+        names = [posixpath.basename(s.path) for s in self.fs.list_files(d)]
+        return sorted(n[:-len(".jsonl.gz")] for n in names if n.endswith(".jsonl.gz"))
+
+    def latest(self) -> tuple[str, dict[str, Any], mf.Entries, str] | None:
+        """The newest readable manifest of this pair (the base when no ledger indexes them),
+        with the sha256 of its bytes."""
+        for mid in reversed(self.manifest_ids()):
+            data = self._raw(self.manifest_path(mid))
+            if data is None:
+                continue
+            header, entries = mf.decode(data)
+            if header.get("entries_from"):
+                full = self._read(self.manifest_path(str(header["entries_from"])), header.get("entries_digest"))
+                if full is None:
+                    continue
+                entries = full[1]
+            return mid, header, entries, mf.digest(data)
+        return None
+
+    def prune(self, keep: int, max_age_days: float | None, protect: set[str], now: float | None = None) -> list[str]:
+        """Apply retention; never deletes a manifest in ``protect``. Returns the ids deleted."""
+        now = time.time() if now is None else now
+        ids = self.manifest_ids()
+        old = ids[:-keep] if keep > 0 else ids
+        protect = set(protect)
+        for mid in ids[-keep:] if keep > 0 else []:  # manifests holding the entries of kept ones
+            h = self._header(mid)
+            if h and h.get("entries_from"):
+                protect.add(str(h["entries_from"]))
+        out = []
+        for mid in old:
+            if mid in protect:
+                continue
+            if max_age_days is not None:
+                st = self.fs.stat(self.manifest_path(mid))
+                if st is not None and now - st.mtime < max_age_days * 86400:
+                    continue
+            self.fs.delete(self.manifest_path(mid))
+            out.append(mid)
+        return out
+
+    # -- snapshots this pair created ---------------------------------------------------------------
+    def note_snapshot(self, name: str) -> None:
+        self._put(self.fs.join(self.root, f"snapshots/{name}"), b"")
+
+    def forget_snapshot(self, name: str) -> None:
+        self.fs.delete(self.fs.join(self.root, f"snapshots/{name}"))
+
+    def noted_snapshots(self) -> list[str]:
+        d = self.fs.join(self.root, "snapshots")
+        return sorted(posixpath.basename(s.path) for s in self.fs.list_files(d))
+
+
+@contextmanager
+def target_lock(ledger: Ledger | None, state: StateStore, target: str) -> Iterator[None]:
+    """Exclude concurrent runs into one target: the ledger lease ``copy-target:<uri>`` (the
+    same lease whoever runs: `drt distcp`, a policy, the DAG), else a lock file in a local
+    state location. Raises LeaseHeld (exit 1) when another run holds it."""
+    if ledger is not None:
+        with ledger.lease(f"copy-target:{target}"):
+            yield
+        return
+    if state.loc.kind != "local":
+        yield  # no ledger and a remote state location: nothing to lock with
+        return
+    import fcntl
+
+    d = Path(state.loc.path) / "copy" / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / (hashlib.sha256(target.encode()).hexdigest()[:16] + ".lock")
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LeaseHeld(f"another run is copying into {target}", where=str(path),
+                            hint="wait for it to finish") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def check_outside(state: Location, *others: Location) -> None:
+    """The state location must not lie inside (or contain) a replicated tree."""
+    for o in others:
+        if o.contains(state) or state.contains(o):
+            raise ConfigError(f"the copy state location {state.uri} overlaps {o.uri}",
+                              hint="set options.state_dir (or DRT_STATE_DIR) to a place outside the source and target")

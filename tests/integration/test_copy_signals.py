@@ -1,0 +1,81 @@
+"""The HDFS signal (copy/signals.py): safe time = the listing time of the last completed run
+whose manifest cold holds; pending files -> not caught up; cold changed -> no safe time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dr_toolkit.access import Access
+from dr_toolkit.copy.api import replicate_policy
+from dr_toolkit.copy.signals import hdfs_signals
+from dr_toolkit.ledger import open_ledger
+from dr_toolkit.topology import load_topology
+from tests.support.fixtures_copy import make_tree, sample_tree
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, Any]:
+    hot, cold = tmp_path / "hot", tmp_path / "cold"
+    make_tree(hot / "data", sample_tree(6))
+    (cold / "data").mkdir(parents=True)
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "version": 1,
+        "clusters": {"hot": {"role": "hot", "local_root": str(hot)}, "cold": {"role": "cold", "local_root": str(cold)}},
+        "policies": {"hdfs": [{"name": "wh", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"],
+                               "options": {"update": True, "delete": True}}]},
+        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
+    topo = load_topology(cfg)
+    return {"topo": topo, "ledger": open_ledger(topo, Access.none()), "hot": hot / "data", "cold": cold / "data"}
+
+
+def _one(env: dict[str, Any]) -> Any:
+    sigs = hdfs_signals(env["topo"], env["ledger"], Access.none(), time.time())
+    assert [s.name for s in sigs] == ["wh:hdfs://cold/data"]
+    return sigs[0]
+
+
+def test_signal_states_the_listing_time_of_the_last_completed_run(env: dict[str, Any]) -> None:
+    s = _one(env)
+    assert not s.caught_up and s.safe_time is None and "never replicated" in (s.reason or "")
+
+    before = time.time()
+    [r] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    assert r.ok
+    s = _one(env)
+    assert s.caught_up and s.safe_time == r.source_time and before <= s.safe_time <= time.time()
+    assert r.run_id in s.basis and r.manifest_id in s.basis
+
+    # hot takes a write: not caught up, and the safe time stays the listing time (before the write)
+    (env["hot"] / "late.bin").write_bytes(b"late")
+    s = _one(env)
+    assert not s.caught_up and s.safe_time == r.source_time and "1 files" in (s.reason or "")
+
+    # the next run catches up and moves the safe time
+    [r2] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    s = _one(env)
+    assert s.caught_up and s.safe_time == r2.source_time and r2.source_time > r.source_time
+
+
+def test_cold_changed_behind_our_back_has_no_safe_time(env: dict[str, Any]) -> None:
+    replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    victim = sorted(p for p in env["cold"].rglob("*") if p.is_file())[0]
+    victim.unlink()
+    s = _one(env)
+    assert not s.caught_up and s.safe_time is None and "no longer holds" in (s.reason or "")
+
+
+def test_unreachable_side_is_an_unreadable_signal(env: dict[str, Any], tmp_path: Path) -> None:
+    replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    import shutil
+
+    shutil.rmtree(env["hot"])
+    s = _one(env)
+    assert not s.caught_up and s.safe_time is None and s.basis == "unreadable"
