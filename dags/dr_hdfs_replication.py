@@ -16,7 +16,8 @@ policy's `source` to each of its `targets` — incremental (fast-forward from th
 manifest, or an HDFS snapshot diff), atomic (temporary names, renamed after the checksum is
 verified), under the ledger lease `policy:<name>`. The task fails when any file failed.
 
-Each run writes a manifest next to the target (`.drt/manifests/`), a ledger row, and the
+Each run writes a manifest in the state location (outside the replica: `options.state_dir`,
+`$DRT_STATE_DIR` or beside the ledger), a ledger row, and the
 policy's watermark (the source listing or snapshot time the target now holds), which the
 failover gate reads. The same copy by hand: `drt replicate <policy>`.
 

@@ -47,9 +47,7 @@ def hot_fs(topology: Topology, access: Access, rootdir: str) -> tuple[FileSystem
     from dr_toolkit.fs import open_fs, parse_uri
 
     loc = parse_uri(f"hdfs://{topology.hot_name}{rootdir}", topology)
-    creds = access.for_endpoint(topology.hot.hdfs, f"clusters.{topology.hot_name}.hdfs.conn_id") \
-        if loc.kind == "webhdfs" else None
-    return open_fs(loc, credentials=creds), loc.path
+    return open_fs(loc, access), loc.path
 
 
 def last_proven(ledger: Ledger, peer_id: str) -> float | None:
