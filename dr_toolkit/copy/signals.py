@@ -101,6 +101,7 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now:
                                   f"cold no longer holds the last completed run's files: {why}"))
                 continue
             safe = float(mrow["source_time"])
+            detail["snapshot_age_s"] = round(max(0.0, now - safe), 1)  # how old the source state cold holds is
             basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
                      + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
                      + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
