@@ -94,7 +94,7 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
 
     rb = Runbook.start(topo, ledger, reason="datacenter A lost power", execute=True, approver=approve, who="alice@ops")
     out = rb.run()
-    assert out["status"] == "succeeded", out
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert [s["name"] for s in out["steps"]] == ALL
     assert all(s["status"] == "done" for s in out["steps"]), out["steps"]
     req, cold_then = asked[0]
@@ -199,7 +199,7 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
     assert res.status == StepStatus.DONE
     assert rb.step_event("approval", "done")["after_state"]["acknowledged"] == sorted(ids)
     out = Runbook.resume(topo, ledger, rb.run_id).run()
-    assert out["status"] == "succeeded", out
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert fence_of(topo)["active"]["cluster"] == "cold"
 
 
@@ -284,7 +284,7 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
     assert asked == [] and fence_of(topo)["active"] is None  # nobody was asked; nothing promoted
     w.drain()
     out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True, who="dave").run()
-    assert out["status"] == "succeeded", out
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert len(asked) == 1 and fence_of(topo)["active"]["cluster"] == "cold"
     promote = next(e for e in ledger.audit_events(run_id=run_id, component="failover")
                    if e["action"] == "kafka_apply" and e["status"] == "done")
@@ -378,7 +378,7 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
     rb = Runbook.start(topo, ledger, reason="final copy test", execute=True, approver=lambda req: True)
     out = rb.run()
-    assert out["status"] == "succeeded", out
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert (tmp_path / "cold" / "warehouse" / "orders" / "part-1.json").read_text() == \
         (orders / "part-1.json").read_text()
     verify_evt = next(e for e in ledger.audit_events(run_id=rb.run_id) if e["action"] == "final_verify"

@@ -138,8 +138,10 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert doc["status"] == "succeeded" and doc["unplanned"] is True
     snap = fence_of(topo)
     assert snap["active"]["cluster"] == "cold" and snap["fencing"]["fenced_cluster"] == "hot"
-    # the group resumes on cold after the 2 records it had consumed (from the last checkpoint)
-    assert committed(disaster["cold"], disaster["group"], disaster["topic"], 1) == {0: 2}
+    # the group resumes on cold no later than after the 2 records it had consumed (never skip); with the
+    # default producer clock-skew bound the remap may settle earlier (a duplicate window, re-reading)
+    pos = committed(disaster["cold"], disaster["group"], disaster["topic"], 1)
+    assert set(pos) == {0} and 0 <= pos[0] <= 2
     events = ledger.audit_events(run_id=run_id, component="failover")
     appr = next(e for e in events if e["action"] == "approval" and e["status"] == "done")
     assert appr["actor"] == "frank@ops" and appr["after_state"]["accept_loss"] is True
