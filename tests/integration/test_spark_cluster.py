@@ -183,6 +183,6 @@ def test_spark_start_up_failures_are_one_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "not a Spark master URL" in bad.stderr
     no_java = subprocess.run([*DRT, "verify", src, src, "--key", "id"], env=env(JAVA_HOME=str(tmp_path / "nojava")),
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert no_java.returncode == 3, no_java.stderr[-2000:]
+    assert no_java.returncode == 2, no_java.stderr[-2000:]  # an installation problem, said before the JVM starts
     no_trace(no_java.stderr)
-    assert "Spark did not start" in no_java.stderr
+    assert "Spark cannot start" in no_java.stderr and "JAVA_HOME" in no_java.stderr
