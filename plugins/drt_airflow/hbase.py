@@ -21,7 +21,7 @@ from dr_toolkit.errors import ConfigError, UnreachableError
 log = logging.getLogger(__name__)
 
 
-def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, Any]:
+def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, Any, Any]:
     from drt_airflow.hooks import DrtHook
 
     hook = DrtHook()
@@ -31,7 +31,7 @@ def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, An
     if c is None or c.zookeeper is None:
         raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file)
     creds = hook.access().get(zk_conn_id or c.zookeeper.conn_id, what=f"clusters.{name}.zookeeper.conn_id")
-    return topo, c, creds
+    return topo, c, creds, hook.access()
 
 
 def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
@@ -40,12 +40,12 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
     from dr_toolkit.ledger import open_ledger
     from dr_toolkit.zk.client import zk_session
 
-    topo, c, creds = _endpoint(cluster, zk_conn_id)
+    topo, c, creds, access = _endpoint(cluster, zk_conn_id)
     ep = c.zookeeper
     with zk_session(ep, credentials=creds) as z:
         results = converge_peers(z, peers_from_topology(topo), znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
-                                 ledger=open_ledger(topo))
+                                 ledger=open_ledger(topo, access))
     out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
                                           "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
     log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")
@@ -80,7 +80,7 @@ def run_status(*, peers: Sequence[str] | None = None, cluster: str | None = None
     from dr_toolkit.hbase.status import replication_status
     from dr_toolkit.zk.client import zk_session
 
-    _topo, c, creds = _endpoint(cluster, zk_conn_id)
+    _topo, c, creds, _access = _endpoint(cluster, zk_conn_id)
     with zk_session(c.zookeeper, credentials=creds, read_only=True) as z:
         st = replication_status(z, c.zookeeper.hbase_znode_parent, peers=list(peers) if peers else None)
     log.info("hbase replication caught_up=%s over %d queue(s); %s", st.caught_up, len(st.queues),
