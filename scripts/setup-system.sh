@@ -4,7 +4,7 @@
 # headers (the hdfs provider builds gssapi), rsync (benchmark baseline), chromium (UI test).
 set -euo pipefail
 need=()
-command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # javac: the Hadoop-client conformance test and the JAX-RS shim
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
 command -v krb5-config >/dev/null 2>&1 || need+=(libkrb5-dev)
