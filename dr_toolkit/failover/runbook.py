@@ -40,7 +40,6 @@ promote and lifts its fence (audited), so scheduled replication runs again.
 from __future__ import annotations
 
 import html
-import inspect
 import json
 import logging
 import time
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.failover.gate import GateResult
     from dr_toolkit.ledger import Ledger
-    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -132,15 +130,6 @@ def _jsonable(obj: Any) -> Any:
     return to_json() if callable(to_json) else obj
 
 
-def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-    """Call ``fn`` with the keyword arguments it accepts (``access``/``who`` reach the Kafka API only
-    once its signature has them; see notes/INTERFACE-signals.md)."""
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        kw = {k: v for k, v in kw.items() if k in params}
-    return fn(*args, **kw)
-
-
 class DryRunLedger:
     """The ledger as a dry run sees it: reads pass through, audit events and the run's own record are
     written, every other write (checkpoints, watermarks, runs, manifests, reports) is dropped."""
@@ -157,16 +146,6 @@ class DryRunLedger:
         return getattr(self._ledger, name)
 
 
-def _fence_access(topology: Topology, creds: Credentials) -> Access:
-    """An Access giving ``creds`` to the fencing ZooKeeper's conn_id, the environment for the rest."""
-    from dr_toolkit.access import Access
-    from dr_toolkit.secrets import lookup
-    from dr_toolkit.zk.fencing import fencing_endpoint
-
-    cid = fencing_endpoint(topology).conn_id
-    return Access.from_resolver(lambda c: creds if c == cid else lookup(c), "given credentials + environment")
-
-
 def lint_id(finding: dict[str, Any]) -> str:
     """A finding's id, as the approver acknowledges it: ``path:line``."""
     return f"{finding['path']}:{finding['line']}"
@@ -178,12 +157,9 @@ class Runbook:
     def __init__(self, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool,
                  reason: str = "", who: str | None = None, approver: Approver | None = None,
                  poll_s: float = 1.0, drain_timeout_s: float | None = None,
-                 access: Access | None = None, unplanned: bool = False,
-                 zk_credentials: Credentials | None = None) -> None:
+                 access: Access | None = None, unplanned: bool = False) -> None:
         from dr_toolkit.access import default_access
 
-        if zk_credentials is not None and access is None:  # the older keyword (until the plugin passes access)
-            access = _fence_access(topology, zk_credentials)
         self.topology = topology
         self.ledger = ledger
         self.run_id = run_id
@@ -489,7 +465,7 @@ class Runbook:
         out: list[Any] = []
         failed = 0
         for p in policies:
-            results = _call(api.replicate_policy, self.topology, p.name, self.reader_ledger,
+            results = api.replicate_policy(self.topology, p.name, self.reader_ledger,
                             dry_run=not self.execute, fence_epoch=self.epoch, access=self.access)
             for r in results:
                 j = _jsonable(r)
@@ -512,7 +488,7 @@ class Runbook:
         out = []
         bad = 0
         for p in policies:
-            r = _call(api.verify_policy, self.topology, p.name, self.ledger, access=self.access)
+            r = api.verify_policy(self.topology, p.name, self.ledger, access=self.access)
             counters = dict(r.counters)
             bad += int(counters.get("BADROWS", 0))
             out.append({"policy": p.name, **counters})
@@ -533,7 +509,7 @@ class Runbook:
         detail: dict[str, Any] = {}
         if self.execute and not self.unplanned:
             try:
-                cp = _call(api.checkpoint, self.topology, self.ledger, groups=groups, access=self.access)
+                cp = api.checkpoint(self.topology, self.ledger, groups=groups, access=self.access)
                 detail["checkpoint"] = {"checkpoint_id": cp.get("checkpoint_id"), "taken_at": cp.get("taken_at")} \
                     if isinstance(cp, dict) else {"checkpoint_id": str(cp)}
             except DrtError as exc:  # the hot brokers may be gone: remap from the last checkpoint
@@ -544,7 +520,7 @@ class Runbook:
             if not self.ledger.latest_checkpoint(g):
                 missing.append(g)
                 continue
-            r = _call(api.remap, self.topology, self.reader_ledger, g, apply=False, run_id=self.run_id,
+            r = api.remap(self.topology, self.reader_ledger, g, apply=False, run_id=self.run_id,
                       access=self.access, who=self.who)
             remaps.append({"group": g, "checkpoint_id": r.get("checkpoint_id"),
                            "partitions": [{k: p.get(k) for k in ("topic", "partition", "target_offset", "method")}
@@ -725,7 +701,7 @@ class Runbook:
             if g in skip:
                 out.append({"group": g, "applied": False, "reason": "never checkpointed"})
                 continue
-            r = _call(api.remap, self.topology, self.ledger, g, apply=True, run_id=self.run_id, access=self.access,
+            r = api.remap(self.topology, self.ledger, g, apply=True, run_id=self.run_id, access=self.access,
                       who=self.who)
             out.append({"group": g, "applied": bool(r.get("applied")), "written": r.get("written"),
                         "reason": r.get("reason")})
