@@ -16,7 +16,8 @@ Planned steps, in order (:data:`STEPS`):
                      operator in the DAG, :meth:`Runbook.record_decision` for both); only the users
                      in ``failover.approvers`` may decide when that list is set
 9. ``kafka_apply``   re-run the gate (never trust an earlier GO), then apply the remapped offsets
-10. ``promote_cold`` re-run the gate unless ``kafka_apply`` just did, then the active-cluster znode
+10. ``promote_cold`` refused unless ``kafka_apply`` is done (offsets are applied there only); re-run the
+                     gate unless ``kafka_apply`` just did, then the active-cluster znode
                      names the cold cluster (written under the epoch)
 11. ``report``       the final report, JSON and HTML, in ``failover.reports_dir``
 
@@ -726,10 +727,9 @@ class Runbook:
         if epoch is None:
             return StepResult(Step.PROMOTE_COLD, FAILED, {}, "the hot cluster was not fenced by this run")
         if self._groups() and self.step_event(Step.KAFKA_APPLY, DONE) is None:
-            # a caller that runs steps one by one without kafka_apply (an older DAG): offsets go first
-            applied = self.run_step(Step.KAFKA_APPLY)
-            if applied.status != DONE:
-                return StepResult(Step.PROMOTE_COLD, FAILED, {}, f"kafka_apply {applied.status}: {applied.message}")
+            # offsets are applied in one place only (kafka_apply, after approval and a fresh gate)
+            return StepResult(Step.PROMOTE_COLD, FAILED, {},
+                              "kafka_apply has not completed for this run: run it before promote_cold")
         fresh = not (Step.KAFKA_APPLY in self.results and self.results[Step.KAFKA_APPLY].status == DONE
                      and not self.results[Step.KAFKA_APPLY].detail.get("earlier"))
         stop = self._pre_promotion_check(Step.PROMOTE_COLD, fresh=fresh)
