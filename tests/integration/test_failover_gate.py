@@ -196,3 +196,88 @@ def test_empty_ledger_is_no_go_and_an_unreachable_ledger_exits_3(tmp_path, zk_se
             env={"DRT_LEDGER_URL": "postgresql+psycopg2://drt@127.0.0.1:1/drt"})
     assert r.returncode == 3, (r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_concurrent_writes_shipping_and_rolls_never_give_a_safe_time_past_an_unshipped_write(world) -> None:
+    """The proof under a live writer: a region server appends to its WAL (rolling now and then) while
+    its shipper advances the queue positions, and the gate checks over and over. Whatever the
+    interleaving, every write acknowledged before a check's HBase safe time must have been shipped by
+    the end of that check. Reading the lengths before the positions, or taking the safe time after
+    reading them, breaks this under load (the write lands between the two reads)."""
+    import random
+    import threading
+
+    from dr_toolkit.hbase.encoding import decode_position
+
+    sim, rs = world.hb.sim, world.hb.rs
+    qpath = f"{rs.znode}/1"
+    rnd = random.Random(20261123)
+    acked: list[tuple[float, str, int]] = []  # (acknowledged at, wal, end offset in that wal)
+    lock = threading.Lock()  # the shipper ships and records what it shipped under this lock
+    frontier: dict[str, int] = {}  # per WAL: bytes shipped (a WAL gone from the queue: all of it)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def record_frontier() -> None:
+        queued = set(sim.admin.get_children(qpath))
+        for wal, length in list(sim.lengths.items()):
+            if wal in queued:
+                frontier[wal] = decode_position(sim.admin.get(f"{qpath}/{wal}")[0])
+            elif wal in frontier or length == 0:
+                frontier[wal] = length  # rolled and fully shipped: the shipper removed it from the queue
+
+    def writer() -> None:
+        try:
+            for i in range(800):
+                if stop.is_set():
+                    return
+                if i % 60 == 59:
+                    with lock:  # a roll and the queue's new entry are one step for the shipper too
+                        rs.roll()
+                rs.write(rnd.randint(1, 300))
+                wal = rs.current_wal
+                assert wal is not None
+                acked.append((time.time(), wal, sim.lengths[wal]))
+                if rnd.random() < 0.3:  # bursts of writes, then quiet spells the shipper can drain in
+                    time.sleep(rnd.random() * 0.05)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    def shipper() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    rs.ship("1", budget=rnd.randint(1, 1000))
+                    record_frontier()
+                time.sleep(rnd.random() * 0.002)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    with lock:
+        record_frontier()
+    threads = [threading.Thread(target=writer, daemon=True), threading.Thread(target=shipper, daemon=True)]
+    for t in threads:
+        t.start()
+    checks = 0
+    try:
+        while threads[0].is_alive() and checks < 80:
+            res = world.check()
+            with lock:
+                shipped = dict(frontier)
+                writes = list(acked)
+            checks += 1
+            hb = hbase(res)
+            if hb.safe_time is None:
+                continue
+            late = [(t, wal, end) for t, wal, end in writes if t < hb.safe_time and shipped.get(wal, 0) < end]
+            assert not late, (f"safe time {hb.safe_time} ({hb.basis}) is after {len(late)} write(s) not shipped, "
+                              f"first: {late[0]} shipped {shipped.get(late[0][1])}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not errors, errors
+    assert checks >= 5
+    rs.drain()
+    res = world.check()
+    assert hbase(res).caught_up, reasons(res)
