@@ -17,7 +17,10 @@ venv: $(STAMP)
 $(STAMP): requirements.in constraints.txt pyproject.toml
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install -q uv
 	@[ -x $(PY) ] || uv venv -q $(VENV) -p python3.11
-	VIRTUAL_ENV=$(VENV) uv pip install -q -r requirements.in -c constraints.txt -e .
+	VIRTUAL_ENV=$(VENV) uv pip install -q --compile-bytecode -r requirements.in -c constraints.txt -e .
+	@# byte-code for the library and the demo too (editable install): every `drt` process, in tests
+	@# and the demo, would otherwise re-compile what it imports when PYTHONDONTWRITEBYTECODE is set
+	@$(PY) -m compileall -q -j 0 dr_toolkit drt_demo >/dev/null
 	@touch $(STAMP)
 
 # the JAX-RS runtime pyspark's Hadoop WebHDFS client lacks (see dr_toolkit/spark/hadoop.py)

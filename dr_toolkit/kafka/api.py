@@ -216,9 +216,17 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
         counts = check_parity(hot, cold, topics, topology)
         for t in topics:
-            for p in range(counts[t]):
+            ct = cold_topic(topology, t)
+            parts = list(range(counts[t]))
+            # every partition's ends in a few requests: hot's first (and the time before), then cold's
+            read_at = time.time()
+            hot_marks = hot.watermarks_many([(t, p) for p in parts])
+            cold_marks = cold.watermarks_many([(ct, p) for p in parts])
+            for p in parts:
+                hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
+                marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
                 try:
-                    out.append(partition_lag(hot, cold, t, p, cold_topic(topology, t), skew))
+                    out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks))
                 except DrtError as exc:
                     out.append({"topic": t, "partition": p, "hot_end": None, "cold_end": None,
                                 "records_behind": None, "seconds_behind": None, "oldest_unmirrored_ts": None,
@@ -234,13 +242,18 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
 
 
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
-                  skew: int = int(DEFAULT_SKEW_S * 1000)) -> dict[str, Any]:
+                  skew: int = int(DEFAULT_SKEW_S * 1000),
+                  marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None) -> dict[str, Any]:
     """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
-    holds then was on hot before hot's end was read."""
+    holds then was on hot before hot's end was read. ``marks``: (the time before hot's ends were
+    read, hot's (start, end), cold's (start, end)) read in that order by the caller."""
     ct = ct or t
-    read_at = time.time()
-    hlo, hhi = hot.watermarks(t, p)
-    clo, chi = cold.watermarks(ct, p)
+    if marks is None:
+        read_at = time.time()
+        hlo, hhi = hot.watermarks(t, p)
+        clo, chi = cold.watermarks(ct, p)
+    else:
+        read_at, (hlo, hhi), (clo, chi) = marks
     row: dict[str, Any] = {"topic": t, "partition": p, "hot_end": hhi, "cold_end": chi, "records_behind": 0,
                            "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at,
                            "basis": "", "method": "empty"}

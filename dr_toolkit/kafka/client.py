@@ -176,6 +176,38 @@ class KafkaCluster:
             raise self._wrap(exc, f"watermarks of {topic}[{partition}]") from None
         return int(lo), int(hi)
 
+    def watermarks_many(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int] | str]:
+        """(log start offset, end offset) of many partitions in two ListOffsets requests per broker
+        (earliest, latest), like :meth:`watermarks` for each; a partition the broker refused maps to
+        its error text. Raises (translated) when the cluster does not answer."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        if not tps:
+            return {}
+        out: dict[tuple[str, int], Any] = {}
+        specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        for i, spec in enumerate(specs):
+            req = {TopicPartition(t, p): spec for t, p in tps}
+            try:
+                futs = self.admin.list_offsets(req, request_timeout=self.timeout_s)
+            except Exception as exc:  # noqa: BLE001 - translated
+                raise self._wrap(exc, f"offsets of {len(tps)} partition(s)") from None
+            for tp, fut in futs.items():
+                key = (tp.topic, tp.partition)
+                if isinstance(out.get(key), str):
+                    continue
+                try:
+                    off = int(fut.result(timeout=self.timeout_s + 1).offset)
+                except Exception as exc:  # noqa: BLE001 - per partition: reported, or raised when all fail
+                    err = self._wrap(exc, f"offsets of {tp.topic}[{tp.partition}]")
+                    if isinstance(err, UnreachableError):
+                        raise err from None
+                    out[key] = err.message
+                    continue
+                out[key] = (off, off) if i == 0 else (out[key][0], off)
+        return out
+
     def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int | None:
         """The broker's timestamp-index answer (a hint only: some brokers answer it wrongly)."""
         from confluent_kafka import TopicPartition
