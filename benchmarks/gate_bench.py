@@ -151,20 +151,20 @@ def main() -> None:
             topo = load_topology(path)
             ledger = open_ledger(topo)
             gate_t, base_t = [], []
-            parallel = getattr(kafka_signals, "KAFKA_PARALLEL", None)
+            parallel = getattr(kafka_signals, "PARALLEL", None)
             for _ in range(args.repeat):
                 t = time.perf_counter()
                 res = check(topo, ledger, timeout_s=120)
                 gate_t.append(time.perf_counter() - t)
                 # baseline: one component after the other, one Kafka topic after the other
                 if parallel is not None:
-                    kafka_signals.KAFKA_PARALLEL = 1  # type: ignore[attr-defined, unused-ignore]
+                    kafka_signals.PARALLEL = 1  # type: ignore[attr-defined, unused-ignore]
                 t = time.perf_counter()
                 for c in COMPONENTS:
                     read_signals(topo, ledger, components=(c,), timeout_s=120)
                 base_t.append(time.perf_counter() - t)
                 if parallel is not None:
-                    kafka_signals.KAFKA_PARALLEL = parallel  # type: ignore[attr-defined, unused-ignore]
+                    kafka_signals.PARALLEL = parallel  # type: ignore[attr-defined, unused-ignore]
             print(f"gate verdict {res.verdict} over {len(res.signals)} signals, recovery point "
                   f"{res.to_json()['recovery_point']}" + ("" if res.go else f" — {res.reasons[:3]}"))
             hb = [s for s in res.signals if s.component == "hbase"]
