@@ -129,6 +129,9 @@ class KafkaEndpoint(_Model):
     mm2_offset_syncs_topic: str | None = Field(default=None, description=(
         "hot cluster: MirrorMaker 2's offset-syncs topic (mm2-offset-syncs.<cold alias>.internal), read at "
         "remap time as a second, re-read-only translation"))
+    mm2_checkpoints_topic: str | None = Field(default=None, description=(
+        "cold cluster: MirrorMaker 2's checkpoints topic (<source alias>.checkpoints.internal), read at remap "
+        "time: MM2's own translation of each group's committed offsets, used (re-read only) and cross-checked"))
 
 
 class SparkEndpoint(_Model):

@@ -122,7 +122,7 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
 
     t0 = time.monotonic()
     skew = api.skew_ms(topology)
-    rows = {g: ledger.latest_checkpoint(g) for g in groups}
+    rows = ledger.latest_checkpoints(groups)
     missing = [g for g, r in rows.items() if not r]
     with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
         pool = ClientPool(lambda: KafkaCluster(cold.bootstrap, credentials=None, timeout_s=cold.timeout_s,

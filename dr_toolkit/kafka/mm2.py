@@ -1,4 +1,4 @@
-"""MirrorMaker 2 interop: its offset syncs as a second translation (re-read only).
+"""MirrorMaker 2 interop: its offset syncs and checkpoints as second translations (re-read only).
 
 MM2 writes, to its offset-syncs topic (``mm2-offset-syncs.<target>.internal``, on the source
 cluster by default), records pairing an upstream offset with the downstream offset of the
@@ -6,6 +6,13 @@ same record: key = (topic: int16-length string, partition: int32), value = (upst
 int64, downstream offset: int64), big-endian (Kafka's Struct serialisation). A consumer at
 upstream offset U translates, through the newest sync with upstream ≤ U, to the downstream
 offset of that sync, plus one when U is past it — a position that can only re-read.
+
+MM2's checkpoint connector writes, to ``<source alias>.checkpoints.internal`` on the target
+cluster, each group's translated position: key = (group: string, topic: string — the
+*downstream* name, partition: int32), value = (version: int16 = 0, upstream offset: int64,
+downstream offset: int64, metadata: string); strings are an int16 length and UTF-8 bytes. A
+checkpoint with upstream offset ≤ the group's committed offset we checkpointed is a safe
+(re-read-only) position for it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,42 @@ def encode_sync(topic: str, partition: int, upstream: int, downstream: int) -> t
     """An offset-sync record (key, value) as MM2 writes it (tests and the demo)."""
     t = topic.encode()
     return struct.pack(">h", len(t)) + t + struct.pack(">i", partition), struct.pack(">qq", upstream, downstream)
+
+
+def _string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _read_string(buf: bytes, at: int) -> tuple[str, int] | None:
+    if len(buf) < at + 2:
+        return None
+    (n,) = struct.unpack_from(">h", buf, at)
+    if n < 0 or len(buf) < at + 2 + n:
+        return None
+    return buf[at + 2:at + 2 + n].decode(errors="replace"), at + 2 + n
+
+
+def encode_checkpoint(group: str, topic: str, partition: int, upstream: int, downstream: int,
+                      metadata: str = "") -> tuple[bytes, bytes]:
+    """A checkpoint record (key, value) as MM2's checkpoint connector writes it (tests, the demo)."""
+    return (_string(group) + _string(topic) + struct.pack(">i", partition),
+            struct.pack(">hqq", 0, upstream, downstream) + _string(metadata))
+
+
+def decode_checkpoint(key: bytes | None, value: bytes | None) -> tuple[str, str, int, int, int] | None:
+    """(group, downstream topic, partition, upstream offset, downstream offset), or None."""
+    if not key or not value or len(value) < 18:
+        return None
+    g = _read_string(key, 0)
+    t = _read_string(key, g[1]) if g else None
+    if g is None or t is None or len(key) < t[1] + 4:
+        return None
+    (partition,) = struct.unpack_from(">i", key, t[1])
+    version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
+    if version != 0:
+        return None
+    return g[0], t[0], partition, upstream, downstream
 
 
 def decode_sync(key: bytes | None, value: bytes | None) -> tuple[str, int, int, int] | None:
@@ -64,25 +107,55 @@ def read_offset_syncs(hot: KafkaCluster, topic: str) -> OffsetSyncs:
     return OffsetSyncs({tp: sorted(d.items()) for tp, d in raw.items()})
 
 
+def read_checkpoints(cold: KafkaCluster, topic: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """``group``'s newest MM2 checkpoint per (downstream topic, partition): (upstream, downstream)."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for part in range(cold.topics().get(topic, 0)):
+        lo, hi = cold.watermarks(topic, part)
+        for key, value in cold.read_raw(topic, part, lo, hi):
+            c = decode_checkpoint(key, value)
+            if c is not None and c[0] == group:
+                out[(c[1], c[2])] = (c[3], c[4])  # log order: the newest wins
+    return out
+
+
+def cross_check_checkpoints(parts: list[dict[str, Any]], cps: dict[tuple[str, int], tuple[int, int]]) -> int:
+    """As :func:`cross_check`, with MM2's checkpoints of the group: a checkpoint whose upstream
+    offset is at most the committed offset we remapped translates it (re-read only)."""
+
+    def translate(r: dict[str, Any]) -> int | None:
+        cp = cps.get((str(r.get("cold_topic") or r["topic"]), int(r["partition"])))
+        if cp is None or cp[0] > int(r["source_offset"]):
+            return None
+        return cp[1]
+
+    return _cross(parts, translate, "mm2_checkpoint")
+
+
 def cross_check(parts: list[dict[str, Any]], syncs: OffsetSyncs) -> int:
     """Add MM2's translation to each remapped partition and use it where the search could not
     prove the exact position (MM2's answer only re-reads, so the later of two safe positions is
     safe). An ``exact`` target earlier than MM2's is a disagreement (MM2 would skip records by
     the search's proof): reported, the search's answer kept. Returns the disagreements."""
+    return _cross(parts, lambda r: syncs.translate(r["topic"], r["partition"], int(r["source_offset"])),
+                  "mm2_target")
+
+
+def _cross(parts: list[dict[str, Any]], translate: Any, field: str) -> int:
     disagreements = 0
     for r in parts:
         off = r.get("source_offset")
         if off is None or r.get("target_offset") is None:
             continue
-        m = syncs.translate(r["topic"], r["partition"], int(off))
-        r["mm2_target"] = m
+        m = translate(r)
+        r[field] = m
         if m is None:
             continue
         ours = int(r["target_offset"])
         if r["method"] == "exact":
             if m > ours:
                 disagreements += 1
-                r["mm2_disagrees"] = f"MM2 translates to {m}, after the proven position {ours}"
+                r["mm2_disagrees"] = f"MM2 ({field}) translates to {m}, after the proven position {ours}"
         elif m > ours:
             window = r.get("duplicate_window")
             r.update(target_offset=m, method="mm2", probes=r.get("probes", 0))

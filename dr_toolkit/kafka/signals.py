@@ -114,12 +114,16 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                 committed[g] = {tp for tp in hot.committed(g) if tp[0] not in excluded}
     except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
         hot_error = _why(exc)
+    try:
+        newest: dict[str, list[dict[str, Any]]] | None = ledger.latest_checkpoints(groups)
+        ledger_error = None
+    except Exception as exc:  # noqa: BLE001 - ledger unreadable: every group NO_GO with the reason
+        newest, ledger_error = None, _why(exc)
     for g in groups:
-        try:
-            rows = ledger.latest_checkpoint(g)
-        except Exception as exc:  # noqa: BLE001 - ledger unreadable
-            out.append(unreadable("kafka", f"group:{g}", _why(exc)))
+        if newest is None:
+            out.append(unreadable("kafka", f"group:{g}", str(ledger_error)))
             continue
+        rows = newest.get(g, [])
         ages = [p.max_checkpoint_age_s for p in topology.policies.kafka if g in p.groups]
         out.append(group_signal(g, rows, committed.get(g), hot_error, min(ages) if ages else 1800.0, now))
     return out

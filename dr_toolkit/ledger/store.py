@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -312,6 +312,27 @@ class Ledger:
             return []
         return self._query("SELECT * FROM kafka_checkpoints WHERE checkpoint_id = :c AND group_id = :g "
                            "ORDER BY topic, partition_id", c=rows[0]["checkpoint_id"], g=group_id)
+
+    def latest_checkpoints(self, group_ids: Iterable[str], *, chunk: int = 500) -> dict[str, list[Row]]:
+        """:meth:`latest_checkpoint` of many groups in one query per ``chunk`` groups (a group
+        without a checkpoint maps to an empty list)."""
+        groups = list(dict.fromkeys(group_ids))
+        out: dict[str, list[Row]] = {g: [] for g in groups}
+        for i in range(0, len(groups), chunk):
+            part = groups[i:i + chunk]
+            names = {f"g{j}": g for j, g in enumerate(part)}
+            marks = ", ".join(f":{n}" for n in names)
+            rows = self._query(
+                "SELECT k.* FROM kafka_checkpoints k JOIN ("
+                " SELECT group_id, checkpoint_id FROM ("
+                "  SELECT group_id, checkpoint_id, ROW_NUMBER() OVER (PARTITION BY group_id"
+                "   ORDER BY taken_at DESC, checkpoint_id DESC) AS rn"
+                f"  FROM kafka_checkpoints WHERE group_id IN ({marks})) AS ranked WHERE rn = 1) AS newest"
+                " ON k.group_id = newest.group_id AND k.checkpoint_id = newest.checkpoint_id"
+                " ORDER BY k.group_id, k.topic, k.partition_id", **names)
+            for r in rows:
+                out[str(r["group_id"])].append(r)
+        return out
 
     # -- verification --------------------------------------------------------------------------
     def add_verify_report(self, *, report_id: str, source: str, target: str, counters: Mapping[str, int],

@@ -279,3 +279,57 @@ def test_mm2_offset_syncs_are_used_and_cross_checked(kafka_env, tmp_path: Path) 
     (part,) = res["partitions"]
     assert (part["method"], part["target_offset"], part["mm2_target"]) == ("exact", 33, 40)
     assert res["mm2"]["disagreements"] == 1 and "after the proven position" in part["mm2_disagrees"]
+
+
+def test_mm2_checkpoints_are_used_and_cross_checked(kafka_env, tmp_path: Path) -> None:
+    """MM2's checkpoints topic on cold (records in MM2's own Checkpoint format). Where the
+    search cannot prove the position, MM2's checkpoint for the same upstream offset narrows the
+    duplicate window; a checkpoint of a later upstream offset is not used; where the search is
+    exact, a checkpoint claiming a later position is reported, never followed."""
+    from dr_toolkit.kafka.mm2 import decode_checkpoint, encode_checkpoint
+
+    assert decode_checkpoint(*encode_checkpoint("g", "hot.t", 3, 10, 12, "meta")) == ("g", "hot.t", 3, 10, 12)
+    hot, cold = kafka_env
+    rng = random.Random(6)
+    hot_recs = _skewed(50, rng, 10, [0, 20_000])
+    shift = [Rec(f"cold-only-{i}".encode(), T0 + i) for i in range(3)]  # nothing older: no proof
+    cps_topic = unique("hot.checkpoints.internal")
+    create_topic(cold, cps_topic, 1)
+    topo, ledger, topic, group = _setup(kafka_env, tmp_path, hot_recs, shift + hot_recs, 30, skew_s=20,
+                                        policy=None)
+    doc = topo.model_dump()
+    doc["clusters"]["cold"]["kafka"]["mm2_checkpoints_topic"] = cps_topic
+
+    def checkpoint_record(g: str, up: int, down: int) -> Rec:
+        k, v = encode_checkpoint(g, topic, 0, up, down)
+        return Rec(v, T0, k)
+
+    # MM2 checkpointed the group at upstream 30 -> downstream 33 (the true position), another group elsewhere
+    produce(cold, cps_topic, 0, [checkpoint_record("other", 30, 49), checkpoint_record(group, 30, 33)])
+    topo = Topology.model_validate(doc)
+    api.checkpoint(topo, ledger)
+    res = api.remap(topo, ledger, group)
+    (part,) = res["partitions"]
+    first = _check(cold, topic, hot_recs, 30, part["target_offset"])
+    assert (part["method"], part["target_offset"], part["mm2_checkpoint"]) == ("mm2", 33, 33) and first == 33
+    assert res["mm2_checkpoints"] == {"topic": cps_topic, "partitions_checkpointed": 1, "disagreements": 0}
+
+    # a newer MM2 checkpoint of a later upstream offset (the group moved on): not a translation of 30
+    produce(cold, cps_topic, 0, [checkpoint_record(group, 40, 43)])
+    (part,) = api.remap(topo, ledger, group)["partitions"]
+    assert part["mm2_checkpoint"] is None and part["method"] == "skew_bound"
+    assert _check(cold, topic, hot_recs, 30, part["target_offset"]) >= part["target_offset"]
+
+    hot_exact = [Rec(f"e{i}".encode(), T0 + 10 * i) for i in range(50)]
+    old = [Rec(f"cold-only-{i}".encode(), 5 + i) for i in range(3)]
+    topo0, ledger0, topic0, group0 = _setup(kafka_env, tmp_path, hot_exact, old + hot_exact, 30, skew_s=0)
+    doc0 = topo0.model_dump()
+    doc0["clusters"]["cold"]["kafka"]["mm2_checkpoints_topic"] = cps_topic
+    k, v = encode_checkpoint(group0, topic0, 0, 30, 40)  # wrong: would skip 7 records
+    produce(cold, cps_topic, 0, [Rec(v, T0, k)])
+    topo0 = Topology.model_validate(doc0)
+    api.checkpoint(topo0, ledger0)
+    res = api.remap(topo0, ledger0, group0)
+    (part,) = res["partitions"]
+    assert (part["method"], part["target_offset"], part["mm2_checkpoint"]) == ("exact", 33, 40)
+    assert res["mm2_checkpoints"]["disagreements"] == 1 and "after the proven position" in part["mm2_disagrees"]

@@ -59,6 +59,11 @@ def test_checkpoints_reports_audit(ledger_url: str) -> None:
     lg.add_checkpoint("c2", [{"group_id": "g", "topic": "t", "partition_id": 0, "committed_offset": None}])
     latest = lg.latest_checkpoint("g")
     assert [(r["checkpoint_id"], r["committed_offset"]) for r in latest] == [("c2", None)]
+    lg.add_checkpoint("c3", [{"group_id": f"h{i}", "topic": "t", "partition_id": p, "committed_offset": p}
+                             for i in range(7) for p in range(2)])
+    many = lg.latest_checkpoints(["g", "nobody", *(f"h{i}" for i in range(7))], chunk=3)  # chunks of 3
+    assert many == {g: lg.latest_checkpoint(g) for g in ["g", "nobody", *(f"h{i}" for i in range(7))]}
+    assert many["nobody"] == [] and [r["partition_id"] for r in many["h6"]] == [0, 1]
     counters = {"GOODROWS": 9, "BADROWS": 1, "ONLY_IN_SOURCE_TABLE_ROWS": 1, "ONLY_IN_PEER_TABLE_ROWS": 0,
                 "CONTENT_DIFFERENT_ROWS": 0}
     lg.add_verify_report(report_id="v1", source="a", target="b", counters=counters, source_rows=10, peer_rows=9,
