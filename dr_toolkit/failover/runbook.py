@@ -515,18 +515,19 @@ class Runbook:
                     if isinstance(cp, dict) else {"checkpoint_id": str(cp)}
             except DrtError as exc:  # the hot brokers may be gone: remap from the last checkpoint
                 detail["checkpoint"] = {"error": exc.message, "using": "the last checkpoint in the ledger"}
-        remaps: list[dict[str, Any]] = []
-        missing: list[str] = []
-        for g in groups:
-            if not self.ledger.latest_checkpoint(g):
-                missing.append(g)
-                continue
-            r = api.remap(self.topology, self.reader_ledger, g, apply=False, run_id=self.run_id,
-                      access=self.access, who=self.who)
-            remaps.append({"group": g, "checkpoint_id": r.get("checkpoint_id"),
-                           "partitions": [{k: p.get(k) for k in ("topic", "partition", "target_offset", "method")}
-                                          for p in r.get("partitions", [])][:200]})
+        from dr_toolkit.kafka.batch import remap_many
+
+        newest = self.ledger.latest_checkpoints(groups)
+        missing = [g for g in groups if not newest.get(g)]
+        planned = remap_many(self.topology, self.reader_ledger, [g for g in groups if g not in missing],
+                             access=self.access, audit=True, run_id=self.run_id,
+                             who=self.who)  # every group at once, shared searches; only audit rows written
+        remaps = [{"group": g, "checkpoint_id": newest[g][0]["checkpoint_id"],
+                   "partitions": [{k: p.get(k) for k in ("topic", "partition", "target_offset", "method")}
+                                  for p in parts][:200]} for g, parts in planned["groups"].items()][:500]
         detail["groups"] = remaps
+        detail["remap"] = {k: planned.get(k) for k in ("duration_s", "distinct_searches", "mm2", "mm2_checkpoints")
+                           if planned.get(k) is not None}
         detail["not_checkpointed"] = missing
         if missing and self.execute and not self.unplanned:
             return StepResult(Step.KAFKA_OFFSETS, FAILED, detail,
@@ -692,20 +693,22 @@ class Runbook:
                                                 "recovery_point": iso(self._gate.recovery_point)}
         if not groups:
             return StepResult(Step.KAFKA_APPLY, DONE, {"gate": gate}, "no Kafka groups")
-        from dr_toolkit.kafka import api
+        from dr_toolkit.kafka.batch import apply_many, remap_many
 
         self._writer_guard()
         plan = (self.step_event(Step.KAFKA_OFFSETS, DONE) or {}).get("after_state") or {}
         skip = set(plan.get("not_checkpointed") or [])
-        out: list[dict[str, Any]] = []
-        for g in groups:
-            if g in skip:
-                out.append({"group": g, "applied": False, "reason": "never checkpointed"})
-                continue
-            r = api.remap(self.topology, self.ledger, g, apply=True, run_id=self.run_id, access=self.access,
-                      who=self.who)
+        todo = [g for g in groups if g not in skip]
+        # the same remap as the plan (same checkpoints, same cold data), all groups at once, then
+        # each group's offsets written all-or-nothing with its own audit row
+        remapped = remap_many(self.topology, self.ledger, todo, access=self.access)["groups"] if todo else {}
+        applied = apply_many(self.topology, self.ledger, remapped, access=self.access, run_id=self.run_id,
+                             who=self.who)["groups"] if remapped else {}
+        out: list[dict[str, Any]] = [{"group": g, "applied": False, "reason": "never checkpointed"} for g in skip]
+        for g in todo:
+            r = applied.get(g, {"applied": False, "error": "no checkpoint rows"})
             out.append({"group": g, "applied": bool(r.get("applied")), "written": r.get("written"),
-                        "reason": r.get("reason")})
+                        "reason": r.get("reason") or r.get("error")})
         not_applied = [str(o["group"]) for o in out if not o["applied"] and o["group"] not in skip]
         if not_applied:
             return StepResult(Step.KAFKA_APPLY, FAILED, {"groups": out, "gate": gate},

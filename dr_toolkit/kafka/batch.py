@@ -96,7 +96,7 @@ def checkpoint_many(topology: Topology | None, ledger: Ledger | None, groups: li
                 counts = api._partition_counts(hot, topics, have)
                 plan[g] = [(t, p) for t in topics for p in range(counts[t])]
             parts = sorted({tp for tps in plan.values() for tp in tps})
-            marks = run_all(lambda tp: pool.get().watermarks(*tp), parts, workers)
+            marks = _marks(hot, pool, parts, workers)
             keys = {(t, p, committed[g].get((t, p))) for g, tps in plan.items() for t, p in tps}
             shared = run_all(lambda k: api.checkpoint_row(pool.get(), "", k[0], k[1], k[2], taken_at, skew,
                                                           marks=marks[(k[0], k[1])]), keys, workers)
@@ -115,8 +115,11 @@ def checkpoint_many(topology: Topology | None, ledger: Ledger | None, groups: li
 
 
 def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, access: Access | None = None,
-               target_bootstrap: str | None = None, workers: int = WORKERS) -> dict[str, Any]:
-    """Remap (dry run) ``groups`` from their newest checkpoints, each distinct anchor once."""
+               target_bootstrap: str | None = None, workers: int = WORKERS, audit: bool = False,
+               run_id: str | None = None, who: str | None = None) -> dict[str, Any]:
+    """Remap (dry run) ``groups`` from their newest checkpoints, each distinct anchor once;
+    ``audit``: one ``planned`` remap row per group in the ledger, as :func:`api.remap` writes."""
+    from dr_toolkit.errors import ConfigError
     from dr_toolkit.kafka import api
     from dr_toolkit.kafka.remap import remap_partition
 
@@ -130,8 +133,15 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
         try:
             parts = sorted({(api.cold_topic(topology, r["topic"]), int(r["partition_id"]))
                             for rs in rows.values() for r in rs})
-            api._partition_counts(cold, sorted({t for t, _ in parts}))
-            marks = run_all(lambda tp: pool.get().watermarks(*tp), parts, workers)
+            counts = api._partition_counts(cold, sorted({t for t, _ in parts}))
+            for g, rs in rows.items():  # as remap(): a checkpoint's partitions must all exist on cold
+                for t in sorted({r["topic"] for r in rs}):
+                    n_hot = len({r["partition_id"] for r in rs if r["topic"] == t})
+                    if n_hot != counts[api.cold_topic(topology, t)]:
+                        raise ConfigError(f"partition count mismatch for topic {t!r}: hot had {n_hot} in group "
+                                          f"{g!r}'s checkpoint, cold has {counts[api.cold_topic(topology, t)]}",
+                                          where=cold.bootstrap, hint="make the cold topic match the hot one")
+            marks = _marks(cold, pool, parts, workers)
 
             def key(r: dict[str, Any]) -> tuple[Any, ...]:
                 return (api.cold_topic(topology, r["topic"]), int(r["partition_id"]), r["committed_offset"] is None,
@@ -156,8 +166,67 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
     out = {g: [{"topic": r["topic"], "cold_topic": api.cold_topic(topology, r["topic"]),
                 "partition": int(r["partition_id"]), "source_offset": r["committed_offset"], **shared[key(r)]}
                for r in rs] for g, rs in rows.items() if rs}
+    mm2 = _mm2(topology, access, out, target_bootstrap)
+    if audit:
+        where = target_bootstrap or (topology.cold.kafka.bootstrap_servers
+                                     if topology is not None and topology.cold.kafka is not None else "cold")
+        for g, remapped in out.items():
+            ledger.audit(component="kafka", action="remap", dry_run=True, status="planned", target=f"{g}@{where}",
+                         run_id=run_id, who=who, after={f"{r['cold_topic']}[{r['partition']}]": r["target_offset"]
+                                                        for r in remapped if r["target_offset"] is not None})
     return {"groups": out, "missing": missing, "duration_s": round(time.monotonic() - t0, 3),
-            "distinct_searches": len(keys), "fetches": fetches, "records_read": records}
+            "distinct_searches": len(keys), "fetches": fetches, "records_read": records, **mm2}
+
+
+def _marks(c: KafkaCluster, pool: ClientPool, parts: list[tuple[str, int]], workers: int,
+           ) -> dict[tuple[str, int], tuple[int, int]]:
+    """Every partition's (start, end): batched, and one at a time for any the batch refused."""
+    from dr_toolkit.errors import DrtError
+
+    try:
+        many = c.watermarks_many(parts)
+    except DrtError:
+        many = {}
+    marks = {tp: m for tp, m in many.items() if isinstance(m, tuple)}
+    rest = [tp for tp in parts if tp not in marks]
+    marks.update(run_all(lambda tp: pool.get().watermarks(*tp), rest, workers))
+    return marks
+
+
+def _mm2(topology: Topology | None, access: Access | None, out: dict[str, list[dict[str, Any]]],
+         target_bootstrap: str | None) -> dict[str, Any]:
+    """MM2's offset syncs (hot) and checkpoints (cold), each read once, cross-checked per group
+    as :func:`api.remap` does; the counts of disagreements per source."""
+    from dr_toolkit.errors import DrtError
+    from dr_toolkit.kafka import api
+    from dr_toolkit.kafka.mm2 import (
+        cross_check,
+        cross_check_checkpoints,
+        read_all_checkpoints,
+        read_offset_syncs,
+    )
+
+    res: dict[str, Any] = {}
+    hot_ep = topology.hot.kafka if topology is not None else None
+    cold_ep = topology.cold.kafka if topology is not None else None
+    if hot_ep is not None and hot_ep.mm2_offset_syncs_topic and out:
+        try:
+            with api.cluster(topology, "hot", access=access) as hot:
+                syncs = read_offset_syncs(hot, hot_ep.mm2_offset_syncs_topic)
+            res["mm2"] = {"topic": hot_ep.mm2_offset_syncs_topic, "partitions_synced": len(syncs.by_partition),
+                          "disagreements": sum(cross_check(parts, syncs) for parts in out.values())}
+        except DrtError as exc:  # hot gone (the real disaster): the search alone decides
+            res["mm2"] = {"topic": hot_ep.mm2_offset_syncs_topic, "error": exc.message}
+    if cold_ep is not None and cold_ep.mm2_checkpoints_topic and out:
+        try:
+            with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+                cps = read_all_checkpoints(cold, cold_ep.mm2_checkpoints_topic, set(out))
+            res["mm2_checkpoints"] = {
+                "topic": cold_ep.mm2_checkpoints_topic, "groups_checkpointed": len(cps),
+                "disagreements": sum(cross_check_checkpoints(parts, cps.get(g, {})) for g, parts in out.items())}
+        except DrtError as exc:
+            res["mm2_checkpoints"] = {"topic": cold_ep.mm2_checkpoints_topic, "error": exc.message}
+    return res
 
 
 def apply_many(topology: Topology | None, ledger: Ledger | None, remapped: dict[str, list[dict[str, Any]]], *,

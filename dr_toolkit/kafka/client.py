@@ -246,9 +246,12 @@ class KafkaCluster:
 
         seen = 0
         want = end - start if max_records is None else min(max_records, end - start)
+        # consume(n) waits until n records arrived: start small (a scan usually stops early) and grow
+        step = min(batch, 16)
         while seen < want:
             self.fetches += 1
-            msgs = c.consume(num_messages=max(1, min(batch, want - seen)), timeout=self.timeout_s)
+            msgs = c.consume(num_messages=max(1, min(step, want - seen)), timeout=self.timeout_s)
+            step = min(batch, step * 4)
             if not msgs:
                 raise self.unreachable(f"fetch of {topic}[{partition}] at offset {start}")
             for msg in msgs:

@@ -109,13 +109,19 @@ def read_offset_syncs(hot: KafkaCluster, topic: str) -> OffsetSyncs:
 
 def read_checkpoints(cold: KafkaCluster, topic: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
     """``group``'s newest MM2 checkpoint per (downstream topic, partition): (upstream, downstream)."""
-    out: dict[tuple[str, int], tuple[int, int]] = {}
+    return read_all_checkpoints(cold, topic, {group}).get(group, {})
+
+
+def read_all_checkpoints(cold: KafkaCluster, topic: str, groups: set[str] | None = None,
+                         ) -> dict[str, dict[tuple[str, int], tuple[int, int]]]:
+    """Every group's (or ``groups``') newest MM2 checkpoints, read in one pass over the topic."""
+    out: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
     for part in range(cold.topics().get(topic, 0)):
         lo, hi = cold.watermarks(topic, part)
         for key, value in cold.read_raw(topic, part, lo, hi):
             c = decode_checkpoint(key, value)
-            if c is not None and c[0] == group:
-                out[(c[1], c[2])] = (c[3], c[4])  # log order: the newest wins
+            if c is not None and (groups is None or c[0] in groups):
+                out.setdefault(c[0], {})[(c[1], c[2])] = (c[3], c[4])  # log order: the newest wins
     return out
 
 
