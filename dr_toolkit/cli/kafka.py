@@ -123,7 +123,10 @@ def lag_cmd(
 @kafka_app.command("remap")
 def remap_cmd(
     ctx: typer.Context,
-    group: Annotated[str, typer.Option("--group", "-g", help="The consumer group to remap.")],
+    group: Annotated[str | None, typer.Option("--group", "-g", help="The consumer group to remap.")] = None,
+    all_groups: Annotated[bool, typer.Option("--all", help=(
+        "Every group of the policies at once, from their newest checkpoints (shared searches; "
+        "with --apply each group all-or-nothing)."))] = False,
     apply: Annotated[bool, typer.Option("--apply", help="Write the offsets on cold (default: dry run).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Allow moving committed offsets backwards.")] = False,
     source_bootstrap: SourceOpt = None,
@@ -137,11 +140,57 @@ def remap_cmd(
 
     if force and not apply:
         raise UsageError("--force only makes sense with --apply")
+    if all_groups == (group is not None):
+        raise UsageError("give --group G or --all", hint="e.g. drt kafka remap --group billing")
+    if all_groups:
+        _remap_all(ctx, apply=apply, force=force, run_id=run_id, who=who)
+        return
+    assert group is not None
     topo, ledger = _context(ctx, need_topology=not (source_bootstrap and target_bootstrap), need_ledger=apply)
     with _progress(ctx, f"remapping group {group}…"):
         out = api.remap(topo, ledger, group, apply=apply, force=force, source_bootstrap=source_bootstrap,
                         target_bootstrap=target_bootstrap, run_id=run_id, access=state(ctx).access(), who=who)
     emit(ctx, out, _render_remap)
+
+
+def _remap_all(ctx: typer.Context, *, apply: bool, force: bool, run_id: str | None, who: str | None) -> None:
+    from dr_toolkit.kafka import api
+    from dr_toolkit.kafka.batch import apply_many, remap_many
+
+    st = state(ctx)
+    topo, ledger = st.topology(), st.ledger()
+    groups = api.policy_groups(topo)
+    if not groups:
+        raise ConfigError("no consumer groups in the topology", hint="list them under policies.kafka[].groups")
+    with _progress(ctx, f"remapping {len(groups)} group(s)…"):
+        rm = remap_many(topo, ledger, groups, access=st.access(), audit=not apply, run_id=run_id, who=who)
+        applied = (apply_many(topo, ledger, rm["groups"], force=force, access=st.access(), run_id=run_id,
+                              who=who) if apply and rm["groups"] else None)
+    out: dict[str, Any] = {
+        "groups": {g: {"partitions": parts, "may_reread": sum(int(r.get("may_reread") or 0) for r in parts),
+                       **({} if applied is None else applied["groups"].get(g, {}))}
+                   for g, parts in rm["groups"].items()},
+        "not_checkpointed": rm["missing"], "applied": applied is not None,
+        "failed": [] if applied is None else applied["failed"],
+        **{k: rm[k] for k in ("duration_s", "distinct_searches", "fetches", "mm2", "mm2_checkpoints") if k in rm}}
+    emit(ctx, out, _render_remap_all)
+    if out["failed"] or (apply and out["not_checkpointed"]):
+        raise typer.Exit(1)
+
+
+def _render_remap_all(d: dict[str, Any]) -> None:
+    t = Table(title=f"{len(d['groups'])} group(s): " + ("APPLIED" if d["applied"] else "dry run"))
+    for c in ("group", "partitions", "exact", "may re-read", "result"):
+        t.add_column(c)
+    for g, r in sorted(d["groups"].items()):
+        result = ("applied" if r.get("applied") else f"FAILED: {r.get('error')}") if d["applied"] else "planned"
+        t.add_row(g, str(len(r["partitions"])), str(sum(1 for p in r["partitions"] if p["method"] == "exact")),
+                  str(r["may_reread"]), result)
+    out_console.print(t)
+    if d["not_checkpointed"]:
+        out_console.print(f"never checkpointed (not remapped): {', '.join(d['not_checkpointed'])}")
+    if not d["applied"]:
+        out_console.print("dry run: nothing written; add --apply to write these offsets on the cold cluster")
 
 
 def register(app: typer.Typer) -> None:

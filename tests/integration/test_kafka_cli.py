@@ -69,6 +69,33 @@ def test_cli_checkpoint_lag_remap_json(kafka_mirror) -> None:
     assert {p["partition"]: p["target_offset"] for p in json.loads(r.stdout)["partitions"]}[0] == 7 + 137
 
 
+def test_cli_remap_all_groups_at_once_plans_then_applies_each_group(kafka_mirror) -> None:
+    topo, ledger, topic, group, idle, scen = kafka_mirror
+    cfg = topo.source_file
+    cold = topo.cold.kafka.bootstrap_servers
+    r = drt("--json", "--config", cfg, "kafka", "remap")
+    assert r.returncode == 2 and "--group G or --all" in r.stderr
+    assert drt("--json", "--config", cfg, "kafka", "checkpoint").returncode == 0
+    single = json.loads(drt("--json", "--config", cfg, "kafka", "remap", "--group", group).stdout)
+    r = drt("--json", "--config", cfg, "kafka", "remap", "--all")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["applied"] is False and set(plan["groups"]) <= {group, idle} and group in plan["groups"]
+    ours = {p["partition"]: p["target_offset"] for p in plan["groups"][group]["partitions"]}
+    assert ours == {p["partition"]: p["target_offset"] for p in single["partitions"]}  # same answer as one by one
+    assert all(o < 0 for o in committed(cold, group, topic, len(scen)).values())  # a dry run wrote nothing
+    planned = [e for e in ledger.audit_events() if e["action"] == "remap" and e["target"].startswith(group)]
+    assert planned and all(e["status"] == "planned" for e in planned)
+    r = drt("--json", "--config", cfg, "kafka", "remap", "--all", "--apply", "--who", "erin")
+    assert r.returncode == 0, r.stderr
+    done = json.loads(r.stdout)
+    assert done["applied"] is True and done["failed"] == [] and done["groups"][group]["applied"] is True
+    now = committed(cold, group, topic, len(scen))
+    assert {p: o for p, o in now.items() if ours.get(p) is not None} == {p: o for p, o in ours.items() if o is not None}
+    applied = [e for e in ledger.audit_events() if e["action"] == "apply_offsets" and e["target"] == group]
+    assert applied and applied[-1]["status"] == "done" and applied[-1]["actor"] == "erin"
+
+
 def test_partition_count_mismatch_is_a_clear_error_and_writes_nothing(kafka_env, tmp_path: Path) -> None:
     hot, cold = kafka_env
     topic, group = unique("parity"), unique("g")
