@@ -7,7 +7,7 @@ links, empty directories, files named like the toolkit's temporary files ``.drt-
 reported through the ``skipped(path, reason)`` callback so a run can count and report it.
 Nothing of the toolkit's own state lives under a replicated tree (see ``dr_toolkit.copy.state``).
 
-The contract between the copy engine and each filesystem (``/work/wt/notes/INTERFACE-fs.md``):
+The contract between the copy engine and each filesystem (see docs/design.md, "WebHDFS and Spark's Hadoop client"):
 
 - :class:`FileStatus` ``version``: a change token — a value that changes whenever the file's
   bytes may have changed, even when size and mtime were put back (local: inode + ctime;

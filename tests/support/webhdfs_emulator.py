@@ -171,7 +171,7 @@ class Store:
     def status(self, path: str, p: Path, suffix: str = "") -> dict[str, Any]:
         s = p.stat()
         is_dir = st.S_ISDIR(s.st_mode)
-        ino = 16385 if path == "/" else (self.ino(path) if "/.snapshot/" not in path + "/" else s.st_ino)
+        ino = 16385 if path == "/" else (self.ino(path) if "/.snapshot/" not in path + "/" else self.snap_ino(path))
         with self.lock:
             size = self.nn_lengths.get(ino, s.st_size) if ino in self.under_construction else s.st_size
         return {"pathSuffix": suffix, "type": "DIRECTORY" if is_dir else "FILE", "length": 0 if is_dir else size,
@@ -181,6 +181,21 @@ class Store:
                 "fileId": ino, "childrenNum": len(os.listdir(p)) if is_dir else 0, "storagePolicy": 0}
 
     # -- inode ids -------------------------------------------------------------------------------
+    def snap_ino(self, path: str) -> int:
+        """A NameNode answers a file's own inode id under ``.snapshot/`` (a snapshot keeps inodes,
+        it does not copy them): the id recorded in that snapshot's inventory; the snapshot root
+        is the snapshottable directory itself."""
+        d, _, rest = ("/" + path.strip("/")).partition("/.snapshot/")
+        d = d or "/"
+        name, _, rel = rest.partition("/")
+        if not rel:
+            return 16385 if d == "/" else self.ino(d)
+        f = self._snapdir(d, name) / "inventory.json"
+        entry = json.loads(f.read_text()).get(rel) if f.exists() else None
+        if entry is None:
+            raise _Err(404, "FileNotFoundException", f"File does not exist: {path}")
+        return int(entry[0])
+
     def ino(self, path: str) -> int:
         with self.lock:
             if path not in self.ids:
