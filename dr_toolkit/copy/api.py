@@ -158,19 +158,6 @@ def _resolve(source: str, target: str, topology: Topology | None, access: Access
     return _Side(src, sfs, src.path), _Side(tgt, tfs, tgt.path)
 
 
-def _list_files(fs: FileSystem, root: str, skipped: Callable[[str, str], None] | None) -> Any:
-    try:
-        return fs.list_files(root, skipped)
-    except TypeError:  # a filesystem that does not report skipped entries yet
-        return fs.list_files(root)
-
-
-def _reports_skips(fs: FileSystem) -> bool:
-    import inspect
-
-    return "skipped" in inspect.signature(fs.list_files).parameters
-
-
 class _Skips:
     def __init__(self) -> None:
         self.entries: list[dict[str, str]] = []
@@ -191,7 +178,7 @@ def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str],
     cut = len(root) + 1 if root else 0
     prefix = root + "/" if root else ""
     out = {}
-    for s in _list_files(fs, only or side.single or side.root, skipped):
+    for s in fs.list_files(only or side.single or side.root, skipped):
         p = s.path
         rel = p[cut:] if p.startswith(prefix) else fs.relative(side.root, p)
         if rel:
@@ -404,7 +391,7 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
     try:
         plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found)
         if not dry_run and not src.single:
-            _clean_tmp(tgt, run_id, tmp_found if _reports_skips(tgt.fs) else None)
+            _clean_tmp(tgt, run_id, tmp_found)
     except BaseException:
         if snapshot:
             _drop_snapshot(src, state, snapshot)
