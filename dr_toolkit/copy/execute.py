@@ -31,6 +31,7 @@ from dr_toolkit.fs.base import (
     UnderConstruction,
     tmp_name,
 )
+from dr_toolkit.retry import Retry
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
@@ -378,41 +379,55 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                    version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
 
 
+# per file: 3 tries, 0.4 s then 0.8 s apart (the run's cancel event is the sleep: SIGTERM cuts it short)
+RETRY = Retry(tries=ATTEMPTS, backoff_s=0.4, max_backoff_s=5.0, jitter=0.0,
+              retry_on=(SourceChanged, OSError, DrtError))
+
+
 def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
-    """Copy (or append) one file with retries and backoff; never raises for a per-file failure
-    (a :class:`Cancelled` run and KeyboardInterrupt do raise, after removing the temp file)."""
+    """Copy (or append) one file with retries and backoff (:data:`RETRY`, sleeping on the run's
+    cancel event); never raises for a per-file failure (a :class:`Cancelled` run and
+    KeyboardInterrupt do raise, after removing the temp file)."""
     src = ctx.src_fs.join(ctx.src_root, task.rel)
     dst = ctx.tgt_fs.join(ctx.tgt_root, task.rel)
     changed = False
-    err = ""
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            size, mtime, version = task.size, task.mtime, task.version  # as planned; checked after the copy
-            if attempt > 1:  # after a failure: copy the file as it is now
-                fresh = ctx.src_fs.stat(src)
-                if fresh is None or fresh.is_dir:
-                    return Outcome(task.rel, False, attempts=attempt, changed=changed,
-                                   error=f"{src} vanished before it was copied")
-                if (fresh.size, round(fresh.mtime, 3)) != (task.size, round(task.mtime, 3)):
-                    changed = True
-                size, mtime, version = fresh.size, fresh.mtime, fresh.version
-            out = None
-            if task.action == "append" and not changed:
-                out = _copy_tail(ctx, task, src, dst, size, mtime, version)
-            if out is None:
-                out = _copy_full(ctx, task, src, dst, size, mtime, version)
-            out.attempts, out.changed = attempt, changed
-            return out
-        except SourceChanged as exc:
-            changed, err = True, str(exc)
-        except (OSError, DrtError) as exc:
-            err = f"{type(exc).__name__}: {exc}"
+    n = 0
+    try:
+        for attempt in RETRY.with_(sleep=ctx.cancel.wait).attempts():
+            with attempt:
+                n = attempt.number
+                if n > 1 and ctx.cancel.is_set():
+                    raise Cancelled("the run was interrupted")
+                try:
+                    size, mtime, version = task.size, task.mtime, task.version  # as planned; checked after
+                    if n > 1:  # after a failure: copy the file as it is now
+                        fresh = ctx.src_fs.stat(src)
+                        if fresh is None or fresh.is_dir:
+                            return Outcome(task.rel, False, attempts=n, changed=changed,
+                                           error=f"{src} vanished before it was copied")
+                        if (fresh.size, round(fresh.mtime, 3)) != (task.size, round(task.mtime, 3)):
+                            changed = True
+                        size, mtime, version = fresh.size, fresh.mtime, fresh.version
+                    out = None
+                    if task.action == "append" and not changed:
+                        out = _copy_tail(ctx, task, src, dst, size, mtime, version)
+                    if out is None:
+                        out = _copy_full(ctx, task, src, dst, size, mtime, version)
+                    out.attempts, out.changed = n, changed
+                    return out
+                except RETRY.retry_on as exc:
+                    changed = changed or isinstance(exc, SourceChanged)
+                    log.warning("copy of %s failed (attempt %d/%d): %s", task.rel, n, ATTEMPTS, _why(exc))
+                    raise
+    except RETRY.retry_on as exc:
         if ctx.cancel.is_set():
-            raise Cancelled("the run was interrupted")
-        log.warning("copy of %s failed (attempt %d/%d): %s", task.rel, attempt, ATTEMPTS, err)
-        if attempt < ATTEMPTS:
-            ctx.cancel.wait(min(0.2 * 2 ** attempt, 5.0))
-    return Outcome(task.rel, False, attempts=ATTEMPTS, changed=changed, error=err)
+            raise Cancelled("the run was interrupted") from None
+        return Outcome(task.rel, False, attempts=n, changed=changed, error=_why(exc))
+    raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _why(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, SourceChanged) else f"{type(exc).__name__}: {exc}"
 
 
 def _batches(tasks: list[FileTask]) -> list[list[FileTask]]:
