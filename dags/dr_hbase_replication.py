@@ -63,7 +63,7 @@ def dr_hbase_replication():  # type: ignore[no-untyped-def]
 
         return status_summary(run_status())
 
-    queue_status(table_sweep(peers()))
+    queue_status(table_sweep(peers()))  # type: ignore[arg-type]  # XComArgs, resolved at run time
 
 
 dr_hbase_replication()

@@ -61,7 +61,7 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
         results = converge_peers(z, desired, znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
                                  ledger=open_ledger(topo, access))
-    out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
+    out: dict[str, Any] = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
                                           "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
     log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")
     return out
@@ -111,11 +111,11 @@ class HBasePeersOperator(BaseOperator):
     def __init__(self, *, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False,
                  policies: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.zk_conn_id, self.dry_run = cluster, zk_conn_id, dry_run
+        self.cluster, self.zk_conn_id, self.plan_only = cluster, zk_conn_id, dry_run
         self.policies = list(policies) if policies else None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return run_peers(cluster=self.cluster, zk_conn_id=self.zk_conn_id, dry_run=self.dry_run,
+        return run_peers(cluster=self.cluster, zk_conn_id=self.zk_conn_id, dry_run=self.plan_only,
                          policies=self.policies)
 
 
@@ -125,11 +125,11 @@ class HBaseTableSweepOperator(BaseOperator):
     def __init__(self, *, cluster: str | None = None, fix: bool = False, dry_run: bool = False,
                  policies: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.fix, self.dry_run = cluster, fix, dry_run
+        self.cluster, self.fix, self.plan_only = cluster, fix, dry_run
         self.policies = list(policies) if policies else None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return run_table_sweep(cluster=self.cluster, fix=self.fix, dry_run=self.dry_run, policies=self.policies)
+        return run_table_sweep(cluster=self.cluster, fix=self.fix, dry_run=self.plan_only, policies=self.policies)
 
 
 def status_summary(out: dict[str, Any]) -> dict[str, Any]:

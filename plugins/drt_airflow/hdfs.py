@@ -70,15 +70,16 @@ def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None)
 class HdfsReplicationOperator(BaseOperator):
     """Replicate one HDFS policy of the topology to each of its targets (``drt replicate``)."""
 
-    template_fields = ("policy", "engine", "dry_run")
+    # ``plan_only``, not ``dry_run``: that name is BaseOperator.dry_run(), which an attribute would shadow
+    template_fields = ("policy", "engine", "plan_only")
 
     def __init__(self, *, policy: str, engine: str | None = None, dry_run: bool | str = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = policy
         self.engine = engine
-        self.dry_run = dry_run
+        self.plan_only = dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        dry = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() in ("true", "1")
+        dry = self.plan_only if isinstance(self.plan_only, bool) else str(self.plan_only).lower() in ("true", "1")
         return run_policy(self.policy, dry_run=dry, engine=self.engine or None)

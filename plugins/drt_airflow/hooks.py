@@ -24,7 +24,7 @@ from dr_toolkit.secrets import Credentials
 
 def connection_credentials(conn_id: str) -> Credentials | None:
     """One Airflow connection as library Credentials; None when it is not defined."""
-    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         conn: Any = BaseHook.get_connection(conn_id)  # in a task: through the task SDK's API
