@@ -132,7 +132,8 @@ def check_airflow_files() -> None:
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"the demo needs {module!r}, which is not installed",
                               hint=f"pip install 'dr-toolkit[{extra}]' (or run `make demo` in a checkout)")
-    for need in (DAGS / "dr_hdfs_replication.py", PLUGINS / "drt_airflow" / "dag_test.py"):
+    for need in (DAGS / "dr_hdfs_replication.py", PLUGINS / "dr_toolkit_plugin.py", PLUGINS / ".airflowignore",
+                 PLUGINS / "drt_airflow" / "dag_test.py"):
         if not need.is_file():
             raise ConfigError(f"the demo's Airflow files are not installed: {need} is missing",
                               hint="install dr-toolkit from a wheel built from the project (it ships dags/ and "

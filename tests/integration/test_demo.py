@@ -93,6 +93,8 @@ def test_demo_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["dags"].startswith(vsite) and out["plugin"].startswith(vsite) and out["fileloc"].startswith(vsite)
     assert out["errors"] == []
+    plugins = Path(vsite) / "drt_demo" / "airflow_files" / "plugins"
+    assert (plugins / ".airflowignore").is_file() and (plugins / "dr_toolkit_plugin.py").is_file()
     assert {"dr_hdfs_replication", "dr_verify", "dr_failover", "dr_hdfs_replication__warehouse"} <= set(out["ids"])
 
     # the start of the demo: its checks pass, then it refuses a directory it did not make (exit 2)
