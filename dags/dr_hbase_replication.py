@@ -8,7 +8,8 @@ from airflow.sdk import Param, dag, task
 DOC = """
 ### HBase replication (dr-toolkit capability 1.3)
 
-Daily, and on demand (trigger with parameters):
+**Manual** ("run now", every HBase policy; trigger with parameters). Each policy's own
+`schedule` is run by Airflow in its own DAG, `dr_hbase_replication__<policy>` (its peer and tables):
 
 1. **peers** — on the hot cluster's ZooKeeper, add or repair one replication peer per
    `policies.hbase[]` entry (`peer_id`, `table_cfs`), pointing at the cold cluster's
@@ -29,7 +30,7 @@ credentials from the connection named by `clusters.<name>.zookeeper.conn_id`.
 
 @dag(
     dag_id="dr_hbase_replication",
-    schedule="@daily",
+    schedule=None,
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -58,13 +59,11 @@ def dr_hbase_replication():  # type: ignore[no-untyped-def]
 
     @task
     def queue_status(_sweep: dict) -> dict:  # type: ignore[type-arg]
-        from drt_airflow.hbase import run_status
+        from drt_airflow.hbase import run_status, status_summary
 
-        out = run_status()
-        return {"caught_up": out["caught_up"], "reasons": out["reasons"][:20], "queues": len(out["queues"]),
-                "peers": out["peers"]}
+        return status_summary(run_status())
 
-    queue_status(table_sweep(peers()))
+    queue_status(table_sweep(peers()))  # type: ignore[arg-type]  # XComArgs, resolved at run time
 
 
 dr_hbase_replication()

@@ -1,4 +1,5 @@
-"""File replication: every HDFS policy of the topology, on its own schedule, one mapped task each."""
+"""File replication on demand: every HDFS policy (or one), one mapped task each. Scheduled runs
+are the per-policy DAGs of dags/dr_policies.py."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from drt_airflow.hdfs import HdfsReplicationOperator
 DOC = """
 ### HDFS file replication (dr-toolkit capability 1.1)
 
-Every 15 minutes the DAG looks at the topology's `policies.hdfs` and runs each policy whose
-own `schedule` is due (or only the policy named in the `policy` param; `all` runs every one).
+**Manual** ("run now"): trigger it to replicate every HDFS policy of the topology's
+`policies.hdfs`, or only the one named in the `policy` param. Each policy's own `schedule` is
+run by Airflow in its own DAG, `dr_hdfs_replication__<policy>`.
 Each policy is one **mapped task** (dynamic task mapping): a distcp-style copy of the
 policy's `source` to each of its `targets` — incremental (fast-forward from the last
 manifest, or an HDFS snapshot diff), atomic (temporary names, renamed after the checksum is
@@ -28,14 +30,14 @@ from the connections named by `clusters.<name>.hdfs.conn_id` / `s3.conn_id`.
 
 @dag(
     dag_id="dr_hdfs_replication",
-    schedule="*/15 * * * *",
+    schedule=None,
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
     tags=["dr-toolkit", "hdfs"],
     doc_md=DOC,
     params={
-        "policy": Param("", type="string", description="Run only this policy; 'all' runs every policy now."),
+        "policy": Param("", type="string", description="Run only this policy (empty or 'all': every policy)."),
         "dry_run": Param(False, type="boolean", description="Only count what would be copied."),
         "engine": Param("", type="string", description="Override the policies' engine: local or spark."),
     },
@@ -43,26 +45,23 @@ from the connections named by `clusters.<name>.hdfs.conn_id` / `s3.conn_id`.
 )
 def dr_hdfs_replication():  # type: ignore[no-untyped-def]
     @task
-    def due_policies(params: dict | None = None) -> list[str]:  # type: ignore[type-arg]
+    def policies(params: dict | None = None) -> list[str]:  # type: ignore[type-arg]
         from drt_airflow.hdfs import policy_names
 
         only = (params or {}).get("policy") or None
-        return policy_names(None if only == "all" else only, all_policies=only == "all")
-
+        return policy_names(None if only == "all" else only)
 
     @task
     def report(results: list[dict]) -> dict:  # type: ignore[type-arg]
-        rows = list(results)
-        return {"policies": [r["policy"] for r in rows],
-                "files_copied": sum(t["files_copied"] for r in rows for t in r["targets"]),
-                "bytes_copied": sum(t["bytes_copied"] for r in rows for t in r["targets"]),
-                "files_failed": sum(r["files_failed"] for r in rows)}
+        from drt_airflow.hdfs import summarize
+
+        return summarize(list(results))
 
     replicate = HdfsReplicationOperator.partial(
         task_id="replicate", engine="{{ params.engine }}", dry_run="{{ params.dry_run }}",
         max_active_tis_per_dagrun=2,
-    ).expand(policy=due_policies())
-    report(replicate.output)
+    ).expand(policy=policies())
+    report(replicate.output)  # type: ignore[arg-type]  # an XComArg, resolved at run time
 
 
 dr_hdfs_replication()

@@ -1,4 +1,5 @@
-"""Kafka consumer offsets: checkpoint the protected groups on a schedule, then report mirror lag."""
+"""Kafka consumer offsets on demand: checkpoint every protected group, then report mirror lag.
+Scheduled runs are the per-policy DAGs of dags/dr_policies.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from airflow.sdk import dag, task
 DOC = """
 ### Kafka consumer offsets (dr-toolkit capability 1.2)
 
-Every 15 minutes:
+**Manual** ("run now", every Kafka policy at once). Each policy's own `schedule` is run by
+Airflow in its own DAG, `dr_kafka_offsets__<policy>` (its groups, then its topics' lag):
 
 1. **checkpoint** — for every consumer group named in the topology's `policies.kafka[].groups`,
    record on the hot cluster the committed offset of each partition and the timestamp and
@@ -26,7 +28,7 @@ from the Kafka connections named by `clusters.<name>.kafka.conn_id`.
 
 @dag(
     dag_id="dr_kafka_offsets",
-    schedule="*/15 * * * *",
+    schedule=None,
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -43,15 +45,11 @@ def dr_kafka_offsets():  # type: ignore[no-untyped-def]
 
     @task
     def lag_report(ck: dict) -> dict:  # type: ignore[type-arg]
-        from drt_airflow.kafka import run_lag
+        from drt_airflow.kafka import lag_summary, run_lag
 
-        out = run_lag()
-        return {"checkpoint_id": ck["checkpoint_id"], "caught_up": out["caught_up"],
-                "max_seconds_behind": out["max_seconds_behind"],
-                "partitions": [{k: p[k] for k in ("topic", "partition", "records_behind", "seconds_behind")}
-                               for p in out["partitions"]]}
+        return {"checkpoint_id": ck["checkpoint_id"], **lag_summary(run_lag())}
 
-    lag_report(checkpoint())
+    lag_report(checkpoint())  # type: ignore[arg-type]  # an XComArg, resolved at run time
 
 
 dr_kafka_offsets()

@@ -1,4 +1,5 @@
-"""Verification: every verify policy of the topology, compared with its replica, on a schedule."""
+"""Verification on demand: every verify policy of the topology (or those named), compared with its
+replica. Scheduled and Asset-triggered runs are the per-policy DAGs of dags/dr_policies.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from airflow.sdk import Param, dag, task
 DOC = """
 ### Verification — verifyrep on Spark (dr-toolkit capability 1.4)
 
-Every day, for each dataset in the topology's `policies.verify`:
+**Manual** ("run now"), for each dataset in the topology's `policies.verify`. Each policy's
+own `schedule` is run by Airflow in its own DAG, `dr_verify__<policy>`, which also runs after
+every replication of the HDFS policy that copies its data (Asset `x-drt://hdfs/<policy>`):
 
 1. **policies** — list the verify policies (or only those named in the `policies` param when
    triggered by hand).
@@ -31,7 +34,7 @@ The topology comes from the Variable `drt_config` (or `$DRT_CONFIG`).
 
 @dag(
     dag_id="dr_verify",
-    schedule="@daily",
+    schedule=None,
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -57,7 +60,7 @@ def dr_verify():  # type: ignore[no-untyped-def]
     names = policies()
     verified = VerifyOperator.partial(task_id="verify", map_index_template="{{ task.policy }}").expand(
         policy=names)
-    verified >> summary(names)
+    verified >> summary(names)  # type: ignore[arg-type]  # an XComArg, resolved at run time
 
 
 dr_verify()

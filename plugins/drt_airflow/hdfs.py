@@ -1,5 +1,6 @@
 """Airflow side of capability 1.1 (file replication): the operator that runs one HDFS
-policy of the topology, and the helpers the ``dr_hdfs_replication`` DAG maps over.
+policy of the topology (the ``dr_hdfs_replication__<policy>`` DAGs of
+:mod:`drt_airflow.policy_dags`), and the helpers the manual ``dr_hdfs_replication`` DAG maps over.
 
 Credentials: each cluster's ``hdfs.conn_id`` / ``s3.conn_id`` is resolved through Airflow's
 connections and passed to the library as a value; nothing secret reaches XCom or the logs.
@@ -8,59 +9,39 @@ connections and passed to the library as a value; nothing secret reaches XCom or
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from dr_toolkit.errors import ProblemFound
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger(__name__)
-_PRESETS = {"@hourly": 3600, "@daily": 86400, "@weekly": 7 * 86400, "@monthly": 28 * 86400, "@yearly": 365 * 86400}
 SUMMARY = ("target", "mode", "mode_reason", "files_total", "files_copied", "bytes_copied", "files_skipped",
            "files_deleted", "files_failed", "manifest_id", "duration_s", "fallback_count")
 
 
-def _due(schedule: str | None, last_finished: float | None, now: float) -> bool:
-    """Whether a policy with this schedule is due, given when its last successful run ended."""
-    if schedule is None:
-        return False
-    if last_finished is None:
-        return True
-    if schedule in _PRESETS:
-        return now - last_finished >= _PRESETS[schedule] * 0.95
-    from croniter import croniter
-
-    nxt = croniter(schedule, last_finished).get_next(float)
-    return bool(now >= nxt)
-
-
-def policy_names(only: str | None = None, all_policies: bool = False) -> list[str]:
-    """HDFS policies to run now: ``only`` when given, else every policy whose schedule is due."""
+def policy_names(only: str | None = None) -> list[str]:
+    """HDFS policies to run now: ``only`` when given, else every policy. (When each policy is
+    due is Airflow's decision: see :mod:`drt_airflow.policy_dags`.)"""
     from drt_airflow.hooks import DrtHook
 
-    hook = DrtHook()
-    topo = hook.topology()
+    topo = DrtHook().topology()
     names = [p.name for p in topo.policies.hdfs]
     if only:
         if only not in names:
             raise ProblemFound(f"no HDFS policy named {only!r}", where=topo.source_file,
                                hint=f"HDFS policies: {', '.join(names) or 'none'}")
         return [only]
-    if all_policies:
-        return names
-    ledger = hook.ledger(topo)
-    now = time.time()
-    due = []
-    for p in topo.policies.hdfs:
-        ok = [r for r in ledger.runs(policy=p.name, limit=50) if r["status"] == "succeeded"]
-        if _due(p.schedule, ok[0]["finished_at"] if ok else None, now):
-            due.append(p.name)
-    log.info("HDFS policies due: %s (of %s)", due, names)
-    return due
+    return names
+
+
+def summarize(results: Any) -> dict[str, Any]:
+    """One report over the summaries of :func:`run_policy` (one dict or a list of them)."""
+    rows = [results] if isinstance(results, dict) else list(results)
+    return {"policies": [r["policy"] for r in rows],
+            "files_copied": sum(t["files_copied"] or 0 for r in rows for t in r["targets"]),
+            "bytes_copied": sum(t["bytes_copied"] or 0 for r in rows for t in r["targets"]),
+            "files_failed": sum(r["files_failed"] for r in rows)}
 
 
 def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None) -> dict[str, Any]:
@@ -89,15 +70,16 @@ def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None)
 class HdfsReplicationOperator(BaseOperator):
     """Replicate one HDFS policy of the topology to each of its targets (``drt replicate``)."""
 
-    template_fields = ("policy", "engine", "dry_run")
+    # ``plan_only``, not ``dry_run``: that name is BaseOperator.dry_run(), which an attribute would shadow
+    template_fields = ("policy", "engine", "plan_only")
 
     def __init__(self, *, policy: str, engine: str | None = None, dry_run: bool | str = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = policy
         self.engine = engine
-        self.dry_run = dry_run
+        self.plan_only = dry_run
 
     def execute(self, context: Any) -> dict[str, Any]:
-        dry = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).lower() in ("true", "1")
+        dry = self.plan_only if isinstance(self.plan_only, bool) else str(self.plan_only).lower() in ("true", "1")
         return run_policy(self.policy, dry_run=dry, engine=self.engine or None)

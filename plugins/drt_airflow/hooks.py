@@ -24,7 +24,7 @@ from dr_toolkit.secrets import Credentials
 
 def connection_credentials(conn_id: str) -> Credentials | None:
     """One Airflow connection as library Credentials; None when it is not defined."""
-    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         conn: Any = BaseHook.get_connection(conn_id)  # in a task: through the task SDK's API
@@ -39,6 +39,37 @@ def connection_credentials(conn_id: str) -> Credentials | None:
             return None
     return Credentials(login=conn.login, password=conn.password, host=conn.host, port=conn.port,
                        extra=conn.extra_dejson or {})
+
+
+def variable(key: str) -> str | None:
+    """An Airflow Variable, or None when it is not set — the one Variable lookup of dr-toolkit.
+
+    In a task (and the DAG processor) through the task SDK; outside one (the DR page in the
+    api-server, a script) the SDK sees only ``AIRFLOW_VAR_*``, so a "not found" there is asked
+    again server-side over the same stores (secrets backend, environment, metadata DB). A store
+    that fails is an error, not "not set"."""
+    from airflow.sdk import Variable
+    from airflow.sdk.exceptions import AirflowRuntimeError
+
+    try:
+        return str(Variable.get(key))
+    except AirflowRuntimeError as exc:
+        if "NOT_FOUND" not in str(exc):
+            raise
+    from airflow.models.variable import Variable as ServerVariable
+
+    value = ServerVariable.get(key, default_var=None)
+    return None if value is None else str(value)
+
+
+def topology_path(drt_conn_id: str | None = "drt_default") -> str | None:
+    """Where the topology is — decided here only: the ``drt_default`` connection's extra
+    ``config``, else the Variable ``drt_config``, else ``$DRT_CONFIG`` (None: the library's
+    default ``./drt.yaml``). Used by every DAG, the runbook's operators and the DR view."""
+    own = connection_credentials(drt_conn_id) if drt_conn_id else None
+    if own is not None and own.extra.get("config"):
+        return str(own.extra["config"])
+    return variable("drt_config") or os.environ.get("DRT_CONFIG")
 
 
 class DrtHook(BaseHook):
@@ -56,17 +87,7 @@ class DrtHook(BaseHook):
         self._access: Any = None
 
     def topology_path(self) -> str | None:
-        if self._config:
-            return self._config
-        own = connection_credentials(self.drt_conn_id) if self.drt_conn_id else None
-        if own is not None and own.extra.get("config"):
-            return str(own.extra["config"])
-        from airflow.sdk import Variable
-
-        try:
-            return str(Variable.get("drt_config"))
-        except Exception:  # noqa: BLE001 - the Variable is optional; the environment decides then
-            return os.environ.get("DRT_CONFIG")
+        return self._config or topology_path(self.drt_conn_id)
 
     def topology(self) -> Any:
         from dr_toolkit.topology import load_topology

@@ -94,6 +94,29 @@ class KafkaCheckpointOperator(BaseOperator):
         return run_checkpoint(self.groups, self.hot_conn_id)
 
 
+class KafkaLagOperator(BaseOperator):
+    """Report topic parity and the cold mirror's lag (a summary fit for XCom; fails only when a
+    broker cannot be reached)."""
+
+    template_fields = ("topics",)
+
+    def __init__(self, *, topics: Sequence[str] | None = None, hot_conn_id: str | None = None,
+                 cold_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topics = list(topics) if topics else None
+        self.hot_conn_id, self.cold_conn_id = hot_conn_id, cold_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return lag_summary(run_lag(self.topics, self.hot_conn_id, self.cold_conn_id))
+
+
+def lag_summary(out: dict[str, Any]) -> dict[str, Any]:
+    """The XCom-sized part of :func:`run_lag`'s result (no record data)."""
+    return {"caught_up": out["caught_up"], "max_seconds_behind": out["max_seconds_behind"],
+            "partitions": [{k: p[k] for k in ("topic", "partition", "records_behind", "seconds_behind")}
+                           for p in out["partitions"]]}
+
+
 class KafkaRemapOperator(BaseOperator):
     """Remap a group onto the cold cluster; writes only with ``apply=True`` (dry run otherwise)."""
 

@@ -67,7 +67,7 @@ class VerifyOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         out = run_policy(self.policy)
         if out["BADROWS"] and self.fail_on_differences:
-            from airflow.exceptions import AirflowException
+            from airflow.sdk.exceptions import AirflowException
 
             raise AirflowException(f"verify {self.policy}: {out['BADROWS']} bad rows "
                                    f"(report {out['report_path']})")

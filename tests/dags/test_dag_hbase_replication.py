@@ -37,6 +37,15 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
         p = read_peer(z, "1", hbase_parent)
     assert p is not None and p.cluster_key == COLD_KEY and p.state == "ENABLED"
 
+    # the policy's own DAG (scheduled by Airflow on the policy's schedule): its peer only, idempotent
+    dag = load_dag("dr_hbase_replication__orders")
+    assert dag.timetable.expression == "0 0 * * *"  # the policy's default @daily
+    run2 = dag.test()
+    assert run2.state == "success"
+    tis2 = {ti.task_id: ti for ti in run2.get_task_instances()}
+    assert tis2["peers"].xcom_pull(task_ids="peers")["peers"] == [{"peer_id": "1", "changed": False, "changes": []}]
+    assert tis2["queue_status"].xcom_pull(task_ids="queue_status")["caught_up"] is True
+
 
 def test_sensor_follows_queues(airflow_home, hbase_topology, hbase_parent, rs_cluster, monkeypatch) -> None:
     import airflow  # noqa: F401 - its settings put plugins/ on sys.path

@@ -1,5 +1,6 @@
-"""The dr_hdfs_replication DAG, run with dag.test(): policies mapped to tasks, copies made
-from the (emulated) HDFS hot cluster to the cold one, ledger rows and watermarks written."""
+"""The dr_hdfs_replication DAGs, run with dag.test(): the manual one maps every policy to a task,
+the policy's own one runs on its schedule and updates its Asset; copies made from the (emulated)
+HDFS hot cluster to the cold one, ledger rows and watermarks written."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
     cfg = write_copy_topology(tmp_path / "drt.yaml", namenodes=webhdfs.urls, cold_root=tmp_path / "cold",
                               ledger_url=ledger_url)
     monkeypatch.setenv("DRT_CONFIG", str(cfg))
-    run = load_dag("dr_hdfs_replication").test()
+    run = load_dag("dr_hdfs_replication").test()  # manual: every policy now
     assert run.state == "success"
     tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
-    assert tis[("due_policies", -1)].xcom_pull(task_ids="due_policies") == ["warehouse"]
+    assert tis[("policies", -1)].xcom_pull(task_ids="policies") == ["warehouse"]
     assert ("replicate", 0) in tis
     report = tis[("report", -1)].xcom_pull(task_ids="report")
     assert report == {"policies": ["warehouse"], "files_copied": 6, "bytes_copied": report["bytes_copied"],
@@ -39,9 +40,22 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
     assert [r["status"] for r in ledger.runs(policy="warehouse")] == ["succeeded"]
     assert ledger.watermarks("hdfs")[0]["name"] == "warehouse:hdfs://cold/data"
 
-    # the policy is @hourly and just ran: the next DAG run maps over no policy
-    run2 = load_dag("dr_hdfs_replication").test()
+    # the policy's own DAG (scheduled by Airflow on the policy's schedule): an incremental run
+    # that updates the policy's Asset, which linked verify DAGs are triggered by
+    fs.write_bytes("/data/new.bin", b"x" * 100)
+    dag = load_dag("dr_hdfs_replication__warehouse")
+    assert dag.timetable.expression == "0 * * * *"  # the policy's @hourly
+    run2 = dag.test()
     assert run2.state == "success"
-    tis2 = {(ti.task_id, ti.map_index): ti for ti in run2.get_task_instances()}
-    assert tis2[("due_policies", -1)].xcom_pull(task_ids="due_policies") == []
-    assert len(ledger.runs(policy="warehouse")) == 1
+    tis2 = {ti.task_id: ti for ti in run2.get_task_instances()}
+    assert tis2["report"].xcom_pull(task_ids="report")["files_copied"] == 1
+    assert [r["status"] for r in ledger.runs(policy="warehouse")] == ["succeeded", "succeeded"]
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        events = session.execute(select(AssetEvent.source_dag_id, AssetEvent.source_task_id).join(
+            AssetModel, AssetEvent.asset_id == AssetModel.id).where(
+            AssetModel.uri == "x-drt://hdfs/warehouse", AssetEvent.source_run_id == run2.run_id)).all()
+    assert [tuple(e) for e in events] == [("dr_hdfs_replication__warehouse", "replicate")]

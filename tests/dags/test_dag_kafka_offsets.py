@@ -27,6 +27,18 @@ def test_dag_checkpoints_and_reports_lag(airflow_home, kafka_mirror, monkeypatch
     assert rows and rows[0]["checkpoint_id"] == report["checkpoint_id"]
     assert {r["partition_id"]: r["committed_offset"] for r in rows}[0] == 137
 
+    # the policy's own DAG, on the policy's schedule (default */15), checkpoints its groups and
+    # updates its Asset
+    dag = load_dag("dr_kafka_offsets__stream")
+    assert dag.timetable.expression == "*/15 * * * *"
+    assert [o.uri for o in dag.get_task("checkpoint").outlets] == ["x-drt://kafka/stream"]
+    run2 = dag.test()
+    assert run2.state == "success"
+    newest = ledger.latest_checkpoint(group)
+    assert newest and newest[0]["checkpoint_id"] != report["checkpoint_id"]
+    lag = {ti.task_id: ti for ti in run2.get_task_instances()}["lag_report"].xcom_pull(task_ids="lag_report")
+    assert lag["caught_up"] is True and len(lag["partitions"]) == len(scen)
+
 
 def test_sensor_and_operators_use_kafka_connections(airflow_home, kafka_env, tmp_path: Path, monkeypatch) -> None:
     from drt_airflow.kafka import KafkaCheckpointOperator, KafkaMirrorCaughtUpSensor, KafkaRemapOperator

@@ -36,3 +36,28 @@ def test_an_undefined_connection_is_one_clear_error_never_a_fallback(airflow_hom
     with pytest.raises(ConfigError) as e:
         DrtHook(config=str(write_topology(tmp_path, zk=None))).access().get("no_such_conn", what="clusters.hot.s3.conn_id")
     assert "no_such_conn" in e.value.message and "not defined in Airflow connections" in e.value.message
+
+
+def test_topology_path_is_decided_in_one_place(airflow_home, tmp_path, monkeypatch) -> None:
+    """drt_default's extra 'config' > the Variable drt_config (metadata DB, as the DR page reads
+    it outside a task) > $DRT_CONFIG; an unset Variable is "not set", not an error."""
+    from airflow.models.variable import Variable
+    from drt_airflow.hooks import DrtHook, topology_path, variable
+
+    monkeypatch.setenv("DRT_CONFIG", "/from/env.yaml")
+    Variable.delete("drt_config")
+    assert variable("drt_config") is None and topology_path() == "/from/env.yaml"
+    Variable.set("drt_config", "/from/variable.yaml")
+    try:
+        assert variable("drt_config") == "/from/variable.yaml"
+        assert topology_path() == DrtHook().topology_path() == "/from/variable.yaml"
+        add_db_connection("drt_default", "generic", extra='{"config": "/from/connection.yaml"}')
+        assert topology_path() == "/from/connection.yaml"
+        assert DrtHook(config="/explicit.yaml").topology_path() == "/explicit.yaml"
+    finally:
+        Variable.delete("drt_config")
+        from airflow.models.connection import Connection
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id == "drt_default").delete()

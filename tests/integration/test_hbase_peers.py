@@ -10,7 +10,8 @@ import pytest
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.hbase import peers as hp
 from dr_toolkit.hbase.encoding import Layout, decode_peer, decode_state
-from dr_toolkit.zk.client import ZkRetry, connect, is_world_writable
+from dr_toolkit.retry import Retry
+from dr_toolkit.zk.client import connect, is_world_writable
 
 pytestmark = pytest.mark.integration
 
@@ -142,7 +143,7 @@ def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, z
 
     rng = random.Random(5)
     creds = Credentials(login="drt", password="s3cret-pw")
-    retry = ZkRetry(tries=50, backoff=0.1, max_backoff=0.5, deadline_s=20)
+    retry = Retry(tries=50, backoff_s=0.1, max_backoff_s=0.5, deadline_s=20)
     desired = {"1": (COLD, "ENABLED"), "2": ("dr2:2181:/hbase", "DISABLED"), "3": ("dr3,dr4:2182:/hb", "ENABLED")}
     ops = [
         lambda z: hp.add_peer(z, "1", COLD, znode_parent=hbase_parent),

@@ -7,13 +7,13 @@ import threading
 import pytest
 
 from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.retry import Retry
 from dr_toolkit.secrets import Credentials
 from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import (
     ZkNoAuth,
     ZkNodeExists,
     ZkNoNode,
-    ZkRetry,
     connect,
     is_world_writable,
     zk_session,
@@ -34,7 +34,7 @@ def test_unreachable_quorum_is_named_and_never_hangs() -> None:
 def test_call_while_zookeeper_is_down_fails_within_deadline_then_recovers(zk_server, zk_endpoint, hbase_parent
                                                                           ) -> None:
     ep = zk_endpoint.model_copy(update={"call_timeout_s": 1.0})
-    with zk_session(ep, retry=ZkRetry(tries=3, deadline_s=2.0)) as z:
+    with zk_session(ep, retry=Retry(tries=3, deadline_s=2.0)) as z:
         z.ensure_path(f"{hbase_parent}/a")
         try:
             zk_server.stop()
@@ -47,7 +47,7 @@ def test_call_while_zookeeper_is_down_fails_within_deadline_then_recovers(zk_ser
 
 
 def test_call_retries_through_a_restart(zk_server, zk_endpoint, hbase_parent) -> None:
-    with zk_session(zk_endpoint, retry=ZkRetry(tries=100, backoff=0.1, max_backoff=0.5, deadline_s=30)) as z:
+    with zk_session(zk_endpoint, retry=Retry(tries=100, backoff_s=0.1, max_backoff_s=0.5, deadline_s=30)) as z:
         z.ensure_path(hbase_parent)
         zk_server.stop()
         t = threading.Timer(1.0, zk_server.start)
@@ -116,7 +116,7 @@ def test_calls_survive_session_expiry(zk_server, zk_endpoint, hbase_parent) -> N
     session id); the next calls retry until kazoo has a new session, then succeed."""
     from kazoo.client import KazooClient
 
-    with zk_session(zk_endpoint, retry=ZkRetry(tries=50, backoff=0.1, max_backoff=0.5, deadline_s=20)) as z:
+    with zk_session(zk_endpoint, retry=Retry(tries=50, backoff_s=0.1, max_backoff_s=0.5, deadline_s=20)) as z:
         z.ensure_path(hbase_parent)
         z.create(f"{hbase_parent}/eph", b"", ephemeral=True)
         old_session = z.kazoo.client_id[0]
