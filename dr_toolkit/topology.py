@@ -307,6 +307,19 @@ class Topology(_Model):
     def cold(self) -> Cluster:
         return self.clusters[self.cold_name]
 
+    def resolve(self, path: str) -> Path:
+        """A path from the topology: relative ones are relative to the topology file (as
+        ``local_root`` and SQLite ledger paths are), not to the current directory."""
+        p = Path(path)
+        if not p.is_absolute() and self.source_file:
+            p = Path(self.source_file).resolve().parent / p
+        return p
+
+    def reports_dir(self, override: str | None = None) -> Path:
+        """Where failover and verification reports go: ``override`` (a policy's ``report_dir``)
+        or ``failover.reports_dir``, resolved against the topology file."""
+        return self.resolve(override or self.failover.reports_dir)
+
     def policy(self, name: str) -> HdfsPolicy | HBasePolicy | KafkaPolicy | VerifyPolicy:
         for group in (self.policies.hdfs, self.policies.hbase, self.policies.kafka, self.policies.verify):
             for p in group:

@@ -50,7 +50,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dr_toolkit.errors import ConfigError, DrtError, ProblemFound
+from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.failover.model import iso
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
@@ -115,10 +115,6 @@ class StepResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "message": self.message, "detail": self.detail}
-
-
-class StepFailed(ProblemFound):
-    """A runbook step could not complete; the run stops here and can be resumed."""
 
 
 def _scrub(value: Any) -> Any:
@@ -767,10 +763,7 @@ ACCEPT_PHRASE_HINT = "the acceptance phrase (CLI: ACCEPT DATA LOSS; library: rec
 
 
 def reports_dir(topology: Topology) -> Path:
-    p = Path(topology.failover.reports_dir)
-    if not p.is_absolute() and topology.source_file:
-        p = Path(topology.source_file).resolve().parent / p
-    return p
+    return topology.reports_dir()
 
 
 def write_report(topology: Topology, ledger: Ledger, run_id: str, summary: dict[str, Any]) -> dict[str, str]:

@@ -70,7 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_BUCKETS = 32768
-CACHE_HASHES = False  # caching (key, bucket, hash) for the row compare measured slower than a re-read
 MAX_VALUE_CHARS = 200
 Progress = Callable[[str], None]
 
@@ -372,12 +371,9 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     persisted: list[DataFrame] = []
     # Digests and the row compare need only (key, bucket, hashes); the samples' rows are re-read from
     # their buckets. Caching the slim frames between passes measured slower than re-reading local
-    # files (CACHE_HASHES); it may pay on slow remote storage.
+    # files, so they are not cached.
     slim_s, slim_p = (h.select(*[C.col(k) for k in key], C.BUCKET, C.ROW_HASH, C.ROW_CRC, C.NULL_KEY)
                       for h in (hs, hp))
-    if CACHE_HASHES:
-        slim_s, slim_p = slim_s.persist(), slim_p.persist()
-        persisted += [slim_s, slim_p]
     sd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["c"], r["nulls"]) for r in C.bucket_digests(slim_s).collect()}
     pd = {r[C.BUCKET]: (r["n"], r["x"], r["s"], r["c"], r["nulls"]) for r in C.bucket_digests(slim_p).collect()}
     nonempty = set(sd) | set(pd)
@@ -517,10 +513,7 @@ def _settle_values(job: _Job, cls: DataFrame, hs: DataFrame, hp: DataFrame, buck
 
 def reports_dir(topology: Topology, policy: VerifyPolicy) -> Path:
     """Where a policy's reports go: ``report_dir`` or ``failover.reports_dir`` (relative to the topology file)."""
-    d = Path(policy.report_dir or topology.failover.reports_dir)
-    if not d.is_absolute() and topology.source_file:
-        d = Path(topology.source_file).resolve().parent / d
-    return d
+    return topology.reports_dir(policy.report_dir)
 
 
 def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *,
