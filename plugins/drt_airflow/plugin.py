@@ -120,14 +120,16 @@ def _lag(v: float | None) -> str:
 
 
 def _dur(v: float) -> str:
+    """Seconds as a short duration: 45s, 1.5m, 2h, 1.2d."""
     v = float(v)
-    if v >= 86400:
-        return f"{v / 86400:.1f}d"
-    if v >= 3600:
-        return f"{v / 3600:.1f}h"
-    if v >= 60:
-        return f"{v / 60:.0f}m"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if v >= size:
+            return f"{v / size:.1f}".rstrip("0").rstrip(".") + unit
     return f"{v:.0f}s"
+
+
+_NICE = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
+         21600.0, 43200.0, 86400.0)
 
 
 def svg_chart(chart_id: str, title: str, since: float, until: float, points: list[tuple[float, float | None]],
@@ -140,7 +142,9 @@ def svg_chart(chart_id: str, title: str, since: float, until: float, points: lis
     left, right, top, bottom = 56, 16, 24, 28
     pw, ph = width - left - right, height - top - bottom
     vals = [v for _, v in points if v is not None]
-    vmax = max([*vals, slo or 0.0, 1.0]) * 1.15
+    raw = max([*vals, slo or 0.0, 1.0]) * 1.1 / 4
+    step = next((n for n in _NICE if n >= raw), 86400.0 * (int(raw // 86400) + 1))
+    vmax = step * 4
     span = max(until - since, 1e-9)
 
     def x(t: float) -> int:
