@@ -67,9 +67,10 @@ def _dag_runs(limit: int = 5) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def status(days: float = HISTORY_DAYS) -> dict[str, Any]:
+def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]:
     """Everything the view shows (cached for a few seconds: the gate talks to every component).
-    Each uncached call runs the gate once and records that check (source ``ui``)."""
+    Each uncached call runs the gate once and records that check (source ``ui``, actor ``who``:
+    the Airflow user who opened the page)."""
     path = _topology_path()
     days = min(90.0, max(0.01, float(days)))
     key = f"{path or ''}|{days:g}"
@@ -91,7 +92,7 @@ def status(days: float = HISTORY_DAYS) -> dict[str, Any]:
             from drt_airflow.hooks import DrtHook
 
             topo, access, ledger = DrtHook(config=path).get_conn()
-            res = check(topo, ledger, access=access, record="ui")
+            res = check(topo, ledger, access=access, record="ui", who=who)
             doc["gate"] = res.to_json()
             slo = topo.failover.rpo_slo_s
             doc["slo"] = {"rpo_slo_s": slo, "rpo_s": res.rpo_s, "breach": slo_breach(res.rpo_s, slo, res.limiting),
@@ -158,11 +159,11 @@ def svg_chart(chart_id: str, title: str, since: float, until: float, points: lis
              f'<rect x="0" y="0" width="{width}" height="{height}" fill="#FFFFFF"/>',
              f'<text x="{left}" y="15" font-size="13" fill="{TEXT}" font-weight="600">{e(title)}</text>']
     for i in range(5):  # horizontal grid and y labels
-        v = vmax * i / 4
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v)}" y2="{y(v)}" stroke="{GRAY}" '
+        g = vmax * i / 4
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(g)}" y2="{y(g)}" stroke="{GRAY}" '
                      f'shape-rendering="crispEdges"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4}" font-size="11" fill="{TEXT}" '
-                     f'text-anchor="end">{_dur(v)}</text>')
+                     f'<text x="{left - 6}" y="{y(g) + 4}" font-size="11" fill="{TEXT}" '
+                     f'text-anchor="end">{_dur(g)}</text>')
     for i in range(5):  # time labels
         t = since + span * i / 4
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"
@@ -314,13 +315,19 @@ def _app() -> Any:
 
     app = FastAPI(title="dr-toolkit DR status", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/", response_class=HTMLResponse, dependencies=[Depends(get_user)])
-    async def view(days: float = HISTORY_DAYS) -> HTMLResponse:
-        return HTMLResponse(render(await run_in_threadpool(status, days)))
+    def who(user: Any) -> str:
+        try:
+            return f"airflow:{user.get_name()}"
+        except Exception:  # noqa: BLE001 - the check is still recorded, under the server's actor
+            return "airflow:unknown"
 
-    @app.get("/status.json", dependencies=[Depends(get_user)])
-    async def status_json(days: float = HISTORY_DAYS) -> dict[str, Any]:
-        return await run_in_threadpool(status, days)
+    @app.get("/", response_class=HTMLResponse)
+    async def view(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> HTMLResponse:
+        return HTMLResponse(render(await run_in_threadpool(status, days, who(user))))
+
+    @app.get("/status.json")
+    async def status_json(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> dict[str, Any]:
+        return await run_in_threadpool(status, days, who(user))
 
     return app
 
