@@ -79,6 +79,15 @@ def test_a_version_1_ledger_gains_the_table_on_open(tmp_path) -> None:
     assert len(lg.gate_checks()) == 1
 
 
+def test_reasons_are_stored_redacted(ledger_url: str) -> None:
+    lg = Ledger.open(ledger_url)
+    lg.add_gate_check(checked_at=NOW, verdict="NO_GO", recovery_point=None, components={}, source="test",
+                      reasons=["kafka x: cannot reach postgresql://drt:s3cret@db/x password=hunter2"])
+    [row] = lg.gate_checks()
+    assert "s3cret" not in json.dumps(row) and "hunter2" not in json.dumps(row)
+    assert row["reasons"][0].startswith("kafka x: cannot reach")
+
+
 def test_slo_rule() -> None:
     assert slo_breach(10.0, None) is None  # no SLO: nothing breaches
     assert slo_breach(None, None) is None
