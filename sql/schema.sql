@@ -137,5 +137,24 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at   DOUBLE PRECISION NOT NULL
 )
 ;
+-- One row per caught-up gate check run with a writable ledger (`drt failover check`, the DAGs,
+-- the DR view); never from a dry run. The DR view's RPO and lag history (schema version 2).
+CREATE TABLE IF NOT EXISTS gate_checks (
+    check_id        TEXT PRIMARY KEY,
+    checked_at      DOUBLE PRECISION NOT NULL,  -- the gate's "now" (checking host's clock)
+    verdict         TEXT NOT NULL,              -- GO | NO_GO
+    recovery_point  DOUBLE PRECISION,           -- min safe time; NULL when a signal states none
+    rpo_s           DOUBLE PRECISION,           -- checked_at - recovery_point; NULL with no recovery point
+    limiting        TEXT,                       -- the signal the recovery point comes from
+    components      TEXT,                       -- JSON: per signal: component, name, lag_s, safe_time, caught_up
+    reasons         TEXT,                       -- JSON list: why NO_GO (redacted)
+    source          TEXT NOT NULL,              -- where it ran: cli | dag:<dag>.<task> | ui
+    actor           TEXT NOT NULL
+)
+;
+CREATE INDEX IF NOT EXISTS gate_checks_at ON gate_checks (checked_at)
+;
 INSERT INTO schema_version (version, applied_at) VALUES (1, 0) ON CONFLICT (version) DO NOTHING
+;
+INSERT INTO schema_version (version, applied_at) VALUES (2, 0) ON CONFLICT (version) DO NOTHING
 ;

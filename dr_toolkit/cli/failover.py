@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.failover.gate import check as gate_check
 
         st = state(ctx)
-        res = gate_check(st.topology(), st.ledger(), timeout_s=timeout, access=st.access())
+        res = gate_check(st.topology(), st.ledger(), timeout_s=timeout, access=st.access(), record="cli")
         emit(ctx, res.to_json(), _render_gate)
         if not res.go:
             raise typer.Exit(EXIT_PROBLEM)

@@ -22,6 +22,13 @@ basis says so.
 
 A signal that cannot be read is a NO_GO. The fencing state that cannot be read is a NO_GO.
 Only an unreachable ledger raises (exit 3): without it there is nothing to decide from.
+
+**Recorded checks.** ``check(..., record="cli")`` also writes the check to the ledger's
+``gate_checks`` table (verdict, recovery point, RPO = ``checked_at - recovery_point``, each
+signal's lag and safe time, where it ran and who ran it): the DR view's RPO history and the
+``dr_rpo_watch`` alert read it. Callers that promise to write nothing (the runbook's dry run)
+never pass ``record``. A check that cannot be recorded is still a check: the error is kept in
+``GateResult.record_error`` and the verdict stands.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ if TYPE_CHECKING:
 GO = "GO"
 NO_GO = "NO_GO"
 
-__all__ = ["GO", "NO_GO", "GateResult", "check", "decide", "iso", "read_fence", "recovery_point"]
+__all__ = ["GO", "NO_GO", "GateResult", "check", "decide", "iso", "read_fence", "record_check", "recovery_point",
+           "slo_breach"]
 
 
 @dataclass
@@ -56,10 +64,17 @@ class GateResult:
     checked_at: float = field(default_factory=time.time)
     clock_skew_s: float = 0.0
     limiting: str | None = None  # the signal whose safe time is the recovery point
+    recorded: str | None = None  # the gate_checks row id, when recorded
+    record_error: str | None = None  # why recording failed (the verdict stands)
 
     @property
     def go(self) -> bool:
         return self.verdict == GO
+
+    @property
+    def rpo_s(self) -> float | None:
+        """The recovery point's age at the check (seconds); None when no recovery point is stated."""
+        return None if self.recovery_point is None else max(0.0, self.checked_at - self.recovery_point)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +82,7 @@ class GateResult:
             "recovery_point": iso(self.recovery_point),
             "recovery_point_epoch": self.recovery_point,
             "recovery_point_from": self.limiting,
+            "rpo_s": None if self.rpo_s is None else round(self.rpo_s, 3),
             "signals": [s.to_json() for s in self.signals],
             "reasons": self.reasons,
             "fenced_at": iso(self.fenced_at),
@@ -75,6 +91,8 @@ class GateResult:
             "checked_at": iso(self.checked_at),
             "clock": {"reference": "the clock of the host running drt (epoch seconds, UTC)",
                       "skew_bound_s": self.clock_skew_s},
+            "recorded": self.recorded,
+            **({"record_error": self.record_error} if self.record_error else {}),
         }
 
 
@@ -144,9 +162,45 @@ def fenced_at_of(topology: Topology, fence: dict[str, Any]) -> float | None:
     return float(at) if st.get("fenced_cluster") == topology.hot_name and at is not None else None
 
 
+def slo_breach(rpo_s: float | None, slo_s: float | None, limiting: str | None = None) -> str | None:
+    """The RPO SLO rule, in one place (the DR view, ``dr_rpo_watch``, any DAG): why the SLO is
+    breached, in one line, or None. No SLO (``failover.rpo_slo_s`` unset): never breached. No
+    recovery point stated: breached (the recovery point's age is unbounded, not "fine").
+    At exactly the SLO: not breached."""
+    if slo_s is None:
+        return None
+    if rpo_s is None:
+        return (f"RPO SLO {slo_s:g}s breached: no recovery point can be stated"
+                + (f" ({limiting} states no safe time)" if limiting else ""))
+    if rpo_s > slo_s:
+        return (f"RPO SLO {slo_s:g}s breached: the recovery point is {rpo_s:.0f}s old"
+                + (f" (held back by {limiting})" if limiting else ""))
+    return None
+
+
+def record_check(ledger: Ledger, res: GateResult, *, source: str, who: str | None = None) -> str | None:
+    """Write ``res`` to the ledger's ``gate_checks``; the row id, or None (and ``res.record_error``)
+    when the ledger refuses the write. Signals' reasons and bases are not stored (only lags, safe
+    times and the gate's redacted reasons), so nothing secret reaches the history."""
+    comps = {f"{s.component} {s.name}": {"component": s.component, "name": s.name, "caught_up": s.caught_up,
+                                          "lag_s": None if s.lag_s is None else round(s.lag_s, 3),
+                                          "safe_time": s.safe_time}
+             for s in res.signals}
+    try:
+        res.recorded = ledger.add_gate_check(checked_at=res.checked_at, verdict=res.verdict,
+                                             recovery_point=res.recovery_point, components=comps,
+                                             reasons=res.reasons, source=source, limiting=res.limiting, who=who)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands; the failure is reported with it
+        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        res.record_error = redact(f"the check was not recorded in the ledger: {msg}")
+    return res.recorded
+
+
 def check(topology: Topology, ledger: Ledger, *, components: tuple[str, ...] = COMPONENTS,
-          timeout_s: float | None = None, access: Access | None = None, now: float | None = None) -> GateResult:
-    """Read every signal and the fencing state, and decide GO / NO_GO."""
+          timeout_s: float | None = None, access: Access | None = None, now: float | None = None,
+          record: str | None = None, who: str | None = None) -> GateResult:
+    """Read every signal and the fencing state, and decide GO / NO_GO. With ``record`` (where the
+    check runs: ``cli``, ``dag:<dag>.<task>``, ``ui``) the check is written to ``gate_checks``."""
     import concurrent.futures as cf
 
     from dr_toolkit.access import default_access
@@ -159,4 +213,6 @@ def check(topology: Topology, ledger: Ledger, *, components: tuple[str, ...] = C
         fence, fence_error = fut.result()
     res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence
+    if record:
+        record_check(ledger, res, source=record, who=who)
     return res

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.secrets import redact
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 Row = dict[str, Any]
 
 if TYPE_CHECKING:
@@ -407,6 +407,70 @@ class Ledger:
             r["before_state"] = _load(r["before_state"])
             r["after_state"] = _load(r["after_state"])
         return rows
+
+    # -- gate checks (RPO history) ---------------------------------------------------------------
+    def add_gate_check(self, *, checked_at: float, verdict: str, recovery_point: float | None,
+                       components: Mapping[str, Any], reasons: list[str], source: str,
+                       limiting: str | None = None, who: str | None = None) -> str:
+        """Record one gate check. ``rpo_s`` (the recovery point's age) is derived here:
+        ``checked_at - recovery_point``, NULL when no recovery point could be stated."""
+        check_id = new_id("gate")
+        rpo = None if recovery_point is None else max(0.0, checked_at - recovery_point)
+        self._insert("gate_checks", {
+            "check_id": check_id, "checked_at": checked_at, "verdict": verdict,
+            "recovery_point": recovery_point, "rpo_s": rpo, "limiting": limiting,
+            "components": _dump(dict(components)), "reasons": _dump([redact(r) for r in reasons]),
+            "source": source, "actor": who or actor()})
+        return check_id
+
+    def gate_checks(self, *, since: float | None = None, until: float | None = None,
+                    limit: int = 100) -> list[Row]:
+        """The newest gate checks (newest first) in ``[since, until]``."""
+        rows = self._query("SELECT * FROM gate_checks WHERE checked_at >= :s AND checked_at <= :u "
+                           f"ORDER BY checked_at DESC, check_id DESC LIMIT {int(limit)}",
+                           s=-1.0 if since is None else since, u=1e18 if until is None else until)
+        for r in rows:
+            r["components"] = _load(r["components"]) or {}
+            r["reasons"] = _load(r["reasons"]) or []
+        return rows
+
+    def gate_check_history(self, *, days: float = 7.0, buckets: int = 288,
+                           now: float | None = None) -> dict[str, Any]:
+        """The gate checks of the last ``days``, downsampled into at most ``buckets`` equal time
+        buckets (oldest first, empty buckets left out) so a chart stays small over any window.
+
+        Each bucket keeps the **worst** of its checks, so downsampling never hides a breach:
+        ``rpo_s`` is the largest recovery-point age, ``no_recovery_point`` counts checks that
+        could state none (an unbounded RPO), ``no_go`` counts NO_GO verdicts, and ``lag`` holds
+        each component's largest lag (seconds) over its signals. ``last`` is the newest check.
+        """
+        now = time.time() if now is None else now
+        buckets = max(1, int(buckets))
+        since = now - days * 86400.0
+        width = (now - since) / buckets
+        rows = self._query("SELECT checked_at, verdict, rpo_s, components FROM gate_checks "
+                           "WHERE checked_at >= :s AND checked_at <= :u ORDER BY checked_at",
+                           s=since, u=now)
+        out: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            i = min(buckets - 1, int((float(r["checked_at"]) - since) // width))
+            b = out.setdefault(i, {"start": since + i * width, "end": since + (i + 1) * width, "checks": 0,
+                                   "rpo_s": None, "no_recovery_point": 0, "no_go": 0, "lag": {}})
+            b["checks"] += 1
+            if r["verdict"] != "GO":
+                b["no_go"] += 1
+            if r["rpo_s"] is None:
+                b["no_recovery_point"] += 1
+            elif b["rpo_s"] is None or float(r["rpo_s"]) > b["rpo_s"]:
+                b["rpo_s"] = float(r["rpo_s"])
+            for sig in (_load(r["components"]) or {}).values():
+                lag = sig.get("lag_s")
+                comp = str(sig.get("component") or "?")
+                if lag is not None and float(lag) > b["lag"].get(comp, -1.0):
+                    b["lag"][comp] = float(lag)
+        last = self.gate_checks(limit=1, until=now)
+        return {"since": since, "until": now, "bucket_s": width, "checks": len(rows),
+                "buckets": [out[i] for i in sorted(out)], "last": last[0] if last else None}
 
     # -- leases ----------------------------------------------------------------------------------
     def try_acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:

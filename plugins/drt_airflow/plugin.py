@@ -2,9 +2,14 @@
 
 Airflow 3 plugins serve pages as FastAPI apps (``fastapi_apps``) and link them into the UI
 (``external_views``). The view at ``/dr-toolkit/`` shows each caught-up signal, the
-verdict and the recovery point (the gate, read live), the fencing state, the last runs of
-each dr-toolkit DAG and the last verification reports. ``/dr-toolkit/status.json`` serves
-the same data. Both need an authenticated Airflow user (the UI's session cookie or a bearer
+verdict and the recovery point (the gate, read live and recorded in the ledger's
+``gate_checks``), the fencing state, the last runs of each dr-toolkit DAG, the last
+verification reports, and **history charts** (inline SVG drawn here, no script, no CDN) of the
+recovery point's age (RPO) and each component's lag over the last days (``?days=N``, default
+7), downsampled by the ledger keeping each bucket's worst value. The RPO SLO
+(``failover.rpo_slo_s``) is drawn as a pink line; a breach (the live check's RPO above the SLO,
+or no recovery point) is a red banner, and breaching buckets are red points.
+``/dr-toolkit/status.json`` serves the same data. Both need an authenticated Airflow user (the UI's session cookie or a bearer
 token). Nothing secret is shown: signals, runs and reports hold no credentials.
 """
 
@@ -20,10 +25,17 @@ from airflow.plugins_manager import AirflowPlugin
 
 log = logging.getLogger(__name__)
 
-DAG_IDS = ("dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "dr_verify", "dr_failover")
+DAG_IDS = ("dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "dr_verify", "dr_failover",
+           "dr_rpo_watch")
 URL_PREFIX = "/dr-toolkit"
 _CACHE: dict[str, Any] = {}
 CACHE_S = 10.0
+HISTORY_DAYS = 7.0
+HISTORY_BUCKETS = 288  # 35 min per point over 7 days
+
+# Chakra UI's palette (Airflow 3's UI), so the view matches the frame around it.
+BLUE, PINK, RED, GREEN, GRAY, TEXT = "#3182CE", "#D53F8C", "#E53E3E", "#38A169", "#E2E8F0", "#4A5568"
+COMPONENT_COLOURS = {"hdfs": "#319795", "hbase": "#805AD5", "kafka": "#DD6B20", "verify": "#00A3C4"}
 
 
 def _topology_path() -> str | None:
@@ -55,13 +67,17 @@ def _dag_runs(limit: int = 5) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def status() -> dict[str, Any]:
-    """Everything the view shows (cached for a few seconds: the gate talks to every component)."""
+def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]:
+    """Everything the view shows (cached for a few seconds: the gate talks to every component).
+    Each uncached call runs the gate once and records that check (source ``ui``, actor ``who``:
+    the Airflow user who opened the page)."""
     path = _topology_path()
-    hit = _CACHE.get(path or "")
+    days = min(90.0, max(0.01, float(days)))
+    key = f"{path or ''}|{days:g}"
+    hit = _CACHE.get(key)
     if hit and time.monotonic() - hit[0] < CACHE_S:
         return dict(hit[1])
-    doc: dict[str, Any] = {"generated_at": time.time(), "errors": []}
+    doc: dict[str, Any] = {"generated_at": time.time(), "errors": [], "history": None, "slo": None}
     try:
         doc["dag_runs"] = _dag_runs()
     except Exception as exc:  # noqa: BLE001 - show the rest
@@ -72,11 +88,16 @@ def status() -> dict[str, Any]:
         doc["gate"], doc["verify_reports"], doc["failover_runs"] = None, [], []
     else:
         try:
-            from dr_toolkit.failover.gate import check
+            from dr_toolkit.failover.gate import check, slo_breach
             from drt_airflow.hooks import DrtHook
 
             topo, access, ledger = DrtHook(config=path).get_conn()
-            doc["gate"] = check(topo, ledger, access=access).to_json()
+            res = check(topo, ledger, access=access, record="ui", who=who)
+            doc["gate"] = res.to_json()
+            slo = topo.failover.rpo_slo_s
+            doc["slo"] = {"rpo_slo_s": slo, "rpo_s": res.rpo_s, "breach": slo_breach(res.rpo_s, slo, res.limiting),
+                          "max_lag_s": topo.failover.max_lag_s}
+            doc["history"] = ledger.gate_check_history(days=days, buckets=HISTORY_BUCKETS)
             doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
                                                             "badrows", "finished_at", "report_path")}
                                      for r in ledger.verify_reports(limit=10)]
@@ -87,7 +108,7 @@ def status() -> dict[str, Any]:
 
             doc["gate"], doc["verify_reports"], doc["failover_runs"] = None, [], []
             doc["errors"].append(redact(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
-    _CACHE[path or ""] = (time.monotonic(), doc)
+    _CACHE[key] = (time.monotonic(), doc)
     return doc
 
 
@@ -99,6 +120,130 @@ def _lag(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}s"
 
 
+def _dur(v: float) -> str:
+    """Seconds as a short duration: 45s, 1.5m, 2h, 1.2d."""
+    v = float(v)
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if v >= size:
+            return f"{v / size:.1f}".rstrip("0").rstrip(".") + unit
+    return f"{v:.0f}s"
+
+
+_NICE = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
+         21600.0, 43200.0, 86400.0)
+
+
+def svg_chart(chart_id: str, title: str, since: float, until: float, points: list[tuple[float, float | None]],
+              *, colour: str, slo: float | None = None, unknown: tuple[float, ...] | list[float] = (),
+              width: int = 900, height: int = 220) -> str:
+    """A time-series chart as inline SVG: ``points`` (t, value or None for a gap) as a line,
+    ``slo`` a horizontal pink line with the values above it as red points, ``unknown`` (times
+    with no value at all, e.g. no recovery point) as red marks on the top edge."""
+    e = html.escape
+    left, right, top, bottom = 56, 16, 24, 28
+    pw, ph = width - left - right, height - top - bottom
+    vals = [v for _, v in points if v is not None]
+    raw = max([*vals, slo or 0.0, 1.0]) * 1.1 / 4
+    step = next((n for n in _NICE if n >= raw), 86400.0 * (int(raw // 86400) + 1))
+    vmax = step * 4
+    span = max(until - since, 1e-9)
+
+    def x(t: float) -> int:
+        return left + round((t - since) / span * pw)
+
+    def y(v: float) -> int:
+        return top + ph - round(v / vmax * ph)
+
+    parts = [f'<svg id="{e(chart_id)}" class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{e(title)}">',
+             f'<rect x="0" y="0" width="{width}" height="{height}" fill="#FFFFFF"/>',
+             f'<text x="{left}" y="15" font-size="13" fill="{TEXT}" font-weight="600">{e(title)}</text>']
+    for i in range(5):  # horizontal grid and y labels
+        g = vmax * i / 4
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(g)}" y2="{y(g)}" stroke="{GRAY}" '
+                     f'shape-rendering="crispEdges"/>'
+                     f'<text x="{left - 6}" y="{y(g) + 4}" font-size="11" fill="{TEXT}" '
+                     f'text-anchor="end">{_dur(g)}</text>')
+    for i in range(5):  # time labels
+        t = since + span * i / 4
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        parts.append(f'<text x="{x(t)}" y="{height - 8}" font-size="11" fill="{TEXT}" text-anchor="{anchor}">'
+                     f'{time.strftime("%m-%d %H:%M", time.gmtime(t))}</text>')
+    run: list[str] = []
+    runs: list[list[str]] = [run]
+    for t, v in points:
+        if v is None:
+            run = []
+            runs.append(run)
+        else:
+            run.append(f"{x(t)},{y(v)}")
+    for r in runs:
+        if len(r) > 1:
+            parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" '
+                         f'points="{" ".join(r)}"/>')
+        elif r:
+            cx, cy = r[0].split(",")
+            parts.append(f'<circle class="series" cx="{cx}" cy="{cy}" r="3" fill="{colour}"/>')
+    if slo is not None:
+        parts.append(f'<line id="{e(chart_id)}-slo" class="slo" x1="{left}" x2="{left + pw}" y1="{y(slo)}" '
+                     f'y2="{y(slo)}" stroke="{PINK}" stroke-width="3" shape-rendering="crispEdges"/>'
+                     f'<text x="{left + pw - 4}" y="{y(slo) - 6}" font-size="11" fill="{PINK}" '
+                     f'text-anchor="end">SLO {_dur(slo)}</text>')
+        for t, v in points:
+            if v is not None and v > slo:
+                parts.append(f'<circle class="breach" cx="{x(t)}" cy="{y(v)}" r="4" fill="{RED}"/>')
+    for t in unknown:
+        parts.append(f'<rect class="unknown" x="{x(t) - 2}" y="{top}" width="4" height="10" fill="{RED}"/>')
+    if not points and not unknown:
+        parts.append(f'<text x="{left + pw // 2}" y="{top + ph // 2}" font-size="13" fill="{TEXT}" '
+                     f'text-anchor="middle">no gate checks recorded in this window</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_history(doc: dict[str, Any]) -> str:
+    """The SLO banner and the RPO and per-component lag charts (empty when there is no history)."""
+    e = html.escape
+    hist = doc.get("history")
+    slo_doc = doc.get("slo") or {}
+    slo = slo_doc.get("rpo_slo_s")
+    if slo_doc.get("breach"):
+        banner = f'<div id="slo-banner" class="banner breach">{e(slo_doc["breach"])}</div>'
+    elif slo is None:
+        banner = ('<div id="slo-banner" class="banner none">No RPO SLO set: add <code>failover.rpo_slo_s</code> '
+                  'to the topology to be alerted when the recovery point ages.</div>')
+    elif doc.get("gate"):
+        rpo = slo_doc.get("rpo_s")
+        banner = (f'<div id="slo-banner" class="banner ok">RPO {_dur(rpo or 0)} within the SLO of '
+                  f'{_dur(slo)}</div>')
+    else:
+        banner = ""
+    if not hist:
+        return banner
+    buckets = hist["buckets"]
+    mid = [(b["start"] + b["end"]) / 2 for b in buckets]
+    rpo_pts = [(t, b["rpo_s"]) for t, b in zip(mid, buckets, strict=True)]
+    unknown = [t for t, b in zip(mid, buckets, strict=True) if b["no_recovery_point"]]
+    breaches = sum(1 for _, v in rpo_pts if slo is not None and v is not None and v > slo) + \
+        (len(unknown) if slo is not None else 0)
+    days = (hist["until"] - hist["since"]) / 86400
+    out = [banner, f'<h2>Recovery point age (RPO), last {days:g} days</h2>',
+           f'<p class="muted">{hist["checks"]} recorded gate checks, one point per {_dur(hist["bucket_s"])} '
+           f'(the worst check of each); red marks on top: no recovery point could be stated'
+           + (f'; <span id="breach-count">{breaches}</span> breaching point(s)' if slo is not None else '')
+           + '</p>',
+           svg_chart("rpo-chart", "recovery point age" + (f" (SLO {_dur(slo)})" if slo else ""),
+                     hist["since"], hist["until"], rpo_pts, colour=BLUE, slo=slo, unknown=unknown)]
+    comps = sorted({c for b in buckets for c in b["lag"]})
+    if comps:
+        out.append("<h2>Lag per component</h2>")
+    for c in comps:
+        pts = [(t, b["lag"].get(c)) for t, b in zip(mid, buckets, strict=True)]
+        out.append(svg_chart(f"lag-chart-{c}", f"{c} lag (largest over its signals)", hist["since"], hist["until"],
+                             pts, colour=COMPONENT_COLOURS.get(c, BLUE), height=150))
+    return "".join(out)
+
+
 def render(doc: dict[str, Any]) -> str:
     e = html.escape
     gate = doc.get("gate") or {}
@@ -106,7 +251,8 @@ def render(doc: dict[str, Any]) -> str:
     sig_rows = "".join(
         f"<tr class='{'ok' if s['caught_up'] else 'bad'}' data-component='{e(s['component'])}'>"
         f"<td>{e(s['component'])}</td><td>{e(s['name'])}</td><td>{'yes' if s['caught_up'] else 'no'}</td>"
-        f"<td>{_lag(s['lag_s'])}</td><td>{e(s.get('reason') or '')}</td></tr>"
+        f"<td>{_lag(s['lag_s'])}</td><td>{e(s.get('safe_time') or 'none')}</td><td>{e(s.get('basis') or '')}</td>"
+        f"<td>{e(s.get('reason') or '')}</td></tr>"
         for s in gate.get("signals", []))
     reasons = "".join(f"<li>{e(r)}</li>" for r in gate.get("reasons", []))
     runs = "".join(
@@ -128,16 +274,22 @@ def render(doc: dict[str, Any]) -> str:
     epoch = (fence.get("fencing") or {}).get("epoch", "-")
     errors = "".join(f"<li>{e(x)}</li>" for x in doc.get("errors", []))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>DR status — dr-toolkit</title>
-<style>body{{font-family:system-ui,sans-serif;margin:1.5em}}table{{border-collapse:collapse;margin-bottom:1em}}
-td,th{{border:1px solid #ccc;padding:3px 8px}}.ok{{background:#e6f7e6}}.bad,.failed{{background:#fde2e2}}
-#verdict.GO{{color:#080}}#verdict.NO_GO{{color:#b00}}</style></head><body>
+<style>body{{font-family:Inter,system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1A202C}}
+table{{border-collapse:collapse;margin-bottom:1em}}
+td,th{{border:1px solid #E2E8F0;padding:3px 8px}}.ok{{background:#F0FFF4}}.bad,.failed{{background:#FFF5F5}}
+#verdict.GO{{color:#2F855A}}#verdict.NO_GO{{color:#C53030}}.muted{{color:#718096;font-size:.9em}}
+.banner{{padding:10px 14px;border-radius:6px;margin:.8em 0;font-weight:600}}
+.banner.breach{{background:#E53E3E;color:#FFFFFF}}.banner.ok{{background:#C6F6D5;color:#22543D}}
+.banner.none{{background:#EDF2F7;color:#4A5568;font-weight:400}}
+svg.chart{{display:block;border:1px solid #E2E8F0;border-radius:6px;margin-bottom:.8em}}</style></head><body>
 <h1>DR status</h1>
 <p>Verdict <b id="verdict" class="{e(verdict)}">{e(verdict)}</b> &middot; recovery point
 <b id="recovery-point">{e(str(gate.get('recovery_point') or 'unknown'))}</b> &middot; active cluster
 <b id="active-cluster">{e(str(active))}</b> (fencing epoch {e(str(epoch))})</p>
 <ul id="reasons">{reasons}</ul>
+{render_history(doc)}
 <h2>Signals</h2><table id="signals"><tr><th>component</th><th>name</th><th>caught up</th><th>lag</th>
-<th>why</th></tr>{sig_rows}</table>
+<th>safe time</th><th>basis</th><th>why</th></tr>{sig_rows}</table>
 <h2>Last DAG runs</h2><table id="dag-runs"><tr><th>DAG</th><th>run</th><th>state</th><th>started</th>
 <th>ended</th></tr>{runs}</table><p class="muted">no runs yet: {e(', '.join(empty)) or '-'}</p>
 <h2>Last verification reports</h2><table id="verify-reports"><tr><th>dataset</th><th>GOODROWS</th>
@@ -163,13 +315,19 @@ def _app() -> Any:
 
     app = FastAPI(title="dr-toolkit DR status", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/", response_class=HTMLResponse, dependencies=[Depends(get_user)])
-    async def view() -> HTMLResponse:
-        return HTMLResponse(render(await run_in_threadpool(status)))
+    def who(user: Any) -> str:
+        try:
+            return f"airflow:{user.get_name()}"
+        except Exception:  # noqa: BLE001 - the check is still recorded, under the server's actor
+            return "airflow:unknown"
 
-    @app.get("/status.json", dependencies=[Depends(get_user)])
-    async def status_json() -> dict[str, Any]:
-        return await run_in_threadpool(status)
+    @app.get("/", response_class=HTMLResponse)
+    async def view(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> HTMLResponse:
+        return HTMLResponse(render(await run_in_threadpool(status, days, who(user))))
+
+    @app.get("/status.json")
+    async def status_json(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> dict[str, Any]:
+        return await run_in_threadpool(status, days, who(user))
 
     return app
 
