@@ -537,9 +537,12 @@ class Runbook:
     def _step_final_gate(self) -> StepResult:
         from dr_toolkit.failover.gate import check
 
-        res = check(self.topology, self.reader_ledger, access=self.access)
+        res = check(self.topology, self.reader_ledger, access=self.access, who=self.who,
+                    record=f"runbook:{self.run_id}" if self.execute else None)  # a dry run records nothing
         self._gate = res  # the approval in this process is asked on this answer
         detail = res.to_json()
+        # "recorded" in a step's detail means "the step wrote its own audit row": the gate's is a row id
+        detail["gate_check_id"] = detail.pop("recorded", None)
         if res.go:
             return StepResult(Step.FINAL_GATE, DONE if self.execute else PLANNED, detail,
                               f"GO; recovery point {detail['recovery_point']}")
@@ -647,7 +650,8 @@ class Runbook:
     def _regate(self) -> GateResult:
         from dr_toolkit.failover.gate import check
 
-        self._gate = check(self.topology, self.reader_ledger, access=self.access)
+        self._gate = check(self.topology, self.reader_ledger, access=self.access, who=self.who,
+                           record=f"runbook:{self.run_id}" if self.execute else None)
         return self._gate
 
     def _pre_promotion_check(self, step: Step, *, fresh: bool) -> StepResult | None:

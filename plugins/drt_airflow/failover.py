@@ -108,6 +108,7 @@ class DrainedSensor(BaseSensorOperator):
     template_fields = ("run_id",)
 
     def __init__(self, *, run_id: str, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")  # a long wait frees its worker slot between pokes
         super().__init__(**kwargs)
         self.run_id = run_id
 

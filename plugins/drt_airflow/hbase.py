@@ -161,6 +161,7 @@ class HBaseReplicationCaughtUpSensor(BaseSensorOperator):
 
     def __init__(self, *, peers: Sequence[str] | None = None, cluster: str | None = None,
                  zk_conn_id: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")  # a long wait frees its worker slot between pokes
         super().__init__(**kwargs)
         self.peers = list(peers) if peers else None
         self.cluster, self.zk_conn_id = cluster, zk_conn_id

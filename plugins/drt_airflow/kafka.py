@@ -146,6 +146,7 @@ class KafkaMirrorCaughtUpSensor(BaseSensorOperator):
 
     def __init__(self, *, topics: Sequence[str] | None = None, max_seconds_behind: float = 0.0,
                  hot_conn_id: str | None = None, cold_conn_id: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")  # a long wait frees its worker slot between pokes
         super().__init__(**kwargs)
         self.topics = list(topics) if topics else None
         self.max_seconds_behind = max_seconds_behind

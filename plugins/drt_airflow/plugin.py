@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import logging
-import os
 import time
 from typing import Any
 
@@ -39,25 +38,32 @@ COMPONENT_COLOURS = {"hdfs": "#319795", "hbase": "#805AD5", "kafka": "#DD6B20", 
 
 
 def _topology_path() -> str | None:
-    try:
-        from airflow.models.variable import Variable
+    from drt_airflow.hooks import topology_path
 
-        v = Variable.get("drt_config", default_var=None)
-        if v:
-            return str(v)
-    except Exception:  # noqa: BLE001 - the Variable is optional
-        pass
-    return os.environ.get("DRT_CONFIG")
+    return topology_path()
 
 
-def _dag_runs(limit: int = 5) -> dict[str, list[dict[str, Any]]]:
+def _dag_ids(path: str | None) -> list[str]:
+    """This deployment's DAGs: the per-policy ones come from the topology (see policy_dags)."""
+    if path:
+        try:
+            from dr_toolkit.topology import load_topology
+            from drt_airflow.policy_dags import dag_ids
+
+            return list(dict.fromkeys([*dag_ids(load_topology(path)), *DAG_IDS]))
+        except Exception:  # noqa: BLE001 - the topology error is shown by the gate below
+            pass
+    return list(DAG_IDS)
+
+
+def _dag_runs(dag_ids: list[str], limit: int = 5) -> dict[str, list[dict[str, Any]]]:
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     out: dict[str, list[dict[str, Any]]] = {}
     with create_session() as session:
-        for dag_id in DAG_IDS:
+        for dag_id in dag_ids:
             rows = session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)
                                    .order_by(DagRun.id.desc()).limit(limit)).all()
             out[dag_id] = [{"run_id": r.run_id, "state": str(r.state),
@@ -79,7 +85,7 @@ def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]
         return dict(hit[1])
     doc: dict[str, Any] = {"generated_at": time.time(), "errors": [], "history": None, "slo": None}
     try:
-        doc["dag_runs"] = _dag_runs()
+        doc["dag_runs"] = _dag_runs(_dag_ids(path))
     except Exception as exc:  # noqa: BLE001 - show the rest
         doc["dag_runs"] = {}
         doc["errors"].append(f"DAG runs: {type(exc).__name__}: {exc}")

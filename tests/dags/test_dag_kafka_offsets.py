@@ -59,6 +59,7 @@ def test_sensor_and_operators_use_kafka_connections(airflow_home, kafka_env, tmp
             {"conn_type": "kafka", "extra": {"bootstrap.servers": addr, "group.id": "ignored"}}))
     sensor = KafkaMirrorCaughtUpSensor(task_id="caught_up", hot_conn_id="drt_kafka_hot",
                                        cold_conn_id="drt_kafka_cold")
+    assert sensor.mode == "reschedule"  # a long wait does not hold a worker slot
     assert sensor.poke({}) is False
     produce(cold, topic, 0, recs[3:])
     assert sensor.poke({}) is True

@@ -117,6 +117,8 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
     assert remap_at < appr["at"] < apply_at
     report = json.loads((tmp_path / "reports" / f"{rb.run_id}.json").read_text())
     assert report["gate"]["verdict"] == "GO" and report["decision"]["by"] == "alice@ops"
+    checks = [c for c in ledger.gate_checks() if c["source"] == f"runbook:{rb.run_id}"]
+    assert checks and all(c["actor"] == "alice@ops" for c in checks)  # the executed run's gates are history
     assert "Safe time per signal" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
 
     again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
