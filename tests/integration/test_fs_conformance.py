@@ -4,7 +4,6 @@ over) — and against a real cluster when DRT_TEST_WEBHDFS_URL is set."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import uuid
 from collections.abc import Iterator
@@ -61,18 +60,8 @@ def test_write_stat_read_checksum(anyfs: tuple[FileSystem, str]) -> None:
         assert (c.algorithm, c.value) == ("COMPOSITE-CRC32C", f"{google_crc32c.value(data):08x}")
 
 
-def _new_interface(fs: FileSystem) -> bool:
-    return "skipped" in inspect.signature(fs.list_files).parameters
-
-
-def _needs_new_interface(fs: FileSystem) -> None:
-    if not _new_interface(fs):
-        pytest.xfail(f"{fs.kind}: the INTERFACE-fs.md listing/version contract lands with the h-webhdfs branch")
-
-
 def test_listing_is_recursive_and_reports_what_it_skips(anyfs: tuple[FileSystem, str]) -> None:
     fs, root = anyfs
-    _needs_new_interface(fs)
     for rel in ("a", "x/b", "x/y/c", ".drt/manifests/m.jsonl.gz"):  # a source dir named .drt is data
         fs.write_bytes(fs.join(root, rel), rel.encode())
     tmp = tmp_name(fs.join(root, "x/b"), "run1")
@@ -102,7 +91,6 @@ def test_local_listing_reports_links_and_empty_dirs(tmp_path: Path) -> None:
 
 def test_change_token_sees_a_same_size_same_mtime_rewrite(anyfs: tuple[FileSystem, str]) -> None:
     fs, root = anyfs
-    _needs_new_interface(fs)
     p = fs.join(root, "f")
     fs.write_bytes(p, b"one")
     if fs.supports_times:
@@ -120,7 +108,6 @@ def test_rename_onto_a_directory_is_refused(anyfs: tuple[FileSystem, str]) -> No
     fs, root = anyfs
     if fs.kind == "s3":
         pytest.skip("S3 has no directories")
-    _needs_new_interface(fs)
     fs.write_bytes(fs.join(root, "a"), b"a")
     fs.write_bytes(fs.join(root, "d/x"), b"x")
     with pytest.raises(IsADirectoryError):
