@@ -20,7 +20,8 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
   when asked for COMPOSITE_CRC) for tests of that path.
 - CREATE takes ``blocksize`` (kept per file, reported as ``blockSize``); bytes-per-checksum is
   the datanode's setting (``bytes_per_checksum``, default 512): WebHDFS has no parameter for it.
-- ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND.
+- ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND;
+  a file under ``<dir>/.snapshot/<name>/`` answers the id its inode had at the snapshot.
 - Files open for write (:meth:`WebHdfsEmulator.open_for_write`, or a CREATE/APPEND whose writer
   died mid-stream; :meth:`WebHdfsEmulator.recover_lease` closes them): OPEN (the datanode) serves
   the visible length; GETFILESTATUS shows what the NameNode knows — the visible length after an
