@@ -21,6 +21,7 @@ from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.errors import ConfigError, LeaseHeld
 from dr_toolkit.fs import open_fs
+from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import CopyOptions, load_topology
 from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
@@ -218,3 +219,23 @@ def test_sigterm_marks_the_run_interrupted_and_leaves_nothing_half_visible(tmp_p
     got = tree_digest(tmp_path / "cold/data")
     want = tree_digest(tmp_path / "hot/data")
     assert all(want[k] == v for k, v in got.items()) and len(got) < len(want)
+
+
+def test_a_killed_runs_multipart_uploads_on_s3_are_aborted_by_the_next_run(tmp_path: Path, s3_bucket: str) -> None:
+    """A SIGKILL mid-upload leaves a multipart upload (invisible, but billed and never finished):
+    the next run under the target aborts it, converges, and leaves other prefixes' uploads alone."""
+    make_tree(tmp_path / "src", {"a": b"a" * 1000, "d/b": b"b"})
+    uri = f"s3://{s3_bucket}/replica"
+    fs = open_fs(parse_uri(uri))
+    client = fs.client  # type: ignore[attr-defined]
+    client.create_multipart_upload(Bucket=s3_bucket, Key="replica/d/b")  # what the killed run left
+    client.create_multipart_upload(Bucket=s3_bucket, Key="elsewhere/x")  # not this target's
+    r = distcp(f"file://{tmp_path}/src", uri, options=UPD)
+    assert r.ok and r.files_copied == 2
+    assert not client.list_multipart_uploads(Bucket=s3_bucket, Prefix="replica/").get("Uploads")
+    assert [u["Key"] for u in client.list_multipart_uploads(Bucket=s3_bucket, Prefix="elsewhere/")["Uploads"]] \
+        == ["elsewhere/x"]
+    assert fs.read_all("replica/a") == b"a" * 1000 and fs.read_all("replica/d/b") == b"b"
+    # nothing of the toolkit's state inside the replica
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix="replica/").get("Contents", [])]
+    assert sorted(keys) == ["replica/a", "replica/d/b"]

@@ -64,6 +64,9 @@ def test_killed_runs_leave_no_partial_files_and_resume(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert tree_digest(dst) == want
     assert tmp_files(dst) == []
+    # the killed runs' state (manifests, run notes) lives outside the replica: the target holds
+    # the source's files and nothing else
+    assert sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file()) == sorted(want)
     # and a further run has nothing to do
     r = subprocess.run(_drt("distcp", f"file://{src}", f"file://{dst}", "--update", "--json"), env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)

@@ -122,7 +122,8 @@ def test_sync_chain_hdfs_snapshots_to_local(tmp_path: Path, webhdfs: Any) -> Non
     fs.create_snapshot("/data", "probe")
     live, snap = fs.stat("/data/f000.bin"), fs.stat("/data/.snapshot/probe/f000.bin")
     fs.delete_snapshot("/data", "probe")
-    assert live and snap and live.version == snap.version  # a snapshot keeps the inode: same fileId
+    # as on a NameNode: a file in a snapshot answers the live file's inode id (fileId)
+    assert live is not None and snap is not None and live.version == snap.version
     uri = f"webhdfs://{webhdfs.active_url.split('//')[1]}/data"
     results = _run_chain(uri, fs, "/data", tmp_path / "dst", opened=lambda: webhdfs.store.opens)
     assert all("snapshot diff" in r.mode_reason for r in results[1:])

@@ -20,7 +20,8 @@ drives it with Hadoop's own ``WebHdfsFileSystem`` to keep it honest.
   when asked for COMPOSITE_CRC) for tests of that path.
 - CREATE takes ``blocksize`` (kept per file, reported as ``blockSize``); bytes-per-checksum is
   the datanode's setting (``bytes_per_checksum``, default 512): WebHDFS has no parameter for it.
-- ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND.
+- ``fileId`` is the inode id: new on every CREATE (overwrite included), kept by RENAME/APPEND;
+  a file under ``<dir>/.snapshot/<name>/`` answers the id its inode had at the snapshot.
 - Files open for write (:meth:`WebHdfsEmulator.open_for_write`, or a CREATE/APPEND whose writer
   died mid-stream; :meth:`WebHdfsEmulator.recover_lease` closes them): OPEN (the datanode) serves
   the visible length; GETFILESTATUS shows what the NameNode knows — the visible length after an
@@ -140,6 +141,7 @@ class Store:
         self.next_id = 16386  # 16385 is the root's id in HDFS
         self.block_sizes: dict[int, int] = {}  # inode id -> block size given at CREATE
         self.under_construction: set[int] = set()  # inode ids of files open for write
+        self.snap_inodes: dict[tuple[str, str], dict[str, int]] = {}  # (dir, snapshot) -> rel path -> inode
         # what the NameNode knows of an open file's length (completed blocks + the last hsync with
         # UPDATE_LENGTH); readers (OPEN, served by the datanode) see the visible length
         self.nn_lengths: dict[int, int] = {}
@@ -165,15 +167,38 @@ class Store:
 
     def block_size(self, path: str) -> int:
         with self.lock:
-            return self.block_sizes.get(self.ino(path), self.default_block_size) if "/.snapshot/" not in path \
-                else self.default_block_size
+            return self.block_sizes.get(self.path_ino(path), self.default_block_size)
+
+    def path_ino(self, path: str) -> int:
+        """The inode id HDFS answers for ``path``. Under ``<d>/.snapshot/<name>/`` it is the id
+        the inode had when the snapshot was taken (a snapshot holds the same inodes as the live
+        tree: INodesInPath resolves a snapshot path to the live inode's snapshot copy, same id);
+        the snapshot root answers the snapshottable directory's id."""
+        path = "/" + path.strip("/")
+        if path == "/":
+            return 16385
+        if "/.snapshot/" not in path + "/":
+            return self.ino(path)
+        d, _, rest = path.partition("/.snapshot/")
+        name, _, sub = rest.partition("/")
+        d = d or "/"
+        if not sub:
+            return 16385 if d == "/" else self.ino(d)
+        with self.lock:
+            inv = self.snap_inodes.get((d, name))
+            if inv is None:
+                inv = self.snap_inodes[(d, name)] = {k: v[0] for k, v in self._snap_inventory(d, name).items()}
+        if sub not in inv:
+            raise _Err(404, "FileNotFoundException", f"File does not exist: {path}")
+        return inv[sub]
 
     def status(self, path: str, p: Path, suffix: str = "") -> dict[str, Any]:
         s = p.stat()
         is_dir = st.S_ISDIR(s.st_mode)
-        ino = 16385 if path == "/" else (self.ino(path) if "/.snapshot/" not in path + "/" else self.snap_ino(path))
+        ino = self.path_ino(path)
+        live = "/.snapshot/" not in path + "/"  # a snapshot's copy of an open file has its length then
         with self.lock:
-            size = self.nn_lengths.get(ino, s.st_size) if ino in self.under_construction else s.st_size
+            size = self.nn_lengths.get(ino, s.st_size) if live and ino in self.under_construction else s.st_size
         return {"pathSuffix": suffix, "type": "DIRECTORY" if is_dir else "FILE", "length": 0 if is_dir else size,
                 "owner": "hdfs", "group": "supergroup", "permission": format(st.S_IMODE(s.st_mode), "o"),
                 "accessTime": 0 if is_dir else int(s.st_atime * 1000), "modificationTime": s.st_mtime_ns // 1_000_000,
@@ -181,21 +206,6 @@ class Store:
                 "fileId": ino, "childrenNum": len(os.listdir(p)) if is_dir else 0, "storagePolicy": 0}
 
     # -- inode ids -------------------------------------------------------------------------------
-    def snap_ino(self, path: str) -> int:
-        """A NameNode answers a file's own inode id under ``.snapshot/`` (a snapshot keeps inodes,
-        it does not copy them): the id recorded in that snapshot's inventory; the snapshot root
-        is the snapshottable directory itself."""
-        d, _, rest = ("/" + path.strip("/")).partition("/.snapshot/")
-        d = d or "/"
-        name, _, rel = rest.partition("/")
-        if not rel:
-            return 16385 if d == "/" else self.ino(d)
-        f = self._snapdir(d, name) / "inventory.json"
-        entry = json.loads(f.read_text()).get(rel) if f.exists() else None
-        if entry is None:
-            raise _Err(404, "FileNotFoundException", f"File does not exist: {path}")
-        return int(entry[0])
-
     def ino(self, path: str) -> int:
         with self.lock:
             if path not in self.ids:
@@ -690,6 +700,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Err(403, "SnapshotException", f"Cannot delete snapshot {q.get('snapshotname')} from path {path}: "
                                                  "the snapshot does not exist.")
         shutil.rmtree(sd)
+        with self.store.lock:
+            self.store.snap_inodes.pop((path, q.get("snapshotname", "")), None)
         self._send(200)
 
     def op_getsnapshotdifflisting(self, method: str, path: str, q: dict[str, str]) -> None:
