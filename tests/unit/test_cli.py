@@ -169,7 +169,7 @@ def test_broken_config_exit_2_one_line() -> None:
     (["statsu"], 2, "did you mean 'status'"),
     (["--bogus"], 2, "no such option: --bogus"),
     (["kafka", "remap", "--bogus"], 2, "No such option: --bogus"),
-    (["kafka", "remap"], 2, "Missing option '--group'"),
+    (["kafka", "remap"], 2, "give --group G or --all"),
     (["kafka", "nope"], 2, "No such command 'nope'"),
     (["distcp", "only-one-arg"], 2, "Missing argument 'target'"),
     (["hbase", "peers", "add", "--json"], 2, "drt hbase peers add --help"),
