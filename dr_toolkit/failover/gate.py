@@ -91,7 +91,7 @@ class GateResult:
             "checked_at": iso(self.checked_at),
             "clock": {"reference": "the clock of the host running drt (epoch seconds, UTC)",
                       "skew_bound_s": self.clock_skew_s},
-            "recorded": self.recorded,
+            "gate_check_id": self.recorded,
             **({"record_error": self.record_error} if self.record_error else {}),
         }
 

@@ -541,8 +541,6 @@ class Runbook:
                     record=f"runbook:{self.run_id}" if self.execute else None)  # a dry run records nothing
         self._gate = res  # the approval in this process is asked on this answer
         detail = res.to_json()
-        # "recorded" in a step's detail means "the step wrote its own audit row": the gate's is a row id
-        detail["gate_check_id"] = detail.pop("recorded", None)
         if res.go:
             return StepResult(Step.FINAL_GATE, DONE if self.execute else PLANNED, detail,
                               f"GO; recovery point {detail['recovery_point']}")

@@ -135,7 +135,7 @@ def test_cli_check_records_and_a_dry_run_failover_records_nothing(tmp_path, zk_s
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         [row] = lg.gate_checks()
-        assert doc["recorded"] == row["check_id"] and row["source"] == "cli" and row["actor"] == "dave@ops"
+        assert doc["gate_check_id"] == row["check_id"] and row["source"] == "cli" and row["actor"] == "dave@ops"
         assert row["verdict"] == "GO" and row["rpo_s"] is not None and list(row["components"]) == ["hbase 1"]
         before = time.time()
         r = drt("--json", "failover", "run", "--reason", "drill", config=path)
