@@ -368,15 +368,12 @@ def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, apply
                 raise ConfigError(f"partition count mismatch for topic {t!r}: hot has {source_n}, cold has {n}",
                                   where=cold.bootstrap, hint="make the cold topic match the hot one")
         parts = remap_rows(cold, rows, topology)
-        mm2 = _mm2_cross_check(topology, parts, access)
-        mm2_cp = _mm2_checkpoints(topology, cold, group, parts)
+        from dr_toolkit.kafka.batch import mm2_cross_check
+
         result: dict[str, Any] = {"group": group, "checkpoint_id": checkpoint_id, "applied": False,
                                   "target": cold.bootstrap, "partitions": parts,
-                                  "may_reread": sum(int(r.get("may_reread") or 0) for r in parts)}
-        if mm2 is not None:
-            result["mm2"] = mm2
-        if mm2_cp is not None:
-            result["mm2_checkpoints"] = mm2_cp
+                                  **mm2_cross_check(topology, access, {group: parts}, target_bootstrap)}
+        result["may_reread"] = sum(int(r.get("may_reread") or 0) for r in parts)
         offsets = {(r["cold_topic"], r["partition"]): int(r["target_offset"]) for r in parts
                    if r["target_offset"] is not None and r["method"] != "none"}
         if not apply:
@@ -388,39 +385,6 @@ def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, apply
             return result
         result.update(apply_offsets(cold, group, offsets, force=force, ledger=ledger, run_id=run_id, who=who))
         return result
-
-
-def _mm2_cross_check(topology: Topology | None, parts: list[dict[str, Any]],
-                     access: Access | None) -> dict[str, Any] | None:
-    """MM2's offset syncs, when the topology names their topic: used and cross-checked."""
-    ep = topology.hot.kafka if topology is not None else None
-    if ep is None or not ep.mm2_offset_syncs_topic:
-        return None
-    from dr_toolkit.kafka.mm2 import cross_check, read_offset_syncs
-
-    try:
-        with cluster(topology, "hot", access=access) as hot:
-            syncs = read_offset_syncs(hot, ep.mm2_offset_syncs_topic)
-    except DrtError as exc:  # hot gone (the real disaster): the search alone decides
-        return {"topic": ep.mm2_offset_syncs_topic, "error": exc.message}
-    n = cross_check(parts, syncs)
-    return {"topic": ep.mm2_offset_syncs_topic, "partitions_synced": len(syncs.by_partition), "disagreements": n}
-
-
-def _mm2_checkpoints(topology: Topology | None, cold: KafkaCluster, group: str,
-                     parts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """MM2's checkpoints of ``group`` on cold, when the topology names their topic: used and cross-checked."""
-    ep = topology.cold.kafka if topology is not None else None
-    if ep is None or not ep.mm2_checkpoints_topic:
-        return None
-    from dr_toolkit.kafka.mm2 import cross_check_checkpoints, read_checkpoints
-
-    try:
-        cps = read_checkpoints(cold, ep.mm2_checkpoints_topic, group)
-    except DrtError as exc:
-        return {"topic": ep.mm2_checkpoints_topic, "error": exc.message}
-    n = cross_check_checkpoints(parts, cps)
-    return {"topic": ep.mm2_checkpoints_topic, "partitions_checkpointed": len(cps), "disagreements": n}
 
 
 def _offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, int]:

@@ -166,7 +166,7 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
     out = {g: [{"topic": r["topic"], "cold_topic": api.cold_topic(topology, r["topic"]),
                 "partition": int(r["partition_id"]), "source_offset": r["committed_offset"], **shared[key(r)]}
                for r in rs] for g, rs in rows.items() if rs}
-    mm2 = _mm2(topology, access, out, target_bootstrap)
+    mm2 = mm2_cross_check(topology, access, out, target_bootstrap)
     if audit:
         where = target_bootstrap or (topology.cold.kafka.bootstrap_servers
                                      if topology is not None and topology.cold.kafka is not None else "cold")
@@ -193,7 +193,7 @@ def _marks(c: KafkaCluster, pool: ClientPool, parts: list[tuple[str, int]], work
     return marks
 
 
-def _mm2(topology: Topology | None, access: Access | None, out: dict[str, list[dict[str, Any]]],
+def mm2_cross_check(topology: Topology | None, access: Access | None, out: dict[str, list[dict[str, Any]]],
          target_bootstrap: str | None) -> dict[str, Any]:
     """MM2's offset syncs (hot) and checkpoints (cold), each read once, cross-checked per group
     as :func:`api.remap` does; the counts of disagreements per source."""
@@ -222,7 +222,8 @@ def _mm2(topology: Topology | None, access: Access | None, out: dict[str, list[d
             with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
                 cps = read_all_checkpoints(cold, cold_ep.mm2_checkpoints_topic, set(out))
             res["mm2_checkpoints"] = {
-                "topic": cold_ep.mm2_checkpoints_topic, "groups_checkpointed": len(cps),
+                "topic": cold_ep.mm2_checkpoints_topic,
+                "partitions_checkpointed": sum(len(cps.get(g, {})) for g in out),
                 "disagreements": sum(cross_check_checkpoints(parts, cps.get(g, {})) for g, parts in out.items())}
         except DrtError as exc:
             res["mm2_checkpoints"] = {"topic": cold_ep.mm2_checkpoints_topic, "error": exc.message}

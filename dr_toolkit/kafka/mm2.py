@@ -107,11 +107,6 @@ def read_offset_syncs(hot: KafkaCluster, topic: str) -> OffsetSyncs:
     return OffsetSyncs({tp: sorted(d.items()) for tp, d in raw.items()})
 
 
-def read_checkpoints(cold: KafkaCluster, topic: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
-    """``group``'s newest MM2 checkpoint per (downstream topic, partition): (upstream, downstream)."""
-    return read_all_checkpoints(cold, topic, {group}).get(group, {})
-
-
 def read_all_checkpoints(cold: KafkaCluster, topic: str, groups: set[str] | None = None,
                          ) -> dict[str, dict[tuple[str, int], tuple[int, int]]]:
     """Every group's (or ``groups``') newest MM2 checkpoints, read in one pass over the topic."""
