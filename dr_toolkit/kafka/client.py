@@ -108,7 +108,11 @@ class KafkaCluster:
 
         if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
             err = exc.args[0]
+            # No answer, so the outcome is unknown (a request in flight when the broker went away
+            # ends with _DESTROY/_DESTROY_BROKER): the caller retries or reads back.
             if err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                              KafkaError._DESTROY, KafkaError._DESTROY_BROKER, KafkaError._FAIL,
+                              KafkaError._RESOLVE, KafkaError._TIMED_OUT_QUEUE,
                               KafkaError.REQUEST_TIMED_OUT, KafkaError._WAIT_COORD,
                               KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR):
                 return self.unreachable(what)
