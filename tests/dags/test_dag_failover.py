@@ -58,11 +58,34 @@ def test_dry_run_goes_through_every_step_without_changing_anything(airflow_home,
     assert row["reason"] == "quarterly drill" and row["execute"] == 0 and row["status"] == "succeeded"
 
 
-def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list, choice: str = "Approve") -> None:
+def _give_up_waiting(dag_id: str) -> None:
+    """Fail the parked approval in the metadata DB: ``dag.test()`` waits for a HITL answer without
+    a time limit (it runs no timeout sweep) and pytest-timeout cannot interrupt it, so without
+    this a lost answer would stall the whole suite instead of failing one test."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+
+    with create_session() as session:
+        for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == dag_id,
+                                                     TaskInstance.state == TaskInstanceState.AWAITING_INPUT):
+            ti.state = TaskInstanceState.FAILED
+
+
+def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list, choice: str = "Approve",
+                        deadline_s: float = 300) -> None:
     """Answer the approval through the HITL REST API, as a human in the UI would. Any failed call
     (the api-server busy, the task not yet parked) is retried until ``stop``: a thread that died on
-    one error would leave ``dag.test()`` waiting for the answer for ever."""
+    one error would leave ``dag.test()`` waiting for the answer for ever. After ``deadline_s``
+    without an answer the approval is failed instead (the test then fails, showing ``answered``)."""
+    give_up = time.monotonic() + deadline_s
     while not stop.is_set():
+        if time.monotonic() > give_up:  # until the run ends: the approval may not be parked yet
+            if not answered or "within" not in answered[-1].get("error", ""):
+                answered.append({"error": f"no answer given within {deadline_s:g}s: approval failed"})
+            _give_up_waiting(dag_id)
+            time.sleep(1)
+            continue
         try:
             headers = {"Authorization": f"Bearer {api.token()}", "Content-Type": "application/json"}
             req = urllib.request.Request(f"{api.url}/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}",
