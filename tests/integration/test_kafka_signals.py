@@ -75,3 +75,98 @@ def test_signals_are_no_go_when_hot_is_unreachable(kafka_env, tmp_path: Path) ->
     topo = load_topology(cfg)
     sigs = kafka_signals(topo, Ledger.open(topo.ledger.url), Access.none(), time.time())
     assert sigs and all(not s.caught_up and s.safe_time is None and s.reason for s in sigs)
+
+
+@pytest.mark.slow
+def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_record(kafka_env, tmp_path: Path) -> None:
+    """The topic proof under load: a producer writes to hot (stamping its records with a clock
+    up to the declared skew bound off, either way) while a mirror copies hot → cold in uneven
+    bursts, and the lag is checked over and over. Whatever the interleaving, every record hot
+    acknowledged before a check's safe time must have been on cold by the end of that check.
+    Taking the time after reading hot's ends, or dropping the skew bound, breaks this."""
+    import random
+    import threading
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from tests.support.fixtures_kafka import QUIET
+
+    hot, cold = kafka_env
+    topic = unique("live")
+    parts, skew_s, n = 2, 0.5, 400
+    create_topic(hot, topic, parts)
+    create_topic(cold, topic, parts)
+    topo = load_topology(write_topology(tmp_path / "s.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                                        ledger_url=f"sqlite:///{tmp_path}/s.db", skew_s=skew_s))
+    rnd = random.Random(20261123)
+    lock = threading.Lock()
+    acked: list[tuple[float, int, int]] = []  # (acknowledged at, partition, hot offset)
+    mirrored = dict.fromkeys(range(parts), 0)  # per partition: hot offsets below this are on cold
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def producer() -> None:
+        p = Producer({"bootstrap.servers": hot, "linger.ms": 0, "acks": "all", **QUIET})
+        got: list = []
+        try:
+            for i in range(n):
+                part = rnd.randrange(parts)
+                stamp = int((time.time() + rnd.uniform(-skew_s, skew_s)) * 1000)
+                got.clear()
+                p.produce(topic, value=f"v{i}".encode(), partition=part, timestamp=stamp,
+                          on_delivery=lambda err, msg: got.append((err, msg)))
+                p.flush(10)
+                err, msg = got[0]
+                assert err is None, err
+                acked.append((time.time(), part, msg.offset()))
+                if rnd.random() < 0.2:
+                    time.sleep(rnd.random() * 0.05)
+                if i % 100 == 99:  # a quiet spell: the mirror catches up
+                    time.sleep(1.0)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    def mirror() -> None:
+        c = Consumer({"bootstrap.servers": hot, "group.id": unique("mm"), "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 10, **QUIET})
+        p = Producer({"bootstrap.servers": cold, "linger.ms": 0, "acks": "all", **QUIET})
+        c.assign([TopicPartition(topic, q, 0) for q in range(parts)])
+        try:
+            while not stop.is_set():
+                for msg in c.consume(num_messages=rnd.randint(1, 25), timeout=0.2):
+                    if msg.error():
+                        continue
+                    p.produce(topic, value=msg.value(), partition=msg.partition(), timestamp=msg.timestamp()[1])
+                    p.flush(10)
+                    with lock:
+                        mirrored[msg.partition()] = msg.offset() + 1
+                time.sleep(rnd.random() * 0.3)  # uneven: the mirror falls behind, then catches up
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=producer, daemon=True), threading.Thread(target=mirror, daemon=True)]
+    for t in threads:
+        t.start()
+    checks, behind, caught_up = 0, 0, 0
+    try:
+        while checks < 80 and (threads[0].is_alive() or not caught_up):
+            res = api.lag(topo, access=Access.none())
+            with lock:
+                on_cold = dict(mirrored)
+            writes = list(acked)
+            checks += 1
+            safe = res["safe_time"]
+            assert safe is not None, res
+            behind += not res["caught_up"]
+            caught_up += res["caught_up"]
+            late = [(t, q, o) for t, q, o in writes if t < safe and o >= on_cold[q]]
+            assert not late, (f"safe time {safe:.3f} is after {len(late)} acknowledged record(s) not on cold, "
+                              f"first {late[0]}; on cold {on_cold}; partitions {res['partitions']}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not errors, errors
+    assert behind >= 1 and caught_up >= 1, (checks, behind, caught_up)
