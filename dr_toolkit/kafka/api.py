@@ -222,9 +222,13 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             read_at = time.time()
             hot_marks = hot.watermarks_many([(t, p) for p in parts])
             cold_marks = cold.watermarks_many([(ct, p) for p in parts])
+            tails = _tails(hot, cold, t, ct, hot_marks, cold_marks)
             for p in parts:
                 hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
                 marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
+                if marks is not None and p in tails and _tails_match(*tails[p], marks[1], marks[2][0], skew):
+                    out.append(_caught_up_row(t, p, read_at, marks[1][1], marks[2][1]))
+                    continue
                 try:
                     out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks))
                 except DrtError as exc:
@@ -239,6 +243,66 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             "max_seconds_behind": max(behind) if behind else 0.0,
             "safe_time": None if any(s is None for s in safe) or not safe else min(safe),
             "max_clock_skew_s": skew / 1000.0}
+
+
+def _tails(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, hot_marks: Mapping[tuple[str, int], Any],
+           cold_marks: Mapping[tuple[str, int], Any]) -> dict[int, tuple[list[Record], list[Record], int, int]]:
+    """The last :data:`WINDOW` records of every partition on both clusters, read together (hot's
+    ranges end at the end offsets read before cold's), as (hot's, cold's, hot's window start,
+    cold's window start); partitions that could not be read whole are left out."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for (topic, p), hm in hot_marks.items():
+        cm = cold_marks.get((ct, p))
+        if topic == t and isinstance(hm, tuple) and isinstance(cm, tuple) and hm[1] > hm[0] and cm[1] > cm[0]:
+            ranges[p] = (max(hm[0], hm[1] - WINDOW), max(cm[0], cm[1] - WINDOW))
+    if not ranges:
+        return {}
+    try:
+        hw = hot.read_many([(t, p, hs, hot_marks[(t, p)][1]) for p, (hs, _) in ranges.items()])
+        cw = cold.read_many([(ct, p, cs, cold_marks[(ct, p)][1]) for p, (_, cs) in ranges.items()])
+    except DrtError:
+        return {}  # the partitions are read one at a time, which reports the error per partition
+    return {p: (hw[(t, p)], cw[(ct, p)], hs, cs) for p, (hs, cs) in ranges.items()
+            if (t, p) in hw and (ct, p) in cw}
+
+
+def _identical_before_last(window: list[Record], start: int, lo: int, skew: int) -> int | None:
+    """How many records identical to the window's last one lie before it, counted from a proven
+    boundary inside the window (a record older than its timestamp − 2S: every record before
+    that one is older than its timestamp) or from the log start when the window begins there;
+    None when the window holds no boundary."""
+    last = window[-1]
+    k = 0
+    for r in reversed(window[:-1]):
+        if r.timestamp < last.timestamp - 2 * skew:
+            return k
+        if r.timestamp == last.timestamp and r.fingerprint == last.fingerprint:
+            k += 1
+    return k if start == lo else None
+
+
+def _tails_match(hot_w: list[Record], cold_w: list[Record], hs: int, cs: int, hot_marks: tuple[int, int],
+                 clo: int, skew: int) -> bool:
+    """Caught up, proven from the two tails alone: hot's last record (at its end offset − 1) and
+    cold's newest are identical (timestamp and fingerprint) with the same number of identical
+    records before them — the answer the identical-record search of :func:`partition_lag` gives
+    (cold's newest is the copy of hot's last), without its searches."""
+    if not hot_w or not cold_w:
+        return False
+    (hlo, hot_end), h, c = hot_marks, hot_w[-1], cold_w[-1]
+    if h.offset != hot_end - 1:  # hot's last record, not one before trailing control records
+        return False
+    if (h.timestamp, h.fingerprint) != (c.timestamp, c.fingerprint):
+        return False
+    kh = _identical_before_last(hot_w, hs, hlo, skew)
+    return kh is not None and kh == _identical_before_last(cold_w, cs, clo, skew)
+
+
+def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) -> dict[str, Any]:
+    return {"topic": t, "partition": p, "hot_end": hot_end, "cold_end": cold_end, "records_behind": 0,
+            "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at, "method": "exact",
+            "basis": ("caught up: cold's newest record is hot's last (timestamp, fingerprint and identical-"
+                      f"record count); cold holds hot's records up to hot's end offset read at {read_at:.3f}")}
 
 
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,

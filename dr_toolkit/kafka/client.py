@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -271,6 +272,72 @@ class KafkaCluster:
                 yield _to_record(msg)
                 if seen >= want:
                     return
+
+    def read_many(self, ranges: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], list[Record]]:
+        """The records of many ``(topic, partition, start, end)`` ranges, read together by one
+        consumer (fetches shared by all partitions of a broker). A partition is in the answer
+        only when its range was read to the end (a record at ``end − 1`` or later, or the log's
+        end); the others are left out for the caller to read one at a time. Never raises for a
+        partition; raises (translated) when the cluster does not answer at all."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        todo = {(t, p): (s, e) for t, p, s, e in ranges if s < e}
+        if not todo:
+            return {}
+        got: dict[tuple[str, int], list[Record]] = {k: [] for k in todo}
+        nxt = {k: s for k, (s, _) in todo.items()}
+        done: set[tuple[str, int]] = set()
+        failed: set[tuple[str, int]] = set()
+        c = self.consumer
+        c.assign([TopicPartition(t, p, s) for (t, p), (s, _) in todo.items()])
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while len(done) + len(failed) < len(todo):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if not done and not any(got.values()):
+                        raise self.unreachable(f"fetch of {len(todo)} partition(s)")
+                    break
+                want = sum(todo[k][1] - nxt[k] for k in todo if k not in done and k not in failed)
+                self.fetches += 1
+                try:
+                    msgs = c.consume(num_messages=max(1, min(1000, want)), timeout=min(left, 0.2))
+                except Exception as exc:  # noqa: BLE001 - translated
+                    raise self._wrap(exc, f"fetch of {len(todo)} partition(s)") from None
+                finished = []
+                for msg in msgs:
+                    key = (msg.topic(), msg.partition())
+                    if key not in todo or key in done or key in failed:
+                        continue
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            done.add(key)
+                        else:
+                            failed.add(key)
+                        finished.append(key)
+                        continue
+                    off = int(msg.offset())
+                    end = todo[key][1]
+                    if off < end:
+                        got[key].append(_to_record(msg))
+                        self.records_read += 1
+                        nxt[key] = off + 1
+                    if off >= end - 1:
+                        done.add(key)
+                        finished.append(key)
+                if finished:  # stop fetching what is complete
+                    try:
+                        c.pause([TopicPartition(t, p) for t, p in finished])
+                    except Exception:  # noqa: BLE001 - best effort: extra records are ignored
+                        pass
+        finally:
+            try:
+                c.resume([TopicPartition(t, p) for t, p in todo])  # no pause outlives this read
+                c.unassign()
+            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
+                pass
+        return {k: got[k] for k in done}
 
     def read_raw(self, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """(key, value) of the records in [start, end) — for small internal topics (MM2's)."""

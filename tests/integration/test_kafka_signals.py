@@ -170,3 +170,25 @@ def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_reco
             t.join(timeout=30)
     assert not errors, errors
     assert behind >= 1 and caught_up >= 1, (checks, behind, caught_up)
+
+
+def test_identical_records_at_the_tail_are_never_taken_for_caught_up(kafka_env, tmp_path: Path) -> None:
+    """The tail comparison (hot's last record against cold's newest) counts identical records:
+    cold holding the first of two identical records at hot's end is one record behind."""
+    hot, cold = kafka_env
+    topic = unique("tail")
+    create_topic(hot, topic, 1)
+    create_topic(cold, topic, 1)
+    twin = Rec(b"same", T0 + 1000, b"k")
+    produce(hot, topic, 0, [Rec(b"x", T0), twin, twin])
+    produce(cold, topic, 0, [Rec(b"cold-only", 5), Rec(b"x", T0), twin])  # shifted by one record
+    topo = load_topology(write_topology(tmp_path / "s.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                                        ledger_url=f"sqlite:///{tmp_path}/s.db", skew_s=0.5))
+    row = api.lag(topo, access=Access.none())["partitions"][0]
+    assert row["records_behind"] == 1 and row["safe_time"] == (T0 + 1000) / 1000 - 0.5, row
+
+    produce(cold, topic, 0, [twin])
+    before = time.time()
+    row = api.lag(topo, access=Access.none())["partitions"][0]
+    assert row["records_behind"] == 0 and row["safe_time"] >= before - 0.001, row
+    assert "newest record is hot's last" in row["basis"], row  # proven from the two tails alone
