@@ -63,6 +63,9 @@ class S3FileSystem(FileSystem):
         if credentials and credentials.login:
             kw["aws_access_key_id"] = credentials.login
             kw["aws_secret_access_key"] = credentials.password
+            token = credentials.extra.get("aws_session_token") or credentials.extra.get("session_token")
+            if token:  # temporary credentials (an assumed role): as the Spark path passes them
+                kw["aws_session_token"] = str(token)
         cfg = Config(connect_timeout=timeout_s, read_timeout=timeout_s, retries={"max_attempts": 4, "mode": "standard"},
                      max_pool_connections=64)
         self.client = boto3.session.Session().client("s3", config=cfg, **kw)

@@ -37,8 +37,39 @@ def connection_credentials(conn_id: str) -> Credentials | None:
             conn = Connection.get_connection_from_secrets(conn_id)
         except AirflowNotFoundException:
             return None
+    if conn.conn_type == "aws":
+        return aws_credentials(conn_id, conn)
     return Credentials(login=conn.login, password=conn.password, host=conn.host, port=conn.port,
                        extra=conn.extra_dejson or {})
+
+
+def aws_credentials(conn_id: str, conn: Any) -> Credentials:
+    """An ``aws`` connection resolved by the amazon provider's ``AwsBaseHook``, as ``S3Hook`` would:
+    keys, role assumption (``role_arn`` in the extra, STS reached through ``service_config``),
+    profiles, and the default chain when the connection holds no keys. The library receives the
+    resulting keys (and session token) and builds its boto3 client from them — it cannot import
+    the provider (it runs outside Airflow too). Temporary keys are as fresh as the task."""
+    from airflow.providers.amazon.aws.hooks.base_aws import BaseSessionFactory
+    from airflow.providers.amazon.aws.utils.connection_wrapper import AwsConnectionWrapper
+
+    from dr_toolkit.errors import ConfigError
+
+    # The connection already found (task SDK or server-side): AwsBaseHook(aws_conn_id=…) would
+    # look it up again through the task SDK only and, outside a task, silently use boto3's chain.
+    wrapper = AwsConnectionWrapper(conn=conn)
+    found = BaseSessionFactory(conn=wrapper).create_session().get_credentials()
+    if found is None:
+        raise ConfigError(f"AWS connection {conn_id!r} yields no credentials",
+                          hint="set the key id and secret (login/password), a role_arn or a profile on it")
+    frozen = found.get_frozen_credentials()
+    extra = dict(conn.extra_dejson or {})
+    extra.pop("aws_session_token", None)
+    if frozen.token:
+        extra["aws_session_token"] = frozen.token
+    if wrapper.region_name:
+        extra.setdefault("region_name", wrapper.region_name)
+    return Credentials(login=frozen.access_key, password=frozen.secret_key, host=conn.host, port=conn.port,
+                       extra=extra)
 
 
 def variable(key: str) -> str | None:

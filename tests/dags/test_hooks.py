@@ -61,3 +61,39 @@ def test_topology_path_is_decided_in_one_place(airflow_home, tmp_path, monkeypat
 
         with create_session() as session:
             session.query(Connection).filter(Connection.conn_id == "drt_default").delete()
+
+
+def test_an_aws_connection_is_resolved_by_the_amazon_provider(airflow_home, tmp_path, s3_server) -> None:
+    """An ``aws`` connection in the metadata DB that assumes a role (what only AwsBaseHook knows):
+    the library receives the role's temporary keys and session token and its S3 client uses them."""
+    import json
+    import uuid
+
+    from drt_airflow.hooks import DrtHook
+
+    from dr_toolkit.fs.s3 import S3FileSystem
+    from dr_toolkit.topology import S3Endpoint
+
+    extra = {"role_arn": "arn:aws:iam::123456789012:role/drt-dr", "region_name": "us-east-1",
+             "service_config": {"sts": {"endpoint_url": s3_server.endpoint_url}}}
+    add_db_connection("aws_role_db", "aws", login="AKIAFROMTHEDB", password="long-term-secret-from-db",
+                      extra=json.dumps(extra))
+    config = str(write_topology(tmp_path, zk=None))
+    creds = DrtHook(config=config).access().get("aws_role_db")
+    assert creds is not None and creds.login and creds.login.startswith("ASIA") and creds.login != "AKIAFROMTHEDB"
+    token = creds.extra["aws_session_token"]
+    assert token and creds.password != "long-term-secret-from-db" and "secret" not in repr(creds)
+
+    add_db_connection("aws_keys_db", "aws", login="AKIAPLAINKEYS", password="plain-secret")
+    plain = DrtHook(config=config).access().get("aws_keys_db")
+    assert plain is not None and (plain.login, plain.password) == ("AKIAPLAINKEYS", "plain-secret")
+    assert "aws_session_token" not in plain.extra
+
+    bucket = f"drt-{uuid.uuid4().hex[:8]}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    s3_server.client().put_object(Bucket=bucket, Key="dir/a.txt", Body=b"abc")
+    fs = S3FileSystem(bucket, endpoint=S3Endpoint(bucket=bucket, endpoint_url=s3_server.endpoint_url,
+                                                  region="us-east-1"), credentials=creds)
+    assert fs.client._request_signer._credentials.token == token  # the temporary keys sign requests
+    st = fs.stat("dir/a.txt")
+    assert st is not None and st.size == 3
