@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from airflow.sdk import Param, dag, task
+from airflow.sdk import BaseOperator, Param, dag, task
 
 DOC = """
 ### Fail over from the hot cluster to the cold one
@@ -67,8 +68,9 @@ def dr_failover():  # type: ignore[no-untyped-def]
         """A dry run skips the approval and the promotion (nothing to approve)."""
         return "report" if context["params"]["dry_run"] else "approval"
 
-    prev = start()
+    prev: Any = start()  # a task's XComArg, then operators of different classes
     for step in before:
+        op: BaseOperator
         if step == Step.WAIT_DRAIN:
             op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=30, timeout=timedelta(hours=2),
                                mode="reschedule")
@@ -92,12 +94,12 @@ def dr_failover():  # type: ignore[no-untyped-def]
     report = FailoverStepOperator(task_id=str(Step.REPORT), step=str(Step.REPORT), run_id=RUN_ID,
                                   trigger_rule="none_failed_min_one_success")
     prev >> branch >> [approval, report]
-    last = approval
+    last: BaseOperator = approval
     for i, step in enumerate(after):  # kafka_apply, promote_cold: the first records the decision
-        op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID,
-                                  approval_task_id="approval" if i == 0 else None)
-        last >> op
-        last = op
+        nxt = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID,
+                                   approval_task_id="approval" if i == 0 else None)
+        last >> nxt
+        last = nxt
     last >> report
 
 
