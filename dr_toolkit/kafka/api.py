@@ -245,6 +245,14 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             "max_clock_skew_s": skew / 1000.0}
 
 
+def hot_start_proves(hlo: int) -> bool:
+    """May hot's log start serve as the boundary of an identical-record count in the lag? Only
+    at offset 0: once retention or DeleteRecords removed hot's head, cold may still hold copies
+    of removed records identical to a later one, and counting from the start would then match
+    cold's newest record with a hot record cold does not hold (caught up while one behind)."""
+    return hlo == 0
+
+
 def _tails(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, hot_marks: Mapping[tuple[str, int], Any],
            cold_marks: Mapping[tuple[str, int], Any]) -> dict[int, tuple[list[Record], list[Record], int, int]]:
     """The last :data:`WINDOW` records of every partition on both clusters, read together (hot's
@@ -266,11 +274,11 @@ def _tails(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, hot_marks: Ma
             if (t, p) in hw and (ct, p) in cw}
 
 
-def _identical_before_last(window: list[Record], start: int, lo: int, skew: int) -> int | None:
+def _identical_before_last(window: list[Record], whole: bool, skew: int) -> int | None:
     """How many records identical to the window's last one lie before it, counted from a proven
     boundary inside the window (a record older than its timestamp − 2S: every record before
-    that one is older than its timestamp) or from the log start when the window begins there;
-    None when the window holds no boundary."""
+    that one is older than its timestamp) or from the window's start when ``whole`` (it holds
+    every record the count may include); None when the window holds no boundary."""
     last = window[-1]
     k = 0
     for r in reversed(window[:-1]):
@@ -278,7 +286,7 @@ def _identical_before_last(window: list[Record], start: int, lo: int, skew: int)
             return k
         if r.timestamp == last.timestamp and r.fingerprint == last.fingerprint:
             k += 1
-    return k if start == lo else None
+    return k if whole else None
 
 
 def _tails_match(hot_w: list[Record], cold_w: list[Record], hs: int, cs: int, hot_marks: tuple[int, int],
@@ -294,8 +302,10 @@ def _tails_match(hot_w: list[Record], cold_w: list[Record], hs: int, cs: int, ho
         return False
     if (h.timestamp, h.fingerprint) != (c.timestamp, c.fingerprint):
         return False
-    kh = _identical_before_last(hot_w, hs, hlo, skew)
-    return kh is not None and kh == _identical_before_last(cold_w, cs, clo, skew)
+    # Hot's log start is a boundary only when nothing was ever removed from its head (see
+    # hot_start_proves); cold's may always serve (a trimmed cold only lowers its count: not caught up).
+    kh = _identical_before_last(hot_w, hs == hlo and hot_start_proves(hlo), skew)
+    return kh is not None and kh == _identical_before_last(cold_w, cs == clo, skew)
 
 
 def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) -> dict[str, Any]:
@@ -336,7 +346,7 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
         # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
         k = count_identical_before(cold, ct, p, cold_new, clo, skew, lo_proves=True)
         r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, hhi,
-                            skew_ms=skew, lo_proves=True)
+                            skew_ms=skew, lo_proves=hot_start_proves(hlo))
         if r.method == "exact":
             q, method = int(r.target_offset or hlo), "exact"
             basis = "cold's newest record found on hot by timestamp, fingerprint and identical-record count"
