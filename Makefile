@@ -5,9 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup system venv hadoop-shim lint typecheck test demo lock clean bench spark-cluster spark-cluster-stop
+.PHONY: setup system venv hadoop-shim servers lint typecheck test demo lock clean bench spark-cluster spark-cluster-stop
 
-setup: system venv hadoop-shim
+setup: system venv hadoop-shim servers
+
+# the real servers' Maven artifacts (drt_servers/maven/*/pom.xml), resolved once into ~/.m2 and cached
+servers: venv
+	@$(PY) -m drt_servers resolve
 
 system:
 	@bash scripts/setup-system.sh
@@ -20,7 +24,7 @@ $(STAMP): requirements.in constraints.txt pyproject.toml
 	VIRTUAL_ENV=$(VENV) uv pip install -q --compile-bytecode -r requirements.in -c constraints.txt -e .
 	@# byte-code for the library and the demo too (editable install): every `drt` process, in tests
 	@# and the demo, would otherwise re-compile what it imports when PYTHONDONTWRITEBYTECODE is set
-	@$(PY) -m compileall -q -j 0 dr_toolkit drt_demo >/dev/null
+	@$(PY) -m compileall -q -j 0 dr_toolkit drt_demo drt_servers >/dev/null
 	@touch $(STAMP)
 
 # the JAX-RS runtime pyspark's Hadoop WebHDFS client lacks (see dr_toolkit/spark/hadoop.py)

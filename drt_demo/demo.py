@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drt_demo import services
+from drt_servers import process, tansu, zookeeper
 
 # The project's dags/ and plugins/: symlinks in a checkout, package data in an installed wheel
 # (resolved, so a checkout's DAG files keep their real paths — the DAG bundle's).
@@ -42,7 +42,7 @@ RECORDS_PER_PARTITION = 60
 class DemoContext:
     workdir: Path
     say: Callable[[str], None]
-    servers: list[services.ManagedProcess] = field(default_factory=list)
+    servers: list[process.ManagedProcess] = field(default_factory=list)
     topology_path: Path | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     mirror_next: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -143,9 +143,9 @@ def check_airflow_files() -> None:
 def start_servers(ctx: DemoContext) -> tuple[str, str, str]:
     logs = ctx.workdir / "servers"
     logs.mkdir(parents=True, exist_ok=True)
-    zk = services.zookeeper(logs)
-    hot = services.kafka_broker(logs, "hot")
-    cold = services.kafka_broker(logs, "cold")
+    zk = zookeeper.zookeeper(logs)
+    hot = tansu.kafka_broker(logs, "hot")
+    cold = tansu.kafka_broker(logs, "cold")
     for srv in (zk, hot, cold):
         ctx.servers.append(srv)
         srv.start()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages the tests and the demo need, if they are missing:
-# a Java 17 runtime (ZooKeeper, Spark), Debian's zookeeper, PostgreSQL 15, the Kerberos
+# a Java 17 runtime (ZooKeeper, Spark, HDFS, Kafka, HBase), Maven, Debian's zookeeper, PostgreSQL 15, the Kerberos
 # headers (the hdfs provider builds gssapi), rsync (benchmark baseline), chromium (UI test).
 set -euo pipefail
 need=()
@@ -9,6 +9,7 @@ command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)  # javac: th
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
 command -v krb5-config >/dev/null 2>&1 || need+=(libkrb5-dev)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
+command -v mvn >/dev/null 2>&1 || need+=(maven)  # the real servers' artifacts (drt_servers/maven)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

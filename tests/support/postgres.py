@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from drt_demo.services import ManagedProcess, free_port
+from drt_servers.process import ManagedProcess, free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 

@@ -1,5 +1,5 @@
-"""Server processes for tests: the embedded default's launchers (drt_demo.services)."""
+"""Server processes for tests: the shared launcher (drt_servers)."""
 
-from drt_demo.services import ALL_SERVERS, ManagedProcess, free_port, port_open
+from drt_servers.process import ALL_SERVERS, ManagedProcess, free_port, port_open
 
 __all__ = ["ALL_SERVERS", "ManagedProcess", "free_port", "port_open"]

@@ -1,7 +1,7 @@
 """Factories for the real servers the tests run — DESIGN §4.
 
-ZooKeeper and the tansu Kafka-protocol brokers come from :mod:`drt_demo.services` (the demo
-runs the same ones); PostgreSQL from :mod:`tests.support.postgres`. moto's S3 protocol
+ZooKeeper and the JVM servers come from :mod:`drt_servers` (the demo and the benchmarks
+run the same ones); PostgreSQL from :mod:`tests.support.postgres`. moto's S3 protocol
 server — the one emulator in the suite — is test-only and lives here.
 """
 
@@ -10,13 +10,9 @@ from __future__ import annotations
 import sys
 import time
 
-from drt_demo.services import (
-    ZK_JARS,
-    four_letter,
-    kafka_broker,
-    tansu_binary,
-    zookeeper,
-)
+from drt_servers.process import four_letter
+from drt_servers.tansu import kafka_broker, tansu_binary
+from drt_servers.zookeeper import ZK_JARS, zookeeper
 from tests.support.postgres import PG_BIN, Postgres
 from tests.support.procs import free_port
 

