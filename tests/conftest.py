@@ -23,7 +23,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Shared fixtures, plus one fixture module per capability (each owned by that capability).
-_FIXTURE_MODULES = ["fixtures", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
+_FIXTURE_MODULES = ["fixtures", "fixtures_hdfs", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
                     "fixtures_failover", "fixtures_demo"]
 pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES
                   if importlib.util.find_spec(f"tests.support.{m}") is not None]
