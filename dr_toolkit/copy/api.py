@@ -335,9 +335,14 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
 def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,
            options: CopyOptions | None = None, dry_run: bool = False, policy: str | None = None,
            progress: Progress | None = None, access: Access | None = None, spark_master: str | None = None,
-           cancel: threading.Event | None = None,
+           cancel: threading.Event | None = None, fence_epoch: int | None = None,
            credentials: tuple[Credentials | None, Credentials | None] | None = None) -> CopyResult:
     """Copy the tree at ``source`` to ``target`` (DistCp semantics; see the module doc).
+
+    With a topology, a run that writes (not a dry run) is refused (FencedError) when the target
+    cluster is fenced or read-only, and hot → cold once the hot cluster is fenced (unless it
+    holds the current ``fence_epoch``: the runbook's final copy) or the cold one was promoted
+    (:func:`dr_toolkit.zk.fencing.assert_copy_allowed`).
 
     ``cancel``: set it (e.g. from a SIGTERM handler) to stop the run: in-flight files are
     abandoned (their temp files removed, nothing half-visible) and the run is recorded
@@ -347,6 +352,11 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
 
     t0 = time.time()
     options = options or CopyOptions()
+    if topology is not None and not dry_run:
+        from dr_toolkit.zk.fencing import assert_copy_allowed
+
+        assert_copy_allowed(topology, parse_uri(source, topology).cluster, parse_uri(target, topology).cluster,
+                            epoch=fence_epoch, access=access)
     src, tgt = _resolve(source, target, topology, access, credentials)
     try:
         state_uri = default_state_uri(topology, options.state_dir)
@@ -650,16 +660,12 @@ def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dr
     ``fence_epoch`` — the failover runbook's final copy. ``credentials`` (cluster name ->
     Credentials) is the old shape; prefer ``access``."""
     pol = _policy(topology, policy_name)
-    if not dry_run:
-        from dr_toolkit.zk.fencing import assert_replication_allowed
-
-        assert_replication_allowed(topology, epoch=fence_epoch)
     options = pol.options if engine is None else pol.options.model_copy(update={"engine": engine})
     results: list[CopyResult] = []
     with ledger.lease(f"policy:{policy_name}"):
         for target in pol.targets:
             r = distcp(pol.source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       policy=policy_name, progress=progress, access=access, cancel=cancel,
+                       policy=policy_name, progress=progress, access=access, cancel=cancel, fence_epoch=fence_epoch,
                        credentials=_creds(topology, pol.source, target, credentials))
             if not dry_run and r.ok and r.watermark is not None:
                 ledger.set_watermark("hdfs", f"{policy_name}:{target}", r.watermark, {

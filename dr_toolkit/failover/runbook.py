@@ -337,6 +337,14 @@ class Runbook:
             with open_fence(self.topology, access=self.access) as fence:
                 before = fence.snapshot()
                 st = fence.state()
+                active = before.get("active") or {}
+                if active.get("cluster") == self.topology.cold_name:
+                    # promoted, though the ledger may not say so (killed between the znode and the
+                    # audit row): the active-cluster znode is the truth
+                    raise ConfigError(f"{self.topology.cold_name} is already the active cluster (epoch "
+                                      f"{active.get('epoch')}, by {active.get('by')})",
+                                      hint="undoing a promotion is a failback: run a failover in the other "
+                                           "direction")
                 if st.epoch == epoch and st.fenced_cluster == self.topology.hot_name:
                     fence.lift(epoch=epoch, cluster=self.topology.hot_name, by=f"{who} abort {self.run_id}")
                     message += f"; fence of epoch {epoch} lifted"

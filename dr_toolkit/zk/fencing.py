@@ -169,26 +169,31 @@ class Fence:
         One transaction: check the fencing znode's version + create/set ``path``. A concurrent
         bump makes the whole transaction fail, and the write does not happen.
         """
-        from dr_toolkit.zk.client import ZkBadVersion
+        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode
 
-        cur = self.check_epoch(epoch)
         parent = path.rsplit("/", 1)[0]
         if parent:
             self.zk.ensure_path(parent)
-        exists = self.zk.exists(path) is not None
-        tx = self.zk.transaction()
-        if cur.version >= 0:
-            tx.check(self.fencing_path, cur.version)
-        if exists:
-            tx.set_data(path, value)
-        else:
-            tx.create(path, value)
-        try:
-            tx.commit()
-        except ZkBadVersion:
-            raise FencedError(f"write to {path} refused: the fencing epoch changed while writing",
-                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
-                              hint="this writer's epoch is stale; stop it") from None
+        for attempt in range(3):
+            cur = self.check_epoch(epoch)
+            exists = self.zk.exists(path) is not None
+            tx = self.zk.transaction()
+            if cur.version >= 0:
+                tx.check(self.fencing_path, cur.version)
+            if exists:
+                tx.set_data(path, value)
+            else:
+                tx.create(path, value)
+            try:
+                tx.commit()
+                return
+            except ZkBadVersion:
+                raise FencedError(f"write to {path} refused: the fencing epoch changed while writing",
+                                  where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                                  hint="this writer's epoch is stale; stop it") from None
+            except (ZkNodeExists, ZkNoNode):
+                if attempt == 2:  # created or deleted under us each time: someone else is writing it
+                    raise
 
     def guarded_delete(self, path: str, epoch: int) -> None:
         from dr_toolkit.zk.client import ZkBadVersion, ZkNoNode
@@ -213,8 +218,40 @@ class Fence:
 
         Bumps the epoch (compare-and-set, expecting ``epoch``) to a state that fences no cluster —
         so every writer of the aborted run is retired — then removes the cluster's read-only
-        flag under the new epoch. FencedError when someone fenced again since ``epoch``."""
-        new = self.bump(fenced_cluster="", by=by, expected_epoch=epoch)
+        flag under the new epoch. FencedError when someone fenced again since ``epoch``, and when
+        another cluster has been made active: the active-cluster znode is read and its version is
+        checked in the same transaction as the bump, so a promotion racing the lift makes one of
+        the two fail — a promoted cluster's peer is never unfenced."""
+        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists
+
+        cur = self.state()
+        if cur.epoch != epoch:
+            raise FencedError(f"fencing epoch is {cur.epoch}, expected {epoch}",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="another operator fenced in between; read the state and decide again")
+        self.zk.ensure_path(self.root)
+        try:
+            self.zk.create(self.active_path, b"{}")  # a znode to hold the version the transaction checks
+        except ZkNodeExists:
+            pass
+        raw, astat = self.zk.get(self.active_path)
+        active = _load(raw)
+        if active.get("cluster") and active.get("cluster") != cluster:
+            raise FencedError(
+                f"{active.get('cluster')!r} is the active cluster (epoch {active.get('epoch')}, by {active.get('by')}): "
+                f"the fence of {cluster!r} stays", where=f"zookeeper {self.zk.quorum} {self.active_path}",
+                hint="the failover already promoted; undoing it is a failback (a failover in the other direction)")
+        new = FenceState(epoch=cur.epoch + 1, fenced_cluster=None, at=time.time(), by=by)
+        tx = self.zk.transaction()
+        tx.check(self.active_path, astat.version)
+        tx.set_data(self.fencing_path, _dump(new.to_json()), cur.version)
+        try:
+            tx.commit()
+        except ZkBadVersion:
+            raise FencedError("the fence was not lifted: the fencing epoch or the active cluster changed meanwhile",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="read the state (`drt failover status`) and decide again") from None
+        new = FenceState(new.epoch, None, new.at, new.by, cur.version + 1)
         self.set_read_only(cluster, False, epoch=new.epoch, by=by)
         return new
 
@@ -283,13 +320,38 @@ def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
     runbook's own final copy goes on, holding the current ``epoch``. Topologies without any
     ZooKeeper have no fencing state and are not checked.
     """
-    if topology.cold.zookeeper is None and topology.hot.zookeeper is None:
+    assert_copy_allowed(topology, topology.hot_name, topology.cold_name, epoch=epoch, access=access)
+
+
+def assert_copy_allowed(topology: Topology, source_cluster: str | None, target_cluster: str | None, *,
+                        epoch: int | None = None, access: Access | None = None) -> None:
+    """For every copy into a cluster of the topology (`drt replicate`, `drt distcp`, the runbook):
+    refuse (FencedError) to write into a read-only or fenced cluster, and — for hot → cold — once
+    the hot cluster is fenced (unless the writer holds the current ``epoch``: the runbook's final
+    copy) or once the cold cluster has been made active (after promotion nothing replicates into
+    it from the old hot cluster, whatever the epoch). Topologies without any ZooKeeper have no
+    fencing state and are not checked; copies whose target is no cluster of the topology neither."""
+    if target_cluster is None or (topology.cold.zookeeper is None and topology.hot.zookeeper is None):
         return
+    where_active = None
     with open_fence(topology, access=access) as fence:
-        if epoch is not None:
-            fence.check_epoch(epoch)
+        st = fence.check_epoch(epoch) if epoch is not None else fence.state()
+        active = fence.active() or {}
+        where = f"zookeeper {fence.zk.quorum} {fence.fencing_path}"
+        where_active = f"zookeeper {fence.zk.quorum} {fence.active_path}"
+        if fence.is_read_only(target_cluster) or (st.fenced_cluster == target_cluster and epoch is None):
+            raise FencedError(f"cluster {target_cluster!r} is fenced (epoch {st.epoch}, by {st.by}): "
+                              "writes into it are refused", where=where,
+                              hint="it is no longer the active cluster; copy into the active one")
+        if source_cluster != topology.hot_name or target_cluster != topology.cold_name:
             return
-        st = fence.state()
+        if active.get("cluster") == target_cluster:
+            raise FencedError(f"the cold cluster {target_cluster!r} is the active cluster (promoted at epoch "
+                              f"{active.get('epoch')} by {active.get('by')}): replication from {source_cluster!r} "
+                              "into it is refused", where=where_active,
+                              hint="after a failover, set up replication in the new direction")
+        if epoch is not None:
+            return
         if st.fenced_cluster == topology.hot_name:
             raise FencedError(f"the hot cluster {topology.hot_name!r} is fenced (epoch {st.epoch}, by {st.by}): "
                               "replication into the cold cluster is stopped",

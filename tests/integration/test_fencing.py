@@ -184,3 +184,124 @@ def test_random_bumps_lifts_and_writes_never_accept_a_non_current_epoch(fence) -
                     fence.guarded_set(path, str(i).encode(), e)
                 assert (fence.zk.exists(path) and fence.zk.get(path)[0]) == before
     assert fence.state().epoch == current
+
+
+def _hdfs_topology(tmp_path, zk_server):
+    from dr_toolkit.topology import load_topology
+    from tests.support.fixtures_failover import write_topology
+
+    if not zk_server.running:
+        zk_server.start()
+    hdfs = [{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"],
+             "options": {"update": True, "delete": True}}]
+    path = write_topology(tmp_path, zk=zk_server.address, hdfs=hdfs)
+    (tmp_path / "hot" / "data").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "hot" / "data" / "a.txt").write_text("hot's file")
+    return path, load_topology(path)
+
+
+def test_abort_after_promotion_is_refused_even_when_the_ledger_missed_the_promotion(tmp_path, zk_server) -> None:
+    """A run killed right after it made cold active (the znode written, the ledger row not): an abort
+    must read the active-cluster znode, not only the ledger, and keep hot fenced. Fence.lift refuses
+    too (the backstop: the active znode's version is checked in the lift's transaction)."""
+    from dr_toolkit.errors import ConfigError
+    from dr_toolkit.failover.runbook import Runbook
+    from dr_toolkit.ledger import open_ledger
+    from dr_toolkit.zk.fencing import open_fence
+
+    _path, topo = _hdfs_topology(tmp_path, zk_server)
+    ledger = open_ledger(topo)
+    rb = Runbook.start(topo, ledger, reason="killed after promotion", execute=True)
+    rb.run(until="fence_hot")
+    assert rb.epoch == 1
+    with open_fence(topo) as fence:
+        fence.set_active(topo.cold_name, epoch=1, by=f"run {rb.run_id}")  # ... and the process dies here
+    with pytest.raises(ConfigError, match="already the active cluster"):
+        rb.abort("false alarm")
+    with open_fence(topo) as fence:
+        snap = fence.snapshot()
+        assert snap["fencing"]["epoch"] == 1 and snap["fencing"]["fenced_cluster"] == "hot"
+        assert snap["read_only"] == ["hot"]
+        with pytest.raises(FencedError, match="'cold' is the active cluster"):
+            fence.lift(epoch=1, cluster="hot", by="someone")
+        assert fence.state().epoch == 1 and fence.is_read_only("hot")
+
+
+def _race_lift_and_promote(fence: Fence, epoch: int) -> list[BaseException]:
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def attempt(write) -> None:  # type: ignore[no-untyped-def]
+        barrier.wait()
+        try:
+            write()
+        except FencedError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=attempt, args=(lambda: fence.lift(epoch=epoch, cluster="hot", by="abort"),)),
+               threading.Thread(target=attempt, args=(lambda: fence.set_active("cold", epoch=epoch, by="promote"),))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_lift_and_promotion_racing_never_leave_hot_unfenced_with_cold_active(fence) -> None:
+    """Lift and set_active under the same epoch, started together many times: afterwards either
+    cold is active and hot still fenced, or hot's fence is lifted and cold is not active."""
+    for i in range(15):
+        st = fence.bump(fenced_cluster="hot", by=f"run {i}")
+        fence.set_read_only("hot", True, epoch=st.epoch, by="run")
+        fence.zk.ensure_path(fence.root)
+        if fence.zk.exists(fence.active_path):
+            fence.zk.set(fence.active_path, b"{}")
+        errors = _race_lift_and_promote(fence, st.epoch)
+        assert not errors, errors
+        active = (fence.active() or {}).get("cluster")
+        cur = fence.state()
+        if active == "cold":
+            assert cur.fenced_cluster == "hot" and fence.is_read_only("hot"), (i, cur)
+        else:
+            assert cur.fenced_cluster is None and not fence.is_read_only("hot"), (i, cur)
+
+
+def test_distcp_into_a_fenced_or_promoted_cluster_is_refused(tmp_path, zk_server) -> None:
+    """`drt distcp` checks the fence as policy runs do: hot → cold is refused once hot is fenced or
+    cold is active (even holding the epoch), and nothing writes into a fenced cluster; dry runs
+    still count. Nothing on the promoted cluster is deleted."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from dr_toolkit.zk.fencing import open_fence
+
+    path, topo = _hdfs_topology(tmp_path, zk_server)
+
+    def drt(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "--json", *args],
+                              capture_output=True, text=True, timeout=120, env=os.environ.copy())
+
+    r = drt("distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete")
+    assert r.returncode == 0, r.stderr
+    with open_fence(topo) as fence:
+        st = fence.bump(fenced_cluster="hot", by="test")
+        fence.set_read_only("hot", True, epoch=st.epoch, by="test")
+    (tmp_path / "cold" / "data" / "written-on-cold.txt").write_text("new data on the cluster being promoted")
+    r = drt("distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete")
+    assert r.returncode == 1 and "replication into the cold cluster is stopped" in r.stderr, r.stderr
+    assert (tmp_path / "cold" / "data" / "written-on-cold.txt").exists()
+    r = drt("distcp", "hdfs://cold/data", "hdfs://hot/data", "--update")
+    assert r.returncode == 1 and "cluster 'hot' is fenced" in r.stderr, r.stderr
+    r = drt("distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete", "--dry-run")
+    assert r.returncode == 0 and json.loads(r.stdout)["files_deleted"] == 1, r.stderr
+    with open_fence(topo) as fence:
+        fence.set_active("cold", epoch=st.epoch, by="test promotion")
+    from dr_toolkit.copy.api import distcp
+
+    with pytest.raises(FencedError, match="'cold' is the active cluster"):
+        distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, fence_epoch=st.epoch)
+    assert (tmp_path / "cold" / "data" / "written-on-cold.txt").exists()
