@@ -105,6 +105,7 @@ class VerifyResult:
     compare_options: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     trend: list[dict[str, Any]] = field(default_factory=list)
+    request: dict[str, Any] = field(default_factory=dict)  # what was asked: see request_of()
 
     @property
     def ok(self) -> bool:
@@ -122,8 +123,26 @@ class VerifyResult:
             "name": self.name, "report_id": self.report_id, "started_at": self.started_at,
             "finished_at": self.finished_at, "data_time": self.data_time,
             "column_mismatches": self.column_mismatches, "compare_options": self.compare_options,
-            "provenance": self.provenance, "trend": self.trend,
+            "provenance": self.provenance, "trend": self.trend, "request": self.request,
         }
+
+
+def request_of(source: str, target: str, *, key: list[str], fmt: str, peer_format: str | None, table: str | None,
+               peer_table: str | None, ignore_columns: list[str] | None, ts_column: str | None,
+               start: float | None, options: dict[str, Any]) -> dict[str, Any]:
+    """What a verification was asked to compare, as stored with its report: the gate counts a
+    report for a verify policy only when this equals what the policy asks (a last-hour ad-hoc
+    run named like the policy proves nothing about the whole dataset). Source and target are
+    kept as digests of the URIs as given (a URI may carry credentials)."""
+    import hashlib
+
+    def digest(uri: str) -> str:
+        return hashlib.sha256(uri.encode()).hexdigest()[:16]
+
+    return {"source": digest(source), "target": digest(target), "key": list(key), "format": fmt,
+            "peer_format": peer_format or fmt, "table": table, "peer_table": peer_table or table,
+            "ignore_columns": sorted(ignore_columns or []), "ts_column": ts_column, "full_range": start is None,
+            "options": options}
 
 
 def parse_time(value: str | float | None, option: str) -> float | None:
@@ -346,7 +365,10 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     try:
         return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
                        recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, end=end, start=start,
-                       ts_column=ts_column, report_path=report_path, ledger=ledger, name=name, who=who)
+                       ts_column=ts_column, report_path=report_path, ledger=ledger, name=name, who=who,
+                       request=request_of(source, target, key=key, fmt=fmt, peer_format=peer_format, table=table,
+                                          peer_table=peer_table, ignore_columns=ignore_columns, ts_column=ts_column,
+                                          start=start, options=opts.to_json()))
     except ConfigError:
         raise
     except Exception as exc:
@@ -362,7 +384,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
 def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
             say: Progress, n_buckets: int, recompare_sleep_s: float, sample_size: int, start: float | None,
             end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
-            name: str | None, who: str | None) -> VerifyResult:
+            name: str | None, who: str | None, request: dict[str, Any]) -> VerifyResult:
     from pyspark.sql import functions as F
 
     say("reading both sides")
@@ -464,6 +486,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
         column_mismatches=dict(sorted(mismatches.items(), key=lambda kv: (-kv[1], kv[0]))),
         compare_options=job.opts.to_json(), provenance=_provenance(spark, report_id, who),
         trend=_trend(ledger, name, src.display) if ledger is not None else [],
+        request=request,
     )
     if report_path:
         from dr_toolkit.verify.report import write_html

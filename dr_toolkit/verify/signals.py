@@ -3,27 +3,36 @@
 Safe time = the time the report's data was read (its ``started_at``: both sides were read after
 it, so what the report found equal was on cold by then). Caught up = no BADROWS and the report
 is at most ``failover.max_verify_age_s`` old. No report → no safe time → NO_GO.
+
+Only a report *of the policy* counts: the same source, target, key, formats, tables, ignored
+columns, compare options and timestamp column, over the full range (no start time) — what the
+policy's own run asks (:func:`dr_toolkit.verify.api.request_of`). A report merely *named* like
+the policy (an ad-hoc `drt verify --name P --start-time <an hour ago>`) is ignored and said so.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.failover.model import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
-    from dr_toolkit.topology import Topology
+    from dr_toolkit.topology import Topology, VerifyPolicy
 
 
 def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
     out: list[Signal] = []
     max_age = topology.failover.max_verify_age_s
     for p in topology.policies.verify:
-        reports = ledger.verify_reports(name=p.name, limit=1)
+        named = ledger.verify_reports(name=p.name, limit=50)
+        reports = [r for r in named if _of_policy(p, r)]
         if not reports:
-            out.append(unreadable("verify", p.name, "no verification report in the ledger"))
+            why = (f"no verification report of the policy in the ledger ({len(named)} report(s) named {p.name!r} "
+                   f"ask something else: {_mismatch(p, named[0])})") if named else "no verification report in the ledger"
+            out.append(unreadable("verify", p.name, why))
             continue
         r = reports[0]
         bad = int(r["badrows"] or 0)
@@ -45,3 +54,27 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
                           f"report {r['report_id']}: data read from {iso(read_at)}", detail,
                           "; ".join(reasons) or None))
     return out
+
+
+def _expected(p: VerifyPolicy) -> dict[str, Any]:
+    from dr_toolkit.verify.api import request_of
+
+    return request_of(p.source, p.target, key=list(p.key), fmt=p.format, peer_format=None, table=None,
+                      peer_table=None, ignore_columns=list(p.ignore_columns), ts_column=p.ts_column, start=None,
+                      options=p.compare_options().to_json())
+
+
+def _mismatch(p: VerifyPolicy, report: Mapping[str, Any]) -> str | None:
+    """The first field in which ``report`` asked something other than the policy; None if none."""
+    got = (report.get("detail") or {}).get("request") or {}
+    if not got:
+        return "a report without its request (written before reports recorded one)"
+    want = _expected(p)
+    for k, v in want.items():
+        if got.get(k) != v:
+            return "a start time (not the full range)" if k == "full_range" else f"another {k.replace('_', ' ')}"
+    return None
+
+
+def _of_policy(p: VerifyPolicy, report: Mapping[str, Any]) -> bool:
+    return _mismatch(p, report) is None

@@ -101,7 +101,7 @@ def test_gate_records_when_asked_and_a_read_only_ledger_keeps_the_verdict(tmp_pa
                                                       "target": "hdfs://cold/t", "key": ["id"]}])
     topo = load_topology(path)
     lg = Ledger.open(topo.ledger.url)
-    add_verify_report(lg, "t", age_s=600)
+    add_verify_report(lg, "t", age_s=600, source="hdfs://hot/t", target="hdfs://cold/t")
     res = check(topo, lg)  # not asked: nothing recorded
     assert res.recorded is None and lg.gate_checks() == []
     res = check(topo, lg, record="test:unit", who="ops@x")
@@ -143,3 +143,28 @@ def test_cli_check_records_and_a_dry_run_failover_records_nothing(tmp_path, zk_s
         assert lg.gate_checks(since=before) == []  # the dry run's gates wrote nothing here
     finally:
         world.close()
+
+
+def test_only_a_report_of_the_policy_itself_counts_for_the_verification_signal(tmp_path) -> None:
+    """Issue 20 #13: an ad-hoc `drt verify --name P` over the last hour (or another source, key,
+    ...) must not turn the policy's BADROWS NO_GO into GO; a report of the policy's own source,
+    target, key, options and full range does."""
+    path = write_topology(tmp_path, zk=None, verify=[{"name": "t", "source": "hdfs://hot/t",
+                                                      "target": "hdfs://cold/t", "key": ["id"]}])
+    topo = load_topology(path)
+    lg = Ledger.open(topo.ledger.url)
+    mine = {"source": "hdfs://hot/t", "target": "hdfs://cold/t"}
+    add_verify_report(lg, "t", bad=3, age_s=30, **mine)
+    res = check(topo, lg)
+    assert res.verdict == "NO_GO" and "verify t: last verification found 3 bad rows" in res.reasons
+    for other in ({"start_time": time.time() - 3600, **mine}, {"source": "hdfs://hot/t/2026", "target": mine["target"]},
+                  {"key": ("id", "day"), **mine}):
+        add_verify_report(lg, "t", bad=0, **other)  # named like the policy, asks something else
+        res = check(topo, lg)
+        assert res.verdict == "NO_GO" and "verify t: last verification found 3 bad rows" in res.reasons, other
+    lg2 = Ledger.open(f"sqlite:///{tmp_path / 'other.db'}")
+    add_verify_report(lg2, "t", bad=0, start_time=time.time() - 3600, **mine)
+    res = check(topo, lg2)
+    assert res.verdict == "NO_GO" and any("ask something else: a start time" in r for r in res.reasons), res.reasons
+    add_verify_report(lg, "t", bad=0, **mine)
+    assert check(topo, lg).verdict == "GO"
