@@ -261,8 +261,10 @@ class Failover(_Model):
     max_verify_age_s: float = 86400.0
     drain_timeout_s: float = 600.0
     reports_dir: str = "reports"
-    approvers: list[str] = Field(default_factory=list, description="who may approve or reject a promotion "
-                                 "(runbook `who` / Airflow user names); empty: anyone who can run the runbook")
+    approvers: list[str] = Field(default_factory=list, description="who may approve or reject a promotion: "
+                                 "airflow:<user> (the Airflow user answering the approval), os:<user> (the login "
+                                 "user running `drt failover run`), or a plain name matching either; $DRT_ACTOR "
+                                 "is never an identity. Empty: anyone who can run the runbook")
     clock_skew_s: float = Field(default=0.0, ge=0, description="bound on the clock skew between the hosts "
                                 "running drt (the fencing host vs the checking host); 0 when one host runs both")
     rpo_slo_s: float | None = Field(default=None, gt=0, description="recovery point objective: the largest "

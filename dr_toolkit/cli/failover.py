@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
                 help="Seconds to wait for drain [default: failover.drain_timeout_s].")] = None,
             ) -> None:
         """The failover runbook: fence, drain, copy, verify, Kafka offsets, gate, approval, promote, report."""
-        from dr_toolkit.failover.runbook import Runbook
+        from dr_toolkit.failover.runbook import Runbook, os_identity
         from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
 
         st = state(ctx)
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
             given = ids if "all" in acks else [i for i in acks if i in ids]
             if yes:
                 return {"approved": True, "acknowledged": given, "accept_loss": accept_loss,
-                        "comment": "--yes-i-am-sure"}
+                        "comment": "--yes-i-am-sure", "who": os_identity()}
             if not sys.stdin.isatty() and st.json:
                 raise ConfigError("promotion needs a typed confirmation",
                                   hint="run interactively, or pass --yes-i-am-sure")
@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
             typed = typer.prompt(f"Type the cold cluster's name ({topo.cold_name}) to promote it",
                                  default="", show_default=False, err=True)
             ok = typed.strip() == topo.cold_name and (loss_ok or not req.get("unplanned"))
-            return {"approved": ok, "acknowledged": given, "accept_loss": loss_ok,
+            return {"approved": ok, "acknowledged": given, "accept_loss": loss_ok, "who": os_identity(),
                     "comment": "typed confirmation" if ok else "confirmation not typed"}
 
         kw: dict[str, Any] = {"approver": approver, "drain_timeout_s": drain_timeout, "access": st.access()}

@@ -43,6 +43,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,6 +147,33 @@ class DryRunLedger:
 def lint_id(finding: dict[str, Any]) -> str:
     """A finding's id, as the approver acknowledges it: ``path:line``."""
     return f"{finding['path']}:{finding['line']}"
+
+
+def os_identity() -> str:
+    """The operating-system user running this process, as the kernel knows it (the effective uid's
+    passwd entry — not ``$USER``/``$LOGNAME``/``$DRT_ACTOR``, which anyone can set): ``os:<name>``."""
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return f"os:{pwd.getpwuid(uid).pw_name}"
+    except KeyError:  # no passwd entry (some containers)
+        return f"os:uid={uid}"
+
+
+def may_decide(who: str, approvers: list[str] | tuple[str, ...]) -> bool:
+    """Whether the identity ``who`` is one of ``failover.approvers``.
+
+    Identities come from the edges that authenticated them: ``airflow:<user>`` (the Airflow user who
+    answered the approval), ``os:<user>`` (the login of the process at the CLI, :func:`os_identity`).
+    An entry ``airflow:alice`` or ``os:alice`` matches only that identity; a plain entry ``alice``
+    matches ``alice`` (a library caller's own name), ``airflow:alice`` and ``os:alice``."""
+    for entry in approvers:
+        if who == entry:
+            return True
+        if ":" not in entry and who.split(":", 1)[0] in ("airflow", "os") and who.split(":", 1)[-1] == entry:
+            return True
+    return False
 
 
 class Runbook:
@@ -597,9 +625,10 @@ class Runbook:
         metadata-lint finding unacknowledged, or when an unplanned run is approved without
         ``accept_loss`` (the typed acceptance of the data-loss window)."""
         approvers = self.topology.failover.approvers
-        if approvers and who not in approvers:
+        if approvers and not may_decide(who, approvers):
             raise ConfigError(f"{who!r} may not decide on this failover", where=self.topology.source_file,
-                              hint=f"failover.approvers lists who may: {', '.join(approvers)}")
+                              hint=f"failover.approvers lists who may: {', '.join(approvers)} (the CLI decides as "
+                                   "os:<login user>, Airflow as airflow:<user>; $DRT_ACTOR is only a label)")
         if not self.execute:
             raise ConfigError(f"run {self.run_id} is a dry run: there is no promotion to decide on")
         if self.step_event(Step.APPROVAL, DONE) is not None or self.step_event(Step.APPROVAL, REJECTED) is not None:
@@ -626,10 +655,6 @@ class Runbook:
         res = StepResult(Step.APPROVAL, status, {**req, "decided_by": who, "after": after, "recorded": True}, message)
         self.results[Step.APPROVAL] = res
         return res
-
-    def record_approval(self, *, approved: bool, who: str, note: str | None = None) -> StepResult:
-        """Older name of :meth:`record_decision` (no acknowledgements)."""
-        return self.record_decision(approved, who, note)
 
     def _step_approval(self) -> StepResult:
         if not self.execute:

@@ -126,7 +126,9 @@ def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_ap
         airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
     from tests.support.airflow import load_dag
 
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+    # the approver list names the Airflow user (all-admins mode: Anonymous) as a plain name: it matches airflow:<user> (issue 20 #14)
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          failover={"approvers": ["Anonymous", "os:someone-else"]})
     topo = load_topology(path)
     hbase_world(topo, lagging=True)
     monkeypatch.setenv("DRT_CONFIG", str(path))
@@ -155,7 +157,7 @@ def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_ap
     drain = next(e for e in ledger.audit_events(run_id=run_id) if e["action"] == "wait_drain" and e["status"] == "done")
     assert drained_at and drain["at"] >= drained_at[0]  # the sensor waited for the queue to drain
     approval = [e for e in ledger.audit_events(run_id=run_id) if e["action"] == "approval"]
-    assert approval and approval[-1]["status"] == "done" and approval[-1]["actor"].startswith("airflow:")
+    assert approval and approval[-1]["status"] == "done" and approval[-1]["actor"] == "airflow:Anonymous"
 
 
 def add_db_connection(conn_id: str, conn_type: str = "generic", **fields: str) -> None:
