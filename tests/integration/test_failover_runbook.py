@@ -159,7 +159,10 @@ def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_s
     assert snap["active"] is None and snap["fencing"]["epoch"] == 1  # fenced, never promoted
     ev = [e for e in open_ledger(topo).audit_events(component="failover") if e["action"] == "approval"
           and e["status"] == "rejected"]
-    assert len(ev) == 1 and ev[0]["actor"] == "carol@ops" and ev[0]["after_state"]["approved"] is False
+    # the decision is the login user's ($DRT_ACTOR is only a label: issue 20 #14)
+    from dr_toolkit.failover.runbook import os_identity
+
+    assert len(ev) == 1 and ev[0]["actor"] == os_identity() and ev[0]["after_state"]["approved"] is False
 
 
 def test_decision_api_restricts_approvers_and_audits_a_rejection(tmp_path, zk_server, worlds) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.failover.gate import check
-from dr_toolkit.failover.runbook import UNPLANNED_STEPS, Runbook
+from dr_toolkit.failover.runbook import UNPLANNED_STEPS, Runbook, os_identity
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
@@ -144,7 +144,7 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert set(pos) == {0} and 0 <= pos[0] <= 2
     events = ledger.audit_events(run_id=run_id, component="failover")
     appr = next(e for e in events if e["action"] == "approval" and e["status"] == "done")
-    assert appr["actor"] == "frank@ops" and appr["after_state"]["accept_loss"] is True
+    assert appr["actor"] == os_identity() and appr["after_state"]["accept_loss"] is True
     paused = next(e for e in events if e["action"] == "pause_mirrors" and e["status"] == "done")
     assert paused["after_state"]["paused"]["kafka"]["topics"] == [disaster["topic"]]
     report = json.loads((path.parent / "reports" / f"{run_id}.json").read_text())
