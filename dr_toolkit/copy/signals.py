@@ -25,7 +25,7 @@ from dr_toolkit.failover.model import Signal, iso, unreadable
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
-    from dr_toolkit.topology import Topology
+    from dr_toolkit.topology import HdfsPolicy, Topology
 
 CHAIN_LIMIT = 1000  # manifests walked back from the newest to the last completed run
 
@@ -111,3 +111,38 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now:
             else:
                 out.append(Signal("hdfs", name, True, max(0.0, now - safe), safe, basis, detail))
     return out
+
+
+def cold_holds(topology: Topology, ledger: Ledger, policy: HdfsPolicy, target: str, manifest_id: str,
+               access: Access | None) -> tuple[list[str] | None, str]:
+    """For an unplanned failover (hot unreachable): does cold still hold what the run that wrote
+    ``manifest_id`` put there? Reads the manifest (state location) and lists cold only; returns
+    the paths the manifest lists that are missing on cold or of another size, and a note — or
+    ``(None, why)`` when either cannot be read (then nothing can be said about cold)."""
+    from dr_toolkit.copy.state import StateStore, default_state_uri
+    from dr_toolkit.fs import open_fs
+    from dr_toolkit.fs.uri import parse_uri
+
+    try:
+        src, tgt = parse_uri(policy.source, topology), parse_uri(target, topology)
+        row = ledger.manifest(manifest_id)
+        state = StateStore.open(default_state_uri(topology, policy.options.state_dir), src.uri, tgt.uri, topology,
+                                access)
+        try:
+            got = state.read_manifest(manifest_id, (row or {}).get("content_digest"))
+        finally:
+            state.close()
+        if got is None:
+            return None, f"manifest {manifest_id} cannot be read from the state location (missing or altered)"
+        entries = got[1]
+        fs = open_fs(tgt, access)
+        try:
+            root = tgt.path.rstrip("/")
+            listing = {fs.relative(root, st.path): st for st in fs.list_files(tgt.path)}
+        finally:
+            fs.close()
+    except Exception as exc:  # noqa: BLE001 - unreadable: the caller states nothing about cold
+        return None, _why(exc)
+    bad = sorted(rel for rel, e in entries.items() if (st := listing.get(rel)) is None or st.size != e.size)
+    return bad, (f"cold listed now against manifest {manifest_id}: {len(entries) - len(bad)} of {len(entries)} "
+                 "files present with the recorded size")

@@ -4,13 +4,16 @@ CockroachDB's PCR cutover and YugabyteDB's unplanned failover promote the standb
 latest time it *provably* holds, and say what is lost. With the hot cluster unreachable nothing
 can be compared, so every answer here comes from the cold side and the ledger:
 
-- **HDFS**, per policy target: the listing time of the last completed replication run whose
-  manifest cold holds (the ledger's ``hdfs`` watermark). Known missing: the files that run's
-  comparison left pending are not known any more; everything hot changed after that listing
-  is unknowable.
+- **HDFS**, per policy target: the listing time of the last completed replication run (the
+  ledger's ``hdfs`` watermark) — only when cold, listed now, still holds every file of that
+  run's manifest with its recorded size; a file missing there (a later run killed after its
+  deletions, a hand-made change) leaves no safe time and is named as known missing. When cold
+  or the manifest cannot be read, that is said ("unknown"), never "none". Everything hot
+  changed after that listing is unknowable.
 - **Kafka**, per topic: per partition, the CreateTime of the newest record the cold cluster
   holds (the mirror copies a partition in order, so every hot record before that one is on
-  cold), minus the declared producer clock-skew bound; the topic's safe time is the minimum
+  cold), minus the hot cluster's declared producer clock-skew bound (``kafka.max_clock_skew_s``);
+  the topic is read under MirrorMaker 2's name on cold; the topic's safe time is the minimum
   over its partitions. An empty cold partition states none (unknowable).
 - **HBase**, per peer: the last *proven* drain time recorded by the gate (position >= WAL
   length); known missing: the WALs/bytes still queued at the last check; later edits are
@@ -74,16 +77,9 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
     return out
 
 
-def _kafka_skew_s(topology: Topology) -> float:
-    """The declared producer clock-skew bound (``kafka.max_clock_skew_s`` where the topology has it)."""
-    for obj in (getattr(topology, "kafka", None), *topology.policies.kafka):
-        v = getattr(obj, "max_clock_skew_s", None)
-        if v is not None:
-            return float(v)
-    return 0.0
+def _hdfs(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str, Any]]:
+    from dr_toolkit.copy.signals import cold_holds
 
-
-def _hdfs(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
     marks = {w["name"]: w for w in ledger.watermarks("hdfs")}
     out: list[dict[str, Any]] = []
     for p in topology.policies.hdfs:
@@ -97,10 +93,21 @@ def _hdfs(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
                             "unknowable": "the whole tree"})
                 continue
             d = w.get("detail") or {}
+            manifest = d.get("manifest_id")
+            bad, note = cold_holds(topology, ledger, p, t, manifest, access) if manifest else (None, "no manifest id")
+            basis = f"listing time of the last completed run (manifest {manifest})"
+            later = f"changes under {p.source} after {iso(float(w['watermark']))}"
+            if bad:  # cold lost files of that run (e.g. a later run killed after its deletions)
+                shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+                out.append({"component": "hdfs", "name": name, "safe_time": None,
+                            "basis": f"cold no longer holds the last completed run's files ({note})",
+                            "known_missing": f"{len(bad)} file(s) of manifest {manifest} missing or of another "
+                                             f"size on cold: {shown}", "unknowable": later})
+                continue
             out.append({"component": "hdfs", "name": name, "safe_time": float(w["watermark"]),
-                        "basis": f"listing time of the last completed run (manifest {d.get('manifest_id')})",
-                        "known_missing": None,
-                        "unknowable": f"changes under {p.source} after {iso(float(w['watermark']))}"})
+                        "basis": f"{basis}; {note}" if bad is not None else f"{basis}; cold not checked: {note}",
+                        "known_missing": None if bad is not None else f"unknown: cold not checked ({note})",
+                        "unknowable": later})
     return out
 
 
@@ -112,27 +119,29 @@ def _kafka(topology: Topology, access: Access) -> list[dict[str, Any]]:
     if cold is None:
         return [{"component": "kafka", "name": t, "safe_time": None, "basis": "the cold cluster has no kafka section",
                  "known_missing": None, "unknowable": "every record"} for t in topics]
+    from dr_toolkit.kafka.api import cold_topic, skew_ms
     from dr_toolkit.kafka.client import KafkaCluster
 
-    skew = _kafka_skew_s(topology)
+    skew = skew_ms(topology) / 1000.0  # the hot cluster's declared producer clock-skew bound
     out: list[dict[str, Any]] = []
     try:
         creds = access.for_endpoint(cold, f"clusters.{topology.cold_name}.kafka.conn_id")
         with KafkaCluster(cold.bootstrap_servers, credentials=creds, timeout_s=cold.timeout_s, role="cold") as k:
             counts = k.topics()
             for t in topics:
-                n = counts.get(t)
+                ct = cold_topic(topology, t)  # MirrorMaker 2's name on cold (hot.<t> with its default policy)
+                n = counts.get(ct)
                 if not n:
                     out.append({"component": "kafka", "name": t, "safe_time": None,
-                                "basis": f"topic {t} is missing on the cold cluster", "known_missing": None,
+                                "basis": f"topic {ct} is missing on the cold cluster", "known_missing": None,
                                 "unknowable": "every record of the topic"})
                     continue
                 newest: list[float | None] = []
                 held = 0
                 for part in range(n):
-                    lo, hi = k.watermarks(t, part)
+                    lo, hi = k.watermarks(ct, part)
                     held += max(0, hi - lo)
-                    rec = k.record_at(t, part, hi - 1, hi) if hi > lo else None
+                    rec = k.record_at(ct, part, hi - 1, hi) if hi > lo else None
                     newest.append(None if rec is None else rec.timestamp / 1000.0 - skew)
                 known = [x for x in newest if x is not None]
                 empty = len(newest) - len(known)
@@ -173,7 +182,7 @@ def _hbase(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
 def loss_window(topology: Topology, ledger: Ledger, access: Access, *, now: float | None = None) -> dict[str, Any]:
     """The recovery point from what cold holds, and the loss window of every component."""
     now = time.time() if now is None else now
-    comps = _hdfs(topology, ledger) + _kafka(topology, access) + _hbase(topology, ledger)
+    comps = _hdfs(topology, ledger, access) + _kafka(topology, access) + _hbase(topology, ledger)
     known = [c["safe_time"] for c in comps if c["safe_time"] is not None]
     unbounded = [f"{c['component']} {c['name']}" for c in comps if c["safe_time"] is None]
     rp = min(known) if known else None

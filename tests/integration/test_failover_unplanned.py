@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+import yaml
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.failover.gate import check
@@ -120,8 +121,10 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     kafka = comps[("kafka", disaster["topic"])]
     hbase = comps[("hbase", "1")]
     assert hdfs["safe_time"] == disaster["listed"] and "last completed run" in hdfs["basis"]
+    assert "1 of 1 files present" in hdfs["basis"] and hdfs["known_missing"] is None  # cold listed now
     recs = disaster["records"]
-    assert kafka["safe_time"] == recs[2].timestamp / 1000.0  # cold's newest mirrored record (skew bound 0)
+    # cold's newest mirrored record minus hot's declared producer skew bound (the default 120 s: issue 20 #9)
+    assert kafka["safe_time"] == recs[2].timestamp / 1000.0 - 120.0 and "skew bound 120s" in kafka["basis"]
     assert kafka["safe_time"] < recs[3].timestamp / 1000.0  # before the first record cold does not hold
     assert hbase["safe_time"] is not None and hbase["safe_time"] < disaster["hbase_written"]
     assert "300 bytes not shipped" in hbase["known_missing"]
@@ -150,3 +153,31 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     report = json.loads((path.parent / "reports" / f"{run_id}.json").read_text())
     assert report["loss_window"]["recovery_point_epoch"] == rp
     assert "Data-loss window" in (path.parent / "reports" / f"{run_id}.html").read_text()
+
+
+def test_unplanned_loss_window_checks_what_cold_holds_now(disaster) -> None:
+    """Issue 20 #9: the HDFS safe time is the ledger's watermark only while cold still holds that run's
+    files (a run killed after its deletions left a file under no name: "known missing: none" was
+    false); Kafka topics are read under MirrorMaker 2's name on cold."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.failover.unplanned import loss_window
+
+    topo, ledger, tmp = disaster["topo"], disaster["ledger"], disaster["path"].parent
+    disaster["hot_zk"].kill()
+    disaster["hot_kafka"].kill()
+    lw = loss_window(topo, ledger, Access.from_env())
+    hdfs = next(c for c in lw["components"] if c["component"] == "hdfs")
+    assert hdfs["safe_time"] == disaster["listed"]
+    (tmp / "cold" / "warehouse" / "a.csv").unlink()  # cold lost a file of the last completed run
+    lw = loss_window(topo, ledger, Access.from_env())
+    hdfs = next(c for c in lw["components"] if c["component"] == "hdfs")
+    assert hdfs["safe_time"] is None and "a.csv" in hdfs["known_missing"], hdfs
+    assert "hdfs wh:hdfs://cold/warehouse" in lw["unbounded"]
+    # MirrorMaker 2's default policy names the topic hot.<topic> on cold: not "missing"
+    doc = yaml.safe_load(disaster["path"].read_text())
+    doc["clusters"]["cold"]["kafka"].update({"replication_policy": "default", "source_alias": "hot"})
+    renamed = tmp / "renamed.yaml"
+    renamed.write_text(yaml.safe_dump(doc))
+    lw = loss_window(load_topology(renamed), ledger, Access.from_env())
+    kafka = next(c for c in lw["components"] if c["component"] == "kafka")
+    assert f"topic hot.{disaster['topic']} is missing" in kafka["basis"], kafka  # looked up under its MM2 name
