@@ -12,6 +12,9 @@ deletions on both sides.
 - cold changed, its manifest gone, or no completed run: no safe time (NO_GO), with the reason;
 - files pending now (hot changed since the listing, or files a run could not copy): not caught
   up, the safe time still stated;
+- entries on hot that are never replicated (symlinks, files named like the tool's temporary
+  files, devices — everything a listing passes over but empty directories): no safe time
+  (NO_GO), with counts per kind and an example — they were not on cold at any time;
 - hot or cold unreachable: an unreadable signal (NO_GO).
 """
 
@@ -105,7 +108,15 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now:
             basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
                      + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
                      + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
-            if files:
+            unreplicated = {k: v for k, v in r.skipped_reasons.items() if k != "empty directory"}
+            if unreplicated:  # symlinks, temp-named files, devices on hot: never copied, so never on cold
+                detail["unreplicated"] = unreplicated
+                example = next((e["path"] for e in r.skipped_entries if e["reason"] != "empty directory"), "")
+                out.append(Signal("hdfs", name, False, None, None, basis, detail,
+                                  f"{sum(unreplicated.values())} entries on hot are never replicated ("
+                                  + ", ".join(f"{n} {k}" for k, n in sorted(unreplicated.items()))
+                                  + f"; e.g. {example}): replace them with regular files or exclude them"))
+            elif files:
                 out.append(Signal("hdfs", name, False, max(0.0, now - safe), safe, basis, detail,
                                   f"{files} files ({r.bytes_copied} bytes) pending since the last run"))
             else:
