@@ -17,7 +17,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.failover.model import Signal, unreadable
+from dr_toolkit.failover.model import Signal, iso, unreadable
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[st
     have = {(str(r["topic"]), int(r["partition_id"])) for r in rows if r.get("committed_offset") is not None}
     detail: dict[str, Any] = {"kind": "group", "group": group, "checkpoint_id": rows[0].get("checkpoint_id"),
                               "age_s": round(age, 1), "max_age_s": max_age_s, "partitions": len(have)}
-    basis = f"checkpoint {rows[0].get('checkpoint_id')} taken at {taken:.3f}"
+    basis = f"checkpoint {rows[0].get('checkpoint_id')} taken at {iso(taken)}"
     reasons = []
     if age > max_age_s:
         reasons.append(f"newest checkpoint of group {group!r} is {age:.0f}s old (bound {max_age_s:.0f}s)")
