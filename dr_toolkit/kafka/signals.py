@@ -1,6 +1,8 @@
 """The Kafka signals of the failover gate: :func:`kafka_signals` (a ``SignalReader``).
 
-- **One signal per protected topic**: from :func:`dr_toolkit.kafka.api.lag` (offsets, never
+- **One signal per protected topic** — the policies' topics and every other topic a protected
+  group has committed on hot (minus ``exclude_topics``: those offsets are carried over too) —
+  from :func:`dr_toolkit.kafka.api.lag` (offsets, never
   the newest timestamps). Caught up when no partition has hot records missing on cold; its
   ``safe_time`` is the minimum of the partitions' safe times (each: the time hot's end offset
   was read when caught up, else the oldest unmirrored record's timestamp minus the declared
@@ -92,8 +94,22 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     """Every Kafka signal of the gate (see the module doc)."""
     from dr_toolkit.kafka import api
 
-    topics = api.policy_topics(topology)
     groups = api.policy_groups(topology)
+    committed: dict[str, set[tuple[str, int]]] = {}
+    hot_error: str | None = None
+    if groups:
+        try:
+            with api.cluster(topology, "hot", access=access) as hot:
+                for g in groups:
+                    excluded = api.excluded_topics(topology, g)
+                    committed[g] = {tp for tp in hot.committed(g) if tp[0] not in excluded}
+        except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
+            hot_error = _why(exc)
+    # The offsets of every committed topic are carried over (the checkpoint holds them all), so
+    # every such topic's mirror lag is gated too, not only the policies' topics: a group resumed
+    # on a copy that lacks records would skip them.
+    topics = list(dict.fromkeys([*api.policy_topics(topology),
+                                 *sorted({t for tps in committed.values() for t, _p in tps})]))
     out: list[Signal] = []
     if topics:
         with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
@@ -105,15 +121,6 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                     out.append(unreadable("kafka", t, _why(exc)))
     if not groups:
         return out
-    committed: dict[str, set[tuple[str, int]]] = {}
-    hot_error: str | None = None
-    try:
-        with api.cluster(topology, "hot", access=access) as hot:
-            for g in groups:
-                excluded = api.excluded_topics(topology, g)
-                committed[g] = {tp for tp in hot.committed(g) if tp[0] not in excluded}
-    except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
-        hot_error = _why(exc)
     try:
         newest: dict[str, list[dict[str, Any]]] | None = ledger.latest_checkpoints(groups)
         ledger_error = None
