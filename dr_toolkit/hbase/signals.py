@@ -161,7 +161,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
-            length = wal_length(q.server, q.current_wal)
+            length = wal_length(q.server, q.current_wal, q.position)
             if length is not None and behind is not None:
                 behind += max(0, length - q.position)
         elif q.wals:
