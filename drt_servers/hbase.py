@@ -188,6 +188,12 @@ class HBaseCluster:
     def count(self, table: str = TABLE) -> int:
         return int(self.request("count", table)["rows"])
 
+    def alter_scope(self, table: str, family: str, scope: int) -> None:
+        self.request("alter_scope", table, family, str(scope))
+
+    def drop_table(self, table: str) -> None:
+        self.request("drop_table", table)
+
     def flush(self, table: str = TABLE) -> None:
         self.request("flush", table)
 

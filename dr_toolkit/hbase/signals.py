@@ -43,10 +43,11 @@ def _why(exc: BaseException) -> str:
 
 
 def hot_fs(topology: Topology, access: Access, rootdir: str) -> tuple[FileSystem, str]:
-    """The hot cluster's filesystem and the absolute path of ``rootdir`` on it."""
+    """The hot cluster's filesystem and the absolute path of ``rootdir`` on it. ``rootdir`` is a path
+    on the hot cluster's filesystem, or a URI (``webhdfs://nn:9870/hbase``) where it lives elsewhere."""
     from dr_toolkit.fs import open_fs, parse_uri
 
-    loc = parse_uri(f"hdfs://{topology.hot_name}{rootdir}", topology)
+    loc = parse_uri(rootdir if "://" in rootdir else f"hdfs://{topology.hot_name}{rootdir}", topology)
     return open_fs(loc, access), loc.path
 
 
@@ -148,6 +149,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
         wal_length = fs_wal_length(fs, root)
         table_reasons, tables = table_problems(fs, root, policy)
     except Exception as exc:  # noqa: BLE001 - no filesystem: drain cannot be proven, scope not verified
+        wal_length = None  # the same filesystem: its WAL lengths cannot be read either
         fs_error = _why(exc)
         table_reasons = [f"cannot read table descriptors on the hot filesystem: {fs_error}"]
     st = replication_status(zk, parent, peers=[policy.peer_id], wal_length=wal_length)

@@ -81,7 +81,7 @@ def hbase_hot(hbase_clusters: tuple[Any, Any]) -> Iterator[Any]:
     """The hot cluster, left as the test found it: peer 1 (ENABLED) the only peer, one live region server."""
     hot, _ = hbase_clusters
     yield hot
-    restore_hbase(hot)
+    restore_hbase(hot, hbase_clusters[1])
 
 
 @pytest.fixture
@@ -89,22 +89,21 @@ def hbase_cold(hbase_clusters: tuple[Any, Any]) -> Any:
     return hbase_clusters[1]
 
 
-def restore_hbase(hot: Any) -> None:
+def restore_hbase(hot: Any, cold: Any) -> None:
     """Undo what a test did to the shared hot cluster (peers, dead region servers), through HBase's API."""
     from drt_servers.hbase import PEER
 
     if not hot.process.running:
         return
-    cold_key = None
-    for pid, p in hot.list_peers().items():
+    peers = hot.list_peers()
+    for pid, p in peers.items():
         if pid == PEER:
-            cold_key = p["cluster_key"]
             if not p["enabled"]:
                 hot.enable_peer(pid)
         else:
             hot.remove_peer(pid)
-    if cold_key is None:
-        raise AssertionError("a test removed peer 1 from the shared hot cluster without re-adding it")
+    if PEER not in peers:
+        hot.add_peer(PEER, cold.cluster_key)
     if not hot.region_servers:
         hot.start_region_server()
 

@@ -52,7 +52,7 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * answer line of JSON ({"ok":true,...} or {"ok":false,"error":"..."}). Requests:
  * info | create_table T CF SCOPE | put T CF FIRST N [VALUE_BYTES] | count T |
  * add_peer ID CLUSTER_KEY [TABLE_CFS] | enable_peer ID | disable_peer ID | remove_peer ID |
- * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T.
+ * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T.
  * Every Admin call is HBase's own: peers go through master procedures, not ZooKeeper writes.
  */
 public final class HBaseMiniServer {
@@ -187,6 +187,24 @@ public final class HBaseMiniServer {
             }
           }
           return "{\"ok\":true,\"rows\":" + n + "}";
+        }
+        case "alter_scope": {
+          TableName tn = TableName.valueOf(a[1]);
+          org.apache.hadoop.hbase.client.ColumnFamilyDescriptor cur =
+              admin.getDescriptor(tn).getColumnFamily(Bytes.toBytes(a[2]));
+          admin.modifyColumnFamily(tn, ColumnFamilyDescriptorBuilder.newBuilder(cur)
+              .setScope(Integer.parseInt(a[3])).build());
+          return "{\"ok\":true}";
+        }
+        case "drop_table": {
+          TableName tn = TableName.valueOf(a[1]);
+          if (admin.tableExists(tn)) {
+            if (admin.isTableEnabled(tn)) {
+              admin.disableTable(tn);
+            }
+            admin.deleteTable(tn);
+          }
+          return "{\"ok\":true}";
         }
         case "flush":
           admin.flush(TableName.valueOf(a[1]));
