@@ -238,10 +238,12 @@ class RealHBaseWorld:
 
     _row = [9_000_000]
 
-    def __init__(self, topo: Any, hot: Any, cold: Any) -> None:
+    def __init__(self, topo: Any, hot: Any, cold: Any, *, lagging: bool = False) -> None:
         self.topo, self.hot, self.cold = topo, hot, cold
         self.parent = hot.znode_parent
         self.drain()
+        if lagging:
+            self.lag_whole_wal()
 
     def put(self, n: int) -> None:
         self.hot.put(self._row[0], n)
