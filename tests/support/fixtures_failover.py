@@ -243,7 +243,7 @@ class RealHBaseWorld:
         self.parent = hot.znode_parent
         self.drain()
         if lagging:
-            self.lag_whole_wal()
+            self.lag()
 
     def put(self, n: int) -> None:
         self.hot.put(self._row[0], n)
