@@ -261,3 +261,35 @@ def test_disabling_a_peer_in_zookeeper_does_not_stop_hbase_shipping(hot_zk, hbas
         assert hot.list_peers()["1"]["enabled"] is True
     finally:
         hp.enable_peer(hot_zk, "1", znode_parent=parent)
+
+
+def test_on_hbase_2_with_a_shell_the_changes_go_through_hbase_shell_not_zookeeper(zkc, zk, hbase_parent,
+                                                                                     tmp_path) -> None:
+    """HBase 2.x ignores peers written into ZooKeeper (above): with the cluster's `hbase` command the
+    toolkit runs `hbase shell -n FILE` with HBase's own peer commands and writes no znode itself.
+    (No hbase-shell artifact is to be had here: the `hbase` below records the script it is given.)"""
+    log = tmp_path / "scripts.log"
+    exe = tmp_path / "hbase"
+    exe.write_text(f'#!/bin/sh\n[ "$1" = shell ] && [ "$2" = -n ] || exit 9\ncat "$3" >> {log}\necho "Took 0.1 seconds"\n')
+    exe.chmod(0o755)
+    lay = Layout(hbase_parent)
+    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d;audit", znode_parent=hbase_parent,
+                      hbase_version="2.6", shell=str(exe))
+    assert res.backend == "hbase-shell" and res.warning is None
+    assert log.read_text() == ("add_peer '1', CLUSTER_KEY => 'cold-zk1.example.com,cold-zk2.example.com:2181:/hbase', "
+                               "TABLE_CFS => { 'default:audit' => [], 'shop:orders' => ['d'] }\n")
+    assert zk.exists(lay.peer("1")) is None  # nothing written by the toolkit
+    # state as HBase would have written it: the next plans are shell commands too
+    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version="2.6", enabled=True)
+    log.write_text("")
+    hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6", shell=str(exe))
+    hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d", znode_parent=hbase_parent, hbase_version="2.6",
+                shell=str(exe))
+    hp.remove_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6", shell=str(exe))
+    assert log.read_text() == ("disable_peer '1'\n"
+                               "set_peer_replicate_all '1', false\nset_peer_tableCFs '1', { 'shop:orders' => ['d'] }\n"
+                               "remove_peer '1'\n")
+    # without a shell, a ZooKeeper write on HBase 2.x says that HBase will not see it
+    res = hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6")
+    assert res.backend == "zookeeper" and "ignores this change" in (res.warning or "")
+    assert hp.read_peer(zkc, "1", hbase_parent).state == "DISABLED"
