@@ -20,17 +20,58 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kazoo.client import KazooClient
 
-from dr_toolkit.hbase.encoding import Layout, decode_position
+from dr_toolkit.hbase.encoding import Layout, decode_position, encode_position
 from dr_toolkit.hbase.status import replication_status, wal_sort_key
 from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import connect
-from drt_demo.regionserver_sim import populate
 from tests.support import servers
+
+
+def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_every: int = 0) -> None:
+    """Write a large queue tree quickly: pipelined async creates. The layout is the one a real HBase
+    2.6 region server writes (tests/integration/test_hbase_status.py reads it from a real cluster):
+    ``<parent>/rs/<server>`` live servers, ``<parent>/replication/rs/<server>/<peer>/<wal>`` with
+    PBUF positions. No single machine runs 200 region servers, so the scale is synthetic."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    lay = Layout(parent)
+    for base in (lay.rs, lay.queues, lay.peers):
+        zk.ensure_path(base)
+    pending: list[Any] = []
+
+    def flush() -> None:
+        for r in pending:
+            try:
+                r.get(timeout=30)
+            except (NodeExistsError, NoNodeError):
+                pass
+        pending.clear()
+
+    names = [f"rs{i:04d}.example.com,16020,{1700000000000 + i}" for i in range(servers)]
+    for i, n in enumerate(names):
+        if not (dead_every and i % dead_every == 0):
+            pending.append(zk.create_async(f"{lay.rs}/{n}", b""))
+        pending.append(zk.create_async(f"{lay.queues}/{n}", b""))
+    flush()
+    for n in names:
+        for p in range(1, peers + 1):
+            pending.append(zk.create_async(f"{lay.queues}/{n}/{p}", b""))
+    flush()
+    for n in names:
+        host = n.split(",")[0]
+        for p in range(1, peers + 1):
+            for w in range(wals):
+                wal_name = f"{host}%2C16020%2C{n.split(',')[2]}.{1700000000000 + w}"
+                pending.append(zk.create_async(f"{lay.queues}/{n}/{p}/{wal_name}", encode_position(w * 1000)))
+            if len(pending) > 5000:
+                flush()
+    flush()
 
 
 def sequential_baseline(zk: KazooClient, parent: str, *, every_wal: bool) -> int:

@@ -197,7 +197,8 @@ class HBasePolicy(_Model):
     table_cfs: dict[str, list[str]] = Field(default_factory=dict)
     schedule: str | None = "@daily"
     max_lag_s: float | None = None
-    hbase_rootdir: str = Field(default="/hbase", description="hbase.rootdir on the hot cluster's filesystem: "
+    hbase_rootdir: str = Field(default="/hbase", description="hbase.rootdir on the hot cluster's filesystem "
+                               "(or a webhdfs:// URI of it): "
                                "WAL lengths (WALs/, oldWALs/) and table descriptors (data/) are read there")
 
 

@@ -100,6 +100,10 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
 
 
 def _render_changes(data: dict[str, Any]) -> None:
+    if data.get("warning"):
+        err_console.print(f"warning: peer {data['peer_id']}: {data['warning']}", markup=False, highlight=False)
+    if data.get("script"):
+        out_console.print(f"peer [bold]{data['peer_id']}[/]: hbase shell:\n{data['script']}", highlight=False)
     verb = "would change" if data["dry_run"] else "changed"
     if not data["changes"]:
         out_console.print(f"peer [bold]{data['peer_id']}[/]: {data['action']}: nothing to do (already so)")
@@ -153,7 +157,7 @@ def register(app: typer.Typer) -> None:
         own = [tg.endpoint.cluster_key]
         with zk_session(tg.endpoint) as z:
             kw: dict[str, Any] = {"znode_parent": tg.parent, "hbase_version": tg.version, "dry_run": dry_run,
-                                  "ledger": tg.ledger}
+                                  "ledger": tg.ledger, "shell": tg.cluster.hbase_shell if tg.cluster else None}
             if action == "add":
                 assert cluster_key is not None
                 res = hp.add_peer(z, peer_id, cluster_key, table_cfs=table_cfs, own_cluster_keys=own,
@@ -199,7 +203,8 @@ def register(app: typer.Typer) -> None:
         desired = peers_from_topology(state(ctx).topology())
         with zk_session(tg.endpoint) as z:
             results = converge_peers(z, desired, znode_parent=tg.parent, hbase_version=tg.version,
-                                     remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger)
+                                     remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger,
+                                     shell=tg.cluster.hbase_shell if tg.cluster else None)
         def render(rows: list[dict[str, Any]]) -> None:
             if not rows:
                 out_console.print("no HBase policies: no peers to sync")

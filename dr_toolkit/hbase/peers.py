@@ -1,4 +1,11 @@
-"""HBase replication peers, written directly in HBase's ZooKeeper layout — idempotent and converging.
+"""HBase replication peers in HBase's ZooKeeper layout — idempotent and converging.
+
+HBase 2.0 and later keep peers in those znodes but *learn* them through master procedures:
+a peer or a state written into ZooKeeper is ignored by a running HBase 2.x (seen on HBase
+2.6: not listed by ``listReplicationPeers``, no queue made, a "disabled" peer ships on). So
+for ``hbase_version`` ≥ 2.0 with ``shell`` (the cluster's ``hbase_shell``) the planned changes
+are made by ``hbase shell -n`` (:func:`shell_script`); without it they are written into
+ZooKeeper as before and the result carries a ``warning``. Reading is from ZooKeeper always.
 
 Every operation reads the current znodes, plans the changes that bring them to the desired
 state, and applies them (or, with ``dry_run=True``, only returns them). Running an operation
@@ -76,6 +83,9 @@ class PeerResult:
     changes: list[ZnodeChange] = field(default_factory=list)
     before: Peer | None = None
     after: Peer | None = None
+    backend: str = "zookeeper"  # or "hbase-shell"
+    script: str | None = None  # the shell script run (or that would run)
+    warning: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -85,7 +95,8 @@ class PeerResult:
         return {"peer_id": self.peer_id, "action": self.action, "dry_run": self.dry_run, "changed": self.changed,
                 "changes": [asdict(c) for c in self.changes],
                 "before": self.before.to_json() if self.before else None,
-                "after": self.after.to_json() if self.after else None}
+                "after": self.after.to_json() if self.after else None,
+                "backend": self.backend, "script": self.script, "warning": self.warning}
 
 
 # --- validation ------------------------------------------------------------------------------------
@@ -220,16 +231,74 @@ def _apply(zk: ZkClient, plan: list[tuple[ZnodeChange, bytes | None]]) -> None:
     tx.commit()
 
 
+ZK_IGNORED = ("HBase 2.0 and later learn peers through master procedures, not from ZooKeeper: a running "
+              "HBase ignores this change until restarted; set clusters.<name>.hbase_shell so that the "
+              "toolkit makes it through `hbase shell`")
+
+
+def _rb(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _rb_table_cfs(table_cfs: dict[str, list[str]]) -> str:
+    items = ", ".join(f"{_rb(t if ':' in t else 'default:' + t)} => [{', '.join(_rb(c) for c in cfs)}]"
+                      for t, cfs in sorted(table_cfs.items()))
+    return "{ " + items + " }"
+
+
+def shell_script(peer_id: str, changes: list[ZnodeChange], lay: Layout, *, cluster_key: str | None = None,
+                 table_cfs: dict[str, list[str]] | None = None) -> str:
+    """The ``hbase shell`` (HBase 2.x) commands that make the planned znode changes the way HBase
+    itself does (``add_peer``, ``set_peer_replicate_all`` / ``set_peer_tableCFs``,
+    ``enable_peer``/``disable_peer``, ``remove_peer``)."""
+    pid = _rb(peer_id)
+    out: list[str] = []
+    for ch in changes:
+        if ch.path == lay.peer(peer_id) and ch.op == "create":
+            assert cluster_key is not None
+            extra = f", TABLE_CFS => {_rb_table_cfs(table_cfs)}" if table_cfs is not None else ""
+            out.append(f"add_peer {pid}, CLUSTER_KEY => {_rb(cluster_key)}{extra}")
+        elif ch.path == lay.peer(peer_id) and ch.op == "set":
+            if table_cfs is None:
+                out.append(f"set_peer_replicate_all {pid}, true")
+            else:
+                out.append(f"set_peer_replicate_all {pid}, false")
+                out.append(f"set_peer_tableCFs {pid}, {_rb_table_cfs(table_cfs)}")
+        elif ch.path == lay.peer(peer_id) and ch.op == "delete":
+            out.append(f"remove_peer {pid}")
+        elif ch.path == lay.peer_state(peer_id) and ch.op in ("create", "set"):
+            if ch.after == "DISABLED":
+                out.append(f"disable_peer {pid}")
+            elif ch.op == "set":  # a new peer is created ENABLED
+                out.append(f"enable_peer {pid}")
+    return "".join(line + "\n" for line in out)
+
+
 def _converge(zk: ZkClient, peer_id: str, action: str, znode_parent: str, dry_run: bool,
               planner: Callable[[Peer | None], list[tuple[ZnodeChange, bytes | None]]],
-              ledger: Ledger | None) -> PeerResult:
+              ledger: Ledger | None, *, hbase_version: str = "2.5", shell: str | None = None,
+              cluster_key: str | None = None, table_cfs: dict[str, list[str]] | None = None) -> PeerResult:
     lay = Layout(znode_parent)
     before = read_peer(zk, peer_id, znode_parent)
     plan = planner(before)
     result = PeerResult(peer_id, action, dry_run, [c for c, _ in plan], before=before)
+    via_shell = shell is not None and table_cfs_in_peer(hbase_version)
+    if via_shell and plan:
+        result.backend = "hbase-shell"
+        result.script = shell_script(peer_id, result.changes, lay, cluster_key=cluster_key, table_cfs=table_cfs)
+    elif plan and table_cfs_in_peer(hbase_version):
+        result.warning = ZK_IGNORED
     if dry_run or not plan:
         result.after = before if not plan else None
         _audit(ledger, zk, result, "dry-run" if dry_run else "unchanged")
+        return result
+    if via_shell:
+        from dr_toolkit.hbase.tables import run_shell
+
+        assert shell is not None and result.script is not None
+        run_shell(shell, result.script)
+        result.after = read_peer(zk, peer_id, znode_parent)
+        _audit(ledger, zk, result, "ok")
         return result
     if not dry_run:
         zk.ensure_path(lay.peers)
@@ -271,8 +340,11 @@ def _audit(ledger: Ledger | None, zk: ZkClient, res: PeerResult, status: str) ->
 def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[str, list[str]] | str | None = None,
              znode_parent: str = "/hbase", hbase_version: str = "2.5", enabled: bool | None = None,
              own_cluster_keys: list[str] | None = None, dry_run: bool = False,
-             ledger: Ledger | None = None) -> PeerResult:
+             ledger: Ledger | None = None, shell: str | None = None) -> PeerResult:
     """Add peer ``peer_id`` → ``cluster_key`` (or repair / update it to that state).
+
+    ``shell`` (the ``hbase`` command): on HBase ≥ 2.0 the change is made through ``hbase shell``
+    (HBase 2.x ignores peers written into ZooKeeper); the ZooKeeper state is still what is read.
 
     ``enabled=None`` creates it ENABLED and leaves an existing peer's state alone. The
     cluster's own key (from the ensemble ``zk`` is connected to, plus ``own_cluster_keys``) is
@@ -290,7 +362,8 @@ def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[st
     _check_not_self(cluster_key, [own_cluster_key(zk, znode_parent), *(own_cluster_keys or [])])
     lay = Layout(znode_parent)
     return _converge(zk, peer_id, "add", znode_parent, dry_run,
-                     lambda cur: _plan_add(cur, peer_id, cluster_key, tcfs, enabled, lay, hbase_version), ledger)
+                     lambda cur: _plan_add(cur, peer_id, cluster_key, tcfs, enabled, lay, hbase_version), ledger,
+                     hbase_version=hbase_version, shell=shell, cluster_key=cluster_key, table_cfs=tcfs)
 
 
 def _require(cur: Peer | None, peer_id: str, zk: ZkClient, znode_parent: str) -> Peer:
@@ -302,7 +375,8 @@ def _require(cur: Peer | None, peer_id: str, zk: ZkClient, znode_parent: str) ->
 
 
 def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, znode_parent: str = "/hbase",
-                   hbase_version: str = "2.5", dry_run: bool = False, ledger: Ledger | None = None) -> PeerResult:
+                   hbase_version: str = "2.5", dry_run: bool = False, ledger: Ledger | None = None,
+                   shell: str | None = None) -> PeerResult:
     validate_peer_id(peer_id)
     lay = Layout(znode_parent)
 
@@ -314,7 +388,8 @@ def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, znode_parent: s
         op = "create" if cur.state is None else "set"
         return [(ZnodeChange(op, lay.peer_state(peer_id), cur.state, want), encode_state(enabled, hbase_version))]
 
-    return _converge(zk, peer_id, "enable" if enabled else "disable", znode_parent, dry_run, plan, ledger)
+    return _converge(zk, peer_id, "enable" if enabled else "disable", znode_parent, dry_run, plan, ledger,
+                     hbase_version=hbase_version, shell=shell)
 
 
 def enable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
@@ -326,7 +401,8 @@ def disable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
 
 
 def remove_peer(zk: ZkClient, peer_id: str, *, znode_parent: str = "/hbase", missing_ok: bool = True,
-                dry_run: bool = False, ledger: Ledger | None = None, hbase_version: str = "2.5") -> PeerResult:
+                dry_run: bool = False, ledger: Ledger | None = None, hbase_version: str = "2.5",
+                shell: str | None = None) -> PeerResult:
     """Delete the peer's znodes (children first). An absent peer is already removed (``missing_ok``)."""
     validate_peer_id(peer_id)
     lay = Layout(znode_parent)
@@ -344,7 +420,8 @@ def remove_peer(zk: ZkClient, peer_id: str, *, znode_parent: str = "/hbase", mis
         out.append((ZnodeChange("delete", lay.peer(peer_id), cur.cluster_key, None), None))
         return out
 
-    return _converge(zk, peer_id, "remove", znode_parent, dry_run, plan, ledger)
+    return _converge(zk, peer_id, "remove", znode_parent, dry_run, plan, ledger, hbase_version=hbase_version,
+                     shell=shell)
 
 
 @dataclass(frozen=True)
@@ -359,16 +436,17 @@ class PeerSpec:
 
 def converge_peers(zk: ZkClient, desired: list[PeerSpec], *, znode_parent: str = "/hbase",
                    hbase_version: str = "2.5", remove_others: bool = False, dry_run: bool = False,
-                   ledger: Ledger | None = None) -> list[PeerResult]:
+                   ledger: Ledger | None = None, shell: str | None = None) -> list[PeerResult]:
     """Bring the peers to exactly ``desired`` (``remove_others``: also delete peers not listed)."""
     results = [add_peer(zk, s.peer_id, s.cluster_key, table_cfs=s.table_cfs, znode_parent=znode_parent,
-                        hbase_version=hbase_version, enabled=s.enabled, dry_run=dry_run, ledger=ledger)
+                        hbase_version=hbase_version, enabled=s.enabled, dry_run=dry_run, ledger=ledger, shell=shell)
                for s in desired]
     if remove_others:
         wanted = {s.peer_id for s in desired}
         for p in list_peers(zk, znode_parent):
             if p.peer_id not in wanted:
-                results.append(remove_peer(zk, p.peer_id, znode_parent=znode_parent, dry_run=dry_run, ledger=ledger))
+                results.append(remove_peer(zk, p.peer_id, znode_parent=znode_parent, dry_run=dry_run, ledger=ledger,
+                                           hbase_version=hbase_version, shell=shell))
     return results
 
 

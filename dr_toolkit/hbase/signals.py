@@ -43,10 +43,11 @@ def _why(exc: BaseException) -> str:
 
 
 def hot_fs(topology: Topology, access: Access, rootdir: str) -> tuple[FileSystem, str]:
-    """The hot cluster's filesystem and the absolute path of ``rootdir`` on it."""
+    """The hot cluster's filesystem and the absolute path of ``rootdir`` on it. ``rootdir`` is a path
+    on the hot cluster's filesystem, or a URI (``webhdfs://nn:9870/hbase``) where it lives elsewhere."""
     from dr_toolkit.fs import open_fs, parse_uri
 
-    loc = parse_uri(f"hdfs://{topology.hot_name}{rootdir}", topology)
+    loc = parse_uri(rootdir if "://" in rootdir else f"hdfs://{topology.hot_name}{rootdir}", topology)
     return open_fs(loc, access), loc.path
 
 
@@ -125,9 +126,11 @@ def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent
             out.append(f"peer {policy.peer_id} ships to {peer.cluster_key}, not to the cold cluster "
                        f"({cold.cluster_key})")
     if peer.table_cfs is not None:
+        # the decoder names default-namespace tables without "default:" (as HBase's shell prints them)
+        covered = {k if ":" in k else f"default:{k}" for k in peer.table_cfs}
         for t in policy.tables:
             full = t if ":" in t else f"default:{t}"
-            if full not in peer.table_cfs and t not in peer.table_cfs:
+            if full not in covered:
                 out.append(f"peer {policy.peer_id}'s table-CFs do not include protected table {full}")
     return out, False
 
@@ -146,6 +149,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
         wal_length = fs_wal_length(fs, root)
         table_reasons, tables = table_problems(fs, root, policy)
     except Exception as exc:  # noqa: BLE001 - no filesystem: drain cannot be proven, scope not verified
+        wal_length = None  # the same filesystem: its WAL lengths cannot be read either
         fs_error = _why(exc)
         table_reasons = [f"cannot read table descriptors on the hot filesystem: {fs_error}"]
     st = replication_status(zk, parent, peers=[policy.peer_id], wal_length=wal_length)
@@ -161,7 +165,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
-            length = wal_length(q.server, q.current_wal)
+            length = wal_length(q.server, q.current_wal, q.position)
             if length is not None and behind is not None:
                 behind += max(0, length - q.position)
         elif q.wals:

@@ -60,7 +60,10 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
         desired = [spec for spec in peers_from_topology(topo) if spec.peer_id in wanted]
         results = converge_peers(z, desired, znode_parent=ep.hbase_znode_parent,
                                  hbase_version=ep.hbase_version, dry_run=dry_run,
-                                 ledger=open_ledger(topo, access))
+                                 ledger=open_ledger(topo, access), shell=c.hbase_shell)
+    for r in results:
+        if r.warning:
+            log.warning("peer %s: %s", r.peer_id, r.warning)
     out: dict[str, Any] = {"dry_run": dry_run, "peers": [{"peer_id": r.peer_id, "changed": r.changed,
                                           "changes": [f"{ch.op} {ch.path}" for ch in r.changes]} for r in results]}
     log.info("peers: %s", ", ".join(f"{p['peer_id']}({len(p['changes'])} change(s))" for p in out["peers"]) or "none")

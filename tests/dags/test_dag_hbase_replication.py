@@ -1,4 +1,5 @@
-"""The dr_hbase_replication DAG (dag.test()) and the HBase sensor, against the test ZooKeeper."""
+"""The dr_hbase_replication DAG (dag.test()) against the test ZooKeeper, and the HBase sensor against
+the real hot HBase cluster."""
 
 from __future__ import annotations
 
@@ -47,18 +48,39 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
     assert tis2["queue_status"].xcom_pull(task_ids="queue_status")["caught_up"] is True
 
 
-def test_sensor_follows_queues(airflow_home, hbase_topology, hbase_parent, rs_cluster, monkeypatch) -> None:
-    import airflow  # noqa: F401 - its settings put plugins/ on sys.path
-    from drt_airflow.hbase import HBaseReplicationCaughtUpSensor, run_peers
+def test_sensor_follows_the_real_queues(airflow_home, tmp_path, hbase_hot, hbase_cold, monkeypatch) -> None:
+    """The sensor on the real hot HBase: a rolled WAL waiting behind a disabled peer keeps it down;
+    once the peer is enabled and cold has the rows, it pokes True."""
+    import time
 
-    monkeypatch.setenv("DRT_CONFIG", str(hbase_topology))
-    assert run_peers()["peers"][0]["changed"] is True
-    assert run_peers()["peers"][0]["changed"] is False  # idempotent
-    c = rs_cluster(["1"])
-    rs = c.add_server("rs-a.example.com")
-    rs.write(100)
-    rs.roll()
+    import airflow  # noqa: F401 - its settings put plugins/ on sys.path
+    import yaml
+    from drt_airflow.hbase import HBaseReplicationCaughtUpSensor
+
+    hot, cold = hbase_hot, hbase_cold
+    path = tmp_path / "drt.yaml"
+    zk = {"connect_timeout_s": 5, "call_timeout_s": 5}
+    path.write_text(yaml.safe_dump({
+        "version": 1,
+        "clusters": {
+            "hot": {"role": "hot", "local_root": str(tmp_path / "hot"),
+                    "zookeeper": {"quorum": hot.zk_quorum, "hbase_znode_parent": hot.znode_parent, **zk}},
+            "cold": {"role": "cold", "local_root": str(tmp_path / "cold"),
+                     "zookeeper": {"quorum": cold.zk_quorum, "hbase_znode_parent": cold.znode_parent, **zk}}},
+        "policies": {"hbase": [{"name": "orders", "peer_id": "1", "tables": ["default:orders"]}]},
+        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
+    monkeypatch.setenv("DRT_CONFIG", str(path))
     sensor = HBaseReplicationCaughtUpSensor(task_id="hbase_caught_up", peers=["1"])
+    hot.disable_peer("1")
+    hot.put(8_000_000, 10)
+    hot.roll_wal()
+    deadline = time.monotonic() + 60
+    while sensor.poke({}) and time.monotonic() < deadline:  # HBase queues the new WAL a moment later
+        time.sleep(0.5)
     assert sensor.poke({}) is False
-    rs.drain()
+    hot.enable_peer("1")
+    cold.wait_rows(hot.count())
+    deadline = time.monotonic() + 60
+    while not sensor.poke({}) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert sensor.poke({}) is True

@@ -1,4 +1,4 @@
-"""The runbook on the real test services: a full executed failover, a dry run that writes nothing but
+"""The runbook on the real test services (a real HBase 2.6 pair hot → cold): a full executed failover, a dry run that writes nothing but
 audit rows, decisions (reject, approvers, lint acknowledgements) audited, runs killed mid-way and at
 approval then resumed (the gate re-run, never an old GO), abort after the fence."""
 
@@ -19,7 +19,7 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import HBaseWorld, drt, hbase_drain, hbase_world, write_topology
+from tests.support.fixtures_failover import RealHBaseWorld, drt, hbase_drain, hbase_world, write_topology
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +33,22 @@ def fence_of(topo) -> dict:
         return Fence(zk, ep.dr_root).snapshot()
 
 
-@pytest.fixture
-def worlds():
-    made: list[HBaseWorld] = []
+_CLUSTERS: list[tuple] = []
 
-    def make(topo, **kw) -> HBaseWorld:
-        w = HBaseWorld(topo, **kw)
+
+@pytest.fixture
+def worlds(hbase_clusters):
+    """The real HBase pair as the runbook's worlds (``worlds(topo, lagging=...)``); ``simple`` and
+    ``worlds.clusters`` write topologies pointing at it."""
+    made: list[RealHBaseWorld] = []
+    _CLUSTERS[:] = [hbase_clusters]
+
+    def make(topo, **kw) -> RealHBaseWorld:
+        w = RealHBaseWorld(topo, *hbase_clusters, **kw)
         made.append(w)
         return w
 
+    make.clusters = hbase_clusters  # type: ignore[attr-defined]
     yield make
     for w in made:
         w.close()
@@ -50,7 +57,8 @@ def worlds():
 def simple(tmp_path, zk_server, **kw):
     if not zk_server.running:
         zk_server.start()
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}], **kw)
+    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hbase_clusters=_CLUSTERS[0], **kw)
     return path, load_topology(path)
 
 
@@ -80,6 +88,7 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
     from tests.support.fixtures_kafka import committed
 
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
+                          hbase_clusters=worlds.clusters,
                           hbase=[{"name": "hb", "peer_id": "1"}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
@@ -127,6 +136,7 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
 
 def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
+                          hbase_clusters=worlds.clusters,
                           hbase=[{"name": "hb", "peer_id": "1"}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
@@ -280,12 +290,12 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert ("final_gate", "done") in _events(ledger)[1]
-    w.lag(77)  # a new write on hot after the final gate said GO
+    w.lag(7)  # a new write on hot after the final gate said GO
     asked = []
     out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True).run()
     assert out["status"] == "failed"
     steps = {s["name"]: s for s in out["steps"]}
-    assert steps["approval"]["status"] == "failed" and "77 bytes left to ship" in steps["approval"]["message"]
+    assert steps["approval"]["status"] == "failed" and "bytes left to ship" in steps["approval"]["message"]
     assert asked == [] and fence_of(topo)["active"] is None  # nobody was asked; nothing promoted
     w.drain()
     out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True, who="dave").run()
@@ -371,6 +381,7 @@ def test_steps_are_exported_as_enums() -> None:
 @pytest.mark.spark
 def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_server, spark, worlds) -> None:
     path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hbase_clusters=worlds.clusters,
                           hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
                           verify=[{"name": "orders", "source": "hdfs://hot/warehouse/orders",
                                    "target": "hdfs://cold/warehouse/orders", "key": ["id"], "format": "json"}])

@@ -1,4 +1,5 @@
-"""`drt hbase ...` end to end on the test ZooKeeper, from the topology and with --zk."""
+"""`drt hbase ...` end to end: peers on the test ZooKeeper (from the topology and with --zk), status on
+the real hot HBase cluster."""
 
 from __future__ import annotations
 
@@ -60,18 +61,34 @@ def test_bad_input_exit_2_and_nothing_written(capsys, zk_server, hbase_parent, z
     assert zk.exists(hbase_parent) is None
 
 
-def test_status_exit_codes(capsys, zk_server, hbase_parent, rs_cluster) -> None:
-    c = rs_cluster(["1"])
-    a = c.add_server("rs-a.example.com")
-    a.write(10)
-    a.roll()
-    args = ["hbase", "status", "--zk", zk_server.address, "--znode-parent", hbase_parent]
+def test_status_exit_codes_on_the_real_hot_cluster(capsys, hbase_hot, hbase_cold) -> None:
+    import time
+
+    hot, cold = hbase_hot, hbase_cold
+    args = ["hbase", "status", "--zk", hot.zk_quorum, "--znode-parent", hot.znode_parent]
+    cold.wait_rows(hot.count())
     rc, doc, _ = _run(capsys, *args)
-    assert rc == 1 and doc["caught_up"] is False and doc["queues"][0]["size_of_log_queue"] == 1
-    a.drain()
-    rc, doc, _ = _run(capsys, *args, "--peer", "1")
-    assert rc == 1 and any("peer 1 is not configured" in r for r in doc["reasons"])
-    rc, doc, _ = _run(capsys, "--config", "/nonexistent.yaml", *args)
+    assert rc == 0 and doc["caught_up"] is True and doc["queues"][0]["wals"] == 1
+    assert doc["basis"] == "queue-size" and doc["proven"] is False  # no WAL lengths from the command line
+    hot.disable_peer("1")
+    hot.put(7_000_000, 10)
+    hot.roll_wal()  # a whole WAL now waits (HBase lists the new WAL in the queue a moment later)
+    deadline = time.monotonic() + 60
+    rc, doc, _ = _run(capsys, *args)
+    while rc == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rc, doc, _ = _run(capsys, *args)
+    assert rc == 1 and doc["caught_up"] is False and doc["queues"][0]["size_of_log_queue"] >= 1
+    assert any("peer 1 is DISABLED" in r for r in doc["reasons"])
+    rc, doc, _ = _run(capsys, *args, "--peer", "9")
+    assert rc == 1 and any("peer 9 is not configured" in r for r in doc["reasons"])
+    hot.enable_peer("1")
+    cold.wait_rows(hot.count())
+    deadline = time.monotonic() + 60
+    rc, doc, _ = _run(capsys, "--config", "/nonexistent.yaml", *args, "--peer", "1")
+    while rc == 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rc, doc, _ = _run(capsys, "--config", "/nonexistent.yaml", *args, "--peer", "1")
     assert rc == 0 and doc["caught_up"] is True and doc["queues"][0]["wals"] == 1
 
 

@@ -27,7 +27,11 @@ def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = No
                    hdfs: list[dict[str, Any]] | None = None, hbase: list[dict[str, Any]] | None = None,
                    kafka: list[dict[str, Any]] | None = None, verify: list[dict[str, Any]] | None = None,
                    failover: dict[str, Any] | None = None, hot_extra: dict[str, Any] | None = None,
-                   cold_extra: dict[str, Any] | None = None, zk_conn_id: str | None = None) -> Path:
+                   cold_extra: dict[str, Any] | None = None, zk_conn_id: str | None = None,
+                   hbase_clusters: tuple[Any, Any] | None = None) -> Path:
+    """``hbase_clusters`` (the real hot and cold HBase): the clusters' ZooKeeper sections are theirs
+    (the hot one also keeps ``dr_root``), and each HBase policy reads WALs and table descriptors at
+    the hot cluster's reported hbase.rootdir over WebHDFS."""
     tag = uuid.uuid4().hex[:8]
     (tmp_path / "hot").mkdir(exist_ok=True)
     (tmp_path / "cold").mkdir(exist_ok=True)
@@ -41,8 +45,16 @@ def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = No
                 c["zookeeper"]["conn_id"] = zk_conn_id
         if kafka_addr:
             c["kafka"] = {"bootstrap_servers": kafka_addr, "timeout_s": 5}
+        if hbase_clusters is not None:
+            real = hbase_clusters[0 if role == "hot" else 1]
+            c["zookeeper"] = {"quorum": real.zk_quorum, "hbase_znode_parent": real.znode_parent,
+                              "dr_root": f"/drt-{tag}", "connect_timeout_s": 3, "call_timeout_s": 3}
         c.update(extra or {})
         return c
+
+    if hbase_clusters is not None:
+        hot_hb = hbase_clusters[0]
+        hbase = [{"hbase_rootdir": f"{hot_hb.webhdfs_url}{hot_hb.rootdir}", **p} for p in hbase or []]
 
     doc = {
         "version": 1,
@@ -178,7 +190,10 @@ def chromium_dump_dom(url: str, *, timeout: float = 90, budget_ms: int = 15000) 
 class HBaseWorld:
     """The hot cluster's HBase as the gate sees it: peer ``1`` to the cold cluster, one region server
     (drt_demo/regionserver_sim.py) writing real WAL files under ``<hot local_root>/hbase``, and a
-    table ``default:orders`` whose family replicates. Lag and faults are injected per test."""
+    table ``default:orders`` whose family replicates. Lag and faults are injected per test.
+
+    Still the simulator: the runbook's tests (kept on it for now). The gate's tests use
+    :class:`RealHBaseWorld`."""
 
     def __init__(self, topo: Any, *, lagging: bool = False) -> None:
         from dr_toolkit.hbase.peers import add_peer
@@ -222,6 +237,62 @@ class HBaseWorld:
             self.sim.close()
         except Exception:  # noqa: BLE001 - ZooKeeper may be down in a fault test
             pass
+
+
+class RealHBaseWorld:
+    """The real hot and cold HBase (session pair, peer ``1``, table ``default:orders``) under a topology
+    written with ``write_topology(..., hbase_clusters=(hot, cold))``. Lag is real: the peer is
+    disabled through HBase's Admin API and rows are put on hot; draining enables it and waits until
+    cold has every row and the toolkit proves drain."""
+
+    _row = [9_000_000]
+
+    def __init__(self, topo: Any, hot: Any, cold: Any, *, lagging: bool = False) -> None:
+        self.topo, self.hot, self.cold = topo, hot, cold
+        self.parent = hot.znode_parent
+        self.drain()
+        if lagging:
+            self.lag()
+
+    def put(self, n: int) -> None:
+        self.hot.put(self._row[0], n)
+        self._row[0] += n
+
+    def lag(self, rows: int = 10) -> None:
+        """Rows written on hot and not shipped (peer disabled): the open WAL's edits past the position."""
+        self.hot.disable_peer("1")
+        self.put(rows)
+
+    def lag_whole_wal(self) -> None:
+        """Rows not shipped in a WAL that was rolled: a whole WAL waits in the queue."""
+        self.lag()
+        self.hot.roll_wal()
+
+    def drain(self, timeout: float = 120) -> None:
+        from dr_toolkit.hbase.signals import hot_fs
+        from dr_toolkit.hbase.status import fs_wal_length, replication_status
+
+        if not self.hot.list_peers()["1"]["enabled"]:
+            self.hot.enable_peer("1")
+        self.cold.wait_rows(self.hot.count(), timeout=timeout)
+        from dr_toolkit.access import default_access
+
+        fs, root = hot_fs(self.topo, default_access(None), self.topo.policies.hbase[0].hbase_rootdir)
+        deadline = time.monotonic() + timeout
+        with self.zk() as zk:
+            while not replication_status(zk, self.parent, wal_length=fs_wal_length(fs, root)).proven:
+                assert time.monotonic() < deadline, "hot HBase never proven drained"
+                time.sleep(0.3)
+
+    def zk(self) -> Any:
+        from dr_toolkit.zk.client import connect
+
+        return connect(self.topo.hot.zookeeper)
+
+    def close(self) -> None:
+        from tests.support.fixtures_hbase import restore_hbase
+
+        restore_hbase(self.hot, self.cold)
 
 
 _WORLDS: dict[str, HBaseWorld] = {}
