@@ -200,6 +200,17 @@ class HBaseCluster:
     def add_peer(self, peer_id: str, cluster_key: str, table_cfs: str | None = None) -> None:
         self.request("add_peer", peer_id, cluster_key, *([table_cfs] if table_cfs else []))
 
+    def add_peer_filtered(self, peer_id: str, cluster_key: str, *, replicate_all: bool,
+                          namespaces: str | None = None, table_cfs: str | None = None,
+                          exclude_namespaces: str | None = None, exclude_table_cfs: str | None = None) -> None:
+        """A DISABLED peer with HBase 2.x's filters (lists as ``ns1,ns2`` / ``ns:t:cf1,cf2;t2``)."""
+        self.request("add_peer_filtered", peer_id, cluster_key, str(replicate_all).lower(),
+                     *(v or "-" for v in (namespaces, table_cfs, exclude_namespaces, exclude_table_cfs)))
+
+    def need_to_replicate(self, peer_id: str, table: str, family: str | None = None) -> bool:
+        """HBase's own answer (``ReplicationPeerConfig.needToReplicate``) for the peer's filters."""
+        return bool(self.request("need_to_replicate", peer_id, table, *([family] if family else []))["need"])
+
     def enable_peer(self, peer_id: str) -> None:
         self.request("enable_peer", peer_id)
 

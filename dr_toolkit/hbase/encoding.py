@@ -191,6 +191,49 @@ class PeerConfig:
     endpoint_impl: str | None = None
     replicate_all: bool | None = None
     extra_fields: tuple[tuple[int, int | bytes], ...] = field(default=(), compare=False)
+    # HBase >= 2.0 filters (ReplicationPeer fields 6, 9, 10), as HBase reads them: None when absent
+    namespaces: frozenset[str] | None = None
+    exclude_table_cfs: dict[str, list[str]] | None = None
+    exclude_namespaces: frozenset[str] | None = None
+
+    @property
+    def replicates_all(self) -> bool:
+        if self.replicate_all is not None:
+            return self.replicate_all
+        return not (self.table_cfs or self.namespaces)
+
+    def replicates(self, table: str, family: str | None = None) -> bool:
+        """HBase's own rule (``ReplicationPeerConfig.needToReplicate``): does this peer ship
+        ``table`` (``ns:name``; no namespace = ``default``) — with ``family``, that family; without,
+        any family of it? ``replicate_all`` absent: true, unless the peer lists table-CFs or
+        namespaces (HBase 1.x semantics, and what HBase 2.x's peer upgrader makes of such a peer)."""
+        name = full_table(table)
+        ns = name.split(":", 1)[0]
+        if self.replicates_all:
+            if self.exclude_namespaces and ns in self.exclude_namespaces:
+                return False
+            ex = {full_table(t): cfs for t, cfs in (self.exclude_table_cfs or {}).items()}
+            if name not in ex:
+                return True
+            cfs = ex[name]
+            return bool(cfs) and (family is None or family not in cfs)
+        if self.namespaces is None and self.table_cfs is None:
+            return False
+        if self.namespaces and ns in self.namespaces:
+            return True
+        tc = {full_table(t): cfs for t, cfs in (self.table_cfs or {}).items()}
+        return name in tc and (family is None or not tc[name] or family in tc[name])
+
+    def replicates_namespace(self, namespace: str) -> bool:
+        """Would a *new* table of ``namespace`` (no table-CFs entry yet) be shipped?"""
+        if self.replicates_all:
+            return not (self.exclude_namespaces and namespace in self.exclude_namespaces)
+        return bool(self.namespaces and namespace in self.namespaces)
+
+
+def full_table(table: str) -> str:
+    """``ns:name`` with the ``default`` namespace spelled out."""
+    return table if ":" in table else f"default:{table}"
 
 
 def _split_table(table: str) -> tuple[bytes, bytes]:
@@ -232,29 +275,48 @@ def decode_peer(raw: bytes) -> PeerConfig:
     impl: str | None = None
     tcfs: dict[str, list[str]] | None = None
     replicate_all: bool | None = None
+    namespaces: set[str] = set()
+    exclude_ns: set[str] = set()
+    exclude_tcfs: dict[str, list[str]] | None = None
     for fno, v in parse_fields(body):
         if fno == 1 and isinstance(v, bytes):
             key = v.decode()
         elif fno == 2 and isinstance(v, bytes):
             impl = v.decode() or None
-        elif fno == 5 and isinstance(v, bytes):
-            ns, q, fams = b"default", b"", []
-            for f2, v2 in parse_fields(v):
-                if f2 == 1 and isinstance(v2, bytes):
-                    for f3, v3 in parse_fields(v2):
-                        if f3 == 1 and isinstance(v3, bytes):
-                            ns = v3
-                        elif f3 == 2 and isinstance(v3, bytes):
-                            q = v3
-                elif f2 == 2 and isinstance(v2, bytes):
-                    fams.append(v2.decode())
-            tcfs = tcfs or {}
-            tcfs[_join_table(ns, q)] = fams
+        elif fno in (5, 9) and isinstance(v, bytes):
+            name, fams = _table_cf(v)
+            if fno == 5:
+                tcfs = tcfs or {}
+                tcfs[name] = fams
+            else:
+                exclude_tcfs = exclude_tcfs or {}
+                exclude_tcfs[name] = fams
+        elif fno == 6 and isinstance(v, bytes):
+            namespaces.add(v.decode())
+        elif fno == 10 and isinstance(v, bytes):
+            exclude_ns.add(v.decode())
         elif fno == 8 and isinstance(v, int):
             replicate_all = bool(v)
     if key is None:
         raise DecodeError("ReplicationPeer without clusterkey")
-    return PeerConfig(cluster_key=key, table_cfs=tcfs, endpoint_impl=impl, replicate_all=replicate_all)
+    return PeerConfig(cluster_key=key, table_cfs=tcfs, endpoint_impl=impl, replicate_all=replicate_all,
+                      namespaces=frozenset(namespaces) or None, exclude_table_cfs=exclude_tcfs,
+                      exclude_namespaces=frozenset(exclude_ns) or None)
+
+
+def _table_cf(v: bytes) -> tuple[str, list[str]]:
+    """A ``TableCF`` message: (table name, families)."""
+    ns, q, fams = b"default", b"", []
+    for f2, v2 in parse_fields(v):
+        if f2 == 1 and isinstance(v2, bytes):
+            for f3, v3 in parse_fields(v2):
+                if f3 == 1 and isinstance(v3, bytes):
+                    ns = v3
+                elif f3 == 2 and isinstance(v3, bytes):
+                    q = v3
+        elif f2 == 2 and isinstance(v2, bytes):
+            fams.append(v2.decode())
+    return _join_table(ns, q), fams
 
 
 # --- table-CFs string (HBase 0.98–1.x `tableCFs` znode and the shell's syntax) ----------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, DrtError
@@ -69,10 +69,17 @@ class Peer:
     state: str | None  # ENABLED | DISABLED | None (peer-state znode missing: half-written peer)
     table_cfs: dict[str, list[str]] | None = None
     tcfs_znode: bool = field(default=False, repr=False)  # HBase 1.x `tableCFs` child exists
+    config: PeerConfig | None = field(default=None, repr=False, compare=False)  # with HBase 2.x's filters
 
     def to_json(self) -> dict[str, Any]:
-        return {"peer_id": self.peer_id, "cluster_key": self.cluster_key, "state": self.state,
-                "table_cfs": self.table_cfs}
+        out: dict[str, Any] = {"peer_id": self.peer_id, "cluster_key": self.cluster_key, "state": self.state,
+                               "table_cfs": self.table_cfs}
+        c = self.config
+        if c is not None:
+            out.update({"replicate_all": c.replicate_all, "namespaces": sorted(c.namespaces or []) or None,
+                        "exclude_namespaces": sorted(c.exclude_namespaces or []) or None,
+                        "exclude_table_cfs": c.exclude_table_cfs})
+        return out
 
 
 @dataclass
@@ -162,7 +169,8 @@ def read_peer(zk: ZkClient, peer_id: str, znode_parent: str = "/hbase") -> Peer 
     if res[2] is not None:
         text = res[2][0].decode(errors="replace").strip()
         tcfs = parse_table_cfs(text) if text else None
-    return Peer(peer_id, cfg.cluster_key, state, tcfs, tcfs_znode=res[2] is not None)
+    return Peer(peer_id, cfg.cluster_key, state, tcfs, tcfs_znode=res[2] is not None,
+                config=replace(cfg, table_cfs=tcfs))
 
 
 def list_peers(zk: ZkClient, znode_parent: str = "/hbase") -> list[Peer]:

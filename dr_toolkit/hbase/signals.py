@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError
 from dr_toolkit.failover.model import Signal, iso, unreadable
+from dr_toolkit.hbase.encoding import PeerConfig, full_table
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.fs import FileSystem
+    from dr_toolkit.hbase.peers import Peer
     from dr_toolkit.hbase.status import WalLength
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import HBasePolicy, Topology
@@ -74,8 +76,10 @@ def record_proven(ledger: Ledger, peer_id: str, t: float, detail: dict[str, Any]
         ledger.set_watermark("hbase", PROVEN.format(peer=peer_id), t, detail)
 
 
-def table_problems(fs: FileSystem, rootdir: str, policy: HBasePolicy) -> tuple[list[str], list[str]]:
-    """(problems, tables checked): protected tables missing or without REPLICATION_SCOPE 1."""
+def table_problems(fs: FileSystem, rootdir: str, policy: HBasePolicy
+                   ) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """(problems, tables checked, families per table): protected tables missing or without
+    REPLICATION_SCOPE 1."""
     from dr_toolkit.hbase.tabledesc import list_tables, read_table
 
     problems: list[str] = []
@@ -92,26 +96,65 @@ def table_problems(fs: FileSystem, rootdir: str, policy: HBasePolicy) -> tuple[l
         pair = (ns, q) if sep else ("default", t)
         if pair not in wanted:
             wanted.append(pair)
+    families: dict[str, list[str]] = {}
     for ns, t in wanted:
         desc = read_table(fs, rootdir, ns, t)
+        if desc is not None:
+            families[f"{ns}:{t}"] = sorted(desc.scopes)
         if desc is None:
             problems.append(f"table {ns}:{t}: no table descriptor under {rootdir}/data (table missing?)")
         elif not desc.scopes:
             problems.append(f"table {ns}:{t}: no column families in its descriptor")
         elif desc.unscoped:
             problems.append(f"table {ns}:{t}: column families {', '.join(desc.unscoped)} have no "
-                            "REPLICATION_SCOPE => 1 (their writes never reach cold): run `drt hbase tables --fix`")
-    return problems, [f"{ns}:{t}" for ns, t in wanted]
+                            "REPLICATION_SCOPE => 1 (their writes never reach cold): run `drt hbase tables enable`")
+    return problems, [f"{ns}:{t}" for ns, t in wanted], families
 
 
-def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent: str) -> tuple[list[str], bool]:
-    """(problems, missing): peer absent / half-written / DISABLED / pointing elsewhere / not covering a table."""
+def filter_problems(cfg: PeerConfig, policy: HBasePolicy, families: dict[str, list[str]]) -> list[str]:
+    """Protected tables, families and namespaces the peer's filters leave out, by HBase's own rule
+    (``replicate_all``, ``namespaces``, ``table_cfs``, ``exclude_namespaces``, ``exclude_table_cfs``):
+    their writes never reach cold through this peer."""
+    out: list[str] = []
+    for ns in policy.namespaces:
+        if not cfg.replicates_namespace(ns):
+            out.append(f"peer {policy.peer_id} does not ship namespace {ns} (its filters: "
+                       f"{_filters(cfg)}): new tables there never reach cold")
+    for t in [*policy.tables, *families]:
+        table = full_table(t)
+        fams = families.get(table) or []
+        if not cfg.replicates(table):
+            out.append(f"peer {policy.peer_id} does not ship protected table {table} ({_filters(cfg)})")
+            continue
+        left = [f for f in fams if not cfg.replicates(table, f)]
+        if left:
+            out.append(f"peer {policy.peer_id} does not ship column families {', '.join(left)} of protected table "
+                       f"{table} ({_filters(cfg)})")
+    return list(dict.fromkeys(out))
+
+
+def _filters(cfg: PeerConfig) -> str:
+    parts = [f"replicate_all={str(cfg.replicates_all).lower()}"]
+    for label, v in (("namespaces", sorted(cfg.namespaces or [])), ("table_cfs", cfg.table_cfs),
+                     ("exclude_namespaces", sorted(cfg.exclude_namespaces or [])),
+                     ("exclude_table_cfs", cfg.exclude_table_cfs)):
+        if v:
+            parts.append(f"{label}={v}")
+    return ", ".join(parts)
+
+
+def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent: str
+                   ) -> tuple[list[str], bool, Peer | None]:
+    """(problems, never_reaches_cold, peer): peer absent / half-written / DISABLED / pointing
+    elsewhere. ``never_reaches_cold``: absent or shipping to another cluster — edits do not reach
+    cold however long one waits (a DISABLED peer's queue ships once enabled)."""
     from dr_toolkit.hbase.peers import normalize_cluster_key, read_peer
 
     peer = read_peer(zk, policy.peer_id, parent)
     if peer is None:
-        return [f"peer {policy.peer_id} is not configured on the hot cluster: run `drt hbase peers sync`"], True
+        return [f"peer {policy.peer_id} is not configured on the hot cluster: run `drt hbase peers sync`"], True, None
     out: list[str] = []
+    elsewhere = False
     if peer.state is None:
         out.append(f"peer {policy.peer_id} has no peer-state znode (half-written)")
     elif peer.state != "ENABLED":
@@ -123,35 +166,31 @@ def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent
         except DrtError:
             same = False
         if not same:
+            elsewhere = True
             out.append(f"peer {policy.peer_id} ships to {peer.cluster_key}, not to the cold cluster "
                        f"({cold.cluster_key})")
-    if peer.table_cfs is not None:
-        # the decoder names default-namespace tables without "default:" (as HBase's shell prints them)
-        covered = {k if ":" in k else f"default:{k}" for k in peer.table_cfs}
-        for t in policy.tables:
-            full = t if ":" in t else f"default:{t}"
-            if full not in covered:
-                out.append(f"peer {policy.peer_id}'s table-CFs do not include protected table {full}")
-    return out, False
+    return out, elsewhere, peer
 
 
 def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, policy: HBasePolicy,
          parent: str, now: float) -> Signal:
     from dr_toolkit.hbase.status import fs_wal_length, replication_status
 
-    peer_reasons, missing = _peer_problems(zk, topology, policy, parent)
+    peer_reasons, never_reaches, peer = _peer_problems(zk, topology, policy, parent)
     wal_length: WalLength | None = None
     fs_error = None
     table_reasons: list[str] = []
     tables: list[str] = []
+    families: dict[str, list[str]] = {}
     try:
         fs, root = hot_fs(topology, access, policy.hbase_rootdir)
         wal_length = fs_wal_length(fs, root)
-        table_reasons, tables = table_problems(fs, root, policy)
+        table_reasons, tables, families = table_problems(fs, root, policy)
     except Exception as exc:  # noqa: BLE001 - no filesystem: drain cannot be proven, scope not verified
         wal_length = None  # the same filesystem: its WAL lengths cannot be read either
         fs_error = _why(exc)
         table_reasons = [f"cannot read table descriptors on the hot filesystem: {fs_error}"]
+    filter_reasons = filter_problems(peer.config, policy, families) if peer is not None and peer.config else []
     st = replication_status(zk, parent, peers=[policy.peer_id], wal_length=wal_length)
     queue_reasons = [r for r in st.reasons if f"peer {policy.peer_id} " not in r]
     detail: dict[str, Any] = {
@@ -161,7 +200,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
         "queue_detail": [q.to_json() for q in st.queues[:20]]}
     if fs_error:
         detail["filesystem_error"] = fs_error
-    reasons = peer_reasons + table_reasons + queue_reasons
+    reasons = peer_reasons + filter_reasons + table_reasons + queue_reasons
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
@@ -173,10 +212,15 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     detail["bytes_behind"] = behind
     ledger.set_watermark("hbase", SEEN.format(peer=policy.peer_id), now,
                          {"wals_queued": detail["wals_queued"], "bytes_behind": behind, "basis": st.basis})
-    if st.proven and not queue_reasons:
+    # A proof of drain is a safe time only for a peer that ships every protected edit to cold: a
+    # drained queue of a peer that filters a table out, ships elsewhere, or misses a scope says
+    # nothing about those edits — it is neither recorded nor used (issue 20 #10).
+    unscoped = [r for r in table_reasons if "REPLICATION_SCOPE" in r or "no table descriptor" in r]
+    if st.proven and not reasons:
         record_proven(ledger, policy.peer_id, st.read_at, {"queues": len(st.queues), "checked_at": now})
-    if missing or any("REPLICATION_SCOPE" in r or "no table descriptor" in r for r in table_reasons):
-        safe, basis = None, "writes of a protected table never reach cold (no peer / no replication scope)"
+    if never_reaches or filter_reasons or unscoped:
+        safe, basis = None, ("writes of a protected table never reach cold (no peer, a peer shipping elsewhere or "
+                             "filtering it out, or no replication scope)")
     elif st.proven and not queue_reasons:
         safe = st.read_at
         basis = (f"drain proven: every queue's position >= its WAL file's length "

@@ -142,6 +142,34 @@ def test_a_missing_peer_is_no_go_without_a_safe_time(world) -> None:
     assert hbase(res).safe_time is None and res.recovery_point is None
 
 
+@pytest.mark.parametrize("filters,expected", [
+    ({"replicate_all": False, "table_cfs": "shop:payments:d"}, "does not ship protected table default:orders"),
+    ({"replicate_all": False, "namespaces": "shop"}, "does not ship namespace default"),
+    ({"replicate_all": True, "exclude_namespaces": "default"}, "does not ship namespace default"),
+    ({"replicate_all": True, "exclude_table_cfs": "default:orders:d"},
+     "does not ship column families d of protected table default:orders"),
+])
+def test_a_peer_whose_filters_leave_a_protected_table_out_is_no_go_and_proves_nothing(world, filters, expected
+                                                                                     ) -> None:
+    """Issue 20 #1 and #10: peer 1's filters (HBase 2.x: replicate_all, namespaces, table-CFs, excludes)
+    leave out a table of the protected namespace: its writes never reach cold, so no safe time — and a
+    drained queue of that peer is not recorded as a proven drain (it would be the HBase safe time of
+    later checks)."""
+    from dr_toolkit.hbase.signals import last_proven
+
+    before = last_proven(world.ledger, "1")
+    world.hot.remove_peer("1")
+    try:
+        world.hot.add_peer_filtered("1", world.cold.cluster_key, **filters)
+        world.hot.enable_peer("1")
+        res = world.check()
+        assert res.verdict == "NO_GO" and expected in reasons(res), reasons(res)
+        assert hbase(res).safe_time is None and res.recovery_point is None
+        assert last_proven(world.ledger, "1") == before  # nothing recorded from this peer's drained queues
+    finally:
+        world.hot.remove_peer("1")  # the fixture adds the unfiltered peer 1 back
+
+
 def test_a_protected_table_without_replication_scope_is_no_go(world) -> None:
     world.hot.create_table("default:audit", "a,b", 1)
     try:

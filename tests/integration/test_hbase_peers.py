@@ -293,3 +293,32 @@ def test_on_hbase_2_with_a_shell_the_changes_go_through_hbase_shell_not_zookeepe
     res = hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6")
     assert res.backend == "zookeeper" and "ignores this change" in (res.warning or "")
     assert hp.read_peer(zkc, "1", hbase_parent).state == "DISABLED"
+
+
+FILTERED_PEERS = [
+    # (replicate_all, namespaces, table_cfs, exclude_namespaces, exclude_table_cfs)
+    (True, None, None, "shop", None),
+    (True, None, None, None, "shop:payments;default:orders:d"),
+    (True, None, None, None, "shop:payments:x"),
+    (False, "shop", None, None, None),
+    (False, None, "shop:payments:d;default:orders", None, None),
+    (False, "audit", "shop:payments:x", None, None),
+    (False, None, None, None, None),
+]
+
+
+@pytest.mark.parametrize("replicate_all,namespaces,table_cfs,exclude_ns,exclude_tcfs", FILTERED_PEERS)
+def test_peer_filters_read_from_zookeeper_decide_as_hbase_itself_decides(
+        hot_zk, hbase_hot, hbase_cold, replicate_all, namespaces, table_cfs, exclude_ns, exclude_tcfs) -> None:
+    """Issue 20 #1: a peer's replicate_all / namespaces / table-CFs / exclude filters, added through
+    HBase's Admin API and decoded by the toolkit from ZooKeeper, ship exactly the tables and families
+    HBase's own ReplicationPeerConfig.needToReplicate says they ship."""
+    hot = hbase_hot
+    hot.add_peer_filtered("9", hbase_cold.cluster_key, replicate_all=replicate_all, namespaces=namespaces,
+                          table_cfs=table_cfs, exclude_namespaces=exclude_ns, exclude_table_cfs=exclude_tcfs)
+    peer = hp.read_peer(hot_zk, "9", hot.znode_parent)
+    assert peer is not None and peer.config is not None
+    for table in ("default:orders", "shop:payments", "shop:other", "audit:log"):
+        for family in (None, "d", "x"):
+            theirs = hot.need_to_replicate("9", table, family)
+            assert peer.config.replicates(table, family) == theirs, (table, family, theirs, peer.config)

@@ -29,6 +29,7 @@ import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.Put;
 import org.apache.hadoop.hbase.client.Result;
+import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.hadoop.hbase.client.ResultScanner;
 import org.apache.hadoop.hbase.client.Scan;
 import org.apache.hadoop.hbase.client.Table;
@@ -36,7 +37,6 @@ import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
 import org.apache.hadoop.hbase.regionserver.HRegionServer;
 import org.apache.hadoop.hbase.replication.ReplicationPeerConfig;
 import org.apache.hadoop.hbase.replication.ReplicationPeerDescription;
-import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.hadoop.hbase.util.JVMClusterUtil;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 
@@ -51,7 +51,8 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * on 127.0.0.1:CONTROL_PORT a line protocol: one request line of space-separated words, one
  * answer line of JSON ({"ok":true,...} or {"ok":false,"error":"..."}). Requests:
  * info | create_table T CF SCOPE | put T CF FIRST N [VALUE_BYTES] | count T |
- * add_peer ID CLUSTER_KEY [TABLE_CFS] | enable_peer ID | disable_peer ID | remove_peer ID |
+ * add_peer ID CLUSTER_KEY [TABLE_CFS] | add_peer_filtered ID KEY ALL NS TCFS EXNS EXTCFS |
+ * need_to_replicate ID TABLE [FAMILY] | enable_peer ID | disable_peer ID | remove_peer ID |
  * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T.
  * Every Admin call is HBase's own: peers go through master procedures, not ZooKeeper writes.
  */
@@ -230,6 +231,32 @@ public final class HBaseMiniServer {
           admin.addReplicationPeer(a[1], pb.build(), true);
           return "{\"ok\":true}";
         }
+        case "add_peer_filtered": {
+          // add_peer_filtered ID CLUSTER_KEY REPLICATE_ALL NAMESPACES TABLE_CFS EXCLUDE_NAMESPACES EXCLUDE_TABLE_CFS
+          // lists: ns1,ns2 / ns:t:cf1,cf2;t2 ; "-" for none. The peer is added DISABLED (nothing ships).
+          org.apache.hadoop.hbase.replication.ReplicationPeerConfigBuilder pb = ReplicationPeerConfig.newBuilder()
+              .setClusterKey(a[2]).setReplicateAllUserTables(Boolean.parseBoolean(a[3]));
+          if (!a[4].equals("-")) {
+            pb.setNamespaces(new java.util.HashSet<>(java.util.Arrays.asList(a[4].split(","))));
+          }
+          if (!a[5].equals("-")) {
+            pb.setTableCFsMap(tableCfs(a[5]));
+          }
+          if (!a[6].equals("-")) {
+            pb.setExcludeNamespaces(new java.util.HashSet<>(java.util.Arrays.asList(a[6].split(","))));
+          }
+          if (!a[7].equals("-")) {
+            pb.setExcludeTableCFsMap(tableCfs(a[7]));
+          }
+          admin.addReplicationPeer(a[1], pb.build(), false);
+          return "{\"ok\":true}";
+        }
+        case "need_to_replicate": {
+          // need_to_replicate ID TABLE [FAMILY]: HBase's own rule for the peer's filters
+          ReplicationPeerConfig pc = admin.getReplicationPeerConfig(a[1]);
+          boolean need = pc.needToReplicate(TableName.valueOf(a[2]), a.length > 3 ? Bytes.toBytes(a[3]) : null);
+          return "{\"ok\":true,\"need\":" + need + "}";
+        }
         case "enable_peer":
           admin.enableReplicationPeer(a[1]);
           return "{\"ok\":true}";
@@ -325,5 +352,22 @@ public final class HBaseMiniServer {
   }
 
   private HBaseMiniServer() {
+  }
+
+  static java.util.Map<TableName, List<String>> tableCfs(String spec) {
+    java.util.Map<TableName, List<String>> m = new java.util.HashMap<>();
+    for (String part : spec.split(";")) {
+      String[] tc = part.split(":");
+      String table = tc.length == 3 ? tc[0] + ":" + tc[1] : tc[0];
+      String cfs = tc.length == 3 ? tc[2] : (tc.length == 2 ? tc[1] : "");
+      List<String> l = new ArrayList<>();
+      for (String c : cfs.split(",")) {
+        if (!c.isEmpty()) {
+          l.add(c);
+        }
+      }
+      m.put(TableName.valueOf(table), l.isEmpty() ? null : l);
+    }
+    return m;
   }
 }
