@@ -99,6 +99,11 @@ public final class DrtMiniDfs {
               new MiniDFSNNTopology.NNConf("nn1").setIpcPort(rpc).setHttpPort(http)).addNN(
               new MiniDFSNNTopology.NNConf("nn2").setIpcPort(rpc2).setHttpPort(http2)));
       b.nnTopology(topo);
+      // as a real HA deployment: clients (the DataNode's WebHDFS handler included) reach the
+      // nameservice, not one NameNode, so a write redirected by the standby still lands
+      conf.set("fs.defaultFS", "hdfs://drt");
+      conf.set("dfs.client.failover.proxy.provider.drt",
+          "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider");
       if (!format) {
         // MiniDFSCluster wipes the shared edits directory it manages on every start: keep ours
         b.manageNameDfsSharedDirs(false);
