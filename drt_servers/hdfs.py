@@ -42,6 +42,17 @@ log4j.logger.org.apache.hadoop.metrics2=ERROR
 log4j.logger.org.eclipse.jetty=ERROR
 """
 
+# the NameNode's audit log (one line per namespace operation: cmd=open src=... proto=webhdfs|rpc),
+# kept in its own file: tests read it to see what the toolkit asked the real NameNode for
+AUDIT = """\
+log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=INFO, audit
+log4j.additivity.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=false
+log4j.appender.audit=org.apache.log4j.FileAppender
+log4j.appender.audit.File={path}
+log4j.appender.audit.layout=org.apache.log4j.PatternLayout
+log4j.appender.audit.layout.ConversionPattern=%m%n
+"""
+
 # Jersey (in the NameNode's web server) logs through java.util.logging
 JUL = "handlers=java.util.logging.ConsoleHandler\n.level=SEVERE\n"
 
@@ -69,7 +80,8 @@ class HdfsCluster(ManagedProcess):
         self.ports_file = self.workdir / "ports.json"
         self.info: dict[str, Any] = {}
         cp = f"{maven.java_classes('hdfs')}:{maven.classpath('hdfs')}"
-        (self.workdir / "log4j.properties").write_text(LOG4J)
+        self.audit_log = self.workdir / "audit.log"
+        (self.workdir / "log4j.properties").write_text(LOG4J + AUDIT.format(path=self.audit_log))
         (self.workdir / "jul.properties").write_text(JUL)
         argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
@@ -142,6 +154,20 @@ class HdfsCluster(ManagedProcess):
 
         return Location("webhdfs", path, f"webhdfs://{self.namenodes[0].split('//')[1]}{path}",
                         namenodes=tuple(self.namenodes))
+
+    def audit(self, cmd: str | None = None, under: str = "/") -> list[dict[str, str]]:
+        """The NameNode's audit records so far (``cmd``, ``src``, ``dst``, ``proto``, ``ugi`` ...),
+        those of ``cmd`` whose ``src`` lies under ``under``."""
+        out = []
+        try:
+            lines = self.audit_log.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        for line in lines:
+            rec = dict(kv.split("=", 1) for kv in line.split("\t") if "=" in kv)
+            if (cmd is None or rec.get("cmd") == cmd) and rec.get("src", "").startswith(under):
+                out.append(rec)
+        return out
 
     # -- the control port ------------------------------------------------------------------------
     def control(self, *words: str, timeout: float = 60.0) -> str:
