@@ -298,6 +298,17 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
                 if fresh:
                     state.update(fresh)
                     changed.update(fresh)
+            # files open for write at the last run: bytes hflushed since, and even their close,
+            # change no inode the NameNode's snapshot diff reports (a real NameNode's diff stays
+            # empty): look at them again, under their new name if the diff moved them
+            moved_to = {old: new for new, old in moves.items()}
+            for rel in [r for r, e in entries.items() if e.open]:
+                cur = moved_to.get(rel, rel)
+                if cur in state and cur not in changed:
+                    fresh = stat_tree(cur, False)
+                    if fresh:
+                        state.update(fresh)
+                        changed.update(fresh)
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
         else:
@@ -541,7 +552,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         from dr_toolkit.copy.spark_engine import SparkJob, run_spark
 
         job = SparkJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                       creds[0], creds[1])
+                       creds[0], creds[1], live_root=src.root if stable else None)
         outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:
@@ -550,7 +561,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
-                          cancel=cancel)
+                          cancel=cancel, live_root=src.root if stable else None)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
     pending |= _account(plan, result, outcomes)
