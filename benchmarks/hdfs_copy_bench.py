@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drt_servers.hdfs import distcp_argv, hdfs_pair  # noqa: E402
+from drt_servers.hdfs import distcp_argv, hdfs_pair
 
 
 def main() -> int:

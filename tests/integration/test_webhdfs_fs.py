@@ -9,9 +9,9 @@ import os
 import random
 import socket
 import threading
-from urllib.parse import parse_qs, urlparse
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 

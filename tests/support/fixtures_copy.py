@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

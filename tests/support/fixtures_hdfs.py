@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,5 +154,3 @@ def cold_dir(hdfs_cold: HdfsCluster, request: pytest.FixtureRequest) -> HdfsDir:
     hdfs_cold.mkdir(d.root)
     return d
 
-
-__all__ = ["HdfsDir", "Path"]
