@@ -617,7 +617,9 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
             if o.open:
                 result.files_open += 1
                 result.open_files.append({"path": o.rel, "copied_bytes": o.size,
-                                          "reason": "open for write: copied up to its visible length; "
+                                          "reason": "open for write: copied up to the length the NameNode "
+                                                    "reported (readers may already see more: it learns "
+                                                    "an open file's length only at the writer's fsync); "
                                                     "copied again by the next run"})
             plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
                                         o.open)

@@ -103,7 +103,7 @@ class Outcome:
     version: str | None = None  # the source's change token when read
     schecksum: str | None = None  # the source's own checksum of the bytes copied
     tversion: str | None = None  # the target's change token after commit
-    open: bool = False  # the source was open for write: copied up to its visible length
+    open: bool = False  # the source was open for write: copied up to the length listed
     verified: str = ""  # how the written bytes were checked
 
     def to_dict(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def test_open_file_is_copied_up_to_its_visible_length_and_never_fails_the_run(tm
     r = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
                options=CopyOptions(update=True, append_only=["*.log"]))
     assert r.ok and r.files_copied == 2 and r.files_open == 1
-    assert r.open_files[0]["path"] == "app.log" and "visible length" in r.open_files[0]["reason"]
+    assert r.open_files[0]["path"] == "app.log" and "open for write" in r.open_files[0]["reason"]
     assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50
     # the writer goes on and closes the file: the next run completes it (the copied prefix is kept)
     webhdfs.hflush("/logs/app.log", b"line 2\n" * 30)

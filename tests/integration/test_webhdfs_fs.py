@@ -163,7 +163,7 @@ def test_replace_never_leaves_the_target_missing(fs: WebHdfsFileSystem, hot_dir:
     t = threading.Thread(target=reader)
     t.start()
     try:
-        for i in range(1, 20):
+        for i in range(1, 30):
             fs.write(hot_dir.p(f"/a/.drt-tmp.{i}"), [f"v{i % 10}".encode() * 1000])
             fs.rename(hot_dir.p(f"/a/.drt-tmp.{i}"), f)
     finally:
