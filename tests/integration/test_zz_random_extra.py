@@ -1,0 +1,315 @@
+"""The invariant, attacked: after every run that ends without failed files, the target equals
+the source file by file (names, types, contents), whatever happened on the source in between —
+creates, deletes, renames (swaps, cycles, moves out of deleted directories), appends, in-place
+rewrites with the same size and mtime, file↔directory type changes — and whatever happened to
+earlier runs (copies that failed, runs killed half-way, a target changed behind our back, the
+state location lost). Seeded and reproducible: the seed is in the test id; a failure names the
+step and the operations since the last run.
+
+Matrix: local → local, local → S3 (moto), local → HDFS, HDFS with snapshots (snapshot-diff
+fast-forwards) → local, → S3 and → HDFS. HDFS is real (hadoop-client-minicluster: the source on
+the hot HA pair, the target on the cold cluster), so the snapshot diffs are the NameNode's own
+GETSNAPSHOTDIFF (its order, renamed parents named by their old path), with real fileIds and
+MD5-of-MD5-of-CRC32C checksums. Every mode is exercised: bootstrap,
+fast-forward, reconcile, snapshot diff.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr_toolkit.copy import execute
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.errors import DrtError
+from dr_toolkit.fs import FileSystem, open_fs, parse_uri
+from dr_toolkit.topology import CopyOptions
+
+pytestmark = pytest.mark.integration
+T0 = 1_700_000_000.0
+
+
+class Tree:
+    """The source as the test believes it is (rel -> bytes), changed through the filesystem API."""
+
+    def __init__(self, fs: FileSystem, root: str, rnd: random.Random) -> None:
+        self.fs, self.root, self.rnd = fs, root, rnd
+        self.files: dict[str, bytes] = {}
+        self.log: list[str] = []
+        self.n = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+    def p(self, rel: str) -> str:
+        return self.fs.join(self.root, rel)
+
+    def dirs(self) -> list[str]:
+        out = set()
+        for rel in self.files:
+            parts = rel.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                out.add("/".join(parts[:i]))
+        return sorted(out)
+
+    def free(self, rel: str) -> bool:
+        """No file or directory at rel, and no file at any of its parents."""
+        if rel in self.files or any(k.startswith(rel + "/") for k in self.files):
+            return False
+        parts = rel.split("/")
+        return not any("/".join(parts[:i]) in self.files for i in range(1, len(parts)))
+
+    def new_name(self) -> str:
+        for _ in range(100):
+            self.n += 1
+            depth = self.rnd.choice([0, 1, 1, 2])
+            ds = self.dirs()
+            base = self.rnd.choice(ds) if ds and self.rnd.random() < 0.6 else ""
+            extra = "/".join(f"d{self.rnd.randint(0, 4)}" for _ in range(depth))
+            rel = "/".join(x for x in (base, extra, f"f{self.n}") if x)
+            if rel.count("/") <= 3 and self.free(rel):
+                return rel
+        raise AssertionError("no free name")
+
+    def data(self, n: int | None = None) -> bytes:
+        return self.rnd.randbytes(self.rnd.randint(0, 20_000) if n is None else n)
+
+    def write(self, rel: str, data: bytes, mtime: float | None = None) -> None:
+        self.fs.write_bytes(self.p(rel), data)
+        if self.fs.supports_times:
+            self.fs.set_times(self.p(rel), mtime if mtime is not None else T0 + self.rnd.randint(0, 10))
+        self.files[rel] = data
+
+    def mv(self, a: str, b: str) -> None:
+        self.fs.rename(self.p(a), self.p(b))
+        for k in [k for k in self.files if k == a or k.startswith(a + "/")]:
+            self.files[b + k[len(a):]] = self.files.pop(k)
+
+    def rm(self, rel: str) -> None:
+        self.fs.delete(self.p(rel), recursive=True)
+        for k in [k for k in self.files if k == rel or k.startswith(rel + "/")]:
+            del self.files[k]
+
+    # -- operations ---------------------------------------------------------------------------
+    def op_create(self) -> None:
+        rel = self.new_name()
+        self.write(rel, self.data())
+        self.log.append(f"create {rel}")
+
+    def op_delete(self) -> None:
+        if self.files:
+            rel = self.rnd.choice(sorted(self.files))
+            self.rm(rel)
+            self.log.append(f"delete {rel}")
+
+    def op_delete_dir(self) -> None:
+        if self.dirs():
+            d = self.rnd.choice(self.dirs())
+            self.rm(d)
+            self.log.append(f"delete dir {d}")
+
+    def op_rename(self) -> None:
+        if self.files:
+            a = self.rnd.choice(sorted(self.files))
+            b = self.new_name()
+            self.mv(a, b)
+            self.log.append(f"rename {a} -> {b}")
+
+    def op_rename_dir(self) -> None:
+        ds = self.dirs()
+        if ds:
+            a = self.rnd.choice(ds)
+            b = f"r{self.n}"
+            self.n += 1
+            if self.free(b) and not b.startswith(a + "/"):
+                self.mv(a, b)
+                self.log.append(f"rename dir {a} -> {b}")
+
+    def op_swap(self) -> None:
+        if len(self.files) >= 2:
+            a, b = self.rnd.sample(sorted(self.files), 2)
+            if a.startswith(b + "/") or b.startswith(a + "/"):
+                return
+            tmp = f"swap{self.n}"
+            self.n += 1
+            self.mv(a, tmp)
+            self.mv(b, a)
+            self.mv(tmp, b)
+            self.log.append(f"swap {a} <-> {b}")
+
+    def op_cycle_dirs(self) -> None:
+        top = sorted({d for d in self.dirs() if "/" not in d})
+        if len(top) >= 3:
+            a, b, c = self.rnd.sample(top, 3)
+            tmp = f"cyc{self.n}"
+            self.n += 1
+            self.mv(a, tmp)
+            self.mv(c, a)
+            self.mv(b, c)
+            self.mv(tmp, b)
+            self.log.append(f"cycle {a} <- {c} <- {b} <- {a}")
+
+    def op_move_out_then_delete_dir(self) -> None:
+        ds = [d for d in self.dirs() if sum(k.startswith(d + "/") for k in self.files) >= 2]
+        if ds:
+            d = self.rnd.choice(ds)
+            f = self.rnd.choice(sorted(k for k in self.files if k.startswith(d + "/")))
+            b = f"out{self.n}"
+            self.n += 1
+            self.mv(f, b)
+            self.rm(d)
+            self.log.append(f"move {f} -> {b}, delete dir {d}")
+
+    def op_append(self) -> None:
+        if self.files and self.fs.supports_append:
+            rel = self.rnd.choice(sorted(self.files))
+            more = self.data(self.rnd.randint(1, 5000))
+            self.fs.write(self.p(rel), [more], append=True)
+            self.files[rel] += more
+            self.log.append(f"append {rel}")
+
+    def op_rewrite_same_size_same_mtime(self) -> None:
+        cands = sorted(k for k, v in self.files.items() if v)
+        if cands and self.fs.supports_times:
+            rel = self.rnd.choice(cands)
+            st = self.fs.stat(self.p(rel))
+            assert st is not None
+            old = self.files[rel]
+            new = bytes(b ^ 0x5A for b in old)
+            self.write(rel, new, st.mtime)
+            self.log.append(f"rewrite {rel} (same size, same mtime)")
+
+    def op_file_to_dir(self) -> None:
+        if self.files:
+            f = self.rnd.choice(sorted(self.files))
+            self.rm(f)
+            self.write(f + "/inner", self.data())
+            self.log.append(f"file {f} becomes a directory")
+
+    def op_dir_to_file(self) -> None:
+        if self.dirs():
+            d = self.rnd.choice(self.dirs())
+            self.rm(d)
+            self.write(d, self.data())
+            self.log.append(f"directory {d} becomes a file")
+
+    OPS = ["op_create", "op_create", "op_delete", "op_delete_dir", "op_rename", "op_rename_dir", "op_swap",
+           "op_cycle_dirs", "op_move_out_then_delete_dir", "op_append", "op_rewrite_same_size_same_mtime",
+           "op_rewrite_same_size_same_mtime", "op_file_to_dir", "op_dir_to_file"]
+
+
+def _snapshot_of(fs: FileSystem, root: str) -> dict[str, bytes]:
+    return {fs.relative(root, s.path): fs.read_all(s.path) for s in fs.list_files(root)}
+
+
+class _Fail:
+    """Makes the copy of chosen files fail (every attempt), as a broken disk or network would."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.victims: set[str] = set()
+        real = execute._copy_full
+
+        def copy_full(ctx: Any, task: Any, *a: Any) -> Any:
+            if task.rel in self.victims:
+                raise OSError(f"injected failure copying {task.rel}")
+            return real(ctx, task, *a)
+
+        monkeypatch.setattr(execute, "_copy_full", copy_full)
+        monkeypatch.setattr(execute, "ATTEMPTS", 1)
+
+
+def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
+    seen = [0]
+
+    def progress(kind: str, n: int) -> None:
+        if kind == "bytes":
+            seen[0] += n
+            if seen[0] >= n_bytes:
+                raise KeyboardInterrupt("killed by the test")
+
+    return progress
+
+
+CASES = [("webhdfs-snap", "webhdfs", s) for s in range(21, 27)] + [("webhdfs-snap", "local", s) for s in range(31, 35)]
+
+
+@pytest.mark.parametrize("src_kind,tgt_kind,seed", CASES, ids=[f"{a}-to-{b}-seed{s}" for a, b, s in CASES])
+def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: int, tmp_path: Path,
+                                          request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    rnd = random.Random(seed)
+    # -- source ---------------------------------------------------------------------------------
+    if src_kind == "local":
+        src_uri = f"file://{tmp_path}/src"
+        sfs, sroot = open_fs(parse_uri(src_uri)), f"{tmp_path}/src"
+    else:
+        hot = request.getfixturevalue("hot_dir")
+        sfs, sroot = open_fs(hot.location("/src")), hot.p("/src")
+        hot.allow_snapshot("/src")
+        src_uri = hot.uri("/src")
+    # -- target ---------------------------------------------------------------------------------
+    if tgt_kind == "local":
+        tgt_uri = f"file://{tmp_path}/dst"
+        tfs, troot = open_fs(parse_uri(tgt_uri)), f"{tmp_path}/dst"
+    elif tgt_kind == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        tgt_uri = f"s3://{bucket}/dst"
+        tfs, troot = open_fs(parse_uri(tgt_uri)), "dst"
+    else:
+        cold = request.getfixturevalue("cold_dir")
+        tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
+        tgt_uri = cold.uri("/dst")
+    opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap")
+    tree = Tree(sfs, sroot, rnd)
+    for _ in range(25):
+        tree.op_create()
+    fail = _Fail(monkeypatch)
+    modes: set[str] = set()
+    state_dir = Path(__import__("os").environ["DRT_STATE_DIR"])
+    rounds = 9
+    for rnd_i in range(rounds):
+        tree.log.clear()
+        if rnd_i:
+            for _ in range(rnd.randint(3, 7)):
+                getattr(tree, rnd.choice(Tree.OPS))()
+        what = f"seed {seed} round {rnd_i}: {tree.log}"
+        fault = rnd.choice(["none", "none", "fail", "kill", "tamper", "lose-state"]) if rnd_i else "none"
+        if fault == "tamper":  # the target changed behind our back: a file rewritten, one deleted
+            held = sorted(tfs.relative(troot, s.path) for s in tfs.list_files(troot))
+            if held:
+                victim = rnd.choice(held)
+                tfs.write_bytes(tfs.join(troot, victim), b"tampered" * rnd.randint(0, 3))
+                gone = rnd.choice(held)
+                tfs.delete(tfs.join(troot, gone))
+        if fault == "lose-state":
+            for m in state_dir.rglob("*.jsonl.gz"):
+                m.unlink()
+        if fault == "fail" and tree.files:
+            fail.victims = set(rnd.sample(sorted(tree.files), min(2, len(tree.files))))
+            r = distcp(src_uri, tgt_uri, options=opts)
+            modes.add(r.mode)
+            assert r.files_failed >= 1 or not (fail.victims & set(f.get("path") for f in r.failures)), what
+            fail.victims = set()
+        if fault == "kill":
+            with pytest.raises((KeyboardInterrupt, DrtError)):
+                distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)))
+                raise KeyboardInterrupt("the run finished before the kill")
+        r = distcp(src_uri, tgt_uri, options=opts)
+        modes.add(r.mode)
+        if "snapshot diff" in r.mode_reason:
+            modes.add("snapshot-diff")
+        assert r.files_failed == 0, (what, r.failures)
+        got = _snapshot_of(tfs, troot)
+        want = dict(tree.files)
+        assert _snapshot_of(sfs, sroot) == want, f"the test's model drifted: {what}"
+        assert sorted(got) == sorted(want), (what, r.mode, r.mode_reason, sorted(set(got) ^ set(want)))
+        bad = [k for k in want if got[k] != want[k]]
+        assert not bad, (what, r.mode, r.mode_reason, bad)
+        assert not list(tfs.list_tmp(troot)), what
+        if tgt_kind == "local":  # no directory the source does not have (type changes, deletes)
+            dirs = {posixpath.relpath(d, troot) for d in tfs.list_dirs(troot)}
+            assert dirs <= set(tree.dirs()), (what, sorted(dirs - set(tree.dirs())))
+    want_modes = {"bootstrap", "fast-forward", "reconcile"} | ({"snapshot-diff"} if opts.snapshots else set())
+    assert want_modes <= modes or rounds < 5, modes
