@@ -192,7 +192,8 @@ def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
     return {r: s for r, s in files.items() if f.wanted(r)}
 
 
-def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None) -> dict[str, FileStatus]:
+def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None,
+                    empty_found: list[str] | None = None) -> dict[str, FileStatus]:
     if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
         name = posixpath.basename(src.single.rstrip("/"))
         t = tgt.fs.stat(tgt.fs.join(tgt.root, name))
@@ -201,6 +202,8 @@ def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None) 
     def skipped(path: str, reason: str) -> None:
         if tmp_found is not None and tmp_run_tag(path) is not None:
             tmp_found.append(path)  # temp files of killed runs: removed after the listing (one walk, not two)
+        elif empty_found is not None and reason == "empty directory":
+            empty_found.append(path)  # e.g. emptied behind our back: pruned with --delete
 
     return _listing(tgt, skipped=skipped)
 
@@ -261,7 +264,7 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
 
 
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
-          tmp_found: list[str] | None = None) -> tuple[Plan, str]:
+          tmp_found: list[str] | None = None, empty_found: list[str] | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
@@ -272,7 +275,7 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     header = base.header or {}
     pending = set(header.get("pending") or [])
     with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found)
+        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found)
         diff = None
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
@@ -298,6 +301,17 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
                 if fresh:
                     state.update(fresh)
                     changed.update(fresh)
+            # files open for write at the last run: bytes hflushed since, and even their close,
+            # change no inode the NameNode's snapshot diff reports (a real NameNode's diff stays
+            # empty): look at them again, under their new name if the diff moved them
+            moved_to = {old: new for new, old in moves.items()}
+            for rel in [r for r, e in entries.items() if e.open]:
+                cur = moved_to.get(rel, rel)
+                if cur in state and cur not in changed:
+                    fresh = stat_tree(cur, False)
+                    if fresh:
+                        state.update(fresh)
+                        changed.update(fresh)
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
         else:
@@ -398,8 +412,11 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
         src.fs.create_snapshot(src.root, snapshot)
     skips = _Skips()
     tmp_found: list[str] = []
+    empty_found: list[str] = []
     try:
-        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found)
+        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found, empty_found)
+        if options.delete:  # empty target directories the source does not have go too
+            plan.empty_dirs = [tgt.fs.relative(tgt.root, p) for p in empty_found]
         if not dry_run and not src.single:
             _clean_tmp(tgt, run_id, tmp_found)
     except BaseException:
@@ -551,7 +568,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         from dr_toolkit.copy.spark_engine import SparkJob, run_spark
 
         job = SparkJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                       creds[0], creds[1])
+                       creds[0], creds[1], live_root=src.root if stable else None)
         outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:
@@ -560,7 +577,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
-                          cancel=cancel)
+                          cancel=cancel, live_root=src.root if stable else None)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
     pending |= _account(plan, result, outcomes)
@@ -579,7 +596,7 @@ def _copy_instead(src: _Side, read_root: str, plan: Plan, new: str) -> None:
 def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
     """Remove directories emptied by moves and deletions (deepest first) unless the new
     state has files below them. Linear in the changes."""
-    if not gone or fs.kind == "s3":
+    if not (gone or plan.empty_dirs) or fs.kind == "s3":
         return
     needed: set[str] = set()
     for rel in list(plan.keep) + [t.rel for t in plan.copies]:
@@ -590,6 +607,11 @@ def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
     cands: set[str] = set()
     for rel in gone:
         for p in _parents(rel):
+            if p in needed or p in cands:
+                break
+            cands.add(p)
+    for d in plan.empty_dirs:  # empty on the target already (emptied behind our back)
+        for p in [d, *_parents(d)]:
             if p in needed or p in cands:
                 break
             cands.add(p)
@@ -616,7 +638,9 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
             if o.open:
                 result.files_open += 1
                 result.open_files.append({"path": o.rel, "copied_bytes": o.size,
-                                          "reason": "open for write: copied up to its visible length; "
+                                          "reason": "open for write: copied up to the length the NameNode "
+                                                    "reported (readers may already see more: it learns "
+                                                    "an open file's length only at the writer's fsync); "
                                                     "copied again by the next run"})
             plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
                                         o.open)

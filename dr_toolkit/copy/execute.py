@@ -82,6 +82,7 @@ class CopyContext:
     throttle: Throttle = field(default_factory=lambda: Throttle(None))
     on_bytes: Callable[[int], None] | None = None
     stable_source: bool = False  # a snapshot: cannot change under us
+    live_root: str | None = None  # the live source root, when reading from a snapshot of it
     cancel: threading.Event = field(default_factory=threading.Event)
     made_dirs: set[str] = field(default_factory=set)  # target directories known to exist (local)
 
@@ -102,7 +103,7 @@ class Outcome:
     version: str | None = None  # the source's change token when read
     schecksum: str | None = None  # the source's own checksum of the bytes copied
     tversion: str | None = None  # the target's change token after commit
-    open: bool = False  # the source was open for write: copied up to its visible length
+    open: bool = False  # the source was open for write: copied up to the length listed
     verified: str = ""  # how the written bytes were checked
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +186,12 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
     if ctx.stable_source:
         if n != size:
             raise SourceChanged(f"{src}: read {n} bytes of a snapshot file of {size}")
+        if ctx.live_root is not None:
+            # the snapshot of a file open for write reads as a closed file of the length the
+            # NameNode knew, and later hflushed bytes change neither the snapshot diff nor the
+            # length or mtime: the copy is of an open file (so the next run looks again)
+            live = ctx.src_fs.join(ctx.live_root, ctx.src_fs.relative(ctx.src_root, src))
+            out.open = ctx.src_fs.is_open(live)
         return out
     s = ctx.src_fs.stat(src)
     if s is None:

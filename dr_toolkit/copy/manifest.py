@@ -5,7 +5,7 @@ the ledger.
 Each line: ``{"p": rel path, "s": size, "m": source mtime, "v": source change token,
 "sc": the source's own checksum when the bytes were copied ("ALGO:hex"), "c": CRC32C of the
 bytes written ("COMPOSITE-CRC32C:hex"), "tm": target mtime after commit, "tv": target change
-token, "o": 1 when the source was open for write (copied up to its visible length)}``.
+token, "o": 1 when the source was open for write (copied up to the length listed)}``.
 The first line is a header with the run's metadata. Entries are stored as JSON arrays,
 ``[p, s, m, c, tm, v, sc, tv, o]``, up to 4096 to a line (one ``json.loads`` per line, not per
 file); lines of single ``{"p": ...}`` objects (the first format) are read too. A header with
@@ -39,7 +39,7 @@ class Entry(NamedTuple):
     version: str | None = None  # the source's change token when copied
     schecksum: str | None = None  # the source's own checksum of the same bytes
     tversion: str | None = None  # the target's change token after commit
-    open: bool = False  # the source was open for write: copied up to its visible length
+    open: bool = False  # the source was open for write: copied up to the length listed
 
     def with_target(self, tmtime: float | None, tversion: str | None) -> Entry:
         return self._replace(tmtime=tmtime, tversion=tversion)

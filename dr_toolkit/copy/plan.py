@@ -67,6 +67,7 @@ class Plan:
     basis: dict[str, int] = field(default_factory=dict)  # how each skipped file was proven equal, counted
     basis_samples: list[dict[str, str]] = field(default_factory=list)
     open_files: list[dict[str, Any]] = field(default_factory=list)
+    empty_dirs: list[str] = field(default_factory=list)  # empty target directories (pruned with --delete)
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning

@@ -50,6 +50,7 @@ class SparkJob:
     stable_source: bool
     src_credentials: Credentials | None = None
     tgt_credentials: Credentials | None = None
+    live_root: str | None = None  # the live source root when src_root is a snapshot of it
 
     def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
         from dr_toolkit.fs import open_fs_credentials
@@ -57,7 +58,7 @@ class SparkJob:
         ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials),
                           open_fs_credentials(self.tgt, self.tgt_credentials),
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
-                          stable_source=self.stable_source)
+                          stable_source=self.stable_source, live_root=self.live_root)
         for t in tasks:
             yield copy_one(ctx, t).to_dict()
 

@@ -263,6 +263,12 @@ class FileSystem:
     def snapshot_diff(self, path: str, from_snapshot: str, to_snapshot: str) -> list[DiffEntry]:
         raise NotImplementedError(f"{self.kind} has no snapshots")
 
+    def is_open(self, path: str) -> bool:
+        """Whether a writer holds ``path`` open now (HDFS: under construction). A snapshot of an
+        open file reads as a closed file of the length the NameNode knew: the live file says
+        whether more is being written."""
+        return False
+
     def snapshot_path(self, path: str, name: str) -> str:
         """Where the snapshot ``name`` of ``path`` is readable (HDFS: ``<path>/.snapshot/<name>``)."""
         return posixpath.join(path, ".snapshot", name)

@@ -66,6 +66,10 @@ def _client_class(kerberos: bool) -> Any:
         _get_snapshot_diff = _Request("GET")
         _rename2 = _Request("PUT")  # op name from the attribute: RENAME (digits dropped)
 
+    # op names from attributes lose their underscores: this one is spelled out. GET_BLOCK_LOCATIONS
+    # answers the NameNode's LocatedBlocks, with isUnderConstruction
+    DrtClient._get_block_locations = _Request("GET").to_method("GET_BLOCK_LOCATIONS")
+
     return DrtClient
 
 
@@ -222,21 +226,36 @@ class WebHdfsFileSystem(FileSystem):
             value = value[: n * 2]
         return Checksum(str(d["algorithm"]), value)
 
+    def is_open(self, path: str) -> bool:
+        """Under construction now, from the NameNode's ``LocatedBlocks`` (GET_BLOCK_LOCATIONS,
+        one NameNode call, no DataNode read). GETFILESTATUS has no such flag; a file in a snapshot
+        answers ``false`` even while its live file is being written. False when the file is gone."""
+        try:
+            with self._errors(path):
+                d = self.client._get_block_locations(path, offset=0, length=1).json()
+        except FileNotFoundError:
+            return False
+        blocks = d.get("LocatedBlocks") or {}
+        return bool(blocks.get("isUnderConstruction"))
+
     def visible_length(self, path: str) -> int | None:
         """The bytes a reader sees now. For a file open for write GETFILESTATUS shows only what
-        the NameNode knows (completed blocks, or the last ``hsync`` with UPDATE_LENGTH); the
-        datanode serves up to the visible length, so the tail past the NameNode's length is read
-        (and counted, not kept). None when the file is gone."""
+        the NameNode knows (its length at the last fsync: the first hflush after a block was
+        allocated, or an ``hsync`` with UPDATE_LENGTH); the datanode serves up to the visible
+        length, so the tail past the NameNode's length is read (and counted, not kept). The
+        NameNode refuses an OPEN at ``offset >= length`` ("Offset=N out of the range [0, N)"),
+        so the tail is read from the last byte it knows. None when the file is gone."""
         st = self.stat(path)
         if st is None:
             return None
+        start = max(st.size - 1, 0)
         extra = 0
         try:
-            for chunk in self.read(path, offset=st.size):
+            for chunk in self.read(path, offset=start):
                 extra += len(chunk)
         except FileNotFoundError:
             return None
-        return st.size + extra
+        return max(st.size, start + extra)
 
     # -- data --------------------------------------------------------------------------------------
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK

@@ -1,8 +1,8 @@
-// Test support: drives Hadoop's own org.apache.hadoop.hdfs.web.WebHdfsFileSystem (from pyspark's
-// bundled hadoop-client jars) against the WebHDFS emulator. One command per stdin line
-// (tab-separated), one JSON object per stdout line. Used by test_hadoop_client_conformance.py.
+// Test support: drives Hadoop's own FileSystem clients (from pyspark's bundled hadoop-client jars:
+// WebHdfsFileSystem for webhdfs://, DistributedFileSystem for hdfs://) against the real HDFS the
+// tests run. One command per stdin line (tab-separated), one JSON object per stdout line. Used by
+// test_hadoop_client_conformance.py.
 import java.io.BufferedReader;
-import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
@@ -14,13 +14,10 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileChecksum;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.MD5MD5CRC32CastagnoliFileChecksum;
 import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hdfs.protocol.SnapshotDiffReport;
 import org.apache.hadoop.hdfs.web.WebHdfsFileSystem;
-import org.apache.hadoop.io.MD5Hash;
-import org.apache.hadoop.util.DataChecksum;
 
 public final class WebHdfsRepl {
     private static String q(String s) {
@@ -38,22 +35,6 @@ public final class WebHdfsRepl {
         return "{\"name\":" + q(s.getPath().getName()) + ",\"path\":" + q(s.getPath().toUri().getPath())
             + ",\"dir\":" + s.isDirectory() + ",\"length\":" + s.getLen() + ",\"blockSize\":" + s.getBlockSize()
             + ",\"replication\":" + s.getReplication() + ",\"mtime\":" + s.getModificationTime() + "}";
-    }
-
-    /** MD5MD5CRC32C of a local file computed with Hadoop's own DataChecksum and MD5Hash. */
-    private static MD5MD5CRC32CastagnoliFileChecksum reference(String file, int bpc, long blockSize) throws Exception {
-        byte[] data = java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(file));
-        ByteArrayOutputStream blockMd5s = new ByteArrayOutputStream();
-        for (long start = 0; start < data.length; start += blockSize) {
-            int len = (int) Math.min(blockSize, data.length - start);
-            DataChecksum sum = DataChecksum.newDataChecksum(DataChecksum.Type.CRC32C, bpc);
-            int nChunks = (len + bpc - 1) / bpc;
-            byte[] crcs = new byte[nChunks * 4];
-            sum.calculateChunkedSums(data, (int) start, len, crcs, 0);
-            MD5Hash.digest(crcs).write(new java.io.DataOutputStream(blockMd5s));
-        }
-        long crcPerBlock = data.length > blockSize ? blockSize / bpc : 0;
-        return new MD5MD5CRC32CastagnoliFileChecksum(bpc, crcPerBlock, MD5Hash.digest(blockMd5s.toByteArray()));
     }
 
     public static void main(String[] args) throws Exception {
@@ -111,11 +92,6 @@ public final class WebHdfsRepl {
                         FileChecksum c = fs.getFileChecksum(new Path(a[1]));
                         out = "{\"algorithm\":" + q(c.getAlgorithmName()) + ",\"bytes\":" + q(hex.formatHex(c.getBytes()))
                             + ",\"class\":" + q(c.getClass().getSimpleName()) + ",\"length\":" + c.getLength() + "}";
-                        break;
-                    }
-                    case "reference": {
-                        FileChecksum c = reference(a[1], Integer.parseInt(a[2]), Long.parseLong(a[3]));
-                        out = "{\"algorithm\":" + q(c.getAlgorithmName()) + ",\"bytes\":" + q(hex.formatHex(c.getBytes())) + "}";
                         break;
                     }
                     case "allow_snapshot": ((WebHdfsFileSystem) fs).allowSnapshot(new Path(a[1])); out = "{\"ok\":true}"; break;
