@@ -3,7 +3,11 @@
 This is the value a real cluster answers to WebHDFS ``GETFILECHECKSUM``
 (``MD5-of-<crcPerBlock>MD5-of-<bytesPerCRC>CRC32C``): per block of ``block_size`` bytes,
 the MD5 of the big-endian CRC32C of every ``bytes_per_crc`` chunk (the last chunk of the
-file may be short); then the MD5 of the concatenated block MD5s. ``crcPerBlock`` is
+file may be short); then the MD5 of the concatenated block MD5s **padded with zero bytes to
+the capacity of the buffer HDFS collects them in** (32 bytes, doubled as it fills: 32·2^k ≥
+16 × blocks) — HDFS's client digests that buffer's whole backing array (``DataOutputBuffer.getData()``),
+so a file of one block is the MD5 of its block MD5 followed by 16 zero bytes. (Checked against
+a real DataNode: ``tests/integration/test_webhdfs_fs.py``.) ``crcPerBlock`` is
 ``block_size // bytes_per_crc`` when the file has more than one block, else 0. The value
 serialises as ``int bytesPerCRC, long crcPerBlock, md5`` (28 bytes, hex), as HDFS's JSON
 does. An empty file has HDFS's fixed value ``MD5-of-0MD5-of-0CRC32``.
@@ -90,6 +94,10 @@ class Md5Md5Crc32c:
         if self._partial:
             crcs += struct.pack(">I", google_crc32c.value(bytes(self._partial)))
         block_md5s = bytes(self._block_md5s) + (hashlib.md5(crcs).digest() if crcs else b"")
+        capacity = 32
+        while capacity < len(block_md5s):
+            capacity *= 2
+        block_md5s += bytes(capacity - len(block_md5s))  # HDFS digests its whole buffer
         crc_per_block = self.block_size // self.bytes_per_crc if self.size > self.block_size else 0
         value = struct.pack(">iq", self.bytes_per_crc, crc_per_block) + hashlib.md5(block_md5s).digest()
         return Checksum(f"MD5-of-{crc_per_block}MD5-of-{self.bytes_per_crc}CRC32C", value.hex())

@@ -224,19 +224,22 @@ class WebHdfsFileSystem(FileSystem):
 
     def visible_length(self, path: str) -> int | None:
         """The bytes a reader sees now. For a file open for write GETFILESTATUS shows only what
-        the NameNode knows (completed blocks, or the last ``hsync`` with UPDATE_LENGTH); the
-        datanode serves up to the visible length, so the tail past the NameNode's length is read
-        (and counted, not kept). None when the file is gone."""
+        the NameNode knows (its length at the last fsync: the first hflush after a block was
+        allocated, or an ``hsync`` with UPDATE_LENGTH); the datanode serves up to the visible
+        length, so the tail past the NameNode's length is read (and counted, not kept). The
+        NameNode refuses an OPEN at ``offset >= length`` ("Offset=N out of the range [0, N)"),
+        so the tail is read from the last byte it knows. None when the file is gone."""
         st = self.stat(path)
         if st is None:
             return None
+        start = max(st.size - 1, 0)
         extra = 0
         try:
-            for chunk in self.read(path, offset=st.size):
+            for chunk in self.read(path, offset=start):
                 extra += len(chunk)
         except FileNotFoundError:
             return None
-        return st.size + extra
+        return max(st.size, start + extra)
 
     # -- data --------------------------------------------------------------------------------------
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK

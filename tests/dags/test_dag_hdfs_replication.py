@@ -1,6 +1,6 @@
 """The dr_hdfs_replication DAGs, run with dag.test(): the manual one maps every policy to a task,
-the policy's own one runs on its schedule and updates its Asset; copies made from the (emulated)
-HDFS hot cluster to the cold one, ledger rows and watermarks written."""
+the policy's own one runs on its schedule and updates its Asset; copies made from the real
+HDFS hot cluster (an HA pair) to the cold one, ledger rows and watermarks written."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
 
     fs = open_fs(webhdfs.location("/data"))
     for rel, data in sample_tree(6).items():
-        fs.write_bytes(f"/data/{rel}", data)
+        fs.write_bytes(webhdfs.p(f"/data/{rel}"), data)
     ledger_url = f"sqlite:///{tmp_path}/ledger.db"
     cfg = write_copy_topology(tmp_path / "drt.yaml", namenodes=webhdfs.urls, cold_root=tmp_path / "cold",
-                              ledger_url=ledger_url)
+                              ledger_url=ledger_url, source=webhdfs.p("/data"))
     monkeypatch.setenv("DRT_CONFIG", str(cfg))
     run = load_dag("dr_hdfs_replication").test()  # manual: every policy now
     assert run.state == "success"
@@ -42,7 +42,7 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
 
     # the policy's own DAG (scheduled by Airflow on the policy's schedule): an incremental run
     # that updates the policy's Asset, which linked verify DAGs are triggered by
-    fs.write_bytes("/data/new.bin", b"x" * 100)
+    fs.write_bytes(webhdfs.p("/data/new.bin"), b"x" * 100)
     dag = load_dag("dr_hdfs_replication__warehouse")
     assert dag.timetable.expression == "0 * * * *"  # the policy's @hourly
     run2 = dag.test()

@@ -30,16 +30,12 @@ pytestmark = pytest.mark.integration
 UPD = CopyOptions(update=True, delete=True)
 
 
-def _emu_uri(emu: Any, path: str) -> str:
-    return f"webhdfs://{emu.active_url.split('//')[1]}{path}"
-
-
 def test_open_file_is_copied_up_to_its_visible_length_and_never_fails_the_run(tmp_path: Path, webhdfs: Any
                                                                              ) -> None:
     fs = open_fs(webhdfs.location("/logs"))
-    fs.write_bytes("/logs/closed.log", b"done\n" * 100)
+    fs.write_bytes(webhdfs.p("/logs/closed.log"), b"done\n" * 100)
     webhdfs.open_for_write("/logs/app.log", b"line 1\n" * 50)
-    r = distcp(_emu_uri(webhdfs, "/logs"), f"file://{tmp_path}/dst",
+    r = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
                options=CopyOptions(update=True, append_only=["*.log"]))
     assert r.ok and r.files_copied == 2 and r.files_open == 1
     assert r.open_files[0]["path"] == "app.log" and "visible length" in r.open_files[0]["reason"]
@@ -47,7 +43,7 @@ def test_open_file_is_copied_up_to_its_visible_length_and_never_fails_the_run(tm
     # the writer goes on and closes the file: the next run completes it (the copied prefix is kept)
     webhdfs.hflush("/logs/app.log", b"line 2\n" * 30)
     webhdfs.close_file("/logs/app.log")
-    r2 = distcp(_emu_uri(webhdfs, "/logs"), f"file://{tmp_path}/dst",
+    r2 = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
                 options=CopyOptions(update=True, append_only=["*.log"]))
     assert r2.ok and r2.files_open == 0 and r2.files_copied == 1
     assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50 + b"line 2\n" * 30
@@ -116,27 +112,20 @@ def test_update_semantics_and_a_target_changed_in_place_is_repaired(tmp_path: Pa
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
 
 
-def test_hdfs_to_hdfs_compares_the_clusters_checksums_like_with_like(tmp_path: Path) -> None:
-    from tests.support.webhdfs_emulator import WebHdfsEmulator
-
-    hot = WebHdfsEmulator(tmp_path / "hot").start()
-    cold = WebHdfsEmulator(tmp_path / "cold").start()
-    try:
-        fs = open_fs(hot.location("/d"))
-        for rel, data in sample_tree(4).items():
-            fs.write_bytes(f"/d/{rel}", data)
-        r = distcp(_emu_uri(hot, "/d"), _emu_uri(cold, "/d"), options=UPD)
-        assert r.ok and r.files_copied == 4
-        assert any("MD5-of-" in k and "= source" in k for k in r.verified), r.verified
-        # no manifest (lost state): the two clusters' MD5MD5CRC32C are compared, nothing is read
-        for m in Path(r.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
-            m.unlink()
-        r2 = distcp(_emu_uri(hot, "/d"), _emu_uri(cold, "/d"), options=UPD)
-        assert r2.files_copied == 0 and r2.files_read_for_planning == 0
-        assert list(r2.basis) == [k for k in r2.basis if k.startswith("MD5-of-")] and sum(r2.basis.values()) == 4
-    finally:
-        hot.stop()
-        cold.stop()
+def test_hdfs_to_hdfs_compares_the_clusters_checksums_like_with_like(hot_dir: Any, cold_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/d"))
+    for rel, data in sample_tree(4).items():
+        fs.write_bytes(hot_dir.p(f"/d/{rel}"), data)
+    r = distcp(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD)
+    assert r.ok and r.files_copied == 4
+    assert any("MD5-of-" in k and "= source" in k for k in r.verified), r.verified
+    assert cold_dir.tree("/d") == hot_dir.tree("/d")
+    # no manifest (lost state): the two clusters' MD5MD5CRC32C are compared, nothing is read
+    for m in Path(r.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
+        m.unlink()
+    r2 = distcp(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD)
+    assert r2.files_copied == 0 and r2.files_read_for_planning == 0
+    assert list(r2.basis) == [k for k in r2.basis if k.startswith("MD5-of-")] and sum(r2.basis.values()) == 4
 
 
 def test_state_lives_outside_the_replica_with_retention(tmp_path: Path) -> None:
@@ -155,7 +144,8 @@ def test_state_lives_outside_the_replica_with_retention(tmp_path: Path) -> None:
 
 def test_orphaned_snapshots_of_killed_runs_are_deleted(tmp_path: Path, webhdfs: Any) -> None:
     fs = open_fs(webhdfs.location("/s"))
-    fs.write_bytes("/s/f", b"f")
+    src = webhdfs.p("/s")
+    fs.write_bytes(f"{src}/f", b"f")
     webhdfs.allow_snapshot("/s")
     opts = CopyOptions(update=True, delete=True, snapshots=True)
 
@@ -163,18 +153,18 @@ def test_orphaned_snapshots_of_killed_runs_are_deleted(tmp_path: Path, webhdfs: 
         raise KeyboardInterrupt("killed")
 
     with pytest.raises(KeyboardInterrupt):
-        distcp(_emu_uri(webhdfs, "/s"), f"file://{tmp_path}/dst", options=opts, progress=die)
+        distcp(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts, progress=die)
     # a SIGKILL leaves the snapshot behind; the state remembers it — simulate by making one by hand
     from dr_toolkit.copy.state import StateStore, default_state_uri
 
-    st = StateStore.open(default_state_uri(None, None), _emu_uri(webhdfs, "/s"), f"file://{tmp_path}/dst", None)
+    st = StateStore.open(default_state_uri(None, None), webhdfs.uri("/s"), f"file://{tmp_path}/dst", None)
     st.note_snapshot("drt-orphan")
-    fs.create_snapshot("/s", "drt-orphan")
-    fs.create_snapshot("/s", "drt-someone-elses")  # not noted by this pair: left alone
-    r = distcp(_emu_uri(webhdfs, "/s"), f"file://{tmp_path}/dst", options=opts)
+    fs.create_snapshot(src, "drt-orphan")
+    fs.create_snapshot(src, "drt-someone-elses")  # not noted by this pair: left alone
+    r = distcp(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts)
     assert r.ok and "drt-orphan" in r.snapshots_cleaned
-    assert not fs.snapshot_exists("/s", "drt-orphan") and fs.snapshot_exists("/s", "drt-someone-elses")
-    assert fs.snapshot_exists("/s", r.source_snapshot)
+    assert not fs.snapshot_exists(src, "drt-orphan") and fs.snapshot_exists(src, "drt-someone-elses")
+    assert fs.snapshot_exists(src, r.source_snapshot)
 
 
 def _topology(tmp_path: Path) -> Path:

@@ -18,7 +18,7 @@ from dr_toolkit.copy.api import distcp
 from dr_toolkit.fs import open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
-from tests.support.webhdfs_emulator import WebHdfsEmulator
+from tests.support.fixtures_hdfs import HdfsDir
 
 pytestmark = pytest.mark.integration
 
@@ -80,32 +80,29 @@ def test_corrupted_target_is_detected_and_repaired_by_update(tmp_path: Path, dam
     assert tree_digest(dst) == tree_digest(src)
 
 
-def test_without_a_manifest_equality_is_proven_by_content_never_by_size_and_mtime(tmp_path: Path) -> None:
-    """WebHDFS answers MD5MD5CRC (as a real NameNode does): never compared with a CRC32C; with the
+def test_without_a_manifest_equality_is_proven_by_content_never_by_size_and_mtime(tmp_path: Path,
+                                                                                 hot_dir: HdfsDir) -> None:
+    """WebHDFS answers MD5MD5CRC (a real NameNode): never compared with a CRC32C; with the
     manifest gone the files are compared by content, and the report says so per file."""
-    emu = WebHdfsEmulator(tmp_path / "hdfs", layout_checksum=True).start()
-    try:
-        fs = open_fs(emu.location("/src"))
-        for rel, data in sample_tree(4).items():
-            fs.write_bytes(f"/src/{rel}", data)
-        uri = f"webhdfs://{emu.active_url.split('//')[1]}/src"
-        r0 = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True))
-        assert r0.state_location and not (tmp_path / "dst/.drt").exists()
-        for m in Path(r0.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
-            m.unlink()  # manifest missing: the next run must compare files
-        victim = tmp_path / "dst" / sorted(sample_tree(4))[0]
-        data = bytearray(victim.read_bytes())
-        data[3] ^= 1  # same size, same mtime, different bytes
-        st = victim.stat()
-        victim.write_bytes(bytes(data))
-        os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
-        r = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True))
-        assert r.mode == "bootstrap" and r.files_copied == 1 and r.files_skipped == 3
-        assert r.fallbacks == [] and r.basis == {"content CRC32C (read on both sides)": 3}
-        assert tree_digest(tmp_path / "dst") == {k: __import__("hashlib").md5(v).hexdigest()
-                                                 for k, v in sample_tree(4).items()}
-    finally:
-        emu.stop()
+    fs = open_fs(hot_dir.location("/src"))
+    for rel, data in sample_tree(4).items():
+        fs.write_bytes(hot_dir.p(f"/src/{rel}"), data)
+    uri = hot_dir.uri("/src")
+    r0 = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True))
+    assert r0.state_location and not (tmp_path / "dst/.drt").exists()
+    for m in Path(r0.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
+        m.unlink()  # manifest missing: the next run must compare files
+    victim = tmp_path / "dst" / sorted(sample_tree(4))[0]
+    data = bytearray(victim.read_bytes())
+    data[3] ^= 1  # same size, same mtime, different bytes
+    st = victim.stat()
+    victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True))
+    assert r.mode == "bootstrap" and r.files_copied == 1 and r.files_skipped == 3
+    assert r.fallbacks == [] and r.basis == {"content CRC32C (read on both sides)": 3}
+    assert tree_digest(tmp_path / "dst") == {k: __import__("hashlib").md5(v).hexdigest()
+                                             for k, v in sample_tree(4).items()}
 
 
 @pytest.mark.parametrize("case", ["unknown-scheme", "missing-source", "target-in-source", "source-in-target",

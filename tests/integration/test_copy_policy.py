@@ -25,13 +25,14 @@ def policy_env(tmp_path: Path, webhdfs: Any, s3_bucket: str, s3_server: Any) -> 
     fs = open_fs(webhdfs.location("/data"))
     files = sample_tree(10)
     for rel, data in files.items():
-        fs.write_bytes(f"/data/{rel}", data)
+        fs.write_bytes(webhdfs.p(f"/data/{rel}"), data)
     cfg = write_copy_topology(tmp_path / "drt.yaml", namenodes=webhdfs.urls, cold_root=tmp_path / "cold",
+                              source=webhdfs.p("/data"),
                               ledger_url=f"sqlite:///{tmp_path}/ledger.db", s3=(s3_server.endpoint_url, s3_bucket),
                               targets=["hdfs://cold/data", f"s3://{s3_bucket}/data"])
     topo = load_topology(cfg)
     return {"cfg": cfg, "topo": topo, "ledger": Ledger.open(topo.ledger.url), "fs": fs, "files": files,
-            "bucket": s3_bucket, "cold": tmp_path / "cold"}
+            "bucket": s3_bucket, "cold": tmp_path / "cold", "hdfs": webhdfs}
 
 
 def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict[str, Any]) -> None:
@@ -58,7 +59,7 @@ def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict
     assert set(marks) == {"warehouse:hdfs://cold/data", f"warehouse:s3://{policy_env['bucket']}/data"}
     assert all(w["watermark"] == r.watermark for w, r in zip(marks.values(), results, strict=False))
 
-    policy_env["fs"].write_bytes("/data/late.bin", b"late")
+    policy_env["fs"].write_bytes(policy_env["hdfs"].p("/data/late.bin"), b"late")
     after = pending(topo, "warehouse", ledger)
     assert [(p["files_pending"], p["bytes_pending"], p["last_run_status"]) for p in after] == [
         (1, 4, "succeeded"), (1, 4, "succeeded")]

@@ -6,8 +6,11 @@ earlier runs (copies that failed, runs killed half-way, a target changed behind 
 state location lost). Seeded and reproducible: the seed is in the test id; a failure names the
 step and the operations since the last run.
 
-Matrix: local → local, local → S3 (moto), local → WebHDFS (emulator), WebHDFS with snapshots
-(snapshot-diff fast-forwards) → local and → S3. Every mode is exercised: bootstrap,
+Matrix: local → local, local → S3 (moto), local → HDFS, HDFS with snapshots (snapshot-diff
+fast-forwards) → local, → S3 and → HDFS. HDFS is real (hadoop-client-minicluster: the source on
+the hot HA pair, the target on the cold cluster), so the snapshot diffs are the NameNode's own
+GETSNAPSHOTDIFF (its order, renamed parents named by their old path), with real fileIds and
+MD5-of-MD5-of-CRC32C checksums. Every mode is exercised: bootstrap,
 fast-forward, reconcile, snapshot diff.
 """
 
@@ -231,7 +234,7 @@ def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
 
 
 CASES = [("local", "local", 11), ("local", "s3", 12), ("local", "webhdfs", 13), ("webhdfs-snap", "local", 14),
-         ("webhdfs-snap", "s3", 15), ("local", "local", 16)]
+         ("webhdfs-snap", "s3", 15), ("local", "local", 16), ("webhdfs-snap", "webhdfs", 17)]
 
 
 @pytest.mark.parametrize("src_kind,tgt_kind,seed", CASES, ids=[f"{a}-to-{b}-seed{s}" for a, b, s in CASES])
@@ -243,11 +246,10 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         src_uri = f"file://{tmp_path}/src"
         sfs, sroot = open_fs(parse_uri(src_uri)), f"{tmp_path}/src"
     else:
-        emu = request.getfixturevalue("webhdfs")
-        sfs, sroot = open_fs(emu.location("/src")), "/src"
-        sfs.mkdirs("/src")
-        emu.allow_snapshot("/src")
-        src_uri = f"webhdfs://{emu.active_url.split('//')[1]}/src"
+        hot = request.getfixturevalue("hot_dir")
+        sfs, sroot = open_fs(hot.location("/src")), hot.p("/src")
+        hot.allow_snapshot("/src")
+        src_uri = hot.uri("/src")
     # -- target ---------------------------------------------------------------------------------
     if tgt_kind == "local":
         tgt_uri = f"file://{tmp_path}/dst"
@@ -257,10 +259,9 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         tgt_uri = f"s3://{bucket}/dst"
         tfs, troot = open_fs(parse_uri(tgt_uri)), "dst"
     else:
-        emu2 = request.getfixturevalue("webhdfs") if src_kind == "local" else None
-        assert emu2 is not None
-        tfs, troot = open_fs(emu2.location("/dst")), "/dst"
-        tgt_uri = f"webhdfs://{emu2.active_url.split('//')[1]}/dst"
+        cold = request.getfixturevalue("cold_dir")
+        tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
+        tgt_uri = cold.uri("/dst")
     opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap")
     tree = Tree(sfs, sroot, rnd)
     for _ in range(25):

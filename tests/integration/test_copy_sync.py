@@ -93,7 +93,8 @@ def _run_chain(src_uri: str, src_fs: FileSystem, src_root: str, dst: Path, topol
         assert digest(dst_fs, str(dst)) == digest(src_fs, src_root), name
         may_read = changed if opened else changed | MOVED.get(name, set())
         assert set(r.files_read) <= may_read, (name, r.files_read)
-        if opened:  # what the namenode actually served: only changed files were opened, from the snapshot
+        if opened:  # what the NameNode's audit log shows: only changed files were opened (read or
+            # checksummed), from the snapshot
             assert all("/.snapshot/drt-" in p for p in served), served
             rels = {p.split("/.snapshot/", 1)[1].split("/", 1)[1] for p in served}
             assert rels <= changed, (name, rels)
@@ -115,33 +116,39 @@ def test_sync_chain_local_to_local(tmp_path: Path) -> None:
 
 
 def test_sync_chain_hdfs_snapshots_to_local(tmp_path: Path, webhdfs: Any) -> None:
-    """Source on (emulated) HDFS, snapshottable: each run diffs its snapshot against the last one."""
+    """Source on a real HDFS, snapshottable: each run diffs its snapshot against the last one."""
     fs = open_fs(webhdfs.location("/data"))
-    _seed(fs, "/data")
+    root = webhdfs.p("/data")
+    _seed(fs, root)
     webhdfs.allow_snapshot("/data")
-    fs.create_snapshot("/data", "probe")
-    live, snap = fs.stat("/data/f000.bin"), fs.stat("/data/.snapshot/probe/f000.bin")
-    fs.delete_snapshot("/data", "probe")
+    fs.create_snapshot(root, "probe")
+    live, snap = fs.stat(f"{root}/f000.bin"), fs.stat(f"{root}/.snapshot/probe/f000.bin")
+    fs.delete_snapshot(root, "probe")
     # as on a NameNode: a file in a snapshot answers the live file's inode id (fileId)
     assert live is not None and snap is not None and live.version == snap.version
-    uri = f"webhdfs://{webhdfs.active_url.split('//')[1]}/data"
-    results = _run_chain(uri, fs, "/data", tmp_path / "dst", opened=lambda: webhdfs.store.opens)
+    uri = webhdfs.uri("/data")
+
+    def opened() -> list[str]:
+        return [r["src"] for r in webhdfs.cluster.audit("open", under=root) if r["proto"] == "webhdfs"]
+
+    results = _run_chain(uri, fs, root, tmp_path / "dst", opened=opened)
     assert all("snapshot diff" in r.mode_reason for r in results[1:])
     # the newest snapshot is kept as the next run's base; older ones the toolkit made are dropped
-    assert fs.snapshot_exists("/data", results[-1].source_snapshot)
-    assert not any(fs.snapshot_exists("/data", r.source_snapshot) for r in results[:-1])
+    assert fs.snapshot_exists(root, results[-1].source_snapshot)
+    assert not any(fs.snapshot_exists(root, r.source_snapshot) for r in results[:-1])
 
 
 def test_sync_chain_hdfs_snapshot_gone_falls_back_to_reconcile(tmp_path: Path, webhdfs: Any) -> None:
     fs = open_fs(webhdfs.location("/data"))
-    _seed(fs, "/data")
+    root = webhdfs.p("/data")
+    _seed(fs, root)
     webhdfs.allow_snapshot("/data")
-    uri = f"webhdfs://{webhdfs.active_url.split('//')[1]}/data"
+    uri = webhdfs.uri("/data")
     r = distcp(uri, f"file://{tmp_path}/dst", options=OPTS)
     assert r.source_snapshot
-    fs.delete_snapshot("/data", r.source_snapshot)
-    _w(fs, "/data", "late.txt", b"late", T0 + 999)
+    fs.delete_snapshot(root, r.source_snapshot)
+    _w(fs, root, "late.txt", b"late", T0 + 999)
     r2 = distcp(uri, f"file://{tmp_path}/dst", options=OPTS)
     assert r2.mode == "reconcile" and "snapshot" in r2.mode_reason and "gone" in r2.mode_reason
     assert r2.files_copied == 1
-    assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst")), f"{tmp_path}/dst") == digest(fs, "/data")
+    assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst")), f"{tmp_path}/dst") == digest(fs, root)

@@ -1,11 +1,10 @@
 """One conformance suite for the three filesystems: local for real, S3 against moto's S3
-server, WebHDFS against the WebHDFS emulator (standby namenode first, so every call fails
-over) — and against a real cluster when DRT_TEST_WEBHDFS_URL is set."""
+server, WebHDFS against a real HDFS (hadoop-client-minicluster; an HA pair of NameNodes, the
+standby listed first, so every call fails over)."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.fs.base import tmp_name
 
 pytestmark = pytest.mark.integration
-KINDS = ["local", "webhdfs", "s3"] + (["real-webhdfs"] if os.environ.get("DRT_TEST_WEBHDFS_URL") else [])
+KINDS = ["local", "webhdfs", "s3"]
 
 
 @pytest.fixture(params=KINDS)
@@ -26,17 +25,11 @@ def anyfs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[File
     if kind == "local":
         yield open_fs(parse_uri(f"file://{tmp_path}/root")), f"{tmp_path}/root"
     elif kind == "webhdfs":
-        emu = request.getfixturevalue("webhdfs")
-        yield open_fs(emu.location("/root")), "/root"
-    elif kind == "s3":
+        d = request.getfixturevalue("hot_dir")
+        yield open_fs(d.location("/root")), d.p("/root")
+    else:
         bucket = request.getfixturevalue("s3_bucket")
         yield open_fs(parse_uri(f"s3://{bucket}/root")), "root"
-    else:
-        url = os.environ["DRT_TEST_WEBHDFS_URL"].rstrip("/")
-        root = f"/tmp/drt-conformance-{uuid.uuid4().hex[:8]}"
-        fs = open_fs(parse_uri(url.replace("http://", "webhdfs://") + root))
-        yield fs, root
-        fs.delete(root, recursive=True)
 
 
 def test_write_stat_read_checksum(anyfs: tuple[FileSystem, str]) -> None:
@@ -183,42 +176,44 @@ def test_append_times_permissions_where_supported(anyfs: tuple[FileSystem, str])
         assert s is not None and s.permission == "640"
 
 
-def test_webhdfs_snapshots_and_diff(webhdfs: Any) -> None:
-    fs = open_fs(webhdfs.location("/snap"))
+def test_webhdfs_snapshots_and_diff(hot_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/snap"))
+    snap = hot_dir.p("/snap")
     for rel in ("keep", "gone", "dir/moved", "mod"):
-        fs.write_bytes(f"/snap/{rel}", rel.encode())
-    assert not fs.is_snapshottable("/snap")
-    webhdfs.allow_snapshot("/snap")
-    assert fs.is_snapshottable("/snap")
-    fs.create_snapshot("/snap", "s1")
-    fs.delete("/snap/gone")
-    fs.rename("/snap/dir", "/snap/dir2")
-    fs.write("/snap/mod", [b"+more"], append=True)  # same inode: MODIFY
-    fs.write_bytes("/snap/keep", b"rewritten")  # CREATE with overwrite makes a new inode, as HDFS does
-    fs.write_bytes("/snap/new", b"n")
-    fs.create_snapshot("/snap", "s2")
-    diff = {(d.type, d.path, d.target) for d in fs.snapshot_diff("/snap", "s1", "s2")}
+        fs.write_bytes(f"{snap}/{rel}", rel.encode())
+    assert not fs.is_snapshottable(snap)
+    hot_dir.allow_snapshot("/snap")
+    assert fs.is_snapshottable(snap)
+    fs.create_snapshot(snap, "s1")
+    fs.delete(f"{snap}/gone")
+    fs.rename(f"{snap}/dir", f"{snap}/dir2")
+    fs.write(f"{snap}/mod", [b"+more"], append=True)  # same inode: MODIFY
+    fs.write_bytes(f"{snap}/keep", b"rewritten")  # CREATE with overwrite makes a new inode, as HDFS does
+    fs.write_bytes(f"{snap}/new", b"n")
+    fs.create_snapshot(snap, "s2")
+    diff = {(d.type, d.path, d.target) for d in fs.snapshot_diff(snap, "s1", "s2")}
     assert diff == {("M", "", None), ("-", "gone", None), ("R", "dir", "dir2"), ("M", "mod", None),
                     ("+", "new", None), ("-", "keep", None), ("+", "keep", None)}
-    assert fs.read_all("/snap/.snapshot/s1/gone") == b"gone"
-    assert fs.snapshot_exists("/snap", "s1")
-    fs.delete_snapshot("/snap", "s1")
-    assert not fs.snapshot_exists("/snap", "s1")
+    assert fs.read_all(f"{snap}/.snapshot/s1/gone") == b"gone"
+    assert fs.snapshot_exists(snap, "s1")
+    fs.delete_snapshot(snap, "s1")
+    assert not fs.snapshot_exists(snap, "s1")
 
 
-def test_webhdfs_fails_over_between_namenodes(webhdfs: Any) -> None:
-    fs = open_fs(webhdfs.location("/ha"))
-    fs.write_bytes("/ha/f", b"one")
-    webhdfs.failover()  # the other namenode becomes active
-    assert fs.read_all("/ha/f") == b"one"
-    fs.write_bytes("/ha/g", b"two")
-    assert sorted(s.path for s in fs.list_files("/ha")) == ["/ha/f", "/ha/g"]
+def test_webhdfs_fails_over_between_namenodes(hot_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/ha"))
+    ha = hot_dir.p("/ha")
+    fs.write_bytes(f"{ha}/f", b"one")
+    hot_dir.failover()  # the other namenode becomes active
+    assert fs.read_all(f"{ha}/f") == b"one"
+    fs.write_bytes(f"{ha}/g", b"two")
+    assert sorted(s.path for s in fs.list_files(ha)) == [f"{ha}/f", f"{ha}/g"]
 
 
-def test_webhdfs_all_standby_is_unreachable_error(webhdfs: Any) -> None:
+def test_webhdfs_all_standby_is_unreachable_error(hot_dir: Any) -> None:
     from dr_toolkit.errors import UnreachableError
     from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
 
-    fs = WebHdfsFileSystem(webhdfs.urls[:1], timeout_s=5)  # only the standby
+    fs = WebHdfsFileSystem(hot_dir.urls[:1], timeout_s=5)  # only the standby
     with pytest.raises(UnreachableError, match="no active namenode"):
-        fs.stat("/x")
+        fs.stat(hot_dir.p("/x"))

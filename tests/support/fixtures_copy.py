@@ -1,5 +1,6 @@
-"""Fixtures of file replication: a WebHDFS emulator (two namenodes, one standby), an S3
-bucket on the shared moto server, trees to copy, and tree comparison helpers."""
+"""Fixtures of file replication: a directory of the test's own on the real hot HDFS (an HA
+pair, standby listed first; tests/support/fixtures_hdfs.py), an S3 bucket on the shared moto
+server, trees to copy, and tree comparison helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.webhdfs_emulator import WebHdfsEmulator
+from tests.support.fixtures_hdfs import HdfsDir
 
 
 @pytest.fixture(autouse=True)
@@ -25,11 +26,10 @@ def _copy_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
 
 @pytest.fixture
-def webhdfs(tmp_path: Path) -> Iterator[WebHdfsEmulator]:
-    """A WebHDFS emulator; ``urls`` lists the standby namenode first, so every client fails over."""
-    emu = WebHdfsEmulator(tmp_path / "webhdfs").start(standby_first=True)
-    yield emu
-    emu.stop()
+def webhdfs(hot_dir: HdfsDir) -> HdfsDir:
+    """A fresh directory on the real hot HDFS; ``urls`` lists the standby NameNode first, so
+    every client fails over. Paths given to its helpers are relative to the directory."""
+    return hot_dir
 
 
 @pytest.fixture
@@ -77,9 +77,10 @@ def tmp_files(root: Path) -> list[str]:
 
 def write_copy_topology(path: Path, *, namenodes: list[str], cold_root: Path, ledger_url: str,
                         targets: list[str] | None = None, s3: tuple[str, str] | None = None,
-                        options: dict[str, Any] | None = None, schedule: str = "@hourly") -> Path:
-    """A topology: hot = the WebHDFS emulator (HA pair), cold = a local root (and an S3 bucket
-    ``s3 = (endpoint_url, bucket)``), one HDFS policy ``warehouse`` from hdfs://hot/data."""
+                        options: dict[str, Any] | None = None, schedule: str = "@hourly",
+                        source: str = "/data") -> Path:
+    """A topology: hot = a real HDFS (HA pair), cold = a local root (and an S3 bucket
+    ``s3 = (endpoint_url, bucket)``), one HDFS policy ``warehouse`` from hdfs://hot``source``."""
     import yaml
 
     cold: dict[str, Any] = {"role": "cold", "local_root": str(cold_root)}
@@ -89,7 +90,7 @@ def write_copy_topology(path: Path, *, namenodes: list[str], cold_root: Path, le
         "version": 1,
         "clusters": {"hot": {"role": "hot", "hdfs": {"namenodes": namenodes, "user": "hdfs", "timeout_s": 10}},
                      "cold": cold},
-        "policies": {"hdfs": [{"name": "warehouse", "source": "hdfs://hot/data",
+        "policies": {"hdfs": [{"name": "warehouse", "source": f"hdfs://hot{source}",
                                "targets": targets or ["hdfs://cold/data"], "schedule": schedule,
                                "options": {"update": True, "delete": True, **(options or {})}}]},
         "ledger": {"url": ledger_url},
