@@ -125,9 +125,11 @@ def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent
             out.append(f"peer {policy.peer_id} ships to {peer.cluster_key}, not to the cold cluster "
                        f"({cold.cluster_key})")
     if peer.table_cfs is not None:
+        # the decoder names default-namespace tables without "default:" (as HBase's shell prints them)
+        covered = {k if ":" in k else f"default:{k}" for k in peer.table_cfs}
         for t in policy.tables:
             full = t if ":" in t else f"default:{t}"
-            if full not in peer.table_cfs and t not in peer.table_cfs:
+            if full not in covered:
                 out.append(f"peer {policy.peer_id}'s table-CFs do not include protected table {full}")
     return out, False
 
@@ -161,7 +163,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
-            length = wal_length(q.server, q.current_wal)
+            length = wal_length(q.server, q.current_wal, q.position)
             if length is not None and behind is not None:
                 behind += max(0, length - q.position)
         elif q.wals:

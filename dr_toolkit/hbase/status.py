@@ -19,13 +19,18 @@ offset shipped so far. So:
 * a live server's queue holding only its current WAL: whether bytes are left in that WAL
   is not in ZooKeeper (HBase keeps the shipped offset there, not the file length). The
   toolkit decides, in this order, and says which it used in ``basis``:
-  ``wal-length`` — the WAL file's length was read (``wal_length(server, wal)``; built in:
-  :func:`fs_wal_length`, which reads ``<rootdir>/WALs/<server>/<wal>``, ``…/<server>-splitting/``
-  and ``<rootdir>/oldWALs/<wal>`` through the hot cluster's filesystem) and the position reached
-  it. This is *proof* of drain. On a real HDFS the NameNode reports an *open* WAL's length
-  without its block under construction, so the length is exact once the WAL is closed (rolled,
-  or the region server stopped — which is what fencing HBase does); the read order makes it
-  safe anyway: positions are read first, lengths after, and a WAL can only grow;
+  ``wal-length`` — the WAL file's *readable* length was read (``wal_length(server, wal,
+  position)``; built in: :func:`fs_wal_length`, which looks in ``<rootdir>/WALs/<server>/<wal>``,
+  ``…/<server>-splitting/`` and ``<rootdir>/oldWALs/<wal>`` through the hot cluster's filesystem)
+  and the position reached it. This is *proof* of drain. The NameNode's length is not enough:
+  for the WAL a region server is writing (open, hflushed) real HDFS reports only the completed
+  blocks — 0 inside the first block — while the edits are readable (seen on HBase 2.6 / Hadoop
+  3.3: NameNode length 0, 21964 bytes readable, position 14903, peer disabled: the old check
+  "proved" drain with 50 rows unshipped). So for a WAL in the live ``WALs/<server>/`` directory
+  the length is the NameNode's plus whatever can still be read from there on (WebHDFS ``OPEN``
+  at ``max(length, position)``, at most ``probe_bytes``); a read that fails gives no length
+  (never proof). The read order keeps it safe: positions are read first, lengths after, and a
+  WAL can only grow;
   ``settled`` — ``settle_s`` > 0 and the position and WAL did not move across a second read
   ``settle_s`` later (no proof: an idle shipper also does not move);
   ``queue-size`` — neither was available, so HBase's own metric is used: ``SizeOfLogQueue``
@@ -59,7 +64,9 @@ if TYPE_CHECKING:
     from dr_toolkit.fs import FileSystem
     from dr_toolkit.zk.client import ZkClient
 
-WalLength = Callable[[str, str], "int | None"]
+WalLength = Callable[[str, str, int], "int | None"]
+"""``wal_length(server, wal, position)``: the WAL's length as far as readers can see it (at least
+up to where it goes beyond ``position``), or None when unknown."""
 
 
 @dataclass
@@ -223,17 +230,89 @@ def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: lis
                              read_at=read_at)
 
 
-def fs_wal_length(fs: FileSystem, rootdir: str = "/hbase") -> WalLength:
-    """``wal_length(server, wal)`` reading the WAL file's length on the hot cluster's filesystem:
+WAL_MAGIC = b"PWAL"
+
+
+def wal_header_end(head: bytes) -> int:
+    """Where a WAL's edits start: after ``PWAL`` and its varint-delimited ``WALHeader`` (protobuf).
+    HBase records position 0 for a WAL it has shipped nothing from, header included; 0 when the
+    bytes are not a protobuf WAL (or too short to tell)."""
+    if not head.startswith(WAL_MAGIC):
+        return 0
+    n = shift = 0
+    for i, b in enumerate(head[4:14]):
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return 4 + i + 1 + n
+    return 0
+
+
+def fs_wal_length(fs: FileSystem, rootdir: str = "/hbase", probe_bytes: int = 1 << 20) -> WalLength:
+    """``wal_length(server, wal, position)`` on the hot cluster's filesystem: the WAL is looked up in
     ``<rootdir>/WALs/<server>/<wal>``, ``<rootdir>/WALs/<server>-splitting/<wal>`` (a dead server's
-    WALs being split) or ``<rootdir>/oldWALs/<wal>`` (archived); None when it is in none of them."""
+    WALs being split) and ``<rootdir>/oldWALs/<wal>`` (archived); None when it is in none of them.
+
+    Split and archived WALs are closed: their length is exact. A WAL in the live directory may be
+    the one being written, whose NameNode length leaves out the block under construction (0 in
+    its first block): the bytes readable from ``max(length, position)`` on (at most
+    ``probe_bytes``) are added. Real HBase also lists a freshly rolled WAL in the queue only a
+    moment after edits may go into it, so the newer WALs of the server's live directory that are
+    not that WAL count too (their edits, past the header). A WAL holding only its header has
+    nothing to ship (HBase records position 0 for it). A failed read gives None: no proof."""
     root = rootdir.rstrip("/")
 
-    def length(server: str, wal: str) -> int | None:
+    def readable(path: str, start: int) -> int | None:
+        n = 0
+        try:
+            for chunk in fs.read(path, offset=start, length=probe_bytes):
+                n += len(chunk)
+                if n >= probe_bytes:
+                    break
+        except (OSError, ValueError):
+            return None
+        return n
+
+    def header_end(path: str) -> int | None:
+        try:
+            head = b"".join(fs.read(path, offset=0, length=4096))
+        except (OSError, ValueError):
+            return None
+        return wal_header_end(head)
+
+    def live_length(server: str, wal: str, path: str, size: int, position: int) -> int | None:
+        start = max(size, position)
+        more = readable(path, start)
+        if more is None:
+            return None
+        end = start + more if more else size
+        if position == 0 and end > 0:
+            h = header_end(path)
+            if h is None:
+                return None
+            if end <= h:
+                end = 0  # the header only: no edit to ship
+        # newer WALs of this server not (yet) in the queue
+        for st in fs.list_files(f"{root}/WALs/{server}"):
+            name = st.path.rsplit("/", 1)[-1]
+            if name.endswith(".meta") or wal_sort_key(name) <= wal_sort_key(wal):
+                continue
+            n = readable(st.path, 0)
+            h = header_end(st.path)
+            if n is None or h is None:
+                return None
+            if n > h:
+                end = max(end, position) + (n - h)
+        return end
+
+    def length(server: str, wal: str, position: int = 0) -> int | None:
         if not wal:
             return None
-        for path in (f"{root}/WALs/{server}/{wal}", f"{root}/WALs/{server}-splitting/{wal}",
-                     f"{root}/oldWALs/{wal}"):
+        live = f"{root}/WALs/{server}/{wal}"
+        st = fs.stat(live)
+        if st is not None and not st.is_dir:
+            return live_length(server, wal, live, int(st.size), position)
+        for path in (f"{root}/WALs/{server}-splitting/{wal}", f"{root}/oldWALs/{wal}"):
             st = fs.stat(path)
             if st is not None and not st.is_dir:
                 return int(st.size)
@@ -261,7 +340,7 @@ def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str,
     if q.wals > 1:
         q.reason = f"{where}: SizeOfLogQueue={q.size_of_log_queue} (whole WALs not yet shipped)"
         return
-    length = wal_length(q.server, q.current_wal or "") if wal_length else None
+    length = wal_length(q.server, q.current_wal or "", q.position) if wal_length else None
     if length is not None:
         q.basis = "wal-length"
         q.drained = q.position >= length

@@ -200,3 +200,64 @@ def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, z
     finally:
         if not zk_server.running:
             zk_server.start()
+
+
+# --- against a real HBase 2.6 cluster ----------------------------------------------------------------
+
+
+def _wait(pred, timeout: float = 60.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return bool(pred())
+
+
+def test_peers_made_by_hbase_are_read_back_by_the_toolkit(hot_zk, hbase_hot, hbase_cold) -> None:
+    """HBase's Admin API writes the peers; dr-toolkit reads them from ZooKeeper (values carry
+    HBase's RecoverableZooKeeper metadata prefix before PBUF)."""
+    hot, parent = hbase_hot, hbase_hot.znode_parent
+    (one,) = [p for p in hp.list_peers(hot_zk, parent) if p.peer_id == "1"]
+    assert (one.cluster_key, one.state, one.table_cfs) == (hbase_cold.cluster_key, "ENABLED", None)
+    hot.add_peer("2", hbase_cold.cluster_key, "default:orders:d")
+    p2 = hp.read_peer(hot_zk, "2", parent)
+    assert p2 is not None and p2.state == "ENABLED" and p2.table_cfs == {"orders": ["d"]}  # default namespace unnamed
+    hot.disable_peer("2")
+    assert hp.read_peer(hot_zk, "2", parent).state == "DISABLED"
+    assert hot.list_peers()["2"]["enabled"] is False
+    hot.remove_peer("2")
+    assert hp.read_peer(hot_zk, "2", parent) is None and "2" not in hot.list_peers()
+
+
+def test_a_peer_written_into_zookeeper_by_the_toolkit_is_not_seen_by_hbase(hot_zk, hbase_hot, hbase_cold) -> None:
+    """HBase 2.x learns peers through master procedures, not ZooKeeper watches: a peer the toolkit
+    writes in HBase's layout is in ZooKeeper, but HBase neither lists it nor replicates to it."""
+    hot, parent = hbase_hot, hbase_hot.znode_parent
+    lay = Layout(parent)
+    try:
+        res = hp.add_peer(hot_zk, "7", hbase_cold.cluster_key, znode_parent=parent, hbase_version="2.6")
+        assert res.changed and hp.read_peer(hot_zk, "7", parent).state == "ENABLED"
+        hot.put(5_000_000, 5)
+        hot.roll_wal()
+        assert _wait(lambda: hot_zk.get_children_many([f"{lay.queues}/{hot.region_servers[0].server_name}"])[0]
+                     is not None)
+        queues = hot_zk.get_children_many([f"{lay.queues}/{hot.region_servers[0].server_name}"])[0] or []
+        assert "7" not in hot.list_peers()  # HBase's own view: no such peer
+        assert "7" not in queues and "1" in queues  # and no replication queue for it
+    finally:
+        hp.remove_peer(hot_zk, "7", znode_parent=parent)
+
+
+def test_disabling_a_peer_in_zookeeper_does_not_stop_hbase_shipping(hot_zk, hbase_hot, hbase_cold) -> None:
+    """Likewise a state change written into ZooKeeper: HBase keeps the peer ENABLED and ships on."""
+    hot, cold, parent = hbase_hot, hbase_cold, hbase_hot.znode_parent
+    try:
+        assert hp.disable_peer(hot_zk, "1", znode_parent=parent).changed
+        assert hp.read_peer(hot_zk, "1", parent).state == "DISABLED"
+        before = cold.count()
+        hot.put(6_000_000, 10)
+        assert cold.wait_rows(before + 10) >= before + 10  # still shipped
+        assert hot.list_peers()["1"]["enabled"] is True
+    finally:
+        hp.enable_peer(hot_zk, "1", znode_parent=parent)

@@ -1,12 +1,15 @@
 """Fixtures for the HBase replication tests (capability 1.3). Loaded by tests/conftest.py.
 
-Each test gets its own znode parent (``/hbase-<uuid>``): the ZooKeeper is shared by the session.
+Real HBase: one session-scoped pair of HBase 2.6 clusters (``hbase_clusters``; ``hbase_hot``
+restores peers and region servers after each test). Tests of dr-toolkit's own ZooKeeper writes
+(peers in HBase's layout) also get their own znode parent (``/hbase-<uuid>``) on the session's
+plain ZooKeeper.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,24 +60,80 @@ def zkc(zk_endpoint: ZooKeeperEndpoint) -> Iterator[Any]:
         pass
 
 
+@pytest.fixture(scope="session")
+def hbase_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """Two real HBase 2.6 clusters (drt_servers.hbase: mini ZooKeeper + mini HDFS + master + region
+    server per JVM), table ``default:orders`` (family ``d``, REPLICATION_SCOPE 1) on both, and the real
+    replication peer ``1`` hot → cold added through HBase's Admin API. A cluster that cannot start
+    fails the tests that use it, naming the artifact or the log."""
+    from drt_servers.hbase import hbase_pair
+
+    hot, cold = hbase_pair(tmp_path_factory.mktemp("hbase"))
+    for c in (hot, cold):
+        print(f"\n{c.describe()}")
+    yield hot, cold
+    for c in (hot, cold):
+        c.stop()
+
+
 @pytest.fixture
-def rs_cluster(zk_server: Any, hbase_parent: str) -> Iterator[Callable[..., Any]]:
-    """Factory of simulated HBase clusters (drt_demo/regionserver_sim.py) under the test's parent."""
-    from drt_demo.regionserver_sim import SimCluster
+def hbase_hot(hbase_clusters: tuple[Any, Any]) -> Iterator[Any]:
+    """The hot cluster, left as the test found it: peer 1 (ENABLED) the only peer, one live region server."""
+    hot, _ = hbase_clusters
+    yield hot
+    restore_hbase(hot)
 
-    made: list[SimCluster] = []
 
-    def make(peers: list[str], parent: str | None = None, rootdir: Any = None) -> SimCluster:
-        c = SimCluster(zk_server.address, parent or hbase_parent, peers, rootdir=rootdir)
-        made.append(c)
-        return c
+@pytest.fixture
+def hbase_cold(hbase_clusters: tuple[Any, Any]) -> Any:
+    return hbase_clusters[1]
 
-    yield make
-    for c in made:
-        try:
-            c.close()
-        except Exception:  # noqa: BLE001
-            pass
+
+def restore_hbase(hot: Any) -> None:
+    """Undo what a test did to the shared hot cluster (peers, dead region servers), through HBase's API."""
+    from drt_servers.hbase import PEER
+
+    if not hot.process.running:
+        return
+    cold_key = None
+    for pid, p in hot.list_peers().items():
+        if pid == PEER:
+            cold_key = p["cluster_key"]
+            if not p["enabled"]:
+                hot.enable_peer(pid)
+        else:
+            hot.remove_peer(pid)
+    if cold_key is None:
+        raise AssertionError("a test removed peer 1 from the shared hot cluster without re-adding it")
+    if not hot.region_servers:
+        hot.start_region_server()
+
+
+def hbase_endpoint(cluster: Any) -> ZooKeeperEndpoint:
+    """The ZooKeeper endpoint of a real HBase cluster, with the znode parent it reported."""
+    return ZooKeeperEndpoint(quorum=cluster.zk_quorum, hbase_znode_parent=cluster.znode_parent,
+                             connect_timeout_s=5, call_timeout_s=5)
+
+
+@pytest.fixture
+def hot_zk(hbase_hot: Any) -> Iterator[Any]:
+    """dr-toolkit's own ZooKeeper client on the real hot cluster's ZooKeeper."""
+    from dr_toolkit.zk.client import connect
+
+    client = connect(hbase_endpoint(hbase_hot))
+    yield client
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@pytest.fixture
+def hot_fs(hbase_hot: Any) -> Any:
+    """WebHDFS on the hot cluster's HDFS (where its WALs and table descriptors are)."""
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+
+    return WebHdfsFileSystem([f"http://127.0.0.1:{hbase_hot.nn_http_port}"], user="root", timeout_s=30)
 
 
 @pytest.fixture

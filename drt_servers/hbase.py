@@ -1,0 +1,267 @@
+"""Real HBase 2.6 clusters (``hbase-testing-util`` 2.6.1-hadoop3) for the tests, the demo and the
+benchmarks — DESIGN §4.
+
+Each :class:`HBaseCluster` is one JVM (``drt_servers/java/hbase/HBaseMiniServer.java``) running
+HBase's own mini ZooKeeper, a mini HDFS (one DataNode, WebHDFS on), one master and one region
+server (its ``/jmx`` on), with replication tuned for tests. When it is up, the JVM writes
+``cluster.json`` — where ZooKeeper listens and the znode parent, ``hbase.rootdir`` (never assume
+``/hbase``: the testing utility puts it under ``/user/<user>/test-data/<uuid>``), the NameNode's
+RPC and HTTP ports, the region servers and their info ports — and answers a line protocol on a
+control port: every admin action (tables, puts, peers, WAL rolls, region-server kill/start) is
+HBase's own Admin API.
+
+:func:`hbase_pair` starts hot and cold with a real replication peer hot → cold and a table whose
+family has ``REPLICATION_SCOPE => 1`` on both.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drt_servers import maven
+from drt_servers.process import ManagedProcess, free_port
+
+JAVA17_FLAGS = [
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    *[f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+        "java.io", "java.nio", "sun.nio.ch", "java.lang", "jdk.internal.ref", "java.lang.reflect", "java.util",
+        "java.util.concurrent", "java.util.concurrent.atomic", "java.net", "java.security", "sun.security.util",
+        "java.text", "java.math", "java.util.zip")],
+    *[f"--add-exports=java.base/{p}=ALL-UNNAMED" for p in ("jdk.internal.misc", "sun.net.dns", "sun.net.util")],
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+]
+
+LOG4J2 = """\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %-5p [%t] %c{1}: %m%n
+rootLogger = WARN,console
+logger.repl.name = org.apache.hadoop.hbase.replication
+logger.repl.level = WARN
+"""
+
+TABLE = "default:orders"
+FAMILY = "d"
+PEER = "1"
+
+
+class ControlError(RuntimeError):
+    """The cluster's control channel answered ``ok: false``."""
+
+
+@dataclass
+class RegionServer:
+    server_name: str  # host,port,startcode as in /hbase/rs and the WAL directory names
+    info_port: int  # HTTP: /jmx
+
+
+class HBaseCluster:
+    """One real HBase cluster (mini ZooKeeper + mini HDFS + master + region server) in one JVM."""
+
+    def __init__(self, workdir: Path, name: str, *, heap: str = "900m", start_timeout: float = 300) -> None:
+        self.name = name
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.zk_port = free_port()
+        self.control_port = free_port()
+        self.info: dict[str, Any] = {}
+        cp = maven.classpath("hbase")
+        classes = maven.java_classes("hbase")
+        conf = self.workdir / "conf"
+        conf.mkdir(exist_ok=True)
+        (conf / "log4j2.properties").write_text(LOG4J2)
+        argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Djava.net.preferIPv4Stack=true", f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
+                f"-Djava.io.tmpdir={self.workdir}", *JAVA17_FLAGS,
+                "-cp", f"{classes}:{cp}", "HBaseMiniServer", str(self.workdir), str(self.zk_port),
+                str(self.control_port)]
+        self.process = ManagedProcess(f"hbase-{name}", argv, port=self.control_port, log_dir=self.workdir,
+                                      ready=self._ready, start_timeout=start_timeout, cwd=self.workdir)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def _ready(self) -> bool:
+        f = self.workdir / "cluster.json"
+        if not f.exists():
+            return False
+        self.info = json.loads(f.read_text())
+        return True
+
+    def start(self) -> HBaseCluster:
+        (self.workdir / "cluster.json").unlink(missing_ok=True)
+        self.process.start()
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    @property
+    def started_in_s(self) -> float | None:
+        return self.process.started_in_s
+
+    def rss_bytes(self) -> int:
+        return self.process.rss_bytes()
+
+    def describe(self) -> str:
+        return (f"{self.process.describe()}; ZooKeeper {self.zk_quorum}{self.znode_parent}, "
+                f"rootdir {self.rootdir}, NameNode http {self.nn_http_port}, region servers "
+                f"{', '.join(f'{r.server_name} (info {r.info_port})' for r in self.region_servers)}")
+
+    # --- what the cluster said about itself ------------------------------------------------------
+
+    @property
+    def zk_quorum(self) -> str:
+        return f"127.0.0.1:{self.info['zk_port']}"
+
+    @property
+    def znode_parent(self) -> str:
+        return str(self.info["znode_parent"])
+
+    @property
+    def cluster_key(self) -> str:
+        """``host:port:parent`` — what a peer on another cluster points at."""
+        return f"127.0.0.1:{self.info['zk_port']}:{self.znode_parent}"
+
+    @property
+    def rootdir_uri(self) -> str:
+        return str(self.info["rootdir"])
+
+    @property
+    def rootdir(self) -> str:
+        """The path part of hbase.rootdir on the cluster's HDFS (e.g. ``/user/root/test-data/<uuid>``)."""
+        return urllib.parse.urlparse(self.rootdir_uri).path
+
+    @property
+    def nn_rpc_port(self) -> int:
+        return int(self.info["nn_rpc_port"])
+
+    @property
+    def nn_http_port(self) -> int:
+        return int(self.info["nn_http_port"])
+
+    @property
+    def webhdfs_url(self) -> str:
+        return f"webhdfs://127.0.0.1:{self.nn_http_port}"
+
+    @property
+    def region_servers(self) -> list[RegionServer]:
+        return [RegionServer(r["server_name"], int(r["info_port"])) for r in self.info.get("region_servers", [])]
+
+    def refresh(self) -> dict[str, Any]:
+        self.info = self.request("info")
+        return self.info
+
+    # --- control channel (HBase's Admin API in the JVM) -------------------------------------------
+
+    def request(self, *words: str, timeout: float = 120) -> dict[str, Any]:
+        line = " ".join(words)
+        with socket.create_connection(("127.0.0.1", self.control_port), timeout=timeout) as s:
+            s.sendall(line.encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        answer: dict[str, Any] = json.loads(buf.decode())
+        if not answer.get("ok"):
+            raise ControlError(f"hbase-{self.name}: {line!r} failed: {answer.get('error')}")
+        return answer
+
+    def create_table(self, table: str = TABLE, families: str = FAMILY, scope: int = 1) -> None:
+        self.request("create_table", table, families, str(scope))
+
+    def put(self, first: int, n: int, *, table: str = TABLE, family: str = FAMILY, value_bytes: int = 100) -> None:
+        self.request("put", table, family, str(first), str(n), str(value_bytes))
+
+    def count(self, table: str = TABLE) -> int:
+        return int(self.request("count", table)["rows"])
+
+    def flush(self, table: str = TABLE) -> None:
+        self.request("flush", table)
+
+    def add_peer(self, peer_id: str, cluster_key: str, table_cfs: str | None = None) -> None:
+        self.request("add_peer", peer_id, cluster_key, *([table_cfs] if table_cfs else []))
+
+    def enable_peer(self, peer_id: str) -> None:
+        self.request("enable_peer", peer_id)
+
+    def disable_peer(self, peer_id: str) -> None:
+        self.request("disable_peer", peer_id)
+
+    def remove_peer(self, peer_id: str) -> None:
+        self.request("remove_peer", peer_id)
+
+    def list_peers(self) -> dict[str, dict[str, Any]]:
+        """The peers as HBase itself sees them (``Admin.listReplicationPeers``), by id."""
+        return {p["id"]: p for p in self.request("list_peers")["peers"]}
+
+    def roll_wal(self) -> None:
+        self.request("roll_wal")
+
+    def kill_region_server(self, index: int = 0) -> str:
+        server = str(self.request("kill_rs", str(index))["server"])
+        self.refresh()
+        return server
+
+    def start_region_server(self) -> str:
+        server = str(self.request("start_rs")["server"])
+        self.refresh()
+        return server
+
+    def wait_rows(self, n: int, table: str = TABLE, timeout: float = 120) -> int:
+        """Poll until the table has at least ``n`` rows (replication arrived); returns the count."""
+        deadline = time.monotonic() + timeout
+        got = self.count(table)
+        while got < n and time.monotonic() < deadline:
+            time.sleep(0.5)
+            got = self.count(table)
+        if got < n:
+            raise TimeoutError(f"hbase-{self.name}: {table} has {got} rows, expected {n} within {timeout} s")
+        return got
+
+    def jmx(self, query: str = "Hadoop:service=HBase,name=RegionServer,sub=Replication", index: int = 0
+            ) -> dict[str, Any]:
+        port = self.region_servers[index].info_port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jmx?qry={urllib.parse.quote(query)}",
+                                    timeout=10) as r:
+            beans: list[dict[str, Any]] = json.loads(r.read())["beans"]
+        return beans[0] if beans else {}
+
+
+def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: str = FAMILY
+               ) -> tuple[HBaseCluster, HBaseCluster]:
+    """Hot and cold clusters, ``table`` with ``family`` at REPLICATION_SCOPE 1 on both, and a real peer
+    ``peer_id`` hot → cold added through HBase's Admin API. The JVMs start one after the other (two
+    cores)."""
+    hot = HBaseCluster(Path(root) / "hot", "hot")
+    cold = HBaseCluster(Path(root) / "cold", "cold")
+    hot.start()
+    try:
+        cold.start()
+        cold.create_table(table, family, 1)
+        hot.create_table(table, family, 1)
+        hot.add_peer(peer_id, cold.cluster_key)
+    except BaseException:
+        hot.stop()
+        cold.stop()
+        raise
+    return hot, cold
+
+
+def start_for_cli(workdir: Path) -> list[ManagedProcess]:
+    hot, cold = hbase_pair(workdir)
+    for c in (hot, cold):
+        print(c.describe())
+    return [hot.process, cold.process]
