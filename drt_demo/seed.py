@@ -58,7 +58,8 @@ def grow_log(hot_root: Path, lines: int = 500) -> int:
 
 
 def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition: int = 60,
-               same_ts_run: int = 5, timeout_s: float = 10.0) -> int:
+               same_ts_run: int = 5, timeout_s: float = 10.0, base_ts_ms: int = BASE_TS_MS,
+               key_prefix: str = "") -> int:
     """Produce records with explicit CreateTime timestamps, one per request; every
     ``same_ts_run`` consecutive records share a timestamp (Kafka timestamps are not unique)."""
     from confluent_kafka import Producer
@@ -71,8 +72,8 @@ def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition:
     for topic, parts in topics.items():
         for part in range(parts):
             for i in range(records_per_partition):
-                ts = BASE_TS_MS + (i // same_ts_run) * 1000
-                p.produce(topic, key=f"{topic}-{part}-{i}".encode(), value=f"payload {i}".encode(),
+                ts = base_ts_ms + (i // same_ts_run) * 1000
+                p.produce(topic, key=f"{key_prefix}{topic}-{part}-{i}".encode(), value=f"payload {i}".encode(),
                           partition=part, timestamp=ts, headers=[("seq", str(i).encode())])
                 if p.flush(timeout_s) != 0:
                     raise RuntimeError(f"produce to {bootstrap} {topic}[{part}] timed out")

@@ -377,21 +377,39 @@ class KafkaCluster:
 
     # -- consumer groups ------------------------------------------------------------------------
     def _admin_call(self, what: str, submit: Callable[[Any], Any], key: str) -> Any:
-        """Run one admin request (``submit(admin)`` returns futures by ``key``) with the timeout."""
-        try:
-            return submit(self.admin)[key].result(timeout=self.timeout_s + 1)
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise self._wrap(exc, what) from None
+        """Run one admin request (``submit(admin)`` returns futures by ``key``) with the timeout.
+        A group coordinator that is not ready (loading its partition of ``__consumer_offsets``
+        after a start, or moving) refused the request whole: it is sent again until the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return submit(self.admin)[key].result(timeout=self.timeout_s + 1)
+            except Exception as exc:  # noqa: BLE001 - translated
+                if _coordinator_busy_exc(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise self._wrap(exc, what) from None
 
     def committed(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
         """The group's committed offsets; partitions without a commit are left out."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         tps = [TopicPartition(t, p) for t, p in partitions] if partitions else None
-        res = self._admin_call(f"committed offsets of group {group!r}", lambda a: a.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
-        return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or []
-                if tp.error is None and tp.offset >= 0}
+        what = f"committed offsets of group {group!r}"
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            res = self._admin_call(what, lambda a: a.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
+            errors = [tp for tp in res.topic_partitions or [] if tp.error is not None]
+            if not errors:
+                break
+            # A partition error is never "no commit": a coordinator still loading (a fresh or
+            # restarted broker answers NOT_COORDINATOR / LOAD_IN_PROGRESS) is asked again.
+            if not all(_coordinator_busy(tp.error) for tp in errors) or time.monotonic() > deadline:
+                first = errors[0]
+                raise self._wrap(_kafka_exception(first.error), f"{what} ({first.topic}[{first.partition}])")
+            time.sleep(0.2)
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or [] if tp.offset >= 0}
 
     def group_state(self, group: str) -> tuple[str, int]:
         """(state name, number of members) of ``group``."""
@@ -405,10 +423,38 @@ class KafkaCluster:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        res = self._admin_call(f"commit offsets of group {group!r}", lambda a: a.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            res = self._admin_call(f"commit offsets of group {group!r}", lambda a: a.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
+            errors = [tp.error for tp in res.topic_partitions if tp.error is not None]
+            # The whole request was turned away by a coordinator not ready yet (a fresh broker
+            # creates __consumer_offsets on first use; a restarted one loads it): nothing was
+            # written, so the same single request is sent again.
+            if not errors or len(errors) < len(res.topic_partitions) or not all(map(_coordinator_busy, errors)) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         return {(tp.topic, tp.partition): (tp.error.str() if tp.error is not None else None)
                 for tp in res.topic_partitions}
+
+
+def _coordinator_busy(err: Any) -> bool:
+    """The group coordinator cannot answer yet (moving, loading, or its topic being created)."""
+    from confluent_kafka import KafkaError
+
+    return err.code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                          KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._WAIT_COORD)
+
+
+def _coordinator_busy_exc(exc: BaseException) -> bool:
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err = exc.args[0]
+        return _coordinator_busy(err) or any(
+            s in err.str() for s in ("Coordinator load in progress", "Not coordinator", "Coordinator not available"))
+    return False
 
 
 def _kafka_exception(err: Any) -> BaseException:

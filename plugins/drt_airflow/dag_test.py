@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
+# Run as a script, Python puts this file's folder first on sys.path, where drt_airflow's own
+# modules (hdfs.py, kafka.py, ...) would shadow the libraries of those names (`import hdfs`
+# found drt_airflow/hdfs.py: every WebHDFS copy in the demo failed). Airflow puts plugins/ on
+# the path itself; this folder must not be on it.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE]
 
 
 def run_dag(dag_id: str, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, str]]:

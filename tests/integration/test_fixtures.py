@@ -41,7 +41,7 @@ def test_kafka_produce_fetch_commit(which: str, request: pytest.FixtureRequest) 
     admin = AdminClient({"bootstrap.servers": broker.address})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(timeout=10)
     p = Producer({"bootstrap.servers": broker.address, "linger.ms": 0})
-    for i in range(3):  # one record per request: tansu's high watermark is wrong for multi-record batches
+    for i in range(3):
         p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, timestamp=1_700_000_000_000 + i)
         p.flush(10)
     group = f"g-{uuid.uuid4().hex[:6]}"

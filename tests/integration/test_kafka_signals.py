@@ -85,13 +85,18 @@ def test_signals_are_no_go_when_hot_is_unreachable(kafka_env, tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_record(kafka_env, tmp_path: Path) -> None:
+def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_record(mm2, kafka_env,
+                                                                                   tmp_path: Path) -> None:
     """The topic proof under load: a producer writes to hot (stamping its records with a clock
-    up to the declared skew bound off, either way) while a mirror copies hot → cold in uneven
-    bursts, and the lag is checked over and over. Whatever the interleaving, every record hot
-    acknowledged before a check's safe time must have been on cold by the end of that check.
+    up to the declared skew bound off, either way) while real MirrorMaker 2 copies hot → cold,
+    paused now and then (SIGSTOP/SIGCONT) so it falls behind and catches up, and the lag is
+    checked over and over. Whatever the interleaving, every record hot acknowledged before a
+    check's safe time must have been on cold by the end of that check (MM2 copies each partition
+    in order into a new ``hot.<topic>``, so cold's end offset counts hot's records it holds).
     Taking the time after reading hot's ends, or dropping the skew bound, breaks this."""
+    import os
     import random
+    import signal
     import threading
 
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -99,16 +104,17 @@ def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_reco
     from tests.support.fixtures_kafka import QUIET
 
     hot, cold = kafka_env
-    topic = unique("live")
+    topic = unique("mm-live")
+    remote = mm2.remote_topic(topic)
     parts, skew_s, n = 2, 0.5, 400
     create_topic(hot, topic, parts)
-    create_topic(cold, topic, parts)
+    produce(hot, topic, 0, [Rec(b"first", int(time.time() * 1000))])  # MM2 creates hot.<topic> on cold
+    mm2.wait_mirrored([topic])
+    acked: list[tuple[float, int, int]] = [(time.time(), 0, 0)]  # (acknowledged at, partition, hot offset)
     topo = load_topology(write_topology(tmp_path / "s.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
-                                        ledger_url=f"sqlite:///{tmp_path}/s.db", skew_s=skew_s))
+                                        ledger_url=f"sqlite:///{tmp_path}/s.db", skew_s=skew_s,
+                                        replication_policy="default"))
     rnd = random.Random(20261123)
-    lock = threading.Lock()
-    acked: list[tuple[float, int, int]] = []  # (acknowledged at, partition, hot offset)
-    mirrored = dict.fromkeys(range(parts), 0)  # per partition: hot offsets below this are on cold
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -129,52 +135,52 @@ def test_live_producer_and_mirror_never_give_a_safe_time_past_an_unmirrored_reco
                 if rnd.random() < 0.2:
                     time.sleep(rnd.random() * 0.05)
                 if i % 100 == 99:  # a quiet spell: the mirror catches up
-                    time.sleep(1.0)
+                    time.sleep(1.5)
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             errors.append(exc)
 
-    def mirror() -> None:
-        c = Consumer({"bootstrap.servers": hot, "group.id": unique("mm"), "enable.auto.commit": False,
-                      "fetch.wait.max.ms": 10, **QUIET})
-        p = Producer({"bootstrap.servers": cold, "linger.ms": 0, "acks": "all", **QUIET})
-        c.assign([TopicPartition(topic, q, 0) for q in range(parts)])
-        try:
-            while not stop.is_set():
-                for msg in c.consume(num_messages=rnd.randint(1, 25), timeout=0.2):
-                    if msg.error():
-                        continue
-                    p.produce(topic, value=msg.value(), partition=msg.partition(), timestamp=msg.timestamp()[1])
-                    p.flush(10)
-                    with lock:
-                        mirrored[msg.partition()] = msg.offset() + 1
-                time.sleep(rnd.random() * 0.3)  # uneven: the mirror falls behind, then catches up
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            c.close()
+    def pauser() -> None:
+        """Uneven mirroring: MirrorMaker 2 frozen for up to 0.8 s at a time."""
+        assert mm2.proc is not None
+        pid = mm2.proc.pid
+        while not stop.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(rnd.random() * 0.8)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(rnd.random() * 0.6)
 
-    threads = [threading.Thread(target=producer, daemon=True), threading.Thread(target=mirror, daemon=True)]
+    cc = Consumer({"bootstrap.servers": cold, "group.id": unique("wm"), **QUIET})
+
+    def on_cold() -> dict[int, int]:
+        return {q: cc.get_watermark_offsets(TopicPartition(remote, q), timeout=5, cached=False)[1]
+                for q in range(parts)}
+
+    threads = [threading.Thread(target=producer, daemon=True), threading.Thread(target=pauser, daemon=True)]
     for t in threads:
         t.start()
     checks, behind, caught_up = 0, 0, 0
     try:
         while checks < 80 and (threads[0].is_alive() or not caught_up):
             res = api.lag(topo, access=Access.none())
-            with lock:
-                on_cold = dict(mirrored)
+            have = on_cold()  # read after the check: what cold held by the end of it, at most
             writes = list(acked)
             checks += 1
             safe = res["safe_time"]
             assert safe is not None, res
             behind += not res["caught_up"]
             caught_up += res["caught_up"]
-            late = [(t, q, o) for t, q, o in writes if t < safe and o >= on_cold[q]]
+            late = [(t, q, o) for t, q, o in writes if t < safe and o >= have[q]]
             assert not late, (f"safe time {safe:.3f} is after {len(late)} acknowledged record(s) not on cold, "
-                              f"first {late[0]}; on cold {on_cold}; partitions {res['partitions']}")
+                              f"first {late[0]}; on cold {have}; partitions {res['partitions']}")
+            if not threads[0].is_alive():
+                stop.set()  # the producer is done: let MirrorMaker 2 catch up
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=30)
+        if mm2.proc is not None:
+            os.kill(mm2.proc.pid, signal.SIGCONT)
+        cc.close()
     assert not errors, errors
     assert behind >= 1 and caught_up >= 1, (checks, behind, caught_up)
 

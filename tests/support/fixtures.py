@@ -47,22 +47,6 @@ def zk(zk_server: ManagedProcess) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def kafka_hot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    """The "hot" Kafka-protocol broker (tansu, in memory)."""
-    proc = servers.kafka_broker(tmp_path_factory.mktemp("kafka-hot"), "hot").start()
-    yield proc
-    proc.kill()
-
-
-@pytest.fixture(scope="session")
-def kafka_cold(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
-    """The "cold" Kafka-protocol broker (tansu, in memory): the mirror."""
-    proc = servers.kafka_broker(tmp_path_factory.mktemp("kafka-cold"), "cold").start()
-    yield proc
-    proc.kill()
-
-
-@pytest.fixture(scope="session")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Postgres]:
     """A temporary PostgreSQL 15 cluster (initdb/pg_ctl as the postgres user)."""
     # Not under pytest's tmp dir: that is private to root, and PostgreSQL runs as `postgres`.

@@ -1,7 +1,10 @@
-"""Kafka test helpers and fixtures (capability 1.2), on the real hot/cold tansu brokers.
+"""Kafka test helpers and fixtures (capability 1.2), on real Apache Kafka 4.x brokers.
 
-tansu's high watermark is wrong when a produce batch holds more than one record, so every
-helper produces one record per request (flush after each).
+``kafka_hot`` / ``kafka_cold``: two single-node KRaft clusters (session-scoped; topic and group
+names are unique per test). ``mm2``: a real MirrorMaker 2 hot → cold (session-scoped, started
+only by the tests that use it) for topics named ``mm-*``, DefaultReplicationPolicy (cold topics
+``hot.mm-*``). :func:`mirror` is a direct copier for the tests that must control exactly which
+records are on cold (offset shifts, cold-only records, partial copies).
 """
 
 from __future__ import annotations
@@ -19,8 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.support import servers
-from tests.support.procs import ManagedProcess
+from drt_servers.kafka import KafkaBroker, MirrorMaker2
 
 QUIET = {"log_level": 0}
 
@@ -44,13 +46,14 @@ def create_topic(address: str, name: str, partitions: int) -> None:
 
 
 def produce(address: str, topic: str, partition: int, records: Sequence[Rec]) -> None:
-    """Produce ``records`` in order, one record per request."""
-    p = Producer({"bootstrap.servers": address, "linger.ms": 0, "batch.num.messages": 1, **QUIET})
+    """Produce ``records`` in order (idempotent producer: order kept across batches)."""
+    p = Producer({"bootstrap.servers": address, "linger.ms": 5, "enable.idempotence": True, **QUIET})
     errors: list[Any] = []
     for r in records:
         p.produce(topic, value=r.value, key=r.key, partition=partition, timestamp=r.timestamp,
                   headers=r.headers or None, on_delivery=lambda err, _m: errors.append(err) if err else None)
-        assert p.flush(10) == 0, "produce did not complete"
+        p.poll(0)
+    assert p.flush(30) == 0, "produce did not complete"
     assert not errors, errors
 
 
@@ -127,8 +130,50 @@ def write_topology(path: Path, *, hot: str, cold: str, topics: list[str], groups
     return path
 
 
+@pytest.fixture(scope="session")
+def kafka_hot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """The "hot" Kafka cluster: a real single-node KRaft broker (data on disk, kept across
+    ``kill``/``start``/``restart``)."""
+    proc = KafkaBroker(tmp_path_factory.mktemp("kafka-hot"), "hot").start()
+    yield proc
+    proc.kill()
+
+
+@pytest.fixture(scope="session")
+def kafka_cold(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """The "cold" Kafka cluster (the mirror): a real single-node KRaft broker."""
+    proc = KafkaBroker(tmp_path_factory.mktemp("kafka-cold"), "cold").start()
+    yield proc
+    proc.kill()
+
+
+MM2_TOPICS = "mm-.*"
+
+
+@pytest.fixture(scope="session")
+def mm2_session(tmp_path_factory: pytest.TempPathFactory, kafka_hot: KafkaBroker,
+                kafka_cold: KafkaBroker) -> Iterator[MirrorMaker2]:
+    """Real MirrorMaker 2 (dedicated mode) hot → cold for topics ``mm-*``, DefaultReplicationPolicy,
+    offset syncs for every record, checkpoints and group-offset syncs every second."""
+    for b in (kafka_hot, kafka_cold):
+        if not b.running:
+            b.start()
+    proc = MirrorMaker2(tmp_path_factory.mktemp("mm2"), kafka_hot.address, kafka_cold.address,
+                        topics=MM2_TOPICS, groups=".*").start()
+    yield proc
+    proc.kill()
+
+
 @pytest.fixture
-def kafka_env(kafka_hot: ManagedProcess, kafka_cold: ManagedProcess) -> Iterator[tuple[str, str]]:
+def mm2(mm2_session: MirrorMaker2, kafka_env: tuple[str, str]) -> MirrorMaker2:
+    """The session's MirrorMaker 2, restarted if a test stopped it (brokers up too)."""
+    if not mm2_session.running:
+        mm2_session.start()
+    return mm2_session
+
+
+@pytest.fixture
+def kafka_env(kafka_hot: KafkaBroker, kafka_cold: KafkaBroker) -> Iterator[tuple[str, str]]:
     """(hot address, cold address), restarting a broker a previous test stopped."""
     for b in (kafka_hot, kafka_cold):
         if not b.running:
@@ -137,16 +182,9 @@ def kafka_env(kafka_hot: ManagedProcess, kafka_cold: ManagedProcess) -> Iterator
 
 
 @pytest.fixture
-def kafka_durable(tmp_path: Path, s3_server: servers.S3Server) -> Iterator[ManagedProcess]:
-    """A tansu broker whose storage survives a restart: this tansu build has no PostgreSQL
-    engine (only memory:// and s3://), so it stores to the moto S3 server."""
-    bucket = unique("tansu")
-    s3_server.client().create_bucket(Bucket=bucket)
-    broker = servers.kafka_broker(tmp_path, unique("durable"), storage=f"s3://{bucket}/")
-    broker.env.update({"AWS_ENDPOINT": s3_server.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                       "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
-    broker.start()
+def kafka_durable(tmp_path: Path) -> Iterator[KafkaBroker]:
+    """A broker of the test's own that the test may kill and restart (its data is on disk)."""
+    broker = KafkaBroker(tmp_path / "durable", "durable").start()
     yield broker
     broker.kill()
 

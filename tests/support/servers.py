@@ -10,14 +10,13 @@ from __future__ import annotations
 import sys
 import time
 
+from drt_servers.kafka import kafka_broker
 from drt_servers.process import four_letter
-from drt_servers.tansu import kafka_broker, tansu_binary
 from drt_servers.zookeeper import ZK_JARS, zookeeper
 from tests.support.postgres import PG_BIN, Postgres
 from tests.support.procs import free_port
 
-__all__ = ["PG_BIN", "ZK_JARS", "Postgres", "S3Server", "four_letter", "kafka_broker", "spark_env", "tansu_binary",
-           "zookeeper"]
+__all__ = ["PG_BIN", "ZK_JARS", "Postgres", "S3Server", "four_letter", "kafka_broker", "spark_env", "zookeeper"]
 
 
 class S3Server:

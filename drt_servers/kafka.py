@@ -1,0 +1,361 @@
+"""Real Apache Kafka 4.x: single-node KRaft brokers (combined broker + controller) and
+MirrorMaker 2 in dedicated mode (DESIGN §4).
+
+* :class:`KafkaBroker` — one broker on two free 127.0.0.1 ports (client + controller), its
+  storage under a given directory, formatted with ``kafka.tools.StorageTool`` before the first
+  start; ``stop`` / ``kill`` / ``restart`` keep the data and the ports.
+* :func:`kafka_pair` — the hot and the cold broker (two independent clusters).
+* :class:`MirrorMaker2` — ``org.apache.kafka.connect.mirror.MirrorMaker`` replicating hot → cold
+  for a topics regex, with the Default (``hot.<topic>``) or Identity replication policy, offset
+  syncs for every record and checkpoints / group-offset syncs every second; ``wait_mirrored``
+  waits until cold holds every record hot has.
+
+The jars come from ``drt_servers/maven/kafka`` and ``drt_servers/maven/mm2`` (one classpath per
+JVM); logging is log4j2 at WARN into each process's log file.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from drt_servers import maven
+from drt_servers.process import ManagedProcess, free_port
+
+JVM_OPTS = ["-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true", "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xss512k"]
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.target = SYSTEM_OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d{HH:mm:ss,SSS}] %p %c{1}: %m%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.kafka.name = kafka
+logger.kafka.level = warn
+logger.ak.name = org.apache.kafka
+logger.ak.level = warn
+logger.wst.name = org.apache.kafka.connect.runtime.WorkerSourceTask
+logger.wst.level = error
+"""
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _write_log_config(directory: Path) -> Path:
+    path = directory / "log4j2.properties"
+    path.write_text(LOG4J2)
+    return path
+
+
+def _props(values: dict[str, object]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in values.items())
+
+
+def broker_config(data: Path, port: int, controller_port: int) -> dict[str, object]:
+    """The broker's ``server.properties``: small, quick, compaction on with short intervals."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": data / "logs",
+        "metadata.log.dir": data / "metadata",
+        "num.partitions": 1,
+        "default.replication.factor": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 2,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 2,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "num.network.threads": 2,
+        "num.io.threads": 2,
+        "background.threads": 2,
+        "num.recovery.threads.per.data.dir": 1,
+        "num.replica.fetchers": 1,
+        # Compaction testable in seconds: a topic created with segment.ms small and
+        # min.cleanable.dirty.ratio small is cleaned shortly after its segment rolls.
+        "log.cleaner.enable": "true",
+        "log.cleaner.threads": 1,
+        "log.cleaner.backoff.ms": 200,
+        "log.cleaner.dedupe.buffer.size": 4 * 2**20,
+        "log.cleaner.io.buffer.size": 256 * 1024,
+        # Tests write records with CreateTimes years old: time-based retention (7 days by default)
+        # would delete them within a check interval. Retention is per topic where a test wants it.
+        "log.retention.ms": -1,
+        "log.retention.bytes": -1,
+        "log.retention.check.interval.ms": 1000,
+        "log.segment.delete.delay.ms": 1000,
+        "log.initial.task.delay.ms": 1000,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+        "auto.create.topics.enable": "false",
+        # After a kill the old incarnation's registration blocks the new one until its session
+        # times out (DUPLICATE_BROKER_REGISTRATION): keep that wait short.
+        "broker.session.timeout.ms": 4000,
+        "broker.heartbeat.interval.ms": 500,
+    }
+
+
+class KafkaBroker(ManagedProcess):
+    """One single-node KRaft Kafka cluster. ``address`` is ``127.0.0.1:<port>``; the data
+    (``<dir>/data``) and the ports survive ``stop``/``kill``/``restart``."""
+
+    def __init__(self, workdir: Path, name: str, *, heap: str = "384m",
+                 overrides: dict[str, object] | None = None, start_timeout: float = 120.0) -> None:
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.controller_port = free_port()
+        port = free_port()
+        while port == self.controller_port:
+            port = free_port()
+        cfg = {**broker_config(self.data, port, self.controller_port), **(overrides or {})}
+        self.config_path = workdir / "server.properties"
+        self.config_path.write_text(_props(cfg))
+        log_cfg = _write_log_config(workdir)
+        self.classpath = maven.classpath("kafka")
+        self.cluster_id = _cluster_id()
+        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, f"-Dlog4j2.configurationFile={log_cfg}",
+                "kafka.Kafka", str(self.config_path)]
+        # The classpath goes in CLASSPATH (not -cp) so the log's start line stays readable.
+        super().__init__(f"kafka-{name}", argv, port=port, log_dir=workdir, ready=self._ready,
+                         env={"CLASSPATH": self.classpath}, start_timeout=start_timeout)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.address
+
+    def _ready(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": self.address, "log_level": 0}).list_topics(timeout=2)
+        return bool(md.brokers)
+
+    def format(self) -> None:
+        """Format the storage once (``kafka.tools.StorageTool format``); a no-op when formatted."""
+        if (self.data / "metadata" / "meta.properties").exists():
+            return
+        r = subprocess.run([maven.java(), "-Xmx128m", *JVM_OPTS, f"-Dlog4j2.configurationFile={self.workdir}/log4j2.properties",
+                            "-cp", self.classpath, "kafka.tools.StorageTool", "format", "--ignore-formatted",
+                            "-t", self.cluster_id, "-c", str(self.config_path)],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise maven.ServerSetupError(f"{self.name}: kafka.tools.StorageTool format failed: "
+                                         f"{(r.stdout + r.stderr).strip()[-2000:]}")
+
+    def start(self) -> KafkaBroker:
+        self.format()
+        super().start()
+        return self
+
+
+def kafka_broker(workdir: Path, name: str, **kw: object) -> KafkaBroker:
+    """An unstarted broker (call ``.start()``)."""
+    return KafkaBroker(workdir, name, **kw)  # type: ignore[arg-type]
+
+
+def kafka_pair(root: Path) -> tuple[KafkaBroker, KafkaBroker]:
+    """The started hot and cold brokers under ``root/hot`` and ``root/cold``."""
+    hot = KafkaBroker(Path(root) / "hot", "hot")
+    cold = KafkaBroker(Path(root) / "cold", "cold")
+    hot.start()
+    cold.start()
+    return hot, cold
+
+
+class MirrorMaker2(ManagedProcess):
+    """MirrorMaker 2, dedicated mode, hot → cold only. ``policy`` is ``"default"`` (cold topics
+    named ``hot.<topic>``) or ``"identity"`` (same names). Offset syncs for every record
+    (``offset.lag.max=0``), checkpoints and group-offset syncs every second, topics and groups
+    refreshed every second. Ready when its connectors have created their internal topics."""
+
+    def __init__(self, workdir: Path, hot: str, cold: str, *, topics: str = ".*", groups: str = ".*",
+                 policy: str = "default", heap: str = "384m", extra: dict[str, object] | None = None,
+                 start_timeout: float = 180.0) -> None:
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.hot, self.cold = hot, cold
+        self.policy = policy
+        cls = {"default": DEFAULT_POLICY, "identity": IDENTITY_POLICY}.get(policy, policy)
+        cfg: dict[str, object] = {
+            "clusters": "hot, cold",
+            "hot.bootstrap.servers": hot,
+            "cold.bootstrap.servers": cold,
+            "hot->cold.enabled": "true",
+            "hot->cold.topics": topics,
+            "hot->cold.groups": groups,
+            "cold->hot.enabled": "false",
+            "cold->hot.emit.heartbeats.enabled": "false",
+            "replication.policy.class": cls,
+            "sync.group.offsets.enabled": "true",
+            "sync.group.offsets.interval.seconds": 1,
+            "emit.checkpoints.enabled": "true",
+            "emit.checkpoints.interval.seconds": 1,
+            "emit.heartbeats.interval.seconds": 1,
+            "refresh.topics.interval.seconds": 1,
+            "refresh.groups.interval.seconds": 1,
+            "offset.lag.max": 0,
+            "offset-syncs.topic.location": "source",
+            "sync.topic.acls.enabled": "false",
+            "sync.topic.configs.enabled": "true",
+            "replication.factor": 1,
+            "checkpoints.topic.replication.factor": 1,
+            "heartbeats.topic.replication.factor": 1,
+            "offset-syncs.topic.replication.factor": 1,
+            "offset.storage.replication.factor": 1,
+            "status.storage.replication.factor": 1,
+            "config.storage.replication.factor": 1,
+            "tasks.max": 1,
+            # Records as they were: no batching delay, and read only committed transactions.
+            "hot.consumer.isolation.level": "read_committed",
+            "hot.consumer.fetch.max.wait.ms": 50,
+            "cold.producer.linger.ms": 0,
+            "offset.flush.interval.ms": 1000,
+            **(extra or {}),
+        }
+        self.config_path = workdir / "mm2.properties"
+        self.config_path.write_text(_props(cfg))
+        log_cfg = _write_log_config(workdir)
+        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, f"-Dlog4j2.configurationFile={log_cfg}",
+                "org.apache.kafka.connect.mirror.MirrorMaker", str(self.config_path), "--clusters", "cold"]
+        super().__init__("mirrormaker2", argv, port=int(cold.rsplit(":", 1)[1]), log_dir=workdir,
+                         ready=self._ready, env={"CLASSPATH": maven.classpath("mm2")}, start_timeout=start_timeout)
+
+    @property
+    def checkpoints_topic(self) -> str:
+        return "hot.checkpoints.internal"
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        return "mm2-offset-syncs.cold.internal"
+
+    def remote_topic(self, topic: str) -> str:
+        """The cold name of hot ``topic`` under this MM2's replication policy."""
+        return topic if self.policy == "identity" else f"hot.{topic}"
+
+    def _ready(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        cold = AdminClient({"bootstrap.servers": self.cold, "log_level": 0}).list_topics(timeout=2).topics
+        hot = AdminClient({"bootstrap.servers": self.hot, "log_level": 0}).list_topics(timeout=2).topics
+        return self.checkpoints_topic in cold and self.offset_syncs_topic in hot
+
+    def wait_mirrored(self, topics: Iterable[str], timeout: float = 90.0) -> None:
+        """Wait until, for every partition of each hot topic, cold's copy holds every record hot
+        holds (cold end offset − log start ≥ hot's count of data records, read_committed)."""
+        topics = list(topics)
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            behind = mirror_behind(self.hot, self.cold, {t: self.remote_topic(t) for t in topics})
+            if not behind:
+                return
+            last = "; ".join(f"{t}[{p}]: hot {h}, cold {c}" for (t, p), (h, c) in sorted(behind.items()))
+            time.sleep(0.3)
+        raise TimeoutError(f"MirrorMaker 2 has not mirrored {topics} after {timeout:.0f}s ({last}):\n{self.log_tail()}")
+
+
+def _data_records(address: str, topic: str) -> dict[int, int]:
+    """Per partition, how many data records a read_committed consumer reads from the log start."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": address, "log_level": 0}).list_topics(topic, timeout=5)
+    tmd = md.topics.get(topic)
+    if tmd is None or tmd.error is not None:
+        return {}
+    c = Consumer({"bootstrap.servers": address, "group.id": "drt-servers-count", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True, "fetch.wait.max.ms": 10,
+                  "log_level": 0})
+    out: dict[int, int] = {}
+    try:
+        for p in tmd.partitions:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+            if hi <= lo:
+                out[p] = 0
+                continue
+            c.assign([TopicPartition(topic, p, lo)])
+            n, eof = 0, False
+            t_end = time.monotonic() + 10
+            while not eof and time.monotonic() < t_end:
+                for m in c.consume(500, timeout=1):
+                    err = m.error()
+                    if err is None:
+                        n += 1
+                    elif err.code() == err._PARTITION_EOF:
+                        eof = True
+            out[p] = n
+    finally:
+        c.close()
+    return out
+
+
+def mirror_behind(hot: str, cold: str, topics: dict[str, str]) -> dict[tuple[str, int], tuple[int, int]]:
+    """``{hot topic: cold topic}`` → the partitions where cold holds fewer data records than
+    hot: ``{(topic, partition): (hot count, cold count)}``. Counts end offsets when neither
+    log has a transaction marker or a trimmed head (the common, cheap case)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    hot_md = AdminClient({"bootstrap.servers": hot, "log_level": 0}).list_topics(timeout=5).topics
+    cold_md = AdminClient({"bootstrap.servers": cold, "log_level": 0}).list_topics(timeout=5).topics
+    ch = Consumer({"bootstrap.servers": hot, "group.id": "drt-servers-wm", "log_level": 0})
+    cc = Consumer({"bootstrap.servers": cold, "group.id": "drt-servers-wm", "log_level": 0})
+    try:
+        for t, ct in topics.items():
+            if t not in hot_md:
+                continue
+            parts = sorted(hot_md[t].partitions)
+            if ct not in cold_md:
+                for p in parts:
+                    out[(t, p)] = (-1, -1)
+                continue
+            for p in parts:
+                hlo, hhi = ch.get_watermark_offsets(TopicPartition(t, p), timeout=5, cached=False)
+                clo, chi = cc.get_watermark_offsets(TopicPartition(ct, p), timeout=5, cached=False)
+                if chi - clo < hhi - hlo:
+                    out[(t, p)] = (hhi - hlo, chi - clo)
+    finally:
+        ch.close()
+        cc.close()
+    # Transaction markers and aborted records count in hot's offsets but are not mirrored:
+    # where the offsets say "behind", count the data records before reporting it.
+    for (t, p), _ in list(out.items()):
+        h = _data_records(hot, t).get(p, 0)
+        c = _data_records(cold, topics[t]).get(p, -1)
+        if c >= h:
+            del out[(t, p)]
+        else:
+            out[(t, p)] = (h, c)
+    return out
+
+
+def start_for_cli(directory: Path) -> list[ManagedProcess]:
+    """``python -m drt_servers start kafka``: hot + cold brokers and MirrorMaker 2 (all topics,
+    DefaultReplicationPolicy)."""
+    hot, cold = kafka_pair(directory)
+    mm2 = MirrorMaker2(Path(directory) / "mm2", hot.address, cold.address,
+                       topics=os.environ.get("DRT_MM2_TOPICS", ".*")).start()
+    return [hot, cold, mm2]
