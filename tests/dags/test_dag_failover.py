@@ -12,18 +12,17 @@ import pytest
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.integration.test_failover_runbook import fence_of, hbase_world
+from tests.integration.test_failover_runbook import fence_of
 from tests.support.fixtures_failover import write_topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 
 @pytest.fixture
-def topo_path(tmp_path, zk_server, monkeypatch):
-    if not zk_server.running:
-        zk_server.start()
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
-    hbase_world(load_topology(path), lagging=False)
+def topo_path(tmp_path, hbase_worlds, monkeypatch):
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hbase_clusters=hbase_worlds.clusters)
+    hbase_worlds(load_topology(path), lagging=False)
     monkeypatch.setenv("DRT_CONFIG", str(path))
     return path
 
@@ -108,35 +107,37 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list,
         time.sleep(1)
 
 
-def _drain_once_fenced(topo, stop: threading.Event, drained_at: list) -> None:
-    """The HBase queue drains only some seconds after the hot cluster was fenced."""
-    from tests.integration.test_failover_runbook import hbase_drain
-
+def _drain_once_fenced(topo, world, stop: threading.Event, drained_at: list) -> None:
+    """The HBase queue drains only some seconds after the hot cluster was fenced: the peer is
+    enabled again through HBase's Admin API (``drained_at``: that moment; nothing can ship before
+    it) and the real replication ships the rows to cold."""
     while not stop.is_set():
         if fence_of(topo)["fencing"]["epoch"] == 1:
             time.sleep(3)
-            hbase_drain(topo)
             drained_at.append(time.time())
+            world.drain()
             return
         time.sleep(0.3)
 
 
 @pytest.mark.slow
 def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_api(
-        airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
+        airflow_home, api_server, tmp_path, hbase_worlds, monkeypatch) -> None:
     from tests.support.airflow import load_dag
 
     # the approver list names the Airflow user (all-admins mode: Anonymous) as a plain name: it matches airflow:<user> (issue 20 #14)
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
-                          failover={"approvers": ["Anonymous", "os:someone-else"]})
+    # (a real drain takes the shipping's own time: 120 s for the sensor, not the 20 s default)
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}],
+                          failover={"approvers": ["Anonymous", "os:someone-else"], "drain_timeout_s": 120},
+                          hbase_clusters=hbase_worlds.clusters)
     topo = load_topology(path)
-    hbase_world(topo, lagging=True)
+    world = hbase_worlds(topo, lagging=True)  # rows put on hot with the peer disabled
     monkeypatch.setenv("DRT_CONFIG", str(path))
     topo_path = path
     stop, answered, drained_at = threading.Event(), [], []
     t = threading.Thread(target=_approve_when_asked, args=(api_server, "dr_failover", stop, answered), daemon=True)
     t.start()
-    d = threading.Thread(target=_drain_once_fenced, args=(topo, stop, drained_at), daemon=True)
+    d = threading.Thread(target=_drain_once_fenced, args=(topo, world, stop, drained_at), daemon=True)
     d.start()
     try:
         run = load_dag("dr_failover").test(run_conf={"reason": "site A flooded", "dry_run": False})
@@ -175,16 +176,16 @@ def add_db_connection(conn_id: str, conn_type: str = "generic", **fields: str) -
 
 @pytest.mark.slow
 def test_rejected_through_the_api_is_audited_and_nothing_is_promoted(
-        airflow_home, api_server, tmp_path, zk_server, monkeypatch) -> None:
+        airflow_home, api_server, tmp_path, hbase_worlds, monkeypatch) -> None:
     """The fencing ZooKeeper's connection exists only in Airflow's metadata DB: the whole failover
     path resolves it through Airflow's connection API. The approver rejects through the HITL API."""
     from tests.support.airflow import load_dag
 
     add_db_connection("zk_failover_db")
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
-                          zk_conn_id="zk_failover_db")
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}], zk_conn_id="zk_failover_db",
+                          hbase_clusters=hbase_worlds.clusters)
     topo = load_topology(path)
-    hbase_world(topo, lagging=False)
+    hbase_worlds(topo, lagging=False)
     monkeypatch.setenv("DRT_CONFIG", str(path))
     stop, answered = threading.Event(), []
     t = threading.Thread(target=_approve_when_asked, args=(api_server, "dr_failover", stop, answered, "Reject"),

@@ -17,7 +17,6 @@ import pytest
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.integration.test_failover_runbook import hbase_world
 from tests.support.fixtures_failover import add_verify_report, chromium_dump_dom, write_topology
 from tests.support.png import decode
 
@@ -64,17 +63,15 @@ def _history(ledger: Ledger) -> None:
                                           "verify t": {"component": "verify", "name": "t", "lag_s": rpo}})
 
 
-def test_dr_status_view_in_headless_chromium(airflow_home, api_server, tmp_path, zk_server, monkeypatch,
+def test_dr_status_view_in_headless_chromium(airflow_home, api_server, tmp_path, hbase_worlds, monkeypatch,
                                              request) -> None:
     from tests.support.airflow import load_dag
 
-    if not zk_server.running:
-        zk_server.start()
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}],
                           verify=[{"name": "orders-table", "source": "hdfs://hot/o", "target": "hdfs://cold/o",
-                                   "key": ["id"]}], failover={"rpo_slo_s": 300})
+                                   "key": ["id"]}], failover={"rpo_slo_s": 300}, hbase_clusters=hbase_worlds.clusters)
     topo = load_topology(path)
-    hbase_world(topo, lagging=True)
+    hbase_worlds(topo).lag_whole_wal()  # a rolled WAL waits in the queue, never shipped (peer disabled)
     ledger = Ledger.open(topo.ledger.url)
     add_verify_report(ledger, "orders-table", bad=2)
     _history(ledger)

@@ -19,12 +19,12 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import RealHBaseWorld, drt, hbase_drain, hbase_world, write_topology
+from tests.support.fixtures_failover import RealHBaseWorld, drt, write_topology
 
 pytestmark = pytest.mark.integration
 
 ALL = [s.value for s in STEPS]
-__all__ = ["fence_of", "hbase_drain", "hbase_world"]  # used by tests/dags/test_dag_failover.py
+__all__ = ["fence_of"]  # used by tests/dags/test_dag_failover.py
 
 
 def fence_of(topo) -> dict:

@@ -12,7 +12,7 @@ import pytest
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.support.fixtures_failover import HBaseWorld, drt, write_topology
+from tests.support.fixtures_failover import drt, write_topology
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,16 +23,16 @@ SECRETS = (ZK_PASSWORD, S3_SECRET, S3_ACCESS)
 
 
 @pytest.fixture
-def secret_env(tmp_path, zk_server, monkeypatch):
-    if not zk_server.running:
-        zk_server.start()
+def secret_env(tmp_path, hbase_worlds, monkeypatch):
+    """Both clusters' ZooKeeper endpoints (the real HBase pair's) use the digest connection ``zk_dr``."""
     monkeypatch.setenv("AIRFLOW_CONN_ZK_DR", f"zookeeper://drt:{ZK_PASSWORD}@127.0.0.1:2181")
     monkeypatch.setenv("AIRFLOW_CONN_S3_COLD", f"aws://{S3_ACCESS}:{S3_SECRET}@")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS)
     zk_extra = {"conn_id": "zk_dr"}
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}],
-                          cold_extra={"s3": {"bucket": "cold-bucket", "conn_id": "s3_cold"}})
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}],
+                          cold_extra={"s3": {"bucket": "cold-bucket", "conn_id": "s3_cold"}},
+                          hbase_clusters=hbase_worlds.clusters)
     # give both clusters' ZooKeeper endpoints the digest connection
     import yaml
 
@@ -40,10 +40,9 @@ def secret_env(tmp_path, zk_server, monkeypatch):
     for c in doc["clusters"].values():
         c["zookeeper"].update(zk_extra)
     path.write_text(yaml.safe_dump(doc))
-    world = HBaseWorld(load_topology(path))
+    hbase_worlds(load_topology(path), lagging=False)
     monkeypatch.setenv("DRT_CONFIG", str(path))
-    yield path
-    world.close()
+    return path
 
 
 def _assert_clean(text: str, where: str) -> None:

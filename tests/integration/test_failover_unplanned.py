@@ -1,6 +1,12 @@
-"""Unplanned failover on real servers: the hot cluster's own ZooKeeper and Kafka broker are killed;
-the toolkit fences (on the cold ZooKeeper), pauses the mirrors, computes the recovery point from what
-cold holds, states the data-loss window per component, and promotes only after the typed acceptance."""
+"""Unplanned failover on real servers: the hot site is lost — its own Kafka broker is killed and the
+link to its HBase/ZooKeeper is cut; the toolkit fences (on the cold ZooKeeper), pauses the mirrors,
+computes the recovery point from what cold holds, states the data-loss window per component, and
+promotes only after the typed acceptance.
+
+HBase is the session's real pair (hot → cold, peer ``1``). Its ZooKeeper lives inside the hot HBase
+JVM, which the rest of the session shares: the topology reaches the hot ZooKeeper through a
+:class:`~tests.support.netlink.TcpLink` that the test cuts (clients then get "connection refused",
+as from a killed server) instead of killing the JVM."""
 
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
 from tests.support import servers
-from tests.support.fixtures_failover import HBaseWorld, drt, write_topology
+from tests.support.fixtures_failover import drt, write_topology
+from tests.support.netlink import TcpLink
 
 pytestmark = pytest.mark.integration
 
@@ -30,23 +37,30 @@ def fence_of(topo) -> dict:
 
 
 @pytest.fixture
-def disaster(tmp_path, tmp_path_factory, zk_server, kafka_cold):
-    """A hot cluster with its own ZooKeeper and broker (killed by the test), the shared cold ones."""
+def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
+    """A hot site with its own broker (killed by the test) and the real hot HBase behind a link (cut
+    by the test); the shared cold broker and the real cold HBase."""
+    import uuid
+
     from tests.support.fixtures_kafka import Rec, commit_after_consuming, create_topic, produce, unique
 
-    if not zk_server.running:
-        zk_server.start()
-    hot_zk = servers.zookeeper(tmp_path_factory.mktemp("hot-zk")).start()
+    hot_hb, _ = hbase_worlds.clusters
+    link = TcpLink("127.0.0.1", int(hot_hb.info["zk_port"])).start()
     hot_kafka = servers.kafka_broker(tmp_path_factory.mktemp("hot-kafka"), "hot-private").start()
-    world = None
+
+    def lose_hot() -> None:
+        link.cut()
+        hot_kafka.kill()
+
     try:
         topic, group = unique("orders"), unique("billing")
         path = write_topology(
-            tmp_path, zk=zk_server.address, kafka_hot=hot_kafka.address, kafka_cold=kafka_cold.address,
+            tmp_path, zk=None, kafka_hot=hot_kafka.address, kafka_cold=kafka_cold.address,
             hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
             hbase=[{"name": "hb", "peer_id": "1"}],
-            kafka=[{"name": "stream", "topics": [topic], "groups": [group]}],
-            hot_extra={"zookeeper": {"quorum": hot_zk.address, "hbase_znode_parent": "/hbase",
+            kafka=[{"name": "stream", "topics": [topic], "groups": [group]}], hbase_clusters=hbase_worlds.clusters,
+            hot_extra={"zookeeper": {"quorum": link.address, "hbase_znode_parent": hot_hb.znode_parent,
+                                     "dr_root": f"/drt-hot-{uuid.uuid4().hex[:8]}",
                                      "connect_timeout_s": 2, "call_timeout_s": 2}})
         topo = load_topology(path)
         ledger = open_ledger(topo)
@@ -67,20 +81,21 @@ def disaster(tmp_path, tmp_path_factory, zk_server, kafka_cold):
         produce(kafka_cold.address, topic, 0, recs[:3])
         commit_after_consuming(hot_kafka.address, group, topic, {0: 2})
         checkpoint(topo, ledger, groups=[group])
-        # HBase: drained and proven by a gate check, then more edits that never ship
-        world = HBaseWorld(topo)
-        check(topo, ledger, components=("hbase",))
+        # HBase: drained and proven by a gate check, then rows put on hot that never ship (peer disabled)
+        world = hbase_worlds(topo)
+        assert check(topo, ledger, components=("hbase",)).verdict == "GO"
         hbase_written = time.time()
-        world.lag(300)
-        check(topo, ledger, components=("hbase",))  # the last check sees 300 bytes queued
+        world.lag(10)  # 10 rows of 100-byte values
+        res = check(topo, ledger, components=("hbase",))  # the last check sees them queued
+        behind = next(s for s in res.signals if s.component == "hbase").detail["bytes_behind"]
+        assert res.verdict == "NO_GO" and isinstance(behind, int) and behind >= 10 * 100, res.reasons
         (src / "late.csv").write_text("2\n")
-        yield {"path": path, "topo": topo, "ledger": ledger, "hot_zk": hot_zk, "hot_kafka": hot_kafka,
+        yield {"path": path, "topo": topo, "ledger": ledger, "lose_hot": lose_hot,
                "topic": topic, "group": group, "records": recs, "hbase_written": hbase_written,
-               "listed": ledger.watermarks("hdfs")[0]["watermark"], "cold": kafka_cold.address}
+               "hbase_behind": behind, "listed": ledger.watermarks("hdfs")[0]["watermark"],
+               "cold": kafka_cold.address}
     finally:
-        if world is not None:
-            world.close()
-        hot_zk.kill()
+        link.cut()
         hot_kafka.kill()
 
 
@@ -97,8 +112,7 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     from tests.support.fixtures_kafka import committed
 
     topo, ledger, path = disaster["topo"], disaster["ledger"], disaster["path"]
-    disaster["hot_zk"].kill()
-    disaster["hot_kafka"].kill()
+    disaster["lose_hot"]()
     # the planned gate can never say GO now
     assert check(topo, ledger, timeout_s=20).verdict == "NO_GO"
 
@@ -127,7 +141,8 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert kafka["safe_time"] == recs[2].timestamp / 1000.0 - 120.0 and "skew bound 120s" in kafka["basis"]
     assert kafka["safe_time"] < recs[3].timestamp / 1000.0  # before the first record cold does not hold
     assert hbase["safe_time"] is not None and hbase["safe_time"] < disaster["hbase_written"]
-    assert "300 bytes not shipped" in hbase["known_missing"]
+    # what the last check measured on the real WAL (the sim wrote exactly 300 bytes)
+    assert f"{disaster['hbase_behind']} bytes not shipped" in hbase["known_missing"], hbase
     assert all(c["unknowable"] and c["window"] for c in lw["components"])
     rp = lw["recovery_point_epoch"]
     assert rp == min(hdfs["safe_time"], kafka["safe_time"], hbase["safe_time"])
@@ -163,8 +178,7 @@ def test_unplanned_loss_window_checks_what_cold_holds_now(disaster) -> None:
     from dr_toolkit.failover.unplanned import loss_window
 
     topo, ledger, tmp = disaster["topo"], disaster["ledger"], disaster["path"].parent
-    disaster["hot_zk"].kill()
-    disaster["hot_kafka"].kill()
+    disaster["lose_hot"]()
     lw = loss_window(topo, ledger, Access.from_env())
     hdfs = next(c for c in lw["components"] if c["component"] == "hdfs")
     assert hdfs["safe_time"] == disaster["listed"]

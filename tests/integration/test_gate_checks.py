@@ -120,29 +120,23 @@ def test_gate_records_when_asked_and_a_read_only_ledger_keeps_the_verdict(tmp_pa
     assert len(lg.gate_checks()) == 1
 
 
-def test_cli_check_records_and_a_dry_run_failover_records_nothing(tmp_path, zk_server) -> None:
-    """~7 s: the real `drt` CLI in subprocesses against ZooKeeper and a region server simulator."""
-    from tests.integration.test_failover_runbook import hbase_world
-
-    if not zk_server.running:
-        zk_server.start()
-    path = write_topology(tmp_path, zk=zk_server.address, hbase=[{"name": "hb", "peer_id": "1"}])
+def test_cli_check_records_and_a_dry_run_failover_records_nothing(tmp_path, hbase_worlds) -> None:
+    """The real `drt` CLI in subprocesses against the real HBase pair (drained: the gate says GO)."""
+    path = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1"}],
+                          hbase_clusters=hbase_worlds.clusters)
     topo = load_topology(path)
-    world = hbase_world(topo, lagging=False)
-    try:
-        lg = Ledger.open(topo.ledger.url)
-        r = drt("--json", "failover", "check", config=path, env={"DRT_ACTOR": "dave@ops"})
-        assert r.returncode == 0, r.stderr
-        doc = json.loads(r.stdout)
-        [row] = lg.gate_checks()
-        assert doc["gate_check_id"] == row["check_id"] and row["source"] == "cli" and row["actor"] == "dave@ops"
-        assert row["verdict"] == "GO" and row["rpo_s"] is not None and list(row["components"]) == ["hbase 1"]
-        before = time.time()
-        r = drt("--json", "failover", "run", "--reason", "drill", config=path)
-        assert json.loads(r.stdout)["dry_run"] is True
-        assert lg.gate_checks(since=before) == []  # the dry run's gates wrote nothing here
-    finally:
-        world.close()
+    hbase_worlds(topo, lagging=False)
+    lg = Ledger.open(topo.ledger.url)
+    r = drt("--json", "failover", "check", config=path, env={"DRT_ACTOR": "dave@ops"})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    [row] = lg.gate_checks()
+    assert doc["gate_check_id"] == row["check_id"] and row["source"] == "cli" and row["actor"] == "dave@ops"
+    assert row["verdict"] == "GO" and row["rpo_s"] is not None and list(row["components"]) == ["hbase 1"]
+    before = time.time()
+    r = drt("--json", "failover", "run", "--reason", "drill", config=path)
+    assert json.loads(r.stdout)["dry_run"] is True
+    assert lg.gate_checks(since=before) == []  # the dry run's gates wrote nothing here
 
 
 def test_only_a_report_of_the_policy_itself_counts_for_the_verification_signal(tmp_path) -> None:

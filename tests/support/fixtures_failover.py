@@ -41,14 +41,14 @@ def write_topology(tmp_path: Path, *, zk: str | None, kafka_hot: str | None = No
         if zk:
             c["zookeeper"] = {"quorum": zk, "hbase_znode_parent": f"/hbase-{role}-{tag}",
                               "dr_root": f"/drt-{tag}", "connect_timeout_s": 3, "call_timeout_s": 3}
-            if zk_conn_id:
-                c["zookeeper"]["conn_id"] = zk_conn_id
         if kafka_addr:
             c["kafka"] = {"bootstrap_servers": kafka_addr, "timeout_s": 5}
         if hbase_clusters is not None:
             real = hbase_clusters[0 if role == "hot" else 1]
             c["zookeeper"] = {"quorum": real.zk_quorum, "hbase_znode_parent": real.znode_parent,
                               "dr_root": f"/drt-{tag}", "connect_timeout_s": 3, "call_timeout_s": 3}
+        if zk_conn_id and "zookeeper" in c:
+            c["zookeeper"]["conn_id"] = zk_conn_id
         c.update(extra or {})
         return c
 
@@ -187,58 +187,6 @@ def chromium_dump_dom(url: str, *, timeout: float = 90, budget_ms: int = 15000) 
         shutil.rmtree(profile, ignore_errors=True)
 
 
-class HBaseWorld:
-    """The hot cluster's HBase as the gate sees it: peer ``1`` to the cold cluster, one region server
-    (drt_demo/regionserver_sim.py) writing real WAL files under ``<hot local_root>/hbase``, and a
-    table ``default:orders`` whose family replicates. Lag and faults are injected per test.
-
-    Still the simulator: the runbook's tests (kept on it for now). The gate's tests use
-    :class:`RealHBaseWorld`."""
-
-    def __init__(self, topo: Any, *, lagging: bool = False) -> None:
-        from dr_toolkit.hbase.peers import add_peer
-        from dr_toolkit.zk.client import connect
-        from drt_demo.regionserver_sim import SimCluster
-
-        ep = topo.hot.zookeeper
-        assert ep is not None and topo.cold.zookeeper is not None and topo.hot.local_root
-        self.topo = topo
-        self.parent = ep.hbase_znode_parent
-        self.rootdir = Path(topo.hot.local_root) / "hbase"
-        self.sim = SimCluster(ep.quorum, self.parent, ["1"], rootdir=self.rootdir)  # first: open ACLs
-        with connect(ep) as zk:
-            add_peer(zk, "1", topo.cold.zookeeper.cluster_key, znode_parent=self.parent)
-        self.sim.create_table("default", "orders", {"d": 1})
-        self.rs = self.sim.add_server("rs1.example")
-        self.rs.write(500)
-        self.rs.ship("1")
-        if lagging:
-            self.lag()
-
-    def lag(self, nbytes: int = 100) -> None:
-        """Edits written to the current WAL and not yet shipped (position short of the WAL's length)."""
-        self.rs.write(nbytes)
-
-    def lag_whole_wal(self) -> None:
-        """A rolled WAL waits in the queue (SizeOfLogQueue = 1)."""
-        self.rs.write(100)
-        self.rs.roll()
-
-    def drain(self) -> None:
-        self.rs.drain()
-
-    def zk(self) -> Any:
-        from dr_toolkit.zk.client import connect
-
-        return connect(self.topo.hot.zookeeper)
-
-    def close(self) -> None:
-        try:
-            self.sim.close()
-        except Exception:  # noqa: BLE001 - ZooKeeper may be down in a fault test
-            pass
-
-
 class RealHBaseWorld:
     """The real hot and cold HBase (session pair, peer ``1``, table ``default:orders``) under a topology
     written with ``write_topology(..., hbase_clusters=(hot, cold))``. Lag is real: the peer is
@@ -295,18 +243,19 @@ class RealHBaseWorld:
         restore_hbase(self.hot, self.cold)
 
 
-_WORLDS: dict[str, HBaseWorld] = {}
+@pytest.fixture
+def hbase_worlds(hbase_clusters: tuple[Any, Any]) -> Iterator[Any]:
+    """``hbase_worlds(topo, lagging=...)`` makes a :class:`RealHBaseWorld` on the session's real HBase
+    pair (``hbase_worlds.clusters``: pass it to ``write_topology(..., hbase_clusters=)``); after the
+    test every world is closed (peers restored through HBase's Admin API)."""
+    made: list[RealHBaseWorld] = []
 
+    def make(topo: Any, **kw: Any) -> RealHBaseWorld:
+        w = RealHBaseWorld(topo, *hbase_clusters, **kw)
+        made.append(w)
+        return w
 
-def hbase_world(topo: Any, *, lagging: bool) -> HBaseWorld:
-    """An :class:`HBaseWorld` for ``topo`` (kept by topology file, for :func:`hbase_drain`); lagging: a
-    whole WAL waits (SizeOfLogQueue=1). The simulator's ZooKeeper sessions end with the test process."""
-    w = HBaseWorld(topo)
-    if lagging:
-        w.lag_whole_wal()
-    _WORLDS[str(topo.source_file)] = w
-    return w
-
-
-def hbase_drain(topo: Any) -> None:
-    _WORLDS[str(topo.source_file)].drain()
+    make.clusters = hbase_clusters  # type: ignore[attr-defined]
+    yield make
+    for w in made:
+        w.close()
