@@ -368,7 +368,7 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
         # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
         k = count_identical_before(cold, ct, p, cold_new, clo, skew, lo_proves=True)
         r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, lso,
-                            skew_ms=skew, lo_proves=hot_start_proves(hlo))
+                            skew_ms=skew, lo_proves=hot_start_proves(hlo), compacted=hot.compacted(t))
         if r.method == "exact":
             q, method = int(r.target_offset or hlo), "exact"
             basis = "cold's newest record found on hot by timestamp, fingerprint and identical-record count"
@@ -433,7 +433,7 @@ def remap_rows(cold: KafkaCluster, rows: list[dict[str, Any]], topology: Topolog
         else:
             lo, hi = cold.watermarks(ct, p)
             taken = row.get("taken_at")
-            item.update(remap_partition(cold, ct, p, _anchor(row), lo, hi, skew_ms=skew,
+            item.update(remap_partition(cold, ct, p, _anchor(row), lo, hi, skew_ms=skew, compacted=cold.compacted(ct),
                                         taken_at_ms=int(float(taken) * 1000) if taken is not None else None
                                         ).as_dict())
         out.append(item)

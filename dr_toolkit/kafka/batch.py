@@ -155,7 +155,8 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
                             "may_reread": 0}
                 lo, hi = marks[(ct, p)]
                 anchor = api._anchor({"fingerprint": fp, "record_timestamp": ts})
-                return remap_partition(pool.get(), ct, p, anchor, lo, hi, skew_ms=skew,
+                reader = pool.get()
+                return remap_partition(reader, ct, p, anchor, lo, hi, skew_ms=skew, compacted=reader.compacted(ct),
                                        taken_at_ms=int(float(taken) * 1000) if taken is not None else None).as_dict()
 
             keys = {key(r) for rs in rows.values() for r in rs}

@@ -92,6 +92,7 @@ class KafkaCluster:
         self._admin: Any = None
         self._consumer: Any = None
         self._uncommitted: Any = None
+        self._compacted: dict[str, bool] = {}
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
 
@@ -233,6 +234,24 @@ class KafkaCluster:
                     continue
                 out[key] = (off, off) if i == 0 else (out[key][0], off)
         return out
+
+    def compacted(self, topic: str) -> bool:
+        """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
+        True when the broker does not say (the safe assumption for the searches)."""
+        if topic in self._compacted:
+            return self._compacted[topic]
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(
+                timeout=self.timeout_s + 1)
+            policy = entries["cleanup.policy"].value or ""
+            answer = "compact" in policy
+        except Exception:  # noqa: BLE001 - unknown: assume compacted (only costs exactness)
+            answer = True
+        self._compacted[topic] = answer
+        return answer
 
     def stable_ends(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The last stable offset (LSO) of each partition: read_committed readers (the mirror,
