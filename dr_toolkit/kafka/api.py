@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 EMPTY_GROUP_STATES = ("EMPTY", "DEAD")
 DEFAULT_SKEW_S = 120.0
+TRIMMED = "trimmed"  # checkpoint rows whose committed offset lay below hot's log start
 DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
 
 
@@ -162,6 +163,12 @@ def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None,
                            "record_timestamp": None, "timestamp_type": "none", "fingerprint": None,
                            "log_start_offset": lo, "high_watermark": hi, "taken_at": taken_at}
     if off is None:
+        return row
+    if off < lo:
+        # The group's next records were removed from hot (retention, DeleteRecords) before it
+        # read them, and the record it read last with them: nothing on hot anchors the
+        # position. Their copies may still be on cold — the remap resumes at cold's start.
+        row["timestamp_type"] = TRIMMED
         return row
     end = min(off, hi)
     window = list(c.read(t, p, max(lo, end - WINDOW), end)) if end > lo else []
@@ -405,6 +412,13 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
 
 # -- remap and apply ---------------------------------------------------------------------------
 
+def trimmed_remap(lo: int, hi: int) -> dict[str, Any]:
+    """The remap of a partition checkpointed with its committed offset below hot's log start:
+    cold's log start (every record on cold may be re-read; none is skipped)."""
+    return {"target_offset": lo, "method": TRIMMED, "probes": 0,
+            "duplicate_window": [lo, hi] if hi > lo else None, "may_reread": max(0, hi - lo)}
+
+
 def _anchor(row: Mapping[str, Any]) -> Anchor | None:
     fp, ts = row.get("fingerprint"), row.get("record_timestamp")
     if not fp or ts is None:
@@ -430,6 +444,8 @@ def remap_rows(cold: KafkaCluster, rows: list[dict[str, Any]], topology: Topolog
                                 "source_timestamp": row.get("record_timestamp")}
         if off is None:
             item.update(target_offset=None, method="none", probes=0, duplicate_window=None, may_reread=0)
+        elif row.get("timestamp_type") == TRIMMED:
+            item.update(trimmed_remap(*cold.watermarks(ct, p)))
         else:
             lo, hi = cold.watermarks(ct, p)
             taken = row.get("taken_at")

@@ -116,3 +116,39 @@ def test_compacted_cold_topic_never_skips_a_record_between_two_identical_ones(ka
     assert [r.value for r in left] == [b"z", b"b", b"a", b"c"], left  # A removed by the real cleaner
     (part,) = api.remap(topo, ledger, group)["partitions"]
     assert part["target_offset"] <= 2, part  # never past B
+
+
+def test_delete_records_trimming_hots_head(kafka_env, tmp_path: Path) -> None:
+    """DeleteRecords on hot (the real broker moves its log start): a group committed past the
+    trimmed head remaps exactly and the lag stays exact; a group whose committed offset lies in
+    the trimmed part (records it never read are gone from hot) must not skip their copies on
+    cold. Cold's records are copied directly, before the trim, with 2 cold-only records first."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from dr_toolkit.kafka.client import KafkaCluster
+
+    hot, cold = kafka_env
+    topic, ahead, behind = unique("trim"), unique("ahead"), unique("behind")
+    create_topic(hot, topic, 1)
+    create_topic(cold, topic, 1)
+    recs = [Rec(f"v{i}".encode(), T0 + 100 * i, b"k") for i in range(12)]
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, [Rec(b"cold-only-0", 1), Rec(b"cold-only-1", 2)] + recs)
+    with KafkaCluster(hot) as hc:
+        hc.commit(ahead, {(topic, 0): 9})
+        hc.commit(behind, {(topic, 0): 4})
+    admin = AdminClient({"bootstrap.servers": hot, **QUIET})
+    (fut,) = admin.delete_records([TopicPartition(topic, 0, 6)], request_timeout=10).values()
+    assert fut.result(timeout=15).low_watermark == 6  # the new log start
+    topo = load_topology(write_topology(tmp_path / "d.yaml", hot=hot, cold=cold, topics=[topic],
+                                        groups=[ahead, behind], ledger_url=f"sqlite:///{tmp_path}/d.db", skew_s=0.05))
+    ledger = Ledger.open(topo.ledger.url)
+    api.checkpoint(topo, ledger)
+    (a,) = api.remap(topo, ledger, ahead)["partitions"]
+    assert (a["method"], a["target_offset"]) == ("exact", 2 + 9), a
+    (b,) = api.remap(topo, ledger, behind)["partitions"]
+    assert b["target_offset"] <= 2 + 4, b  # the copies of v4, v5 (gone from hot, never read) are not skipped
+    assert b["method"] == "trimmed" and b["may_reread"] > 0, b
+    (row,) = api.lag(topo, access=Access.none())["partitions"]
+    assert row["records_behind"] == 0, row
