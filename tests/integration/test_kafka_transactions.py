@@ -19,7 +19,16 @@ from dr_toolkit.kafka import api
 from dr_toolkit.kafka.signals import kafka_signals
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.support.fixtures_kafka import QUIET, T0, Rec, create_topic, produce, read_all, unique, write_topology
+from tests.support.fixtures_kafka import (
+    QUIET,
+    T0,
+    Rec,
+    create_topic,
+    produce,
+    read_all,
+    unique,
+    write_topology,
+)
 
 pytestmark = pytest.mark.integration
 

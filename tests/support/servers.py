@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
-from drt_servers.process import four_letter
 from drt_servers.kafka import kafka_broker
+from drt_servers.process import four_letter
 from drt_servers.zookeeper import ZK_JARS, zookeeper
 from tests.support.postgres import PG_BIN, Postgres
 from tests.support.procs import free_port
