@@ -1,6 +1,6 @@
 """The remap search on in-memory partitions: correctness and the probe bound, whatever the
-broker's timestamp index answers (right, always 0 like tansu, or wrong). The same search runs
-against real brokers in tests/integration/test_kafka_remap.py."""
+broker's timestamp index answers (right, always 0, or wrong). The same search runs against the
+real Kafka brokers in tests/integration/test_kafka_remap.py and test_kafka_never_skip.py."""
 
 from __future__ import annotations
 
