@@ -47,8 +47,10 @@ def create_topic(address: str, name: str, partitions: int) -> None:
 
 
 def produce(address: str, topic: str, partition: int, records: Sequence[Rec]) -> None:
-    """Produce ``records`` in order (idempotent producer: order kept across batches)."""
-    p = Producer({"bootstrap.servers": address, "linger.ms": 5, "enable.idempotence": True, **QUIET})
+    """Produce ``records`` in order (one request in flight: order kept across batches and retries;
+    an idempotent producer would keep it too but waits ~0.5 s for its producer id)."""
+    p = Producer({"bootstrap.servers": address, "linger.ms": 2, "max.in.flight.requests.per.connection": 1,
+                  **QUIET})
     errors: list[Any] = []
     for r in records:
         p.produce(topic, value=r.value, key=r.key, partition=partition, timestamp=r.timestamp,
@@ -70,9 +72,9 @@ def read_all(address: str, topic: str, partition: int) -> list[Rec]:
         c.assign([TopicPartition(topic, partition, lo)])
         eof = False
         deadline = time.monotonic() + 60
-        while not eof:
+        while not eof and len(out) < hi - lo:
             assert time.monotonic() < deadline, f"read_all({topic}[{partition}]) did not reach the end"
-            for m in c.consume(500, timeout=0.5):
+            for m in c.consume(max(1, min(500, hi - lo - len(out))), timeout=0.2):
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         eof = True
