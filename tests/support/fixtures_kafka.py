@@ -239,7 +239,11 @@ def _scenario() -> dict[int, tuple[list[Rec], int, int]]:
 @pytest.fixture
 def kafka_mirror(kafka_env, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A topic mirrored hot → cold with offset shifts, a group that consumed part of it on hot
-    and an idle group: (topology, ledger, topic, group, idle group, scenario)."""
+    and an idle group: (topology, ledger, topic, group, idle group, scenario).
+
+    Copied by :func:`mirror`, not MirrorMaker 2: the tests check exact cold offsets, so they
+    need exactly these records on cold (a different number of cold-only records per partition
+    before the copies); the real-MM2 remap is tests/integration/test_kafka_mm2.py."""
     hot, cold = kafka_env
     topic, group, idle = unique("orders"), unique("billing"), unique("idle")
     scen = _scenario()
