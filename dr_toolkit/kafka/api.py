@@ -176,7 +176,16 @@ def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None,
     prefix = ""
     if rec is None:
         nxt = max(off, lo)
-        rec = c.record_at(t, p, nxt, hi) if nxt < hi else None
+        rec = None
+        if nxt < hi:
+            # An open transaction hides its records and every later one from read_committed: the
+            # first unconsumed record may lie at or after the last stable offset — date it with a
+            # read_uncommitted read rather than fall back to the checkpoint's time (which would
+            # resume after it once the transaction commits and the mirror copies it).
+            lso = min(hi, c.stable_ends([(t, p)]).get((t, p), hi))
+            rec = c.record_at(t, p, nxt, lso) if nxt < lso else None
+            if rec is None and lso < hi:
+                rec = c.record_at(t, p, max(nxt, lso), hi, committed=False)
         prefix = NEXT_PREFIX
         window = []
     if rec is not None:

@@ -161,3 +161,37 @@ def test_delete_records_trimming_hots_head(kafka_env, tmp_path: Path) -> None:
     assert b["method"] == "trimmed" and b["may_reread"] > 0, b
     (row,) = api.lag(topo, access=Access.none())["partitions"]
     assert row["records_behind"] == 0, row
+
+
+def test_checkpoint_of_a_group_stopped_before_an_open_transaction(kafka_env, tmp_path: Path) -> None:
+    """The group committed offset 0 and the partition starts with an open transaction: nothing
+    is visible to read_committed there, so the first unconsumed record is dated with a
+    read_uncommitted read (the checkpoint must neither fail nor anchor on time alone, which
+    would resume after that record once it is committed and mirrored)."""
+    from dr_toolkit.kafka.client import KafkaCluster
+
+    hot, cold = kafka_env
+    topic, group = unique("txnext"), unique("grp")
+    create_topic(hot, topic, 1)
+    create_topic(cold, topic, 1)
+    tx = Producer({"bootstrap.servers": hot, "transactional.id": unique("tid"), "linger.ms": 0,
+                   "transaction.timeout.ms": 120_000, **QUIET})
+    tx.init_transactions(15)
+    tx.begin_transaction()
+    tx.produce(topic, b"open-1", b"k", partition=0, timestamp=T0 + 100)
+    assert tx.flush(15) == 0
+    after = [Rec(f"p{i}".encode(), T0 + 200 + i, b"k") for i in range(3)]
+    produce(hot, topic, 0, after)
+    with KafkaCluster(hot) as hc:
+        assert hc.commit(group, {(topic, 0): 0}) == {(topic, 0): None}
+    topo = load_topology(write_topology(tmp_path / "n.yaml", hot=hot, cold=cold, topics=[topic], groups=[group],
+                                        ledger_url=f"sqlite:///{tmp_path}/n.db", skew_s=0))
+    ledger = Ledger.open(topo.ledger.url)
+    try:
+        (row,) = api.checkpoint(topo, ledger)["partitions"]
+        assert row["record_timestamp"] == T0 + 100, row  # the open transaction's record, read_uncommitted
+    finally:
+        tx.commit_transaction(15)
+    produce(cold, topic, 0, [Rec(b"cold-only", 5, b"x"), Rec(b"open-1", T0 + 100, b"k"), *after])
+    (part,) = api.remap(topo, ledger, group)["partitions"]
+    assert (part["method"], part["target_offset"]) == ("exact", 1), part
