@@ -51,8 +51,13 @@ logger.wst.level = error
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``),
+    never starting with ``-`` (StorageTool's argument parser would take it for an option: Kafka's
+    own ``Uuid.randomUuid`` redraws those too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _write_log_config(directory: Path) -> Path:
