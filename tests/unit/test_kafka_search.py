@@ -33,8 +33,12 @@ class ListPartition:
                 self.fetches += 1
             yield self.recs[i - self.lo]
 
-    def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
+    def record_at(self, topic: str, partition: int, offset: int, end: int, *, committed: bool = True
+                  ) -> Record | None:
         return next(iter(self.read(topic, partition, offset, end, max_records=1)), None)
+
+    def compacted(self, topic: str) -> bool:
+        return False  # no transaction, no cleaner: every offset holds its record
 
     def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int | None:
         if self.index == "zero":
