@@ -1,6 +1,6 @@
 """Benchmark: `drt failover check` on a large topology, and the import time of each DAG file.
 
-Sets up, on real local servers (ZooKeeper, two tansu Kafka brokers, local directories):
+Sets up, on real local servers (ZooKeeper, two real Kafka brokers, local directories):
 K Kafka partitions (topics of 100 partitions, one mirrored record each), Q HBase replication
 queues (one per region server, drained) and P HDFS policies (replicated once). Then times
 the gate — the components read concurrently — against a baseline measured in the same run:
@@ -45,7 +45,7 @@ def produce_one_per_partition(address: str, topic: str, partitions: int) -> None
     p = Producer({"bootstrap.servers": address, "linger.ms": 0, "batch.num.messages": 1})
     for part in range(partitions):
         p.produce(topic, value=f"v{part}".encode(), key=b"k", partition=part, timestamp=1_700_000_000_000 + part)
-        p.flush(10)  # one record per request (tansu miscounts multi-record batches)
+        p.flush(10)
 
 
 def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, queues: int, policies: int) -> Path:

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
             pc.produce(topic, value=f"other-{i}".encode(), partition=p, timestamp=1_000 + i)
             pc.flush(10)
         for i in range(N):
-            for prod in (ph, pc):  # one record per request (tansu's watermark bug)
+            for prod in (ph, pc):
                 prod.produce(topic, key=f"k{i % 13}".encode(), value=f"p{p}-r{i}".encode(), partition=p,
                              timestamp=T0 + 10 * i)
                 prod.flush(10)

@@ -51,8 +51,13 @@ logger.wst.level = error
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as ``random-uuid``),
+    never starting with ``-`` (StorageTool's argument parser would take it for an option: Kafka's
+    own ``Uuid.randomUuid`` redraws those too)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _write_log_config(directory: Path) -> Path:
@@ -171,8 +176,9 @@ class KafkaBroker(ManagedProcess):
 
 
 def kafka_broker(workdir: Path, name: str, **kw: object) -> KafkaBroker:
-    """An unstarted broker (call ``.start()``)."""
-    return KafkaBroker(workdir, name, **kw)  # type: ignore[arg-type]
+    """An unstarted broker (call ``.start()``) in ``workdir/kafka-<name>`` (several brokers may
+    share ``workdir``)."""
+    return KafkaBroker(Path(workdir) / f"kafka-{name}", name, **kw)  # type: ignore[arg-type]
 
 
 def kafka_pair(root: Path) -> tuple[KafkaBroker, KafkaBroker]:
@@ -192,21 +198,24 @@ class MirrorMaker2(ManagedProcess):
 
     def __init__(self, workdir: Path, hot: str, cold: str, *, topics: str = ".*", groups: str = ".*",
                  policy: str = "default", heap: str = "384m", extra: dict[str, object] | None = None,
-                 start_timeout: float = 180.0) -> None:
+                 aliases: tuple[str, str] = ("hot", "cold"), start_timeout: float = 180.0) -> None:
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         self.hot, self.cold = hot, cold
         self.policy = policy
+        # MM2 names its internal topics (and Default-policy remote topics) by the cluster
+        # aliases: a second MirrorMaker 2 between the same clusters needs other aliases.
+        self.source_alias, self.target_alias = src, dst = aliases
         cls = {"default": DEFAULT_POLICY, "identity": IDENTITY_POLICY}.get(policy, policy)
         cfg: dict[str, object] = {
-            "clusters": "hot, cold",
-            "hot.bootstrap.servers": hot,
-            "cold.bootstrap.servers": cold,
-            "hot->cold.enabled": "true",
-            "hot->cold.topics": topics,
-            "hot->cold.groups": groups,
-            "cold->hot.enabled": "false",
-            "cold->hot.emit.heartbeats.enabled": "false",
+            "clusters": f"{src}, {dst}",
+            f"{src}.bootstrap.servers": hot,
+            f"{dst}.bootstrap.servers": cold,
+            f"{src}->{dst}.enabled": "true",
+            f"{src}->{dst}.topics": topics,
+            f"{src}->{dst}.groups": groups,
+            f"{dst}->{src}.enabled": "false",
+            f"{dst}->{src}.emit.heartbeats.enabled": "false",
             "replication.policy.class": cls,
             "sync.group.offsets.enabled": "true",
             "sync.group.offsets.interval.seconds": 1,
@@ -228,9 +237,9 @@ class MirrorMaker2(ManagedProcess):
             "config.storage.replication.factor": 1,
             "tasks.max": 1,
             # Records as they were: no batching delay, and read only committed transactions.
-            "hot.consumer.isolation.level": "read_committed",
-            "hot.consumer.fetch.max.wait.ms": 50,
-            "cold.producer.linger.ms": 0,
+            f"{src}.consumer.isolation.level": "read_committed",
+            f"{src}.consumer.fetch.max.wait.ms": 50,
+            f"{dst}.producer.linger.ms": 0,
             "offset.flush.interval.ms": 1000,
             **(extra or {}),
         }
@@ -238,21 +247,22 @@ class MirrorMaker2(ManagedProcess):
         self.config_path.write_text(_props(cfg))
         log_cfg = _write_log_config(workdir)
         argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, f"-Dlog4j2.configurationFile={log_cfg}",
-                "org.apache.kafka.connect.mirror.MirrorMaker", str(self.config_path), "--clusters", "cold"]
-        super().__init__("mirrormaker2", argv, port=int(cold.rsplit(":", 1)[1]), log_dir=workdir,
+                "org.apache.kafka.connect.mirror.MirrorMaker", str(self.config_path), "--clusters", dst]
+        name = "mirrormaker2" if aliases == ("hot", "cold") else f"mirrormaker2-{src}-{dst}"
+        super().__init__(name, argv, port=int(cold.rsplit(":", 1)[1]), log_dir=workdir,
                          ready=self._ready, env={"CLASSPATH": maven.classpath("mm2")}, start_timeout=start_timeout)
 
     @property
     def checkpoints_topic(self) -> str:
-        return "hot.checkpoints.internal"
+        return f"{self.source_alias}.checkpoints.internal"
 
     @property
     def offset_syncs_topic(self) -> str:
-        return "mm2-offset-syncs.cold.internal"
+        return f"mm2-offset-syncs.{self.target_alias}.internal"
 
     def remote_topic(self, topic: str) -> str:
         """The cold name of hot ``topic`` under this MM2's replication policy."""
-        return topic if self.policy == "identity" else f"hot.{topic}"
+        return topic if self.policy == "identity" else f"{self.source_alias}.{topic}"
 
     def _ready(self) -> bool:
         from confluent_kafka.admin import AdminClient

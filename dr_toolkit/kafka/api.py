@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 EMPTY_GROUP_STATES = ("EMPTY", "DEAD")
 DEFAULT_SKEW_S = 120.0
+TRIMMED = "trimmed"  # checkpoint rows whose committed offset lay below hot's log start
 DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
 
 
@@ -163,13 +164,28 @@ def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None,
                            "log_start_offset": lo, "high_watermark": hi, "taken_at": taken_at}
     if off is None:
         return row
+    if off < lo:
+        # The group's next records were removed from hot (retention, DeleteRecords) before it
+        # read them, and the record it read last with them: nothing on hot anchors the
+        # position. Their copies may still be on cold — the remap resumes at cold's start.
+        row["timestamp_type"] = TRIMMED
+        return row
     end = min(off, hi)
     window = list(c.read(t, p, max(lo, end - WINDOW), end)) if end > lo else []
     rec: Record | None = window[-1] if window else None
     prefix = ""
     if rec is None:
         nxt = max(off, lo)
-        rec = c.record_at(t, p, nxt, hi) if nxt < hi else None
+        rec = None
+        if nxt < hi:
+            # An open transaction hides its records and every later one from read_committed: the
+            # first unconsumed record may lie at or after the last stable offset — date it with a
+            # read_uncommitted read rather than fall back to the checkpoint's time (which would
+            # resume after it once the transaction commits and the mirror copies it).
+            lso = min(hi, c.stable_ends([(t, p)]).get((t, p), hi))
+            rec = c.record_at(t, p, nxt, lso) if nxt < lso else None
+            if rec is None and lso < hi:
+                rec = c.record_at(t, p, max(nxt, lso), hi, committed=False)
         prefix = NEXT_PREFIX
         window = []
     if rec is not None:
@@ -221,8 +237,13 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             # every partition's ends in a few requests: hot's first (and the time before), then cold's
             read_at = time.time()
             hot_marks = hot.watermarks_many([(t, p) for p in parts])
+            try:  # an open transaction hides every record from its first on from read_committed
+                stable = hot.stable_ends([(t, p) for p in parts])
+            except DrtError:
+                stable = {}
             cold_marks = cold.watermarks_many([(ct, p) for p in parts])
-            tails = _tails(hot, cold, t, ct, hot_marks, cold_marks)
+            tails = _tails(hot, cold, t, ct, {k: v for k, v in hot_marks.items() if stable.get(k) == _end(v)},
+                           cold_marks)
             for p in parts:
                 hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
                 marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
@@ -230,7 +251,7 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
                     out.append(_caught_up_row(t, p, read_at, marks[1][1], marks[2][1]))
                     continue
                 try:
-                    out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks))
+                    out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p))))
                 except DrtError as exc:
                     out.append({"topic": t, "partition": p, "hot_end": None, "cold_end": None,
                                 "records_behind": None, "seconds_behind": None, "oldest_unmirrored_ts": None,
@@ -243,6 +264,10 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
             "max_seconds_behind": max(behind) if behind else 0.0,
             "safe_time": None if any(s is None for s in safe) or not safe else min(safe),
             "max_clock_skew_s": skew / 1000.0}
+
+
+def _end(marks: Any) -> int | None:
+    return int(marks[1]) if isinstance(marks, tuple) else None
 
 
 def hot_start_proves(hlo: int) -> bool:
@@ -317,17 +342,30 @@ def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) 
 
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
                   skew: int = int(DEFAULT_SKEW_S * 1000),
-                  marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None) -> dict[str, Any]:
+                  marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None,
+                  stable_end: int | None = None) -> dict[str, Any]:
     """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
     holds then was on hot before hot's end was read. ``marks``: (the time before hot's ends were
-    read, hot's (start, end), cold's (start, end)) read in that order by the caller."""
+    read, hot's (start, end), cold's (start, end)) read in that order by the caller;
+    ``stable_end``: hot's last stable offset read with them (read here when not given).
+
+    An open transaction on hot hides its records and every record after it (non-transactional
+    ones included, acknowledged or not) from read_committed readers — the mirror too — until it
+    ends: hot's records from the last stable offset on count as unmirrored, the oldest of them
+    dated by a read_uncommitted read."""
     ct = ct or t
     if marks is None:
         read_at = time.time()
-        hlo, hhi = hot.watermarks(t, p)
+        hm = hot.watermarks_many([(t, p)]).get((t, p))  # the end offset (read_uncommitted), not the LSO
+        if not isinstance(hm, tuple):
+            raise DrtError(f"hot Kafka cluster refused the offsets of {t}[{p}]: {hm}", where=hot.bootstrap)
+        hlo, hhi = hm
+        if stable_end is None:
+            stable_end = hot.stable_ends([(t, p)]).get((t, p))
         clo, chi = cold.watermarks(ct, p)
     else:
         read_at, (hlo, hhi), (clo, chi) = marks
+    lso = hhi if stable_end is None else max(hlo, min(int(stable_end), hhi))
     row: dict[str, Any] = {"topic": t, "partition": p, "hot_end": hhi, "cold_end": chi, "records_behind": 0,
                            "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at,
                            "basis": "", "method": "empty"}
@@ -345,15 +383,15 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
         # then earlier: more records counted behind). Known limit: an at-least-once mirror that
         # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
         k = count_identical_before(cold, ct, p, cold_new, clo, skew, lo_proves=True)
-        r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, hhi,
-                            skew_ms=skew, lo_proves=hot_start_proves(hlo))
+        r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, lso,
+                            skew_ms=skew, lo_proves=hot_start_proves(hlo), compacted=hot.compacted(t))
         if r.method == "exact":
             q, method = int(r.target_offset or hlo), "exact"
             basis = "cold's newest record found on hot by timestamp, fingerprint and identical-record count"
         else:
             # Cold's newest record (appended on hot at or after its timestamp − S) is not provably
             # located: hot records older than its timestamp − 2S were appended before it — mirrored.
-            q = safe_floor(hot, t, p, cold_new.timestamp - 2 * skew, hlo, hhi)
+            q = safe_floor(hot, t, p, cold_new.timestamp - 2 * skew, hlo, lso)
             method = "skew_bound"
             basis = f"cold's newest record not located exactly; bounded by the clock-skew bound ({skew / 1000:g}s)"
     behind = max(0, hhi - q)
@@ -361,7 +399,15 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
     if behind == 0:
         row["basis"] = f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}"
         return row
-    oldest = hot.record_at(t, p, q, hhi)
+    oldest = hot.record_at(t, p, q, lso) if q < lso else None
+    if oldest is None and lso < hhi:
+        # Nothing committed between q and the open transaction: the oldest unmirrored record is
+        # the first one from the last stable offset on (the transaction's own, or one after it).
+        oldest = hot.record_at(t, p, max(q, lso), hhi, committed=False)
+        basis += (f"; an open transaction on hot at offset {lso} hides {hhi - lso} record(s) from "
+                  "read_committed readers (the mirror too) until it ends")
+        if oldest is None:
+            raise hot.unreachable(f"read_uncommitted fetch of {t}[{p}] at offset {max(q, lso)}")
     if oldest is None:  # nothing readable after q (markers only): caught up as far as data goes
         row.update(records_behind=0, basis="only control records are unmirrored")
         return row
@@ -374,6 +420,13 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
 
 
 # -- remap and apply ---------------------------------------------------------------------------
+
+def trimmed_remap(lo: int, hi: int) -> dict[str, Any]:
+    """The remap of a partition checkpointed with its committed offset below hot's log start:
+    cold's log start (every record on cold may be re-read; none is skipped)."""
+    return {"target_offset": lo, "method": TRIMMED, "probes": 0,
+            "duplicate_window": [lo, hi] if hi > lo else None, "may_reread": max(0, hi - lo)}
+
 
 def _anchor(row: Mapping[str, Any]) -> Anchor | None:
     fp, ts = row.get("fingerprint"), row.get("record_timestamp")
@@ -400,10 +453,12 @@ def remap_rows(cold: KafkaCluster, rows: list[dict[str, Any]], topology: Topolog
                                 "source_timestamp": row.get("record_timestamp")}
         if off is None:
             item.update(target_offset=None, method="none", probes=0, duplicate_window=None, may_reread=0)
+        elif row.get("timestamp_type") == TRIMMED:
+            item.update(trimmed_remap(*cold.watermarks(ct, p)))
         else:
             lo, hi = cold.watermarks(ct, p)
             taken = row.get("taken_at")
-            item.update(remap_partition(cold, ct, p, _anchor(row), lo, hi, skew_ms=skew,
+            item.update(remap_partition(cold, ct, p, _anchor(row), lo, hi, skew_ms=skew, compacted=cold.compacted(ct),
                                         taken_at_ms=int(float(taken) * 1000) if taken is not None else None
                                         ).as_dict())
         out.append(item)

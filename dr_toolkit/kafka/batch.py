@@ -146,16 +146,19 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
             def key(r: dict[str, Any]) -> tuple[Any, ...]:
                 return (api.cold_topic(topology, r["topic"]), int(r["partition_id"]), r["committed_offset"] is None,
                         r.get("fingerprint"), r.get("record_timestamp"),
-                        None if r.get("fingerprint") else r.get("taken_at"))
+                        None if r.get("fingerprint") else r.get("taken_at"), r.get("timestamp_type") == api.TRIMMED)
 
             def one(k: tuple[Any, ...]) -> dict[str, Any]:
-                ct, p, none, fp, ts, taken = k
+                ct, p, none, fp, ts, taken, trimmed = k
                 if none:
                     return {"target_offset": None, "method": "none", "probes": 0, "duplicate_window": None,
                             "may_reread": 0}
                 lo, hi = marks[(ct, p)]
+                if trimmed:
+                    return api.trimmed_remap(lo, hi)
                 anchor = api._anchor({"fingerprint": fp, "record_timestamp": ts})
-                return remap_partition(pool.get(), ct, p, anchor, lo, hi, skew_ms=skew,
+                reader = pool.get()
+                return remap_partition(reader, ct, p, anchor, lo, hi, skew_ms=skew, compacted=reader.compacted(ct),
                                        taken_at_ms=int(float(taken) * 1000) if taken is not None else None).as_dict()
 
             keys = {key(r) for rs in rows.values() for r in rs}

@@ -91,6 +91,8 @@ class KafkaCluster:
         self._conf = client_config(bootstrap, credentials)
         self._admin: Any = None
         self._consumer: Any = None
+        self._uncommitted: Any = None
+        self._compacted: dict[str, bool] = {}
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
 
@@ -145,7 +147,27 @@ class KafkaCluster:
                 "socket.timeout.ms": int(self.timeout_s * 1000)})
         return self._consumer
 
+    @property
+    def uncommitted_consumer(self) -> Any:
+        """A probing consumer that reads ``read_uncommitted``: records of open transactions and
+        the records after them (only to date what read_committed cannot see yet)."""
+        if self._uncommitted is None:
+            from confluent_kafka import Consumer
+
+            self._uncommitted = Consumer({
+                **self._conf, "group.id": f"drt-probe-{uuid.uuid4().hex[:12]}", "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                "fetch.wait.max.ms": 1, "fetch.min.bytes": 1, "isolation.level": "read_uncommitted",
+                "max.partition.fetch.bytes": 65536, "socket.timeout.ms": int(self.timeout_s * 1000)})
+        return self._uncommitted
+
     def close(self) -> None:
+        if self._uncommitted is not None:
+            try:
+                self._uncommitted.close()
+            except Exception:  # noqa: BLE001 - closing a probe consumer of a dead broker
+                pass
+            self._uncommitted = None
         if self._consumer is not None:
             try:
                 self._consumer.close()
@@ -213,6 +235,50 @@ class KafkaCluster:
                 out[key] = (off, off) if i == 0 else (out[key][0], off)
         return out
 
+    def compacted(self, topic: str) -> bool:
+        """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
+        True when the broker does not say (the safe assumption for the searches)."""
+        if topic in self._compacted:
+            return self._compacted[topic]
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        res = ConfigResource(ResourceType.TOPIC, topic)
+        try:
+            entries = self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(
+                timeout=self.timeout_s + 1)
+            policy = entries["cleanup.policy"].value or ""
+            answer = "compact" in policy
+        except Exception:  # noqa: BLE001 - unknown: assume compacted (only costs exactness)
+            answer = True
+        self._compacted[topic] = answer
+        return answer
+
+    def stable_ends(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The last stable offset (LSO) of each partition: read_committed readers (the mirror,
+        this toolkit) see nothing at or after it while a transaction there is open — not even
+        non-transactional records acknowledged after the transaction began. Equal to the end
+        offset when no transaction is open. Partitions the broker refused are left out."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        if not tps:
+            return {}
+        req = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}  # type: ignore[no-untyped-call]
+        try:
+            futs = self.admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED,
+                                           request_timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise self._wrap(exc, f"stable offsets of {len(tps)} partition(s)") from None
+        out: dict[tuple[str, int], int] = {}
+        for tp, fut in futs.items():
+            try:
+                out[(tp.topic, tp.partition)] = int(fut.result(timeout=self.timeout_s + 1).offset)
+            except Exception as exc:  # noqa: BLE001 - per partition: left out, raised when unreachable
+                err = self._wrap(exc, f"stable offset of {tp.topic}[{tp.partition}]")
+                if isinstance(err, UnreachableError):
+                    raise err from None
+        return out
+
     def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int | None:
         """The broker's timestamp-index answer (a hint only: some brokers answer it wrongly)."""
         from confluent_kafka import TopicPartition
@@ -227,7 +293,7 @@ class KafkaCluster:
 
     # -- reads ----------------------------------------------------------------------------------
     def read(self, topic: str, partition: int, start: int, end: int, *, max_records: int | None = None,
-             batch: int = 500) -> Iterator[Record]:
+             batch: int = 500, committed: bool = True) -> Iterator[Record]:
         """Records from offset ``start`` (or the next one that exists) up to ``end`` (exclusive).
         Counts one probe per positioned read; a sequential read in batches counts one per batch.
         Never asks for more records than exist before ``end`` (a consumer waits for the rest)."""
@@ -235,7 +301,7 @@ class KafkaCluster:
 
         if start >= end:
             return
-        c = self.consumer
+        c = self.consumer if committed else self.uncommitted_consumer
         c.assign([TopicPartition(topic, partition, start)])
         try:
             yield from self._consume(c, topic, partition, start, end, max_records, batch)
@@ -244,6 +310,27 @@ class KafkaCluster:
                 c.unassign()  # stop background fetching between probes
             except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
                 pass
+
+    def _poll(self, c: Any, n: int) -> list[Any]:
+        """Up to ``n`` messages, returned as soon as ``n`` arrived or the partition's end (EOF)
+        was reached — ``consume(n, timeout)`` alone waits the whole timeout when fewer than ``n``
+        records are left before the end offset (offsets taken by transaction markers, aborted
+        or compacted records hold no record); empty only when nothing came within the timeout."""
+        from confluent_kafka import KafkaError
+
+        got: list[Any] = []
+        deadline = time.monotonic() + self.timeout_s
+        while len(got) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            msgs = c.consume(num_messages=n - len(got), timeout=min(left, 0.05 if got else 0.2))
+            got.extend(msgs)
+            if any(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in msgs):
+                break
+            if msgs and any(m.error() is not None for m in msgs):
+                break
+        return got
 
     def _consume(self, c: Any, topic: str, partition: int, start: int, end: int, max_records: int | None,
                  batch: int) -> Iterator[Record]:
@@ -255,7 +342,7 @@ class KafkaCluster:
         step = min(batch, 16)
         while seen < want:
             self.fetches += 1
-            msgs = c.consume(num_messages=max(1, min(step, want - seen)), timeout=self.timeout_s)
+            msgs = self._poll(c, max(1, min(step, want - seen)))
             step = min(batch, step * 4)
             if not msgs:
                 raise self.unreachable(f"fetch of {topic}[{partition}] at offset {start}")
@@ -351,7 +438,7 @@ class KafkaCluster:
             seen = 0
             while seen < end - start:
                 self.fetches += 1
-                msgs = c.consume(num_messages=min(500, end - start - seen), timeout=self.timeout_s)
+                msgs = self._poll(c, min(500, end - start - seen))
                 if not msgs:
                     raise self.unreachable(f"fetch of {topic}[{partition}]")
                 for msg in msgs:
@@ -370,10 +457,12 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
                 pass
 
-    def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
+    def record_at(self, topic: str, partition: int, offset: int, end: int, *, committed: bool = True
+                  ) -> Record | None:
         """The record at ``offset`` or, when that one is gone (compaction, markers), the next one
-        before ``end``; None when there is none."""
-        return next(iter(self.read(topic, partition, offset, end, max_records=1)), None)
+        before ``end``; None when there is none. ``end`` must not pass the last stable offset
+        when ``committed`` (a read_committed fetch there waits for the transaction to end)."""
+        return next(iter(self.read(topic, partition, offset, end, max_records=1, committed=committed)), None)
 
     # -- consumer groups ------------------------------------------------------------------------
     def _admin_call(self, what: str, submit: Callable[[Any], Any], key: str) -> Any:

@@ -131,15 +131,21 @@ def safe_ceiling(reader: PartitionReader, topic: str, partition: int, threshold:
 
 
 def identical_offsets(reader: PartitionReader, topic: str, partition: int, ts: int, fp: str, start: int,
-                      end: int, *, stop_after: int | None = None) -> list[int] | None:
+                      end: int, *, stop_after: int | None = None, gaps: list[int] | None = None) -> list[int] | None:
     """Offsets of records identical to (ts, fp) in [start, end), in order; stops after
-    ``stop_after`` matches; None when more than :data:`MAX_SCAN` records would be read."""
+    ``stop_after`` matches; None when more than :data:`MAX_SCAN` records would be read.
+    ``gaps`` (when given) receives the offsets read past without a record (compacted away,
+    transaction markers, aborted records): where each gap starts."""
     out: list[int] = []
     if start >= end:
         return out
     if end - start > MAX_SCAN and stop_after is None:
         return None
+    expect = start
     for n, rec in enumerate(reader.read(topic, partition, start, end, batch=min(500, max(1, end - start))), 1):
+        if gaps is not None and rec.offset > expect:
+            gaps.append(expect)
+        expect = rec.offset + 1
         if rec.timestamp == ts and rec.fingerprint == fp:
             out.append(rec.offset)
             if stop_after is not None and len(out) >= stop_after:
@@ -184,7 +190,7 @@ def _check_proven(reader: PartitionReader, topic: str, partition: int, p: int, l
 
 def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor: Anchor | None,
                     lo: int, hi: int, *, skew_ms: int = 0, taken_at_ms: int | None = None,
-                    use_index: bool = True, lo_proves: bool = False) -> RemapResult:
+                    use_index: bool = True, lo_proves: bool = False, compacted: bool = False) -> RemapResult:
     """Where on the mirror partition [lo, hi) should a consumer resume after ``anchor``?
 
     - ``anchor`` None (no record to anchor on: the partition was empty at checkpoint time, or
@@ -195,6 +201,11 @@ def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor:
     - the (k+1)-th identical copy found from a proven boundary: ``exact``.
     - otherwise: ``skew_bound`` — provably safe, with the duplicate window.
     ``lo_proves``: the log start may serve as a boundary (true on the hot cluster only).
+    ``compacted``: the partition's topic is compacted (``cleanup.policy`` compact): the cleaner
+    removes a record whose key comes again later, so a copy of the anchor may be gone while an
+    identical record after it remains — the (k+1)-th identical record found is then a later
+    one, and resuming after it would skip the records in between. A match with an offset gap
+    (a removed record) before it is therefore not proof: the skew-safe position is used.
     """
     start_fetches = reader.fetches
     if lo >= hi:
@@ -208,9 +219,10 @@ def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor:
         k = anchor.dup_before
         b = safe_floor(reader, topic, partition, anchor.timestamp - 2 * skew_ms, lo, hi, use_index=use_index)
         if b > lo or lo_proves:
+            gaps: list[int] = []
             found = identical_offsets(reader, topic, partition, anchor.timestamp, anchor.fingerprint, b, hi,
-                                      stop_after=k + 1)
-            if found is not None and len(found) > k:
+                                      stop_after=k + 1, gaps=gaps if compacted else None)
+            if found is not None and len(found) > k and not (gaps and gaps[0] < found[k]):
                 hit = found[k]
                 return RemapResult(hit + 1 if anchor.after else hit, "exact", reader.fetches - start_fetches,
                                    None, hit, proven_by=b - 1 if b > lo else None)

@@ -64,6 +64,8 @@ def simple(tmp_path, zk_server, **kw):
 
 @pytest.fixture
 def kafka_world(kafka_hot, kafka_cold):
+    """A topic on the real brokers copied hot → cold directly (not by MirrorMaker 2) after 3
+    cold-only records: the test asserts the exact cold offset the runbook applies (3 + 4)."""
     from tests.support.fixtures_kafka import (
         Rec,
         commit_after_consuming,

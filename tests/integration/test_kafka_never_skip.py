@@ -1,11 +1,14 @@
-"""The never-skip invariant of the Kafka remap and lag, attacked on the real tansu brokers.
+"""The never-skip invariant of the Kafka remap and lag, attacked on the real Kafka brokers.
 
 Invariant (DESIGN-kafka): the position p applied on a cold partition is such that every
 record at an offset < p is a copy of a record the group had consumed on hot; ``exact`` means
 p is the copy of the first unconsumed record. Each test builds hot and cold partitions with
 explicit CreateTimes, commits a group on hot, checkpoints and remaps, and checks p against
-the records themselves (read back from cold). tansu's ``offsets_for_times`` (always 0) and
-its read_committed (aborted records are returned) are wrong: the code must not rely on them.
+the records themselves (read back from cold). The broker's ``offsets_for_times`` answers from
+its time index (the largest timestamp so far, not the record order when CreateTimes go back):
+the code must use it only as a hint it checks. Cold's records are copied directly (not by
+MirrorMaker 2): each test needs exactly these records on cold (offset shifts, cold-only
+records, partial copies); the real-MirrorMaker-2 tests are in test_kafka_mm2.py.
 """
 
 from __future__ import annotations
@@ -150,10 +153,10 @@ def test_partition_empty_at_checkpoint_that_later_receives_records(kafka_env, tm
 
 
 def test_transactional_topic_committed_and_aborted(kafka_env, tmp_path: Path) -> None:
-    """Transactions with commit and abort markers. The mirror copies committed records only
-    (read_committed, as MirrorMaker 2 does). tansu returns aborted records even under
-    read_committed: the anchor may then be an aborted record, which the remap cannot find and
-    resolves to the safe position — the same answer here."""
+    """Transactions with commit and abort markers on the real broker. The mirror copies committed
+    records only (read_committed, as MirrorMaker 2 does); the broker never returns the aborted
+    record to a read_committed reader, so markers and the aborted record are offsets without a
+    record on hot that the remap must step over."""
     hot, cold = kafka_env
     topic, group = unique("tx"), unique("grp")
     create_topic(hot, topic, 1)

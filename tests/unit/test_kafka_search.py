@@ -1,6 +1,6 @@
 """The remap search on in-memory partitions: correctness and the probe bound, whatever the
-broker's timestamp index answers (right, always 0 like tansu, or wrong). The same search runs
-against real brokers in tests/integration/test_kafka_remap.py."""
+broker's timestamp index answers (right, always 0, or wrong). The same search runs against the
+real Kafka brokers in tests/integration/test_kafka_remap.py and test_kafka_never_skip.py."""
 
 from __future__ import annotations
 
@@ -33,8 +33,12 @@ class ListPartition:
                 self.fetches += 1
             yield self.recs[i - self.lo]
 
-    def record_at(self, topic: str, partition: int, offset: int, end: int) -> Record | None:
+    def record_at(self, topic: str, partition: int, offset: int, end: int, *, committed: bool = True
+                  ) -> Record | None:
         return next(iter(self.read(topic, partition, offset, end, max_records=1)), None)
+
+    def compacted(self, topic: str) -> bool:
+        return False  # no transaction, no cleaner: every offset holds its record
 
     def offset_for_time(self, topic: str, partition: int, ts_ms: int) -> int | None:
         if self.index == "zero":
