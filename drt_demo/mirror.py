@@ -1,10 +1,7 @@
-"""A minimal MirrorMaker for the embedded default: copy records hot → cold, one partition to
-the same partition, keeping key, value, headers and the record timestamp (CreateTime), so
-offsets differ between the clusters but timestamps do not — what the remap relies on.
-
-Real deployments run MirrorMaker 2 (see docker/mm2.properties); this exists so `drt demo`
-has a mirror without a Kafka Connect cluster. Records are produced one per request (the
-embedded tansu broker miscounts multi-record batches).
+"""A direct record copier hot → cold, one partition to the same partition, keeping key, value,
+headers and the record timestamp (CreateTime): for tests and benchmarks that must control
+exactly which records cold holds (the demo and the mirror tests run real MirrorMaker 2,
+``drt_servers.kafka.MirrorMaker2``). ``create_topics`` is the demo's seeding helper too.
 """
 
 from __future__ import annotations
