@@ -196,7 +196,8 @@ class HBasePolicy(_Model):
     tables: list[str] = Field(default_factory=list)
     table_cfs: dict[str, list[str]] = Field(default_factory=dict)
     schedule: str | None = "@daily"
-    max_lag_s: float | None = None
+    max_lag_s: float | None = Field(default=None, ge=0, description="largest lag of this peer still GO before "
+                                    "fencing (default: failover.max_lag_s)")
     hbase_rootdir: str = Field(default="/hbase", description="hbase.rootdir on the hot cluster's filesystem "
                                "(or a webhdfs:// URI of it): "
                                "WAL lengths (WALs/, oldWALs/) and table descriptors (data/) are read there")

@@ -134,6 +134,11 @@ def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None
     if not signals:
         reasons.append("no signals: the topology protects nothing (no policies)")
     max_lag = topology.failover.max_lag_s
+    # an HBase policy's own max_lag_s bounds its peer's signal (the tightest when peers are shared)
+    peer_lag: dict[str, float] = {}
+    for p in topology.policies.hbase:
+        if p.max_lag_s is not None:
+            peer_lag[p.peer_id] = min(p.max_lag_s, peer_lag.get(p.peer_id, p.max_lag_s))
     for s in signals:
         label = f"{s.component} {s.name}"
         if not s.caught_up:
@@ -149,8 +154,10 @@ def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None
                                + (f" + {skew:g}s clock skew" if skew else ""))
         elif s.component != "verify":
             lag = max(0.0, now - s.safe_time)
-            if lag > max_lag:
-                reasons.append(f"{label}: lag {lag:.0f}s exceeds failover.max_lag_s {max_lag:g}s")
+            own = peer_lag.get(s.name) if s.component == "hbase" else None
+            bound, setting = (own, "policies.hbase[].max_lag_s") if own is not None else (max_lag, "failover.max_lag_s")
+            if lag > bound:
+                reasons.append(f"{label}: lag {lag:.0f}s exceeds {setting} {bound:g}s")
     rp, limiting = recovery_point(signals)
     return GateResult(GO if not reasons else NO_GO, rp, signals, reasons, fenced_at, checked_at=now,
                       clock_skew_s=skew, limiting=limiting)

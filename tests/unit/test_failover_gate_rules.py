@@ -113,3 +113,19 @@ def test_random_signal_sets_go_only_when_every_rule_holds() -> None:
                     assert NOW - s.safe_time <= 60
             if fenced is not None:
                 assert rp >= fenced
+
+
+def test_an_hbase_policys_own_max_lag_bounds_its_peer() -> None:
+    """Issue 20 #15: policies.hbase[].max_lag_s was never read."""
+    topo = parse_topology("""
+clusters:
+  a: {role: hot, local_root: /tmp/a}
+  b: {role: cold, local_root: /tmp/b}
+policies:
+  hbase: [{name: tight, peer_id: "1", max_lag_s: 30}, {name: loose, peer_id: "2"}]
+failover: {max_lag_s: 60}
+""")
+    res = decide(topo, [sig("hbase", "1", safe=NOW - 45), sig("hbase", "2", safe=NOW - 45)], fenced_at=None, now=NOW)
+    assert res.verdict == NO_GO and res.reasons == ["hbase 1: lag 45s exceeds policies.hbase[].max_lag_s 30s"]
+    assert decide(topo, [sig("hbase", "1", safe=NOW - 20), sig("hbase", "2", safe=NOW - 59)], fenced_at=None,
+                  now=NOW).verdict == GO
