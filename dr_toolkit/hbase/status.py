@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.errors import EXIT_UNREACHABLE, DrtError
 from dr_toolkit.hbase.encoding import (
     LOCK,
     DecodeError,
@@ -129,7 +130,44 @@ def wal_sort_key(wal: str) -> tuple[int, str]:
     return (int(m.group(1)) if m else 0, wal)
 
 
-def _snapshot(zk: ZkClient, lay: Layout, all_positions: bool = False) -> tuple[list[str], dict[str, str | None], list[QueueStatus]]:
+SNAPSHOT_TRIES = 4
+
+
+class QueuesChanging(DrtError):
+    """The replication queues changed while they were read, every time they were read."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+def _structure(zk: ZkClient, lay: Layout) -> tuple[Any, ...]:
+    """Live servers, and per queue holder its queues and their WAL names (positions left out)."""
+    live_l, servers_l = zk.get_children_many([lay.rs, lay.queues])
+    servers = sorted(servers_l or [])
+    queue_lists = zk.get_children_many([f"{lay.queues}/{s}" for s in servers])
+    qpaths = [(s, q) for s, qs in zip(servers, queue_lists, strict=True) for q in sorted(qs or []) if q != LOCK]
+    wal_lists = zk.get_children_many([f"{lay.queues}/{s}/{q}" for s, q in qpaths])
+    return (tuple(sorted(live_l or [])),
+            tuple((s, q, tuple(sorted(w or []))) for (s, q), w in zip(qpaths, wal_lists, strict=True)))
+
+
+def _snapshot(zk: ZkClient, lay: Layout, all_positions: bool = False
+              ) -> tuple[list[str], dict[str, str | None], list[QueueStatus]]:
+    """A consistent reading of the queues. The reads take several ZooKeeper rounds, and a dead
+    server's queue claimed between two of them would be read as empty on the dead server and not
+    at all on the live one (a false drain). So the structure (live servers, queues, WAL names) is
+    read again after the positions: if it differs from what the rounds saw, read again; if it
+    keeps changing, no answer (:class:`QueuesChanging`: the signal is NO_GO, never GO)."""
+    for _ in range(SNAPSHOT_TRIES):
+        live, peers, queues, seen = _read_once(zk, lay, all_positions)
+        if _structure(zk, lay) == seen:
+            return live, peers, queues
+    raise QueuesChanging(f"the replication queues under {lay.queues} changed while they were read "
+                         f"({SNAPSHOT_TRIES} times): a queue being claimed or WALs rolling",
+                         where=f"zookeeper {zk.quorum}", hint="check again in a moment")
+
+
+def _read_once(zk: ZkClient, lay: Layout, all_positions: bool
+               ) -> tuple[list[str], dict[str, str | None], list[QueueStatus], tuple[Any, ...]]:
     live_l, servers_l, peers_l = zk.get_children_many([lay.rs, lay.queues, lay.peers])
     live = sorted(live_l or [])
     servers = sorted(servers_l or [])
@@ -187,7 +225,8 @@ def _snapshot(zk: ZkClient, lay: Layout, all_positions: bool = False) -> tuple[l
             position=pos.get(f"{lay.queues}/{s}/{q}/{cur}", 0) if cur else 0, current_wal=cur,
             dead=s not in live_set, recovered=bool(dead_from), claimed_by=lock_owner.get(s),
             dead_servers=dead_from, wal_names=names))
-    return live, peers, queues
+    seen = (tuple(live), tuple((s, q, tuple(sorted(w or []))) for (s, q), w in zip(qpaths, wal_lists, strict=True)))
+    return live, peers, queues, seen
 
 
 def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: list[str] | None = None,
