@@ -37,7 +37,10 @@ def test_peers_cycle_from_topology(capsys, hbase_topology, hbase_parent, zk) -> 
     rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "disable", "1")
     assert rc == 0 and doc["after"]["state"] == "DISABLED"
     rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "list")
-    assert doc == [{"peer_id": "1", "cluster_key": COLD, "state": "DISABLED", "table_cfs": {"shop:orders": ["d"]}}]
+    # the peer's HBase 2.x filters are listed too (issue 20 #1): table-CFs mean replicate_all=false
+    assert doc == [{"peer_id": "1", "cluster_key": COLD, "state": "DISABLED", "table_cfs": {"shop:orders": ["d"]},
+                    "replicate_all": False, "namespaces": None, "exclude_namespaces": None,
+                    "exclude_table_cfs": None}]
     rc, doc, err = _run(capsys, *cfg, "hbase", "peers", "enable", "2")
     assert rc == 2 and "unknown peer id '2'" in err
     rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "remove", "1")
