@@ -213,20 +213,7 @@ public final class HBaseMiniServer {
         case "add_peer": {
           org.apache.hadoop.hbase.replication.ReplicationPeerConfigBuilder pb = ReplicationPeerConfig.newBuilder().setClusterKey(a[2]);
           if (a.length > 3) {
-            java.util.Map<TableName, List<String>> m = new java.util.HashMap<>();
-            for (String part : a[3].split(";")) {
-              String[] tc = part.split(":");
-              String table = tc.length == 3 ? tc[0] + ":" + tc[1] : tc[0];
-              String cfs = tc.length == 3 ? tc[2] : (tc.length == 2 ? tc[1] : "");
-              List<String> l = new ArrayList<>();
-              for (String c : cfs.split(",")) {
-                if (!c.isEmpty()) {
-                  l.add(c);
-                }
-              }
-              m.put(TableName.valueOf(table), l.isEmpty() ? null : l);
-            }
-            pb.setReplicateAllUserTables(false).setTableCFsMap(m);
+            pb.setReplicateAllUserTables(false).setTableCFsMap(tableCfs(a[3]));
           }
           admin.addReplicationPeer(a[1], pb.build(), true);
           return "{\"ok\":true}";
