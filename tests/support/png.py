@@ -17,17 +17,20 @@ class Image:
         r = self.rows[y]
         return r[i], r[i + 1], r[i + 2]
 
-    def row_count(self, y: int, rgb: tuple[int, int, int]) -> int:
-        """How many pixels of row ``y`` have exactly the colour ``rgb``."""
+    def row_count(self, y: int, rgb: tuple[int, int, int], tol: int = 0) -> int:
+        """How many pixels of row ``y`` have the colour ``rgb`` (each channel within ``tol``)."""
         row, n = self.rows[y], self.channels
+        if tol:
+            return sum(1 for i in range(0, len(row), n) if all(abs(row[i + c] - rgb[c]) <= tol for c in range(3)))
         if n == 3:
             return sum(1 for i in range(0, len(row), 3) if row[i:i + 3] == bytes(rgb))
         want = bytes(rgb)
         return sum(1 for i in range(0, len(row), 4) if row[i:i + 3] == want)
 
-    def rows_with(self, rgb: tuple[int, int, int], min_run: int) -> list[int]:
-        """The rows holding at least ``min_run`` pixels of exactly ``rgb`` (a horizontal line, a banner)."""
-        return [y for y in range(self.height) if self.row_count(y, rgb) >= min_run]
+    def rows_with(self, rgb: tuple[int, int, int], min_run: int, tol: int = 0) -> list[int]:
+        """The rows holding at least ``min_run`` pixels of ``rgb`` (a horizontal line, a banner);
+        ``tol``: per-channel tolerance, for anti-aliased strokes."""
+        return [y for y in range(self.height) if self.row_count(y, rgb, tol) >= min_run]
 
 
 def _paeth(a: int, b: int, c: int) -> int:
