@@ -19,7 +19,7 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import RealHBaseWorld, drt, write_topology
+from tests.support.fixtures_failover import drt, write_topology
 
 pytestmark = pytest.mark.integration
 
@@ -37,21 +37,11 @@ _CLUSTERS: list[tuple] = []
 
 
 @pytest.fixture
-def worlds(hbase_clusters):
-    """The real HBase pair as the runbook's worlds (``worlds(topo, lagging=...)``); ``simple`` and
-    ``worlds.clusters`` write topologies pointing at it."""
-    made: list[RealHBaseWorld] = []
-    _CLUSTERS[:] = [hbase_clusters]
-
-    def make(topo, **kw) -> RealHBaseWorld:
-        w = RealHBaseWorld(topo, *hbase_clusters, **kw)
-        made.append(w)
-        return w
-
-    make.clusters = hbase_clusters  # type: ignore[attr-defined]
-    yield make
-    for w in made:
-        w.close()
+def worlds(hbase_worlds):
+    """The shared ``hbase_worlds`` (the real HBase pair as the runbook's worlds, ``worlds(topo,
+    lagging=...)``); ``simple`` writes topologies pointing at its clusters."""
+    _CLUSTERS[:] = [hbase_worlds.clusters]
+    return hbase_worlds
 
 
 def simple(tmp_path, zk_server, **kw):
