@@ -188,6 +188,10 @@ class HBaseCluster:
     def count(self, table: str = TABLE) -> int:
         return int(self.request("count", table)["rows"])
 
+    def count_range(self, first: int, n: int, table: str = TABLE) -> int:
+        """How many of the rows ``first .. first+n-1`` (as :meth:`put` names them) the table holds."""
+        return int(self.request("count_range", table, str(first), str(n))["rows"])
+
     def alter_scope(self, table: str, family: str, scope: int) -> None:
         self.request("alter_scope", table, family, str(scope))
 

@@ -2,7 +2,9 @@
 does it hold everything hot accepted (its safe time)?
 
 ``safe_time`` = the listing time (``source_time``) of the last *completed* run (status
-``succeeded``) whose manifest cold still holds. "Holds" is checked, not assumed: a dry run
+``succeeded``, no file open for write at the run: an open file is copied only up to the length the
+NameNode knows, and a writer's hflushed bytes before the listing may lie past it) whose manifest
+cold still holds. "Holds" is checked, not assumed: a dry run
 lists cold and compares it with the newest manifest (a fast-forward plan means cold holds it
 exactly), and the newest manifest must descend, through its ``base_manifest_id`` chain, from
 that completed run's manifest (later runs only moved cold forward). Every write hot accepted
@@ -40,8 +42,12 @@ def _why(exc: BaseException) -> str:
 
 
 def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
+    """The newest run of this target that copied everything it listed, whole: succeeded, and no
+    file was open for write (an open file is copied up to the NameNode's length, while bytes a
+    writer hflushed before the listing may already be past it)."""
     for r in ledger.runs(policy=policy, limit=500):
-        if r["target"] == target_uri and r["status"] == "succeeded" and r.get("manifest_id"):
+        if r["target"] == target_uri and r["status"] == "succeeded" and r.get("manifest_id") and not int(
+                (r.get("detail") or {}).get("files_open") or 0):
             return r
     return None
 

@@ -189,6 +189,20 @@ public final class HBaseMiniServer {
           }
           return "{\"ok\":true,\"rows\":" + n + "}";
         }
+        case "count_range": {
+          // rows present in [row-<first>, row-<first+n>) (a replicated range is checked row by row)
+          long first = Long.parseLong(a[2]);
+          long n = Long.parseLong(a[3]);
+          Scan scan = new Scan().withStartRow(Bytes.toBytes(String.format("row-%010d", first)))
+              .withStopRow(Bytes.toBytes(String.format("row-%010d", first + n)));
+          long got = 0;
+          try (Table t = conn.getTable(TableName.valueOf(a[1])); ResultScanner rs = t.getScanner(scan)) {
+            for (Result r : rs) {
+              got++;
+            }
+          }
+          return "{\"ok\":true,\"rows\":" + got + "}";
+        }
         case "alter_scope": {
           TableName tn = TableName.valueOf(a[1]);
           org.apache.hadoop.hbase.client.ColumnFamilyDescriptor cur =
