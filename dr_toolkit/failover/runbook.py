@@ -415,7 +415,9 @@ class Runbook:
             fence.set_read_only(hot, True, epoch=st.epoch, by=by)
             after = fence.snapshot()
         return StepResult(Step.FENCE_HOT, DONE, {"before": before, "after": after, "probe": probe},
-                          f"{hot} fenced at epoch {st.epoch}")
+                          f"{hot} fenced at epoch {st.epoch}: the toolkit's writers now refuse hot; stop hot's own "
+                          "clients (HDFS writers, Kafka producers, HBase clients) — the gate counts whatever they "
+                          "still write, so the drain waits for it")
 
     def _step_pause_mirrors(self) -> StepResult:
         """Stop and flag what still mirrors into cold: the toolkit's replication refuses to run once
