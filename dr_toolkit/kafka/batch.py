@@ -119,9 +119,9 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
                run_id: str | None = None, who: str | None = None) -> dict[str, Any]:
     """Remap (dry run) ``groups`` from their newest checkpoints, each distinct anchor once;
     ``audit``: one ``planned`` remap row per group in the ledger, as :func:`api.remap` writes."""
-    from dr_toolkit.errors import ConfigError
+    from dr_toolkit.errors import ConfigError, DrtError
     from dr_toolkit.kafka import api
-    from dr_toolkit.kafka.remap import remap_partition
+    from dr_toolkit.kafka.remap import MemoryPartition, remap_partition, worth_reading_whole
 
     t0 = time.monotonic()
     skew = api.skew_ms(topology)
@@ -148,7 +148,7 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
                         r.get("fingerprint"), r.get("record_timestamp"),
                         None if r.get("fingerprint") else r.get("taken_at"), r.get("timestamp_type") == api.TRIMMED)
 
-            def one(k: tuple[Any, ...]) -> dict[str, Any]:
+            def one(k: tuple[Any, ...], reader: Any, compacted: bool) -> dict[str, Any]:
                 ct, p, none, fp, ts, taken, trimmed = k
                 if none:
                     return {"target_offset": None, "method": "none", "probes": 0, "duplicate_window": None,
@@ -157,12 +157,39 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
                 if trimmed:
                     return api.trimmed_remap(lo, hi)
                 anchor = api._anchor({"fingerprint": fp, "record_timestamp": ts})
-                reader = pool.get()
-                return remap_partition(reader, ct, p, anchor, lo, hi, skew_ms=skew, compacted=reader.compacted(ct),
+                return remap_partition(reader, ct, p, anchor, lo, hi, skew_ms=skew, compacted=compacted,
+                                       use_index=not isinstance(reader, MemoryPartition),
                                        taken_at_ms=int(float(taken) * 1000) if taken is not None else None).as_dict()
 
+            def whole(tp: tuple[str, int]) -> dict[tuple[Any, ...], dict[str, Any]]:
+                """Every target of one partition from one sequential read of it (when the searches
+                would cost more fetches); searched one by one if that read fails."""
+                reader: Any = pool.get()
+                compacted = reader.compacted(tp[0])
+                try:
+                    reader = MemoryPartition.load(reader, tp[0], tp[1], *marks[tp])
+                except DrtError:
+                    pass  # (e.g. an open transaction on cold) the searches read what they need
+                return {k: one(k, reader, compacted) for k in by_partition[tp]}
+
+            def task(t: tuple[str, Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
+                if t[0] == "partition":
+                    return whole(t[1])
+                reader = pool.get()
+                return {t[1]: one(t[1], reader, reader.compacted(t[1][0]))}
+
             keys = {key(r) for rs in rows.values() for r in rs}
-            shared = run_all(one, keys, workers)
+            by_partition: dict[tuple[str, int], list[tuple[Any, ...]]] = {}
+            for k in sorted(keys, key=repr):
+                by_partition.setdefault((k[0], k[1]), []).append(k)
+            tasks: list[tuple[str, Any]] = []
+            for tp, ks in by_partition.items():
+                searches = sum(1 for k in ks if not k[2] and not k[6])
+                if worth_reading_whole(searches, marks[tp][1] - marks[tp][0]):
+                    tasks.append(("partition", tp))
+                else:
+                    tasks.extend(("key", k) for k in ks)
+            shared = {k: v for got in run_all(task, tasks, workers).values() for k, v in got.items()}
             fetches, records = pool.stats()
         finally:
             pool.close()

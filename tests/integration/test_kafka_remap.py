@@ -117,3 +117,58 @@ def test_dry_run_writes_no_checkpoint_and_apply_names_who(kafka_mirror) -> None:
     api.remap(topo, ledger, group, apply=True, who="bob", run_id="r-who")
     assert ledger.latest_checkpoint(group)  # applying keeps the checkpoint it used
     assert [e["actor"] for e in ledger.audit_events(run_id="r-who")] == ["bob"]
+
+
+def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, tmp_path: Path) -> None:
+    """Many groups at many positions of one partition: ``remap_many`` reads such a partition once
+    and answers every target from memory (issue 22: one read instead of a search per position).
+    The answers — target, method, duplicate window — must be those of the live searches, on every
+    partition of the scenario (runs of equal timestamps, timestamps going back, identical records,
+    an empty partition, cold-only records first)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from dr_toolkit.kafka import batch
+    from dr_toolkit.kafka.remap import MemoryPartition, worth_reading_whole
+
+    topo0, _ledger, topic, _group, _idle, scen = kafka_mirror
+    hot, cold = topo0.hot.kafka.bootstrap_servers, topo0.cold.kafka.bootstrap_servers
+    groups = [unique(f"many{i}") for i in range(0, 301, 6)]
+    admin = AdminClient({"bootstrap.servers": hot, "log_level": 0})
+    for i, g in zip(range(0, 301, 6), groups, strict=True):
+        tps = [TopicPartition(topic, p, min(i, len(recs))) for p, (recs, _, _) in scen.items()]
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+    cfg = write_topology(tmp_path / "many.yaml", hot=hot, cold=cold, topics=[topic], groups=groups,
+                         ledger_url=f"sqlite:///{tmp_path}/many.db", skew_s=0.07)
+    topo = load_topology(cfg)
+    from dr_toolkit.ledger import Ledger
+
+    ledger = Ledger.open(topo.ledger.url)
+    batch.checkpoint_many(topo, ledger, groups)
+    assert worth_reading_whole(len(groups) - 10, 300) and not worth_reading_whole(3, 10_000_000)
+    loads: list[tuple[str, int]] = []
+    real_load = MemoryPartition.load.__func__  # type: ignore[attr-defined]
+
+    def counting_load(cls, reader, t, p, lo, hi):  # type: ignore[no-untyped-def]
+        loads.append((t, p))
+        return real_load(cls, reader, t, p, lo, hi)
+
+    MemoryPartition.load = classmethod(counting_load)  # type: ignore[method-assign,assignment]
+    try:
+        many = batch.remap_many(topo, ledger, groups)
+    finally:
+        MemoryPartition.load = classmethod(real_load)  # type: ignore[method-assign,assignment]
+    assert {p for _t, p in loads} >= {0, 1, 5}, loads  # the partitions with many targets were read whole
+    with api.cluster(topo, "cold") as c:
+        for g in groups:
+            live = {r["partition"]: r for r in api.remap_rows(c, ledger.latest_checkpoint(g), topo)}
+            for r in many["groups"][g]:
+                want = live[r["partition"]]
+                got = (r["target_offset"], r["method"], r["duplicate_window"])
+                assert got == (want["target_offset"], want["method"], want["duplicate_window"]), (g, r, want)
+                _recs, _, shift = scen[r["partition"]]
+                consumed = r["source_offset"]
+                if r["target_offset"] is not None:
+                    assert r["target_offset"] <= shift + consumed, (g, r)  # never past the next unconsumed
+                    if r["method"] == "exact":
+                        assert r["target_offset"] == shift + consumed, (g, r)
