@@ -46,6 +46,12 @@ def _render(data: dict[str, Any]) -> None:
             out_console.print(f"  [yellow]open[/] {f['path']}: {f['reason']}")
         for f in r.get("failures", [])[:20]:
             out_console.print(f"  [red]failed[/] {f['path']}: {f['error']}")
+        if r.get("listing_proven") is False:
+            ch = r.get("listing_changing") or []
+            out_console.print(f"  [red]not proven[/] the source kept changing while it was listed ({len(ch)} "
+                              f"directories, e.g. {ch[0] or '/' if ch else '?'}): what was seen is copied, "
+                              f"{r.get('deletes_deferred', 0)} deletions deferred, no safe time from this run; "
+                              "run again, or set snapshots: true on a snapshottable source for an atomic listing")
 
 
 @contextmanager
@@ -165,7 +171,7 @@ def register(app: typer.Typer) -> None:
             r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
                        progress=cb, access=st.access(), cancel=ev)
         emit(ctx, r.to_json(), _render)
-        if r.files_failed:
+        if not r.ok:
             raise typer.Exit(1)
 
     @app.command("replicate")
@@ -188,5 +194,5 @@ def register(app: typer.Typer) -> None:
                "manifest_id": rows[0]["manifest_id"] if len(rows) == 1 else [r["manifest_id"] for r in rows],
                "duration_s": round(sum(r["duration_s"] for r in rows), 3), "results": rows}
         emit(ctx, out, _render)
-        if out["files_failed"]:
+        if not all(r.ok for r in results):
             raise typer.Exit(1)

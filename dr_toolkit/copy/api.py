@@ -79,6 +79,11 @@ class CopyResult:
     files_type_changed: int = 0
     files_failed: int = 0
     files_open: int = 0
+    # the source listing is the tree at one moment (a snapshot, or directories that held still:
+    # see _proven_listing); when not, the run states no safe time, defers deletions, exits 1
+    listing_proven: bool = True
+    listing_changing: list[str] = field(default_factory=list)
+    deletes_deferred: int = 0
     entries_skipped: int = 0  # source entries that are not regular files (symlinks, empty dirs, ...)
     files_read_for_planning: int = 0
     manifest_id: str | None = None
@@ -103,7 +108,7 @@ class CopyResult:
 
     @property
     def ok(self) -> bool:
-        return self.files_failed == 0
+        return self.files_failed == 0 and self.listing_proven
 
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -113,6 +118,7 @@ class CopyResult:
         d["skipped_entries"] = self.skipped_entries[:100]
         d["open_files"] = self.open_files[:100]
         d["files_read"] = self.files_read[:1000]
+        d["listing_changing"] = self.listing_changing[:100]
         d["duration_s"] = round(self.duration_s, 3)
         if self.dry_run:
             d["files_to_copy"] = self.files_copied
@@ -163,27 +169,108 @@ class _Skips:
         self.entries: list[dict[str, str]] = []
         self.reasons: dict[str, int] = {}
         self.count = 0
+        self.paths: set[str] = set()
 
     def __call__(self, path: str, reason: str) -> None:
+        if path in self.paths:  # a directory read again while proving the listing
+            return
+        self.paths.add(path)
         self.count += 1
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
         if len(self.entries) < 1000:
             self.entries.append({"path": path, "reason": reason})
 
 
-def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None
-             ) -> dict[str, FileStatus]:
+def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None,
+             dirs: dict[str, Any] | None = None, recursive: bool = True) -> dict[str, FileStatus]:
     fs = side.fs
     root = side.root.rstrip("/")
     cut = len(root) + 1 if root else 0
     prefix = root + "/" if root else ""
     out = {}
-    for s in fs.list_files(only or side.single or side.root, skipped):
+    seen: dict[str, Any] | None = {} if dirs is not None else None
+    for s in fs.list_files(only or side.single or side.root, skipped, dirs=seen, recursive=recursive):
         p = s.path
         rel = p[cut:] if p.startswith(prefix) else fs.relative(side.root, p)
         if rel:
             out[rel] = s
+    if dirs is not None and seen:
+        for p, token in seen.items():
+            dirs[fs.relative(side.root, p) if p != root else ""] = token
     return out
+
+
+PROOF_ROUNDS = 3  # times the directories that changed during a listing are read again
+
+
+def _under(rel: str, d: str) -> bool:
+    return not d or rel == d or rel.startswith(d + "/")
+
+
+def _relist(side: _Side, d: str, files: dict[str, FileStatus], tokens: dict[str, Any],
+            skipped: Callable[[str, str], None] | None) -> None:
+    """Read directory ``d`` (relative) again, one level: its files replace the ones listed in it,
+    a subdirectory gone drops what was listed under it, a new one is listed whole."""
+    fs = side.fs
+    path = fs.join(side.root, d)
+    level: dict[str, Any] = {}
+    now = _listing(side, path, skipped, dirs=level, recursive=False)
+    if d not in level:  # no longer a directory: everything under it goes (its parent changed too)
+        for rel in [r for r in files if _under(r, d) and r != d]:
+            del files[rel]
+        for sub in [t for t in tokens if _under(t, d)]:
+            del tokens[sub]
+        files.update({r: s for r, s in now.items() if r == d})
+        return
+    for rel in [r for r in files if posixpath.dirname(r) == d]:
+        del files[rel]
+    files.update(now)
+    old_children = {t for t in tokens if t and posixpath.dirname(t) == d}
+    for gone in old_children - level.keys():
+        for rel in [r for r in files if _under(r, gone)]:
+            del files[rel]
+        for sub in [t for t in tokens if _under(t, gone)]:
+            del tokens[sub]
+    tokens[d] = level[d]
+    for new in sorted(set(level) - old_children - {d}):
+        files.update(_listing(side, fs.join(side.root, new), skipped, dirs=tokens))
+
+
+def _proven_listing(side: _Side, skipped: Callable[[str, str], None] | None
+                    ) -> tuple[dict[str, FileStatus], list[str]]:
+    """The source listing, proven to be the tree's names at one moment — or the directories that
+    kept changing (then it is not: a directory renamed during the walk, from a part not yet read
+    into a part already read, is seen nowhere).
+
+    Every directory is recorded with its token (mtime and inode/fileId, which change with every
+    entry created, deleted or renamed in or out of it) before its entries are read. After the
+    walk each is looked at again; those whose token moved are read again, one level (new
+    subdirectories whole), and the check repeated, up to PROOF_ROUNDS times. When a check finds
+    every token as recorded, each directory held the entries listed from its reading until that
+    check began: the listing is the tree at that moment, and every file hot held before the
+    listing began and still holds is in it."""
+    tokens: dict[str, Any] = {}
+    files = _listing(side, skipped=skipped, dirs=tokens)
+    fs = side.fs
+    changed: list[str] = []
+    for round_ in range(PROOF_ROUNDS + 1):
+        if not tokens:  # nothing to watch: a single file, an absent root, a store without directories
+            return files, []
+        names = list(tokens)
+        with ThreadPoolExecutor(min(8, max(1, len(names) // 64))) as pool:
+            now = dict(zip(names, pool.map(lambda d: fs.dir_token(fs.join(side.root, d)), names)))
+        changed = sorted((d for d in names if now[d] != tokens[d] or not fs.token_settled(tokens[d])),
+                         key=lambda d: (d.count("/") if d else -1, d))
+        if not changed:
+            return files, []
+        if round_ == PROOF_ROUNDS:
+            break
+        if fs.settle_s and any(not fs.token_settled(now[d]) for d in changed):
+            time.sleep(fs.settle_s)  # let the coarse time stamp move on before reading again
+        for d in changed:
+            if d in tokens:  # not dropped with a parent read again just before
+                _relist(side, d, files, tokens, skipped)
+    return files, changed
 
 
 def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
@@ -264,8 +351,11 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
 
 
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
-          tmp_found: list[str] | None = None, empty_found: list[str] | None = None) -> tuple[Plan, str]:
-    """Decide the mode and plan. Returns the plan and the root the source is read from."""
+          tmp_found: list[str] | None = None, empty_found: list[str] | None = None,
+          changing: list[str] | None = None) -> tuple[Plan, str]:
+    """Decide the mode and plan. Returns the plan and the root the source is read from. With
+    ``changing`` given, a live listing (no snapshot) is proven (:func:`_proven_listing`) and the
+    directories that kept changing are put in it."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
                     if src.single else None)
@@ -315,7 +405,12 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
         else:
-            src_files = _wanted(_listing(reading, skipped=skips), f)
+            if changing is not None and not snapshot and not src.single:
+                listed, still = _proven_listing(reading, skips)
+                changing.extend(still)
+            else:  # a snapshot (atomic by construction), one file, or a dry run
+                listed = _listing(reading, skipped=skips)
+            src_files = _wanted(listed, f)
             how = "source listing against the manifest (size, mtime, change token)"
         tgt_files = _wanted(tgt_future.result(), f)
     recorded = entries if entries is not None else None
@@ -414,9 +509,20 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
     tmp_found: list[str] = []
     empty_found: list[str] = []
     try:
-        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found, empty_found)
+        changing: list[str] | None = None if dry_run else []
+        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found, empty_found, changing)
         if options.delete:  # empty target directories the source does not have go too
             plan.empty_dirs = [tgt.fs.relative(tgt.root, p) for p in empty_found]
+        if changing:  # a file moved during the listing may be listed nowhere: nothing is deleted on its word
+            pre.listing_proven, pre.listing_changing = False, changing
+            pre.deletes_deferred = len(plan.deletes) + len(plan.empty_dirs)
+            for rel in plan.deletes:  # still on the target: the manifest keeps saying so
+                if base.entries is not None and rel in base.entries:
+                    plan.keep[rel] = base.entries[rel]
+            plan.deletes, plan.empty_dirs = [], []
+            log.warning("the source kept changing while it was listed (%d directories, e.g. %s): deletions "
+                        "deferred, no safe time from this run; enable snapshots for an atomic listing",
+                        len(changing), changing[0] or "/")
         if not dry_run and not src.single:
             _clean_tmp(tgt, run_id, tmp_found)
     except BaseException:
@@ -493,6 +599,9 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
                                       "basis": result.basis, "failures": result.failures[:100],
                                       "engine": options.engine, "files_renamed": result.files_renamed,
                                       "files_appended": result.files_appended, "files_open": result.files_open,
+                                      "listing_proven": result.listing_proven,
+                                      "listing_changing": result.listing_changing[:100],
+                                      "deletes_deferred": result.deletes_deferred,
                                       "open_files": result.open_files[:100],
                                       "files_type_changed": result.files_type_changed,
                                       "entries_skipped": result.entries_skipped,

@@ -2,8 +2,10 @@
 does it hold everything hot accepted (its safe time)?
 
 ``safe_time`` = the listing time (``source_time``) of the last *completed* run (status
-``succeeded``, no file open for write at the run: an open file is copied only up to the length the
-NameNode knows, and a writer's hflushed bytes before the listing may lie past it) whose manifest
+``succeeded``, its listing proven to be the tree at one moment — a snapshot, or every directory
+found unchanged after the walk, see ``copy.api._proven_listing`` — and no file open for write at
+the run: an open file is copied only up to the length the NameNode knows, and a writer's hflushed
+bytes before the listing may lie past it) whose manifest
 cold still holds. "Holds" is checked, not assumed: a dry run
 lists cold and compares it with the newest manifest (a fast-forward plan means cold holds it
 exactly), and the newest manifest must descend, through its ``base_manifest_id`` chain, from
@@ -42,12 +44,14 @@ def _why(exc: BaseException) -> str:
 
 
 def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
-    """The newest run of this target that copied everything it listed, whole: succeeded, and no
+    """The newest run of this target that copied everything it listed, whole: succeeded, its
+    listing proven atomic (a directory renamed during a live walk can hide a file from it), and no
     file was open for write (an open file is copied up to the NameNode's length, while bytes a
     writer hflushed before the listing may already be past it)."""
     for r in ledger.runs(policy=policy, limit=500):
+        detail = r.get("detail") or {}
         if r["target"] == target_uri and r["status"] == "succeeded" and r.get("manifest_id") and not int(
-                (r.get("detail") or {}).get("files_open") or 0):
+                detail.get("files_open") or 0) and detail.get("listing_proven") is not False:
             return r
     return None
 

@@ -499,6 +499,7 @@ class Runbook:
         self._writer_guard()
         out: list[Any] = []
         failed = 0
+        changing: list[str] = []
         for p in policies:
             results = api.replicate_policy(self.topology, p.name, self.reader_ledger,
                             dry_run=not self.execute, fence_epoch=self.epoch, access=self.access)
@@ -506,8 +507,14 @@ class Runbook:
                 j = _jsonable(r)
                 out.append({"policy": p.name, **j})
                 failed += int(j.get("files_failed") or 0)
+                if j.get("listing_proven") is False:
+                    changing.append(f"{p.name}:{j.get('target')}")
         if failed:
             return StepResult(Step.FINAL_COPY, FAILED, {"results": out}, f"{failed} files failed to copy")
+        if changing:  # hot is still being written: the final copy proves nothing about what cold holds
+            return StepResult(Step.FINAL_COPY, FAILED, {"results": out},
+                              "the source kept changing while it was listed (" + ", ".join(changing[:5])
+                              + "): stop hot's writers, then resume")
         return StepResult(Step.FINAL_COPY, DONE if self.execute else PLANNED, {"results": out},
                           f"{len(out)} policy targets copied" if self.execute else "dry-run copy plan")
 

@@ -29,6 +29,7 @@ import hashlib
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 INTERNAL_DIR = ".drt"  # kept for old manifests only: nothing is written there any more
 TMP_PREFIX = ".drt-tmp."
@@ -180,11 +181,31 @@ class FileSystem:
         return path[len(root):].lstrip("/") if root else path.lstrip("/")
 
     # -- primitives ----------------------------------------------------------------------------
-    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+    def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
+                   recursive: bool = True) -> Iterator[FileStatus]:
         """Every regular file under ``root`` (recursively); empty when absent; ``root`` itself
         when it is a file. Temporary files (``.drt-tmp.*``), symlinks and empty directories are
-        passed over, each reported through ``skipped(path, reason)`` when given."""
+        passed over, each reported through ``skipped(path, reason)`` when given.
+
+        ``dirs``, when given, receives every directory listed (``root`` included) with its
+        :meth:`dir_token` as it was *before* its entries were read (filesystems without
+        directories record none). ``recursive=False`` lists the files directly in ``root`` and
+        records its subdirectories without descending into them."""
         raise NotImplementedError
+
+    def dir_token(self, path: str) -> Any:
+        """What changes whenever a directory's entries change (created, deleted, renamed in or
+        out): e.g. its modification time and inode/fileId. None when ``path`` is no longer a
+        directory. Only filesystems that record ``dirs`` in :meth:`list_files` implement it."""
+        raise NotImplementedError
+
+    settle_s = 0.0  # how long after a directory's stamp a token of it can be trusted
+
+    @staticmethod
+    def token_settled(token: Any) -> bool:
+        """False when a later change to the directory could leave ``token`` as it is (it was
+        taken within ``settle_s`` of the directory's stamp): such a directory is read again."""
+        return True
 
     def list_dirs(self, root: str) -> Iterator[str]:
         """Every directory under ``root`` (recursively, ``root`` excluded), for pruning."""

@@ -5,9 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import stat as st
+import time
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, FileStatus, FileSystem, Skipped
+
+
+FRESH_S = 0.05  # a directory changed this recently may change again under the same time stamp
 
 
 class LocalFileSystem(FileSystem):
@@ -17,6 +22,7 @@ class LocalFileSystem(FileSystem):
     supports_permissions = True
     supports_atomic_replace = True  # rename(2)
     cheap_checksum = False  # CRC32C of the content: the file is read
+    settle_s = FRESH_S
 
     @staticmethod
     def _status(path: str, r: os.stat_result) -> FileStatus:
@@ -24,7 +30,33 @@ class LocalFileSystem(FileSystem):
         return FileStatus(path, r.st_size, r.st_mtime_ns / 1e9, False, format(st.S_IMODE(r.st_mode), "o"),
                           f"{r.st_ino}:{r.st_ctime_ns}")
 
-    def _walk(self, root: str, skipped: Skipped | None, want_tmp: bool) -> Iterator[tuple[str, os.stat_result]]:
+    @staticmethod
+    def _dtoken(r: os.stat_result) -> Any:
+        """A directory's token: mtime and inode. The kernel stamps times from a coarse clock (a
+        few ms): a directory looked at within ``settle_s`` of its stamp could change again under
+        the same stamp, so its token is marked fresh (see :meth:`token_settled`)."""
+        if time.time() - r.st_mtime_ns / 1e9 < FRESH_S:
+            return ("fresh", r.st_mtime_ns, r.st_ino)
+        return (r.st_mtime_ns, r.st_ino)
+
+    @staticmethod
+    def token_settled(token: Any) -> bool:
+        return not (isinstance(token, tuple) and token and token[0] == "fresh")
+
+    def dir_token(self, path: str) -> Any:
+        try:
+            r = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return self._dtoken(r) if st.S_ISDIR(r.st_mode) else None
+
+    def _walk(self, root: str, skipped: Skipped | None, want_tmp: bool, dirs: dict[str, Any] | None = None,
+              recursive: bool = True) -> Iterator[tuple[str, os.stat_result]]:
+        if dirs is not None:
+            try:
+                dirs[root] = self._dtoken(os.stat(root))
+            except (FileNotFoundError, NotADirectoryError):
+                return
         stack = [root]
         while stack:
             d = stack.pop()
@@ -41,7 +73,10 @@ class LocalFileSystem(FileSystem):
                             skipped(e.path, "symlink" if os.path.exists(e.path) else "dangling symlink")
                         continue
                     if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
+                        if dirs is not None:  # before its entries are read
+                            dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
+                        if recursive:
+                            stack.append(e.path)
                         continue
                     if e.name.startswith(TMP_PREFIX):
                         if want_tmp:
@@ -60,7 +95,8 @@ class LocalFileSystem(FileSystem):
             if empty and skipped and not want_tmp and d != root:
                 skipped(d, "empty directory")
 
-    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+    def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
+                   recursive: bool = True) -> Iterator[FileStatus]:
         try:
             top = os.lstat(root)
         except (FileNotFoundError, NotADirectoryError):
@@ -70,7 +106,7 @@ class LocalFileSystem(FileSystem):
         if st.S_ISREG(top.st_mode):
             yield self._status(root, top)
             return
-        for path, r in self._walk(root, skipped, want_tmp=False):
+        for path, r in self._walk(root, skipped, want_tmp=False, dirs=dirs, recursive=recursive):
             yield self._status(path, r)
 
     def list_dirs(self, root: str) -> Iterator[str]:

@@ -117,7 +117,12 @@ class S3FileSystem(FileSystem):
     def _st(key: str, size: Any, mtime: Any, etag: Any) -> FileStatus:
         return FileStatus(key, int(size), mtime.timestamp(), version=str(etag).strip('"') if etag else None)
 
-    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
+    def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
+                   recursive: bool = True) -> Iterator[FileStatus]:
+        # no directories: ``dirs`` stays empty (a listing is one scan of immutable objects in key
+        # order; nothing is renamed in place), so a one-level listing is never asked for
+        if not recursive:
+            raise NotImplementedError("S3 has no directories to list one level of")
         single = self.stat(root) if root.strip("/") else None
         if single is not None and not single.is_dir:
             yield single

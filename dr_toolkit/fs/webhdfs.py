@@ -147,12 +147,26 @@ class WebHdfsFileSystem(FileSystem):
         with self._errors(path):
             return list(self.client.list(path, status=True))
 
+    @staticmethod
+    def _dtoken(d: dict[str, Any]) -> Any:
+        # the NameNode stamps a directory's modificationTime (ms) on every create, delete and
+        # rename of an entry in it; the fileId tells a directory from another put under its name
+        return (int(d.get("modificationTime", 0)), d.get("fileId"))
+
+    def dir_token(self, path: str) -> Any:
+        with self._errors(path):
+            d = self.client.status(path, strict=False)
+        return self._dtoken(d) if d is not None and d.get("type") == "DIRECTORY" else None
+
     def _walk(self, root: str, want_tmp: bool, skipped: Skipped | None = None,
-              dirs: list[str] | None = None) -> Iterator[FileStatus]:
+              dirs: list[str] | None = None, tokens: dict[str, Any] | None = None,
+              recursive: bool = True) -> Iterator[FileStatus]:
         with self._errors(root):
             top = self.client.status(root, strict=False)
         if top is None:
             return
+        if tokens is not None and top.get("type") == "DIRECTORY":
+            tokens[root] = self._dtoken(top)
         if top.get("type") != "DIRECTORY":
             if top.get("type") == "SYMLINK":
                 if skipped and not want_tmp:
@@ -176,7 +190,10 @@ class WebHdfsFileSystem(FileSystem):
                 p = posixpath.join(d, name)
                 kind = st.get("type")
                 if kind == "DIRECTORY":
-                    stack.append(p)
+                    if tokens is not None:  # before its entries are read
+                        tokens[p] = self._dtoken(st)
+                    if recursive:
+                        stack.append(p)
                     if dirs is not None:
                         dirs.append(p)
                 elif kind == "SYMLINK":
@@ -190,8 +207,9 @@ class WebHdfsFileSystem(FileSystem):
                 elif not want_tmp:
                     yield self._status(p, st)
 
-    def list_files(self, root: str, skipped: Skipped | None = None) -> Iterator[FileStatus]:
-        return self._walk(root, want_tmp=False, skipped=skipped)
+    def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
+                   recursive: bool = True) -> Iterator[FileStatus]:
+        return self._walk(root, want_tmp=False, skipped=skipped, tokens=dirs, recursive=recursive)
 
     def list_dirs(self, root: str) -> Iterator[str]:
         dirs: list[str] = []

@@ -64,6 +64,11 @@ def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None)
     if out["files_failed"]:
         raise ProblemFound(f"policy {policy}: {out['files_failed']} file(s) failed to copy",
                            hint="see the task log; the next run retries them")
+    changing = [r.target for r in results if not r.listing_proven]
+    if changing:
+        raise ProblemFound(f"policy {policy}: the source kept changing while it was listed (targets "
+                           f"{', '.join(changing)}): deletions deferred, no safe time from this run",
+                           hint="the next run lists again; set snapshots: true for an atomic listing")
     return out
 
 
