@@ -141,7 +141,8 @@ class SparkEndpoint(_Model):
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark conf (user keys win over ours)")
     conn_id: str | None = None
     ship_library: bool = Field(default=True, description=(
-        "on a non-local master, ship dr_toolkit to the executors as a zip (spark.submit.pyFiles)"))
+        "on a non-local master, ship dr_toolkit to the executors as a zip (spark.submit.pyFiles) and the "
+        "packages its tasks import as an archive (spark.archives)"))
 
 
 class Cluster(_Model):

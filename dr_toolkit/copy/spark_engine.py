@@ -89,10 +89,22 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
     cluster = job.src.cluster_config or job.tgt.cluster_config
     spark = get_session(master, app_name=f"drt-distcp-{job.run_id}", endpoint=cluster.spark if cluster else None)
     sc = spark.sparkContext
+    from dr_toolkit.spark.executor_env import check_executors
+
+    check_executors(sc)  # one line, before any file is touched, when the executors cannot run the tasks
     parallelism = max(workers if str(sc.master).startswith("local") else 1, sc.defaultParallelism)
     groups = balance(tasks, group_count(tasks, parallelism))
     if job.bytes_per_s:
         job.bytes_per_s = job.bytes_per_s / min(len(groups), sc.defaultParallelism)
     # parallelize slices a list of n elements into n slices: exactly one group per task, no shuffle
-    rows = sc.parallelize(groups, len(groups)).mapPartitions(_run_groups(job)).collect()
+    try:
+        rows = sc.parallelize(groups, len(groups)).mapPartitions(_run_groups(job)).collect()
+    except Exception as exc:
+        from dr_toolkit.errors import ConfigError
+        from dr_toolkit.spark.executor_env import missing_module
+
+        why = missing_module(str(exc))
+        if why:  # the executors cannot run the tasks at all: one line, not a JVM trace
+            raise ConfigError(why, where=str(sc.master)) from None
+        raise
     return [Outcome(**r) for r in rows]

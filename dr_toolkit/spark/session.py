@@ -9,9 +9,10 @@ Rules (issue 15):
   topology's ``spark.master`` (passed by the caller), ``$DRT_SPARK_MASTER``, ``local[2]``.
   Conf given by the caller / the topology's ``spark.conf`` wins over the library's defaults.
 - **The library reaches the executors.** On a non-local master, ``dr_toolkit`` is zipped
-  once (:func:`library_zip`) and shipped with ``spark.submit.pyFiles`` (its third-party
-  dependencies — pydantic, boto3, google-crc32c, … — must be installed on the executors, or
-  shipped as a packed environment with ``spark.archives``; see the README).
+  once (:func:`library_zip`) and shipped with ``spark.submit.pyFiles``, and the third-party
+  packages its tasks import (pydantic, google-crc32c, requests, hdfs, boto3 and what they need)
+  as an archive with ``spark.archives`` (:mod:`dr_toolkit.spark.executor_env`): a worker's Python
+  needs none of the project's packages. ``ship_library: false`` ships neither.
 - **Credentials never go into the Spark conf.** Credentials the copy engine needs travel
   inside the pickled task (never shown in the UI). S3A keys for Spark's own Hadoop client
   (``spark_secret_env`` of :mod:`dr_toolkit.spark.hadoop`) go into the driver's environment
@@ -135,10 +136,18 @@ def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, sub
     if loopback:
         ours.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
     if not local and ship_library:
+        from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, archive
+
         ours["spark.submit.pyFiles"] = library_zip()
+        # the packages the tasks import, unpacked beside each executor (see executor_env)
+        ours["spark.archives"] = f"{archive()}#{ARCHIVE_ALIAS}"
+        ours["spark.executorEnv.PYTHONPATH"] = ARCHIVE_ALIAS
     if loopback and not local:
         ours["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
     merged = _merge(dict(conf or {}), {**ours, **(hadoop or {})})
+    for key, sep in (("spark.archives", ","), ("spark.executorEnv.PYTHONPATH", ":")):
+        if key in ours and (conf or {}).get(key) and conf[key] != ours[key]:  # type: ignore[index]
+            merged[key] = f"{conf[key]}{sep}{ours[key]}"  # type: ignore[index]  # the caller's and ours
     for k, v in (secret_env or {}).items():
         merged[f"spark.executorEnv.{k}"] = v  # redacted in the UI by spark.redaction.regex
     if "spark.redaction.regex" in merged and merged["spark.redaction.regex"] != REDACTION_REGEX and secret_env:

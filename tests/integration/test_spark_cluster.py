@@ -149,6 +149,60 @@ def test_copy_survives_an_executor_killed_mid_copy(spark_cluster: SparkCluster, 
     assert not [p for p in dst.rglob(".drt-tmp.*")]
 
 
+def _bare_python(where: Path) -> str:
+    """A Python with none of the project's packages (what a worker has when nothing was
+    installed on it): a new virtualenv of the same interpreter, without the base's site-packages."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base, "-m", "venv", "--without-pip", str(where)], check=True, capture_output=True)
+    py = str(where / "bin" / "python")
+    probe = subprocess.run([py, "-c", "import pydantic"], capture_output=True, text=True)
+    assert probe.returncode != 0, f"{py} can import pydantic: not a bare worker Python"
+    return py
+
+
+def test_copy_engine_runs_on_workers_whose_python_has_none_of_the_projects_packages(
+        spark_cluster: SparkCluster, tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    want = _tree(src, 8, 64 << 10)
+    bare = _bare_python(tmp_path / "bare")
+    # the executors run `bare` (spark.pyspark.python follows $PYSPARK_PYTHON)
+    e = env(DRT_SPARK_MASTER=spark_cluster.master_url, PYSPARK_PYTHON=bare,
+            DRT_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([*DRT, "--json", "distcp", f"file://{src}", f"file://{dst}", "--engine", "spark"], env=e,
+                       capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    no_trace(p.stderr)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert json.loads(p.stdout)["files_copied"] == len(want) and _finals(dst) == want
+    # the packages came with the job: one archive of the executors' packages, cached for the next run
+    assert len(list((tmp_path / "cache").glob("executor-env-*.tar.gz"))) == 1
+
+
+UNSHIPPED = """
+import sys
+from dr_toolkit.errors import DrtError
+from dr_toolkit.spark.executor_env import check_executors
+from dr_toolkit.spark.session import get_session
+s = get_session(sys.argv[1], ship_library=False)
+try:
+    check_executors(s.sparkContext)
+    print("NOT REFUSED")
+except DrtError as exc:
+    print("REFUSED", exc.exit_code, exc.message)
+s.stop()
+"""
+
+
+def test_workers_that_cannot_import_the_tasks_packages_are_refused_in_one_line(
+        spark_cluster: SparkCluster, tmp_path: Path) -> None:
+    bare = _bare_python(tmp_path / "bare")
+    p = subprocess.run([sys.executable, "-c", UNSHIPPED, spark_cluster.master_url], env=env(PYSPARK_PYTHON=bare),
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith(("REFUSED", "NOT REFUSED"))), p.stdout)
+    assert line.startswith("REFUSED 2 ") and "the executors' Python" in line and "google_crc32c" in line, line
+    no_trace(p.stderr)  # the probe imports inside a try: no task failed, no trace was logged
+
+
 SUBMIT_PROBE = """
 import json, sys
 from dr_toolkit.spark.session import get_session
