@@ -39,7 +39,7 @@ from dr_toolkit.copy.plan import (
 from dr_toolkit.copy.state import StateStore, check_outside, default_state_uri, target_lock
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
-from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, tmp_name, tmp_run_tag
+from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
@@ -77,6 +77,7 @@ class CopyResult:
     files_skipped: int = 0
     files_deleted: int = 0
     files_type_changed: int = 0
+    entries_deleted: int = 0  # target entries that are not regular files removed (symlinks, FIFOs, directories)
     files_failed: int = 0
     files_open: int = 0
     entries_skipped: int = 0  # source entries that are not regular files (symlinks, empty dirs, ...)
@@ -93,6 +94,7 @@ class CopyResult:
     fallbacks: list[dict[str, str]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     skipped_entries: list[dict[str, str]] = field(default_factory=list)
+    deleted_entries: list[dict[str, str]] = field(default_factory=list)  # {path, reason}: what they were
     skipped_reasons: dict[str, int] = field(default_factory=dict)
     open_files: list[dict[str, Any]] = field(default_factory=list)
     verified: dict[str, int] = field(default_factory=dict)
@@ -111,6 +113,7 @@ class CopyResult:
         d["fallbacks"] = self.fallbacks[:100]
         d["failures"] = self.failures[:100]
         d["skipped_entries"] = self.skipped_entries[:100]
+        d["deleted_entries"] = self.deleted_entries[:100]
         d["open_files"] = self.open_files[:100]
         d["files_read"] = self.files_read[:1000]
         d["duration_s"] = round(self.duration_s, 3)
@@ -153,9 +156,17 @@ def _resolve(source: str, target: str, topology: Topology | None, access: Access
     t = tfs.stat(tgt.path) if tgt.path else None
     if t is not None and not t.is_dir:
         raise ConfigError(f"the target {target} is a file", hint="name a directory to copy into")
+    troot = tgt.path
+    if tgt.kind == "local":
+        # a local target is written under its real path only: the root named by the user is
+        # resolved once, and no write, rename or delete below it goes through a symlink
+        from dr_toolkit.fs.uri import real_path
+
+        troot = real_path(tgt.path)
+        tfs.confine = troot  # type: ignore[attr-defined]
     if not st.is_dir:  # a single file: copy it into the target directory under its name
-        return _Side(src, sfs, posixpath.dirname(src.path.rstrip("/")) or "/", src.path), _Side(tgt, tfs, tgt.path)
-    return _Side(src, sfs, src.path), _Side(tgt, tfs, tgt.path)
+        return _Side(src, sfs, posixpath.dirname(src.path.rstrip("/")) or "/", src.path), _Side(tgt, tfs, troot)
+    return _Side(src, sfs, src.path), _Side(tgt, tfs, troot)
 
 
 class _Skips:
@@ -192,8 +203,12 @@ def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
     return {r: s for r, s in files.items() if f.wanted(r)}
 
 
+ODD = frozenset({"symlink", "dangling symlink", "not a regular file"})
+
+
 def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None,
-                    empty_found: list[str] | None = None) -> dict[str, FileStatus]:
+                    empty_found: list[str] | None = None, odd_found: list[tuple[str, str]] | None = None
+                    ) -> dict[str, FileStatus]:
     if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
         name = posixpath.basename(src.single.rstrip("/"))
         t = tgt.fs.stat(tgt.fs.join(tgt.root, name))
@@ -204,6 +219,8 @@ def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None,
             tmp_found.append(path)  # temp files of killed runs: removed after the listing (one walk, not two)
         elif empty_found is not None and reason == "empty directory":
             empty_found.append(path)  # e.g. emptied behind our back: pruned with --delete
+        elif odd_found is not None and reason in ODD:
+            odd_found.append((path, reason))  # a symlink, FIFO, ...: never followed, removed when in the way
 
     return _listing(tgt, skipped=skipped)
 
@@ -265,7 +282,37 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
 
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
           tmp_found: list[str] | None = None, empty_found: list[str] | None = None) -> tuple[Plan, str]:
-    """Decide the mode and plan. Returns the plan and the root the source is read from."""
+    """Decide the mode and plan. Returns the plan and the root the source is read from.
+
+    Target entries that are not regular files (symlinks, FIFOs, ...) are planned here, in every
+    mode: one where the source has a directory or a file (a symlink planted where the source has
+    a directory) is removed first, whatever ``--delete`` says, so the source's files are written
+    into a real directory of the target; with ``--delete`` every other one goes too. Directories
+    that held only temporary files of killed runs are pruned with ``--delete``."""
+    odd: list[tuple[str, str]] = []
+    plan, read_root, src_files = _plan_modes(src, tgt, options, base, snapshot, skips, tmp_found, empty_found, odd)
+    f = filters_of(options)
+    if odd:
+        src_dirs: set[str] = set()
+        for rel in src_files:
+            for p in _parents(rel):
+                if p in src_dirs:
+                    break
+                src_dirs.add(p)
+        for path, why in odd:
+            rel = tgt.fs.relative(tgt.root, path)
+            if rel in src_dirs or rel in src_files or (options.delete and f.wanted(rel)):
+                plan.odd.append((rel, why))
+                plan.keep.pop(rel, None)
+    if options.delete and tmp_found:
+        plan.prune_dirs = sorted({posixpath.dirname(tgt.fs.relative(tgt.root, p)) for p in tmp_found} - {""})
+    return plan, read_root
+
+
+def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
+                tmp_found: list[str] | None, empty_found: list[str] | None, odd: list[tuple[str, str]]
+                ) -> tuple[Plan, str, dict[str, FileStatus]]:
+    """The plan of the mode that applies, the root read, and the source files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
                     if src.single else None)
@@ -275,7 +322,7 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     header = base.header or {}
     pending = set(header.get("pending") or [])
     with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found)
+        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
         diff = None
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
@@ -322,28 +369,28 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="--overwrite rewrites every file", workers=options.workers,
-                         recorded=recorded), read_root
+                         recorded=recorded), read_root, src_files
     if entries is None:
         mode = "bootstrap" if base.manifest_id is None else "reconcile"
         if tgt_files:
             why += f"; the target already holds {len(tgt_files)} files: compared by content"
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=why, workers=options.workers, recorded=recorded), read_root
+                         reason=why, workers=options.workers, recorded=recorded), read_root, src_files
     if not options.update:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="without --update only missing files are copied", workers=options.workers,
-                         recorded=recorded), read_root
+                         recorded=recorded), read_root, src_files
     held = {r: e for r, e in entries.items() if r not in pending}
     broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
     if broken:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason=broken, workers=options.workers, recorded=recorded), read_root
+                         reason=broken, workers=options.workers, recorded=recorded), read_root, src_files
     plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
                         moves=moves, changed=changed)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
-    return plan, read_root
+    return plan, read_root, src_files
 
 
 def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,
@@ -525,8 +572,8 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         progress("plan", plan.bytes_to_copy)
     # 1. moves, stage one: every source out of the way (swaps and cycles need it)
     staged: list[tuple[str, str, str]] = []
-    for old, new in plan.moves:
-        tmp = tmp_name(fs.join(root, "x"), run_id + ":" + old)
+    for i, (old, new) in enumerate(plan.moves):
+        tmp = stage_name(root, run_id, i)  # a counter: no two staged paths share a name
         try:
             fs.rename(fs.join(root, old), tmp)
             staged.append((old, new, tmp))
@@ -534,7 +581,18 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         except (OSError, UnreachableError, ConfigError) as exc:
             log.warning("move %s → %s failed (%s); copying instead", old, new, exc)
             _copy_instead(src, read_root, plan, new)
-    # 2. target files in the way of a type change, then --delete
+    # 2. target entries that are not regular files in the way of the source's tree (a symlink where
+    # the source has a directory: never followed) or, with --delete, not the source's; then target
+    # files in the way of a type change, then --delete
+    for rel, what in plan.odd:
+        try:
+            if fs.delete(fs.join(root, rel)):
+                result.entries_deleted += 1
+                result.deleted_entries.append({"path": rel, "reason": what})
+            gone.append(rel)
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": f"remove {what}", "error": str(exc)})
     for rel, why in [(r, "type change") for r in plan.blockers] + [(r, "delete") for r in plan.deletes]:
         try:
             if fs.delete(fs.join(root, rel)):
@@ -545,7 +603,9 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             result.files_failed += 1
             result.failures.append({"path": rel, "action": why, "error": str(exc)})
             pending.add(rel)  # still on the target: the next run deletes it
-    _prune(fs, root, gone, plan)
+    for d in _prune(fs, root, gone, plan):
+        result.entries_deleted += 1
+        result.deleted_entries.append({"path": d, "reason": "directory the source does not have"})
     # 3. moves, stage two: into place
     for old, new, tmp in staged:
         try:
@@ -593,11 +653,13 @@ def _copy_instead(src: _Side, read_root: str, plan: Plan, new: str) -> None:
                                     version=s.version, block_size=s.block_size))
 
 
-def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
-    """Remove directories emptied by moves and deletions (deepest first) unless the new
-    state has files below them. Linear in the changes."""
-    if not (gone or plan.empty_dirs) or fs.kind == "s3":
-        return
+def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> list[str]:
+    """Remove directories emptied by moves and deletions, empty target directories and those
+    that held only killed runs' temporary files (deepest first) unless the new state has files
+    below them. Linear in the changes. Returns the directories that were found empty and removed
+    other than as parents of files this run moved or deleted (reported)."""
+    if not (gone or plan.empty_dirs or plan.prune_dirs) or fs.kind == "s3":
+        return []
     needed: set[str] = set()
     for rel in list(plan.keep) + [t.rel for t in plan.copies]:
         for p in _parents(rel):
@@ -610,16 +672,21 @@ def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
             if p in needed or p in cands:
                 break
             cands.add(p)
-    for d in plan.empty_dirs:  # empty on the target already (emptied behind our back)
+    extra: set[str] = set()
+    for d in plan.empty_dirs + plan.prune_dirs:  # empty on the target already (or only temp files)
         for p in [d, *_parents(d)]:
             if p in needed or p in cands:
                 break
             cands.add(p)
+            extra.add(p)
+    removed = []
     for d in sorted(cands, key=lambda p: -p.count("/")):
         try:
-            fs.delete(fs.join(root, d), recursive=False)
+            if fs.delete(fs.join(root, d), recursive=False) and d in extra:
+                removed.append(d)
         except (OSError, UnreachableError, ConfigError):
             pass  # not empty (a file the plan does not know, e.g. excluded): left alone
+    return removed
 
 
 def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str]:

@@ -7,8 +7,8 @@ bytes, and every proof names its basis (reported per file and counted per basis)
   both, or the same ``MD5-of-xMD5-of-yCRC32C`` layout on two HDFS clusters);
 - the state recorded when the bytes were copied: the source's checksum now equals the one
   recorded beside the manifest (same algorithm, same file) and the target still holds the
-  recorded CRC32C (its own checksum, or read);
-- the content: CRC32C of both sides, read here.
+  recorded bytes (the SHA-256 of its bytes, read here, equals the recorded one);
+- the content: both sides read here and compared byte for byte (never a 32-bit CRC alone).
 - fast-forward: the target holds the base manifest exactly, and the source file's size,
   mtime *and* change token (inode+ctime, HDFS fileId, S3 ETag) are those recorded — or a
   snapshot diff says the file did not change.
@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.manifest import Entries, Entry
-from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, UnderConstruction, is_internal
+from dr_toolkit.fs.base import (
+    DIGEST_ALGO,
+    Checksum,
+    FileStatus,
+    FileSystem,
+    UnderConstruction,
+    is_internal,
+    same_bytes,
+)
 
 if TYPE_CHECKING:
     from dr_toolkit.topology import CopyOptions
@@ -68,6 +76,10 @@ class Plan:
     basis_samples: list[dict[str, str]] = field(default_factory=list)
     open_files: list[dict[str, Any]] = field(default_factory=list)
     empty_dirs: list[str] = field(default_factory=list)  # empty target directories (pruned with --delete)
+    # target entries that are not regular files (symlinks, FIFOs, sockets) to remove, (rel, what):
+    # in the way of the source's tree (always) or not the source's (--delete)
+    odd: list[tuple[str, str]] = field(default_factory=list)
+    prune_dirs: list[str] = field(default_factory=list)  # directories that held only killed runs' temp files
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning
@@ -139,7 +151,8 @@ class Prover:
         self.recorded = recorded or {}
 
     def equal(self, rel: str, s: FileStatus, t: FileStatus) -> tuple[bool, str, bool, str | None, str | None]:
-        """(equal, basis, source bytes were read, source checksum, target CRC32C)."""
+        """(equal, basis, source bytes were read, source checksum, the target's checksum: the
+        recorded algorithm's, or SHA-256 of its bytes when read)."""
         if s.size != t.size:
             return False, "size", False, None, None
         sp, tp = self.src_fs.join(self.src_root, rel), self.tgt_fs.join(self.tgt_root, rel)
@@ -149,16 +162,20 @@ class Prover:
             assert tc is not None
             return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None
         rec = self.recorded.get(rel)
-        if rec is not None and sc is not None and rec.schecksum and rec.checksum and rec.size == s.size \
+        want = Checksum.parse(rec.checksum) if rec is not None else None
+        if rec is not None and sc is not None and want is not None and rec.schecksum and rec.size == s.size \
                 and Checksum.parse(rec.schecksum) == sc:  # the source holds the bytes recorded at copy time
-            want = Checksum.parse(rec.checksum)
-            got = tc if want is not None and want.comparable(tc) else self.tgt_fs.content_checksum(tp)
-            return got == want, f"recorded {sc.algorithm} + target CRC32C", False, str(sc), str(got)
-        # the content itself: CRC32C of both sides, read here
-        scc = sc if sc is not None and sc.layout_independent and sc.algorithm == "COMPOSITE-CRC32C" else \
-            self.src_fs.content_checksum(sp)
-        tcc = tc if tc is not None and scc.comparable(tc) else self.tgt_fs.content_checksum(tp)
-        return scc == tcc, "content CRC32C (read on both sides)", True, str(sc or scc), str(tcc)
+            # the target must still hold them: its own checksum when it answers one of the recorded
+            # algorithm (a server's, not read here), else the SHA-256 of its bytes read here; a
+            # recorded CRC32C of bytes read here proves nothing (32 bits can be forged): compared below
+            got = tc if want.comparable(tc) else \
+                self.tgt_fs.content_digest(tp) if want.algorithm == DIGEST_ALGO else None
+            if got is not None:
+                return got == want, f"recorded {sc.algorithm} + target {want.algorithm}", False, str(sc), str(got)
+        # the content itself: both sides read here and compared byte for byte
+        eq, digest = same_bytes(self.src_fs.read(sp, length=s.size), self.tgt_fs.read(tp))
+        got_d = f"{DIGEST_ALGO}:{digest}" if digest else None
+        return eq, "content (read on both sides, compared byte for byte)", True, str(sc) if sc else got_d, got_d
 
 
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
@@ -185,9 +202,11 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
             # kept unproven: no change token recorded, so a later --update run compares it
             return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
         if f.appendable(rel) and t.size < s.size:
+            # the target's bytes: the server's composite CRC32C, else their SHA-256 read here (the
+            # source's prefix is hashed alike while it is read, and must match)
             tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
-                tgt_fs.content_checksum(tgt_fs.join(tgt_root, rel))
-            if tc is not None and tc.algorithm == "COMPOSITE-CRC32C":
+                tgt_fs.content_digest(tgt_fs.join(tgt_root, rel))
+            if tc is not None and tc.algorithm in ("COMPOSITE-CRC32C", DIGEST_ALGO):
                 task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
                 return rel, task, None, False
         try:
