@@ -373,7 +373,9 @@ def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str])
 
 
 def _norm(p: str | None) -> str:
-    p = (p or "").strip()
+    """A diff path relative to the snapshot root. Only slashes and ``./`` are taken off: spaces
+    are legal in HDFS names, leading and trailing ones included, and are kept exactly."""
+    p = p or ""
     while p.startswith("./"):
         p = p[2:]
     p = p.strip("/")

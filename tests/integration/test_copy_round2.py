@@ -120,3 +120,50 @@ def test_a_source_name_that_is_not_utf8_is_copied_by_its_bytes(tmp_path: Path, m
     with open(os.fsencode(str(tmp_path / "dst")) + b"/caf\xe9.csv", "rb") as f:
         assert f.read() == b"latin-1 name"
     assert out["mode"] == "fast-forward" and out["files_copied"] == 0
+
+
+# -- items 3 and 5: snapshot-diff staging names, whitespace in names (real HDFS) ----------------------
+def _hdfs_src(hot_dir: Any, files: dict[str, bytes]) -> Any:
+    hot_dir.allow_snapshot("/s")
+    fs = open_fs(hot_dir.location("/s"))
+    for rel, data in files.items():
+        fs.write_bytes(hot_dir.p(f"/s/{rel}"), data)
+    return fs
+
+
+def test_staged_moves_never_share_a_name_even_when_every_hash_prefix_collides(
+        tmp_path: Path, hot_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renamed directory of 24 files, every 8-hex tag forced equal: each staged move still gets
+    its own name (file 2's bytes never land under file 1's name)."""
+    files = {f"big/f{i:02d}.csv": f"file {i}\n".encode() * (i + 1) for i in range(24)}
+    _hdfs_src(hot_dir, files)
+    opts = CopyOptions(update=True, delete=True, snapshots=True)
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    import dr_toolkit.fs.base as base
+
+    monkeypatch.setattr(base, "run_tag", lambda run_id: "c0111de0")  # every prefix collides
+    hot_dir.rename("/s/big", "/s/moved")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    assert r.ok and "snapshot diff" in r.mode_reason and r.files_renamed == 24, (r.mode_reason, r.failures)
+    assert hot_dir.tree("/s") == {k.replace("big/", "moved/"): v for k, v in files.items()}
+    assert _all_bytes(dst) == hot_dir.tree("/s")
+    assert tmp_files(dst) == []
+
+
+def test_snapshot_diff_paths_keep_leading_and_trailing_spaces(tmp_path: Path, hot_dir: Any) -> None:
+    fs = _hdfs_src(hot_dir, {"x": b"plain x", "x ": b"x with a space", "b.csv": b"b", "report .csv ": b"r1",
+                             "keep/a.csv": b"a"})
+    opts = CopyOptions(update=True, delete=True, snapshots=True)
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    fs.write_bytes(hot_dir.p("/s/ lead/x.csv"), b"under a directory with a leading space")
+    fs.write_bytes(hot_dir.p("/s/report .csv "), b"r2, longer")
+    hot_dir.rename("/s/b.csv", "/s/a.csv ")
+    fs.delete(hot_dir.p("/s/x "))
+    fs.write_bytes(hot_dir.p("/s/keep/ c.csv"), b"c")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    want = hot_dir.tree("/s")
+    assert sorted(want) == sorted([" lead/x.csv", "a.csv ", "keep/ c.csv", "keep/a.csv", "report .csv ", "x"])
+    assert _all_bytes(dst) == want
