@@ -167,3 +167,95 @@ def test_snapshot_diff_paths_keep_leading_and_trailing_spaces(tmp_path: Path, ho
     want = hot_dir.tree("/s")
     assert sorted(want) == sorted([" lead/x.csv", "a.csv ", "keep/ c.csv", "keep/a.csv", "report .csv ", "x"])
     assert _all_bytes(dst) == want
+
+
+# -- item 6: equality is a byte compare or a SHA-256, never a 32-bit CRC32C alone ----------------------
+def forge_same_crc32c(data: bytes) -> bytes:
+    """Other bytes of the same length and the same CRC32C: 4 bytes changed at the start, 4 more
+    chosen by linear algebra over GF(2) (CRC is affine in the message bits)."""
+    import google_crc32c
+
+    n = len(data)
+    assert n >= 16
+    zero = google_crc32c.value(bytes(n))
+
+    def lin(pos: int, chunk: bytes) -> int:  # the linear part of the CRC of `chunk` placed at pos
+        m = bytearray(n)
+        m[pos:pos + len(chunk)] = chunk
+        return google_crc32c.value(bytes(m)) ^ zero
+
+    e1 = b"EVIL"
+    want = lin(0, e1)
+    p2 = n - 4
+    cols = [lin(p2, (1 << j).to_bytes(4, "little")) for j in range(32)]
+    # solve sum(x_j * cols[j]) = want over GF(2)
+    rows = [(c, 1 << j) for j, c in enumerate(cols)]
+    basis: dict[int, tuple[int, int]] = {}
+    for v, comb in rows:
+        for bit in range(31, -1, -1):
+            if not (v >> bit) & 1:
+                continue
+            if bit in basis:
+                v, comb = v ^ basis[bit][0], comb ^ basis[bit][1]
+            else:
+                basis[bit] = (v, comb)
+                break
+    v, comb = want, 0
+    for bit in range(31, -1, -1):
+        if (v >> bit) & 1:
+            v, comb = v ^ basis[bit][0], comb ^ basis[bit][1]
+    assert v == 0
+    d = bytearray(n)
+    d[0:4] = e1
+    d[p2:p2 + 4] = comb.to_bytes(4, "little")
+    out = bytes(a ^ b for a, b in zip(data, d))
+    assert out != data and google_crc32c.value(out) == google_crc32c.value(data)
+    return out
+
+
+def test_a_target_with_the_same_size_and_crc32c_is_not_equal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = os.urandom(5000)
+    make_tree(tmp_path / "src", {"f.bin": data})
+    make_tree(tmp_path / "dst", {"f.bin": forge_same_crc32c(data)})
+    code, out = _drt(tmp_path, monkeypatch, capsys, "distcp", "src", "dst", "--update", "--delete")
+    assert code == 0 and out["files_copied"] == 1, out
+    assert (tmp_path / "dst/f.bin").read_bytes() == data
+
+
+def test_hdfs_to_local_the_recorded_state_is_a_sha256_not_a_crc(tmp_path: Path, hot_dir: Any) -> None:
+    """HDFS source unchanged (its MD5MD5CRC32C as recorded), local target rewritten to bytes with
+    the recorded CRC32C: the target's SHA-256 no longer matches, the file is copied again."""
+    data = os.urandom(7000)
+    fs = open_fs(hot_dir.location("/s"))
+    fs.write_bytes(hot_dir.p("/s/f.bin"), data)
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD).ok
+    (dst / "f.bin").write_bytes(forge_same_crc32c(data))
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)
+    assert r.ok and r.mode == "reconcile" and r.files_copied == 1, (r.mode_reason, r.basis)
+    assert (dst / "f.bin").read_bytes() == data
+
+
+@pytest.mark.parametrize("size", [3000, 3 << 20], ids=["small", "large"])
+def test_local_bytes_read_back_are_compared_with_the_source_bytes_read(tmp_path: Path, size: int) -> None:
+    """Another process alters the temp file between write and rename: the read-back SHA-256
+    differs from the source's, the copy is retried, the target ends equal."""
+    data = os.urandom(size)
+    make_tree(tmp_path / "src", {"d/f.bin": data})
+    hit = []
+
+    def corrupt(kind: str, n: int) -> None:
+        if kind == "bytes" and not hit:
+            tmps = tmp_files(tmp_path / "dst")
+            if tmps:
+                p = Path(tmps[0])
+                if p.stat().st_size:
+                    with open(p, "r+b") as f:
+                        f.write(b"\0" * 8)
+                    hit.append(p)
+
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=corrupt)
+    assert hit and r.ok, r.failures
+    assert (tmp_path / "dst/d/f.bin").read_bytes() == data
+    assert hashlib.sha256((tmp_path / "dst/d/f.bin").read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
