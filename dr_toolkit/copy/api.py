@@ -16,6 +16,7 @@ the target), apply retention, index it in the ledger.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import posixpath
 import time
@@ -33,6 +34,7 @@ from dr_toolkit.copy.plan import (
     apply_diff,
     chain_break,
     fast_forward,
+    filters_key,
     filters_of,
     reconcile,
 )
@@ -324,9 +326,14 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     with ThreadPoolExecutor(2) as pool:
         tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
         diff = None
+        how_not = ""
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
-            if src.fs.snapshot_exists(src.root, old):
+            if header.get("filters") != filters_key(options):
+                # the base was planned under other filters: files newly wanted are in no diff
+                how_not = "the filters changed since the base (or it does not say which it used): listed"
+                diff = None
+            elif src.fs.snapshot_exists(src.root, old):
                 diff = src.fs.snapshot_diff(src.root, old, snapshot)
             else:
                 why = f"the base snapshot {old} is gone"
@@ -342,7 +349,16 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                     return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
                 return {rel: s}
 
-            state, moves, changed = apply_diff(entries, diff, stat_tree)
+            pending_sorted = sorted(pending)
+
+            def unknown(old_path: str) -> bool:  # may the base lack files below old_path?
+                if f.include or f.exclude:
+                    return True
+                i = bisect.bisect_left(pending_sorted, old_path)
+                return i < len(pending_sorted) and (pending_sorted[i] == old_path
+                                                    or pending_sorted[i].startswith(old_path + "/"))
+
+            state, moves, changed = apply_diff(entries, diff, stat_tree, unknown)
             for rel in pending:  # files a failed run did not copy: not in any later diff
                 fresh = stat_tree(rel, False)
                 if fresh:
@@ -364,6 +380,8 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
         else:
             src_files = _wanted(_listing(reading, skipped=skips), f)
             how = "source listing against the manifest (size, mtime, change token)"
+            if how_not:
+                how = f"{how_not}; {how}"
         tgt_files = _wanted(tgt_future.result(), f)
     recorded = entries if entries is not None else None
     if options.overwrite:
@@ -500,7 +518,7 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
                       "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
-                      "ok": result.ok}
+                      "ok": result.ok, "filters": filters_key(options)}
         unchanged = (base.entries is not None and base.manifest_id is not None and not pending
                      and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)
                      and all(plan.keep.get(k) is v for k, v in base.entries.items()))

@@ -123,6 +123,12 @@ def filters_of(options: CopyOptions) -> Filters:
     return Filters(options.include, options.exclude, options.append_only)
 
 
+def filters_key(options: CopyOptions) -> dict[str, list[str]]:
+    """The filters a run planned with, as recorded in its manifest's header: a snapshot-diff run
+    whose base was planned under other filters lists the source instead."""
+    return {"include": list(options.include), "exclude": list(options.exclude)}
+
+
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= MTIME_EPS
 
@@ -403,7 +409,8 @@ class _Sorted:
         return out
 
 
-def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None]
+def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None],
+               unknown: Callable[[str], bool] | None = None
                ) -> tuple[dict[str, FileStatus], dict[str, str], set[str]]:
     """The new source state from the base manifest and an HDFS snapshot diff, as DistCpSync
     reads one:
@@ -420,6 +427,12 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
     the new snapshot, or None when ``rel`` is a directory and not ``recursive``. Returns
     (state, moves new rel -> old rel, files the diff touched). Linear in the diff (plus one
     sort of the base).
+
+    **Nothing the base cannot account for is lost**: a RENAME whose source holds no file of the
+    base (a file whose copy failed, one published out of an excluded directory), or one for which
+    ``unknown(old path)`` says the base may not hold everything below it (pending files there,
+    filters that may have excluded some), is also read as a CREATE of its target: the target is
+    listed in the later snapshot and every file the state lacks is added as touched.
     """
     renames: list[tuple[str, str]] = []
     deletes: list[str] = []
@@ -447,6 +460,7 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
     state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
                                     for r, e in base.items() if r not in taken}
     origin: dict[str, str] = {}
+    relist = [t for i, (p, t) in enumerate(renames) if not staged.get(i) or (unknown is not None and unknown(p))]
     for i in sorted(staged, key=lambda i: (_depth(renames[i][1]), renames[i][1])):
         dst = renames[i][1]
         for old, suffix in staged[i]:
@@ -480,4 +494,9 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
         for r, s in fresh.items():
             state[r] = s
             changed.add(r)
+    for t in sorted(set(relist)):  # renames the base cannot account for: their targets listed
+        for r, s in (stat_tree(t, True) or {}).items():
+            if r not in state:
+                state[r] = s
+                changed.add(r)
     return state, origin, changed

@@ -259,3 +259,58 @@ def test_local_bytes_read_back_are_compared_with_the_source_bytes_read(tmp_path:
     assert hit and r.ok, r.failures
     assert (tmp_path / "dst/d/f.bin").read_bytes() == data
     assert hashlib.sha256((tmp_path / "dst/d/f.bin").read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+# -- item 4: snapshot mode never forgets a file the base does not hold (real HDFS) ---------------------
+SNAP = CopyOptions(update=True, delete=True, snapshots=True)
+
+
+def test_a_file_whose_copy_failed_and_whose_directory_is_then_renamed_is_copied(
+        tmp_path: Path, hot_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _hdfs_src(hot_dir, {"d/a": b"a", "d/b": b"bbbb", "top": b"t"})
+    dst = tmp_path / "dst"
+    real = execute._copy_full
+
+    def fail_b(ctx: Any, task: Any, *a: Any) -> Any:
+        if task.rel == "d/b":
+            raise OSError("injected: disk full")
+        return real(ctx, task, *a)
+
+    monkeypatch.setattr(execute, "_copy_full", fail_b)
+    monkeypatch.setattr(execute, "ATTEMPTS", 1)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    assert r.files_failed == 1
+    monkeypatch.setattr(execute, "_copy_full", real)
+    hot_dir.rename("/s/d", "/s/e")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert _all_bytes(dst) == hot_dir.tree("/s") == {"e/a": b"a", "e/b": b"bbbb", "top": b"t"}
+
+
+def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_path: Path, hot_dir: Any) -> None:
+    fs = _hdfs_src(hot_dir, {"data/old.csv": b"old"})
+    opts = CopyOptions(update=True, delete=True, snapshots=True, exclude=["landing/*"])
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    fs.write_bytes(hot_dir.p("/s/landing/new.csv"), b"staged, then published")
+    fs.write_bytes(hot_dir.p("/s/landing/batch/p1.csv"), b"part 1")
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok  # nothing to copy: excluded
+    hot_dir.rename("/s/landing/new.csv", "/s/data/new.csv")
+    hot_dir.rename("/s/landing/batch", "/s/data/batch")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert _all_bytes(dst) == {"data/old.csv": b"old", "data/new.csv": b"staged, then published",
+                               "data/batch/p1.csv": b"part 1"}
+
+
+def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> None:
+    _hdfs_src(hot_dir, {"a.csv": b"a", "b.txt": b"b", "d/c.txt": b"c"})
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}",
+                  options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"])).ok
+    assert _all_bytes(dst) == {"a.csv": b"a"}
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    assert r.ok and "filters changed" in r.mode_reason, r.mode_reason
+    assert _all_bytes(dst) == hot_dir.tree("/s")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)  # same filters again: the diff is used
+    assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0
