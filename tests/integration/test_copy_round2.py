@@ -314,3 +314,29 @@ def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> No
     assert _all_bytes(dst) == hot_dir.tree("/s")
     r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)  # same filters again: the diff is used
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0
+
+
+def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path) -> None:
+    """--append-only into a local target: the tail goes to a temporary copy renamed into place, so
+    a run killed mid-append leaves the target's old version, never a file that is neither."""
+    old = os.urandom(1000)
+    make_tree(tmp_path / "src", {"app.log": old})
+    opts = CopyOptions(update=True, delete=True, append_only=["*.log"])
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts).ok
+    tail = os.urandom(10 << 20)  # three chunks: the kill comes after the first was written
+    with open(tmp_path / "src/app.log", "ab") as f:
+        f.write(tail)
+    seen = []
+
+    def kill(kind: str, n: int) -> None:
+        if kind == "bytes":
+            seen.append(n)
+            if len(seen) == 2:
+                raise KeyboardInterrupt("killed mid-append")
+
+    with pytest.raises(KeyboardInterrupt):
+        distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, progress=kill)
+    assert (tmp_path / "dst/app.log").read_bytes() == old
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
+    assert (tmp_path / "dst/app.log").read_bytes() == old + tail and tmp_files(tmp_path / "dst") == []
