@@ -38,8 +38,8 @@ from dr_toolkit.copy.plan import (
     filters_of,
     reconcile,
 )
-from dr_toolkit.copy.state import StateStore, check_outside, default_state_uri, target_lock
-from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.copy.state import LeaseLost, StateStore, check_outside, default_state_uri, target_lock
+from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
 from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
@@ -135,6 +135,11 @@ class _Side:
     fs: FileSystem
     root: str
     single: str | None = None  # a source that is one file: list only it
+    fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
+
+    def check(self) -> None:
+        if self.fence is not None:
+            self.fence()
 
 
 def _resolve(source: str, target: str, topology: Topology | None, access: Access | None,
@@ -259,6 +264,7 @@ def _clean_tmp(tgt: _Side, run_id: str, found: list[str] | None = None) -> int:
     mine = run_tag(run_id)
     n = 0
     for p in list(tgt.fs.list_tmp(tgt.root)) if found is None else found:
+        tgt.check()
         if tmp_run_tag(p) != mine and tgt.fs.delete(p):
             n += 1
     abort = getattr(tgt.fs, "abort_stale_uploads", None)
@@ -447,9 +453,15 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
             if dry_run:
                 return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
                             creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
-            with target_lock(ledger, state, tgt.loc.uri):
-                return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
-                            progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+            try:
+                with target_lock(ledger, state, tgt.loc) as lease:
+                    tgt.fence = lease.check
+                    return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
+                                progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+            except LeaseLost as exc:
+                raise LeaseHeld(str(exc), where=tgt.loc.uri,
+                                hint="another run may have written the target since: the next run reconciles it"
+                                ) from None
         finally:
             state.close()
     finally:
@@ -592,6 +604,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     staged: list[tuple[str, str, str]] = []
     for i, (old, new) in enumerate(plan.moves):
         tmp = stage_name(root, run_id, i)  # a counter: no two staged paths share a name
+        tgt.check()
         try:
             fs.rename(fs.join(root, old), tmp)
             staged.append((old, new, tmp))
@@ -603,6 +616,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     # the source has a directory: never followed) or, with --delete, not the source's; then target
     # files in the way of a type change, then --delete
     for rel, what in plan.odd:
+        tgt.check()
         try:
             if fs.delete(fs.join(root, rel)):
                 result.entries_deleted += 1
@@ -612,6 +626,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             result.files_failed += 1
             result.failures.append({"path": rel, "action": f"remove {what}", "error": str(exc)})
     for rel, why in [(r, "type change") for r in plan.blockers] + [(r, "delete") for r in plan.deletes]:
+        tgt.check()
         try:
             if fs.delete(fs.join(root, rel)):
                 result.files_deleted += 1
@@ -621,11 +636,13 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             result.files_failed += 1
             result.failures.append({"path": rel, "action": why, "error": str(exc)})
             pending.add(rel)  # still on the target: the next run deletes it
+    tgt.check()
     for d in _prune(fs, root, gone, plan):
         result.entries_deleted += 1
         result.deleted_entries.append({"path": d, "reason": "directory the source does not have"})
     # 3. moves, stage two: into place
     for old, new, tmp in staged:
+        tgt.check()
         try:
             fs.rename(tmp, fs.join(root, new))
             t = fs.stat(fs.join(root, new))
@@ -655,10 +672,11 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
-                          cancel=cancel, live_root=src.root if stable else None)
+                          cancel=cancel, live_root=src.root if stable else None, fence=tgt.fence)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
     pending |= _account(plan, result, outcomes)
+    tgt.check()  # the manifest is recorded only by a run that held the target throughout
     result.files_skipped = max(0, plan.files_total - result.files_copied - result.files_failed)
     return pending
 

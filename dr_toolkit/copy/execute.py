@@ -87,6 +87,14 @@ class CopyContext:
     live_root: str | None = None  # the live source root, when reading from a snapshot of it
     cancel: threading.Event = field(default_factory=threading.Event)
     made_dirs: set[str] = field(default_factory=set)  # target directories known to exist (local)
+    #: the fencing check of the target's lease: raises (stopping the run) when this run lost it;
+    #: called before every rename into place and every write to a live target file
+    fence: Callable[[], None] | None = None
+
+
+def _fence(ctx: CopyContext) -> None:
+    if ctx.fence is not None:
+        ctx.fence()
 
 
 @dataclass
@@ -315,6 +323,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         got: list[_Source] = []
 
         def before_commit(n: int) -> None:
+            _fence(ctx)
             got.append(_check_source(ctx, src, size, mtime, version, n, crc.hexdigest(),
                                      crc.hdfs.checksum() if crc.hdfs is not None else None, sha=crc.sha.hexdigest()))
 
@@ -342,6 +351,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                                  crc.hdfs.checksum() if crc.hdfs is not None else None, sha=sha)
             verified = _verify_written(ctx, tmp, n, digest, info, sha) + _matched(info)
         _finish(ctx, task, tmp)
+        _fence(ctx)
         _place(ctx, tmp, dst)
     except BaseException:
         try:
@@ -408,6 +418,7 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
             verified = _verify_written(ctx, tmp, task.offset + n, digest, info, sha)
             _finish(ctx, task, tmp)
+            _fence(ctx)
             _place(ctx, tmp, dst)
         except BaseException:
             try:
@@ -416,6 +427,7 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                 pass
             raise
     else:
+        _fence(ctx)
         n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), h, counter), append=True)
         digest, sha = h.hexdigest(), h.sha.hexdigest()
         info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
