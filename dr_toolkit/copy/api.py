@@ -204,6 +204,24 @@ def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str],
     return out
 
 
+def _utf8_only(files: dict[str, FileStatus], skips: _Skips) -> dict[str, FileStatus]:
+    """A local source name that is not UTF-8 (its bytes carried as surrogate escapes) cannot be a
+    WebHDFS or S3 name: such files are skipped with a reported reason (copied by their bytes
+    between local trees)."""
+    bad = []
+    for rel in files:
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            bad.append(rel)
+    if not bad:
+        return files
+    for rel in bad:
+        skips(files[rel].path, "name is not UTF-8 (the target cannot hold it)")
+    drop = set(bad)
+    return {r: s for r, s in files.items() if r not in drop}
+
+
 def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
     if not f.include and not f.exclude:
         return files  # listings already pass over temporary names
@@ -389,6 +407,8 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
             if how_not:
                 how = f"{how_not}; {how}"
         tgt_files = _wanted(tgt_future.result(), f)
+    if tgt.fs.kind != "local":
+        src_files = _utf8_only(src_files, skips)
     recorded = entries if entries is not None else None
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
