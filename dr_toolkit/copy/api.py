@@ -41,7 +41,7 @@ from dr_toolkit.copy.plan import (
 from dr_toolkit.copy.state import LeaseLost, StateStore, check_outside, default_state_uri, target_lock
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
-from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
+from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
@@ -431,10 +431,52 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                          reason=broken, workers=options.workers, recorded=recorded), read_root, src_files
     plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
                         moves=moves, changed=changed)
+    if changed is None and not src.fs.content_token:
+        _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
     return plan, read_root, src_files
+
+
+def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict[str, FileStatus],
+                         held: mf.Entries, workers: int) -> None:
+    """A source whose change token is not a content token (HDFS: ``TRUNCATE`` + ``APPEND`` keep
+    the fileId, ``SETTIMES`` puts mtime back): a file kept because size, mtime and token are as
+    recorded is kept only when the source's own checksum (GETFILECHECKSUM: computed by the
+    DataNodes from the stored CRCs, no data through this process) is still the one recorded for
+    the bytes copied; else it is copied. Snapshot diffs need none of this (they report such a
+    rewrite as MODIFY)."""
+    cands = [r for r in plan.keep if r in src_files and r in held]
+    if not cands:
+        return
+
+    def same(rel: str) -> bool:
+        want = Checksum.parse(held[rel].schecksum)
+        if want is None:
+            return False
+        try:
+            got = src.fs.checksum(src.fs.join(read_root, rel))
+        except (OSError, UnreachableError):
+            return False
+        return got == want
+
+    with ThreadPoolExecutor(max(1, min(workers, len(cands)))) as pool:
+        verdicts = list(pool.map(same, cands))
+    n = 0
+    for rel, ok in zip(cands, verdicts):
+        if ok:
+            continue
+        s = src_files[rel]
+        plan.keep.pop(rel)
+        n += 1
+        plan.copies.append(FileTask(rel, s.size, s.mtime, permission=s.permission, version=s.version,
+                                    block_size=s.block_size, reason="changed (its checksum is not the one recorded)"))
+    key = "size, mtime and change token as recorded"
+    if key in plan.basis:
+        kept = plan.basis.pop(key) - n
+        if kept > 0:
+            plan.basis[f"size, mtime, {src.fs.kind} change token and the source's own checksum as recorded"] = kept
 
 
 def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,

@@ -198,6 +198,11 @@ class FileSystem:
     supports_snapshots = False
     #: True when checksum() is answered without streaming the file's bytes through this process
     cheap_checksum = False
+    #: True when FileStatus.version changes whenever the bytes change, even when size and mtime
+    #: are put back (local: inode + ctime, which no call can set; S3: the ETag of a new object).
+    #: HDFS's fileId is not: TRUNCATE + APPEND keep the inode and SETTIMES restores mtime, so a
+    #: fast-forward from an HDFS listing also asks the source's own checksum
+    content_token = True
     #: True when rename() replaces an existing file in one step (no moment without the file)
     supports_atomic_replace = False
     #: True when a write becomes visible only once complete (S3 multipart): the copy engine then

@@ -433,3 +433,31 @@ def test_a_run_paused_past_its_lease_stops_without_writing(tmp_path: Path) -> No
     assert a.returncode == 1 and "lost the lease" in err and "Traceback" not in err, err
     assert after == held  # nothing renamed into place after the lease was lost
     assert [(r["status"], r["manifest_id"]) for r in ledger.runs()] == [("interrupted", None)]
+
+
+# -- item 2: HDFS fileId is not a content token (TRUNCATE + APPEND + SETTIMES on the real NameNode) ----
+def _rewrite_in_place(d: Any, rel: str, data: bytes) -> None:
+    """TRUNCATE to 0, APPEND other bytes of the same length, SETTIMES back: same fileId, size, mtime."""
+    import requests
+
+    st = d.stat(rel)
+    url = f"{d.active_url}/webhdfs/v1{d.p(rel)}"
+    r = requests.post(url, params={"op": "TRUNCATE", "newlength": 0, "user.name": "hdfs"}, timeout=30)
+    assert r.status_code == 200 and r.json() == {"boolean": True}, r.text
+    d.append(rel, data)
+    d.cluster.set_times(d.p(rel), st["modificationTime"])
+    after = d.stat(rel)
+    assert (after["fileId"], after["length"], after["modificationTime"]) == \
+        (st["fileId"], st["length"], st["modificationTime"])
+
+
+def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tmp_path: Path, hot_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/s"))
+    fs.write_bytes(hot_dir.p("/s/f.bin"), b"A" * 5000)
+    fs.write_bytes(hot_dir.p("/s/g.bin"), b"untouched")
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD).ok
+    _rewrite_in_place(hot_dir, "/s/f.bin", b"B" * 5000)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)
+    assert r.ok and r.mode == "fast-forward" and r.files_copied == 1, (r.mode_reason, r.basis)
+    assert _all_bytes(dst) == hot_dir.tree("/s") == {"f.bin": b"B" * 5000, "g.bin": b"untouched"}
