@@ -426,6 +426,8 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                          recorded=recorded), read_root, src_files
     held = {r: e for r, e in entries.items() if r not in pending}
     broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
+    if not broken and not tgt.fs.content_token:
+        broken = _target_rewritten(tgt, held, options.workers)
     if broken:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason=broken, workers=options.workers, recorded=recorded), read_root, src_files
@@ -437,6 +439,32 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
     return plan, read_root, src_files
+
+
+def _target_rewritten(tgt: _Side, held: mf.Entries, workers: int) -> str | None:
+    """A target whose change token is no content token (HDFS): every file the manifest holds must
+    still answer the checksum recorded after its commit (one GETFILECHECKSUM each, as DistCp
+    ``-update`` asks); why not, or None."""
+    rels = list(held)
+    if not rels:
+        return None
+
+    def why(rel: str) -> str | None:
+        want = Checksum.parse(held[rel].tchecksum)
+        if want is None:
+            return f"target {rel}: no checksum of its own recorded (its fileId is no content token): compared"
+        try:
+            got = tgt.fs.checksum(tgt.fs.join(tgt.root, rel))
+        except (OSError, UnreachableError) as exc:
+            return f"target {rel}: its checksum could not be read ({exc})"
+        return None if got == want else f"target changed: {rel} was rewritten in place (its checksum is not the " \
+                                         "one recorded)"
+
+    with ThreadPoolExecutor(max(1, min(workers, len(rels)))) as pool:
+        for w in pool.map(why, rels):
+            if w:
+                return w
+    return None
 
 
 def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict[str, FileStatus],
@@ -808,7 +836,7 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
                                                     "an open file's length only at the writer's fsync); "
                                                     "copied again by the next run"})
             plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
-                                        o.open)
+                                        o.open, o.tchecksum)
         else:
             result.files_failed += 1
             result.failures.append({"path": o.rel, "error": o.error, "attempts": o.attempts,

@@ -113,6 +113,7 @@ class Outcome:
     version: str | None = None  # the source's change token when read
     schecksum: str | None = None  # the source's own checksum of the bytes copied
     tversion: str | None = None  # the target's change token after commit
+    tchecksum: str | None = None  # the target's own checksum after commit (token not a content token)
     open: bool = False  # the source was open for write: copied up to the length listed
     verified: str = ""  # how the written bytes were checked
 
@@ -314,6 +315,18 @@ def _after(ctx: CopyContext, dst: str, mtime: float) -> tuple[float | None, str 
     return (t.mtime if t else None), (t.version if t else None)
 
 
+def _own_checksum(ctx: CopyContext, dst: str) -> str | None:
+    """The target's own checksum after commit, recorded where its change token is no content
+    token (HDFS: a later run checks it, since TRUNCATE + APPEND + SETTIMES keep fileId and mtime)."""
+    if ctx.tgt_fs.content_token or not ctx.tgt_fs.cheap_checksum:
+        return None
+    try:
+        c = ctx.tgt_fs.checksum(dst)
+    except (OSError, DrtError):
+        return None
+    return str(c) if c is not None else None
+
+
 def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
                version: str | None) -> Outcome:
     crc = _Hashes(ctx, task)
@@ -361,7 +374,8 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         raise
     tm, tv = _after(ctx, dst, mtime)
     return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "copy", version=info.version,
-                   schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
+                   schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
+                   tchecksum=_own_checksum(ctx, dst))
 
 
 def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
@@ -435,7 +449,8 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         _finish(ctx, task, dst)
     tm, tv = _after(ctx, dst, mtime)
     return Outcome(task.rel, True, n, task.offset + n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "append",
-                   version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
+                   version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
+                   tchecksum=_own_checksum(ctx, dst))
 
 
 # per file: 3 tries, 0.4 s then 0.8 s apart (the run's cancel event is the sleep: SIGTERM cuts it short)

@@ -156,17 +156,18 @@ class Prover:
         self.src_fs, self.src_root, self.tgt_fs, self.tgt_root = src_fs, src_root, tgt_fs, tgt_root
         self.recorded = recorded or {}
 
-    def equal(self, rel: str, s: FileStatus, t: FileStatus) -> tuple[bool, str, bool, str | None, str | None]:
+    def equal(self, rel: str, s: FileStatus, t: FileStatus
+              ) -> tuple[bool, str, bool, str | None, str | None, str | None]:
         """(equal, basis, source bytes were read, source checksum, the target's checksum: the
-        recorded algorithm's, or SHA-256 of its bytes when read)."""
+        recorded algorithm's, or SHA-256 of its bytes when read, the target's own checksum)."""
         if s.size != t.size:
-            return False, "size", False, None, None
+            return False, "size", False, None, None, None
         sp, tp = self.src_fs.join(self.src_root, rel), self.tgt_fs.join(self.tgt_root, rel)
         sc = _try_checksum(self.src_fs, sp) if self.src_fs.cheap_checksum else None
         tc = _try_checksum(self.tgt_fs, tp) if self.tgt_fs.cheap_checksum else None
         if sc is not None and sc.comparable(tc):
             assert tc is not None
-            return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None
+            return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None, str(tc)
         rec = self.recorded.get(rel)
         want = Checksum.parse(rec.checksum) if rec is not None else None
         if rec is not None and sc is not None and want is not None and rec.schecksum and rec.size == s.size \
@@ -177,11 +178,13 @@ class Prover:
             got = tc if want.comparable(tc) else \
                 self.tgt_fs.content_digest(tp) if want.algorithm == DIGEST_ALGO else None
             if got is not None:
-                return got == want, f"recorded {sc.algorithm} + target {want.algorithm}", False, str(sc), str(got)
+                return (got == want, f"recorded {sc.algorithm} + target {want.algorithm}", False, str(sc), str(got),
+                        str(tc) if tc is not None else None)
         # the content itself: both sides read here and compared byte for byte
         eq, digest = same_bytes(self.src_fs.read(sp, length=s.size), self.tgt_fs.read(tp))
         got_d = f"{DIGEST_ALGO}:{digest}" if digest else None
-        return eq, "content (read on both sides, compared byte for byte)", True, str(sc) if sc else got_d, got_d
+        return (eq, "content (read on both sides, compared byte for byte)", True, str(sc) if sc else got_d, got_d,
+                str(tc) if tc is not None else None)
 
 
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
@@ -216,12 +219,13 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
                 task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
                 return rel, task, None, False
         try:
-            eq, basis, read, sc, tcrc = prover.equal(rel, s, t)
+            eq, basis, read, sc, tcrc, town = prover.equal(rel, s, t)
         except UnderConstruction:
             task.reason = "open for write"
             return rel, task, None, False
         if eq:
-            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version), "=" + basis, read
+            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version, False,
+                              town if not tgt_fs.content_token else None), "=" + basis, read
         task.reason = f"differs ({basis})"
         return rel, task, None, read
 

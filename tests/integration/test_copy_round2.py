@@ -461,3 +461,16 @@ def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tm
     r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)
     assert r.ok and r.mode == "fast-forward" and r.files_copied == 1, (r.mode_reason, r.basis)
     assert _all_bytes(dst) == hot_dir.tree("/s") == {"f.bin": b"B" * 5000, "g.bin": b"untouched"}
+
+
+def test_an_hdfs_target_rewritten_in_place_keeping_its_fileid_is_repaired(tmp_path: Path, cold_dir: Any) -> None:
+    make_tree(tmp_path / "src", {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
+    uri = cold_dir.uri("/dst")
+    assert distcp(f"file://{tmp_path}/src", uri, options=UPD).ok
+    r = distcp(f"file://{tmp_path}/src", uri, options=UPD)
+    assert r.ok and r.mode == "fast-forward" and r.files_copied == 0, r.mode_reason
+    _rewrite_in_place(cold_dir, "/dst/f.bin", b"B" * 5000)
+    r = distcp(f"file://{tmp_path}/src", uri, options=UPD)
+    assert r.ok and r.mode == "reconcile" and "rewritten in place" in r.mode_reason and r.files_copied == 1, \
+        r.mode_reason
+    assert cold_dir.tree("/dst") == {"f.bin": b"A" * 5000, "g.bin": b"untouched"}
