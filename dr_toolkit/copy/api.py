@@ -79,6 +79,7 @@ class CopyResult:
     files_skipped: int = 0
     files_deleted: int = 0
     files_type_changed: int = 0
+    attributes_reapplied: int = 0  # --preserve: permission or mtime set again on files kept as they are
     entries_deleted: int = 0  # target entries that are not regular files removed (symlinks, FIFOs, directories)
     files_failed: int = 0
     files_open: int = 0
@@ -306,6 +307,23 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
             log.warning("could not delete the orphaned snapshot %s of %s: %s", name, src.root, exc)
 
 
+def _drift(plan: Plan, src_files: dict[str, FileStatus], tgt_files: dict[str, FileStatus], fs: FileSystem,
+           preserve: Any) -> None:
+    """``--preserve``: a kept file whose target permission or mtime is not the source's (changed
+    on either side behind our back: a chmod or touch keeps HDFS's fileId) gets them re-applied,
+    as DistCp re-applies ``-p`` to the files it skips."""
+    perm = "permissions" in preserve and fs.supports_permissions
+    times = "times" in preserve and fs.supports_times
+    for rel in plan.keep:
+        s, t = src_files.get(rel), tgt_files.get(rel)
+        if s is None or t is None:
+            continue
+        p = s.permission if perm and s.permission and t.permission and s.permission != t.permission else None
+        m = s.mtime if times and abs(s.mtime - t.mtime) > 1e-3 else None
+        if p is not None or m is not None:
+            plan.fixups.append((rel, p, m))
+
+
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
           tmp_found: list[str] | None = None, empty_found: list[str] | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from.
@@ -316,7 +334,10 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     into a real directory of the target; with ``--delete`` every other one goes too. Directories
     that held only temporary files of killed runs are pruned with ``--delete``."""
     odd: list[tuple[str, str]] = []
-    plan, read_root, src_files = _plan_modes(src, tgt, options, base, snapshot, skips, tmp_found, empty_found, odd)
+    plan, read_root, src_files, tgt_files = _plan_modes(src, tgt, options, base, snapshot, skips, tmp_found,
+                                                         empty_found, odd)
+    if options.preserve:
+        _drift(plan, src_files, tgt_files, tgt.fs, options.preserve)
     f = filters_of(options)
     if odd:
         src_dirs: set[str] = set()
@@ -337,8 +358,8 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
 
 def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
                 tmp_found: list[str] | None, empty_found: list[str] | None, odd: list[tuple[str, str]]
-                ) -> tuple[Plan, str, dict[str, FileStatus]]:
-    """The plan of the mode that applies, the root read, and the source files planned."""
+                ) -> tuple[Plan, str, dict[str, FileStatus], dict[str, FileStatus]]:
+    """The plan of the mode that applies, the root read, the source and target files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
                     if src.single else None)
@@ -413,24 +434,24 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="--overwrite rewrites every file", workers=options.workers,
-                         recorded=recorded), read_root, src_files
+                         recorded=recorded), read_root, src_files, tgt_files
     if entries is None:
         mode = "bootstrap" if base.manifest_id is None else "reconcile"
         if tgt_files:
             why += f"; the target already holds {len(tgt_files)} files: compared by content"
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=why, workers=options.workers, recorded=recorded), read_root, src_files
+                         reason=why, workers=options.workers, recorded=recorded), read_root, src_files, tgt_files
     if not options.update:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="without --update only missing files are copied", workers=options.workers,
-                         recorded=recorded), read_root, src_files
+                         recorded=recorded), read_root, src_files, tgt_files
     held = {r: e for r, e in entries.items() if r not in pending}
     broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
     if not broken and not tgt.fs.content_token:
         broken = _target_rewritten(tgt, held, options.workers)
     if broken:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason=broken, workers=options.workers, recorded=recorded), read_root, src_files
+                         reason=broken, workers=options.workers, recorded=recorded), read_root, src_files, tgt_files
     plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
                         moves=moves, changed=changed)
     if changed is None and not src.fs.content_token:
@@ -438,7 +459,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
-    return plan, read_root, src_files
+    return plan, read_root, src_files, tgt_files
 
 
 def _target_rewritten(tgt: _Side, held: mf.Entries, workers: int) -> str | None:
@@ -766,6 +787,25 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
     pending |= _account(plan, result, outcomes)
+    for rel, perm, mtime in plan.fixups:  # 5. --preserve drift on files kept as they are
+        if rel not in plan.keep:
+            continue
+        tgt.check()
+        path = fs.join(root, rel)
+        try:
+            if perm is not None:
+                fs.set_permission(path, perm)
+            if mtime is not None:
+                fs.set_times(path, mtime)
+            t = fs.stat(path)  # a chmod or utime changes a local target's token (ctime): recorded anew
+            e = plan.keep[rel]
+            plan.keep[rel] = e.with_target(mtime if mtime is not None else (t.mtime if t else None),
+                                           t.version if t else None)
+            result.attributes_reapplied += 1
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": "preserve", "error": str(exc)})
+            pending.add(rel)
     tgt.check()  # the manifest is recorded only by a run that held the target throughout
     result.files_skipped = max(0, plan.files_total - result.files_copied - result.files_failed)
     return pending

@@ -80,6 +80,9 @@ class Plan:
     # in the way of the source's tree (always) or not the source's (--delete)
     odd: list[tuple[str, str]] = field(default_factory=list)
     prune_dirs: list[str] = field(default_factory=list)  # directories that held only killed runs' temp files
+    # kept files whose target attributes drifted from the source's under --preserve:
+    # (rel, permission to set or None, mtime to set or None), re-applied like DistCp -p
+    fixups: list[tuple[str, str | None, float | None]] = field(default_factory=list)
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning

@@ -474,3 +474,33 @@ def test_an_hdfs_target_rewritten_in_place_keeping_its_fileid_is_repaired(tmp_pa
     assert r.ok and r.mode == "reconcile" and "rewritten in place" in r.mode_reason and r.files_copied == 1, \
         r.mode_reason
     assert cold_dir.tree("/dst") == {"f.bin": b"A" * 5000, "g.bin": b"untouched"}
+
+
+# -- item 8: --preserve drift is re-applied (DistCp re-applies -p to the files it skips) --------------
+def test_preserve_is_reapplied_when_the_target_drifts(tmp_path: Path) -> None:
+    make_tree(tmp_path / "src", {"a": b"a", "b": b"b"})
+    os.chmod(tmp_path / "src/a", 0o640)
+    os.utime(tmp_path / "src/a", (1_600_000_000, 1_600_000_000))
+    opts = CopyOptions(update=True, delete=True, preserve=["permissions", "times"])
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts).ok
+    os.chmod(tmp_path / "dst/a", 0o666)  # behind our back
+    os.utime(tmp_path / "dst/a", (1_700_000_000, 1_700_000_000))
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    assert r.ok and r.files_copied == 0 and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
+    st = os.stat(tmp_path / "dst/a")
+    assert oct(st.st_mode & 0o777) == "0o640" and st.st_mtime == 1_600_000_000
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    assert r.ok and r.mode == "fast-forward" and r.attributes_reapplied == 0, r.mode_reason
+
+
+def test_a_chmod_on_an_hdfs_source_is_applied_with_preserve(tmp_path: Path, hot_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/s"))
+    fs.write_bytes(hot_dir.p("/s/f"), b"f")
+    fs.set_permission(hot_dir.p("/s/f"), "644")
+    opts = CopyOptions(update=True, delete=True, preserve=["permissions"])
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    fs.set_permission(hot_dir.p("/s/f"), "600")  # fileId, size and mtime unchanged
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    assert r.ok and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
+    assert oct(os.stat(dst / "f").st_mode & 0o777) == "0o600"
