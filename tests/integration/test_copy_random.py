@@ -51,8 +51,10 @@ T0 = 1_700_000_000.0
 class Tree:
     """The source as the test believes it is (rel -> bytes), changed through the filesystem API."""
 
-    def __init__(self, fs: FileSystem, root: str, rnd: random.Random, non_utf8: bool = False) -> None:
+    def __init__(self, fs: FileSystem, root: str, rnd: random.Random, non_utf8: bool = False,
+                 truncate: Callable[[str], None] | None = None) -> None:
         self.fs, self.root, self.rnd = fs, root, rnd
+        self.truncate = truncate  # HDFS: TRUNCATE to 0 (the NameNode's own)
         self.non_utf8 = non_utf8  # a local source: names that are not UTF-8 too
         self.files: dict[str, bytes] = {}
         self.log: list[str] = []
@@ -208,6 +210,15 @@ class Tree:
             self.write(rel, new, st.mtime)
             self.log.append(f"rewrite {rel} (same size, same mtime)")
 
+    def op_rewrite_in_place_keeping_the_inode(self) -> None:
+        """HDFS: TRUNCATE + APPEND + SETTIMES — fileId, size and mtime all as before."""
+        cands = sorted(k for k, v in self.files.items() if v)
+        if cands and self.truncate is not None:
+            rel = self.rnd.choice(cands)
+            rewrite_in_place(self.fs, self.p(rel), self.truncate, bytes(b ^ 0xA5 for b in self.files[rel]))
+            self.files[rel] = bytes(b ^ 0xA5 for b in self.files[rel])
+            self.log.append(f"rewrite in place {rel} (truncate + append + settimes)")
+
     def op_file_to_dir(self) -> None:
         if self.files:
             f = self.rnd.choice(sorted(self.files))
@@ -238,9 +249,30 @@ class Tree:
                 self.mv(a, b)
                 self.log.append(f"publish {a} -> {b}")
 
-    OPS = ["op_stage_in_landing", "op_publish_from_landing", "op_create", "op_create", "op_delete", "op_delete_dir", "op_rename", "op_rename_dir", "op_swap",
+    OPS = ["op_rewrite_in_place_keeping_the_inode", "op_rewrite_in_place_keeping_the_inode", "op_stage_in_landing", "op_publish_from_landing", "op_create", "op_create", "op_delete", "op_delete_dir", "op_rename", "op_rename_dir", "op_swap",
            "op_cycle_dirs", "op_move_out_then_delete_dir", "op_append", "op_rewrite_same_size_same_mtime",
            "op_rewrite_same_size_same_mtime", "op_file_to_dir", "op_dir_to_file"]
+
+
+def rewrite_in_place(fs: FileSystem, path: str, truncate: Callable[[str], None], data: bytes) -> None:
+    st = fs.stat(path)
+    assert st is not None and st.size == len(data)
+    truncate(path)
+    fs.write(path, [data], append=True)
+    fs.set_times(path, st.mtime)
+    after = fs.stat(path)
+    assert after is not None and (after.version, after.size, after.mtime) == (st.version, st.size, st.mtime)
+
+
+def _truncator(cluster_dir: Any) -> Callable[[str], None]:
+    import requests
+
+    def truncate(path: str) -> None:
+        r = requests.post(f"{cluster_dir.active_url}/webhdfs/v1{path}",
+                          params={"op": "TRUNCATE", "newlength": 0, "user.name": "hdfs"}, timeout=30)
+        assert r.status_code == 200 and r.json() == {"boolean": True}, r.text
+
+    return truncate
 
 
 def _plant(tree: Tree, troot: str, outside: Path, src_root: str, rnd: random.Random) -> list[str]:
@@ -315,13 +347,16 @@ def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
 
 
 CASES = [("local", "local", 11), ("local", "s3", 12), ("local", "webhdfs", 13), ("webhdfs-snap", "local", 14),
-         ("webhdfs-snap", "s3", 15), ("local", "local", 16), ("webhdfs-snap", "webhdfs", 17)]
+         ("webhdfs-snap", "s3", 15), ("local", "local", 16), ("webhdfs-snap", "webhdfs", 17), ("webhdfs", "local", 18),
+         ("webhdfs", "webhdfs", 19), ("local", "local", 20)]
 
 
 @pytest.mark.parametrize("src_kind,tgt_kind,seed", CASES, ids=[f"{a}-to-{b}-seed{s}" for a, b, s in CASES])
 def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: int, tmp_path: Path,
                                           request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = random.Random(seed)
+    truncate: Callable[[str], None] | None = None
+    tgt_truncate: Callable[[str], None] | None = None
     # -- source ---------------------------------------------------------------------------------
     if src_kind == "local":
         src_uri = f"file://{tmp_path}/src"
@@ -331,6 +366,7 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         sfs, sroot = open_fs(hot.location("/src")), hot.p("/src")
         hot.allow_snapshot("/src")
         src_uri = hot.uri("/src")
+        truncate = _truncator(hot)
     # -- target ---------------------------------------------------------------------------------
     if tgt_kind == "local":
         tgt_uri = f"file://{tmp_path}/dst"
@@ -343,8 +379,9 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         cold = request.getfixturevalue("cold_dir")
         tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
         tgt_uri = cold.uri("/dst")
+        tgt_truncate = _truncator(cold)
     opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap")
-    tree = Tree(sfs, sroot, rnd, non_utf8=src_kind == "local")
+    tree = Tree(sfs, sroot, rnd, non_utf8=src_kind == "local", truncate=truncate)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep").write_bytes(b"outside the target")
@@ -379,6 +416,11 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                 tfs.write_bytes(tfs.join(troot, victim), b"tampered" * rnd.randint(0, 3))
                 gone = rnd.choice(held)
                 tfs.delete(tfs.join(troot, gone))
+                if tgt_truncate is not None and len(held) > 1:  # HDFS: one rewritten keeping fileId and mtime
+                    other = rnd.choice([h for h in held if h != gone])
+                    old = tfs.read_all(tfs.join(troot, other))
+                    if old:
+                        rewrite_in_place(tfs, tfs.join(troot, other), tgt_truncate, bytes(b ^ 0x3C for b in old))
         if fault == "lose-state":
             for m in state_dir.rglob("*.jsonl.gz"):
                 m.unlink()
