@@ -312,8 +312,7 @@ def target_lock(ledger: Ledger | None, state: StateStore, target: Location) -> I
             finally:
                 stop.set()
                 th.join(timeout=5)
-                if not lease.lost:
-                    ledger.release_lease(name, str(lease.holder))
+                ledger.release_lease(name, str(lease.holder))  # only while it is still ours (WHERE holder)
             return
         if state.loc.kind != "local":
             yield TargetLease(f"copy-target:{key}")  # no ledger and a remote state location: nothing else

@@ -38,10 +38,12 @@ from typing import Any
 import pytest
 
 from dr_toolkit.copy import execute
+from dr_toolkit.copy import state as copy_state
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.copy.plan import Filters
 from dr_toolkit.errors import DrtError, LeaseHeld
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
+from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import CopyOptions
 
 pytestmark = pytest.mark.integration
@@ -334,6 +336,33 @@ class _Fail:
         monkeypatch.setattr(execute, "ATTEMPTS", 1)
 
 
+class _Clock:
+    """The lease's clock (``dr_toolkit.copy.state.time``): jumps past the TTL after the n-th progress
+    event, as a SIGSTOP or a long GC pause of the whole process would look to it."""
+
+    def __init__(self) -> None:
+        import time as real
+
+        self.real = real
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return self.real.time() + self.offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def pause_after(self, n: int) -> Callable[[str, int], None]:
+        seen = [0]
+
+        def progress(kind: str, _n: int) -> None:
+            seen[0] += 1
+            if seen[0] == n:
+                self.offset = copy_state.LEASE_TTL_S * 2
+
+        return progress
+
+
 def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
     seen = [0]
 
@@ -403,8 +432,8 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             opts = opts.model_copy(update={"exclude": [] if opts.exclude else ["landing/*"]})
             tree.log.append(f"exclude now {opts.exclude}")
         what = f"seed {seed} round {rnd_i}: {tree.log}"
-        faults = ["none", "none", "fail", "kill", "tamper", "lose-state"] + (["plant", "alias"] if tgt_kind == "local"
-                                                                             else [])
+        faults = ["none", "none", "fail", "kill", "tamper", "lose-state", "pause"] + (
+            ["plant", "alias"] if tgt_kind == "local" else [])
         fault = rnd.choice(faults) if rnd_i else "none"
         if fault == "plant":
             tree.log.extend(_plant(tree, troot, outside, sroot if src_kind == "local" else str(outside), rnd))
@@ -430,6 +459,17 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             modes.add(r.mode)
             assert r.files_failed >= 1 or not (fail.victims & set(f.get("path") for f in r.failures)), what
             fail.victims = set()
+        if fault == "pause":  # a run (with a ledger lease) paused past its TTL mid-copy: it must stop
+            clock = _Clock()
+            monkeypatch.setattr(copy_state, "time", clock)
+            ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
+            try:
+                distcp(src_uri, tgt_uri, options=opts, ledger=ledger, progress=clock.pause_after(rnd.randint(1, 3)))
+            except LeaseHeld as exc:
+                assert "lost the lease" in str(exc) and clock.offset, (what, str(exc))
+            else:  # only a run that never reached the pause may finish
+                assert not clock.offset, f"a run paused past its lease went on writing: {what}"
+            monkeypatch.setattr(copy_state, "time", clock.real)
         if fault == "kill":
             with pytest.raises((KeyboardInterrupt, DrtError)):
                 distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)))
