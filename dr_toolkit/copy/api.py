@@ -16,6 +16,7 @@ the target), apply retention, index it in the ledger.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import posixpath
 import time
@@ -33,13 +34,14 @@ from dr_toolkit.copy.plan import (
     apply_diff,
     chain_break,
     fast_forward,
+    filters_key,
     filters_of,
     reconcile,
 )
-from dr_toolkit.copy.state import StateStore, check_outside, default_state_uri, target_lock
-from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.copy.state import LeaseLost, StateStore, check_outside, default_state_uri, target_lock
+from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
-from dr_toolkit.fs.base import FileStatus, FileSystem, run_tag, tmp_name, tmp_run_tag
+from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
@@ -77,6 +79,8 @@ class CopyResult:
     files_skipped: int = 0
     files_deleted: int = 0
     files_type_changed: int = 0
+    attributes_reapplied: int = 0  # --preserve: permission or mtime set again on files kept as they are
+    entries_deleted: int = 0  # target entries that are not regular files removed (symlinks, FIFOs, directories)
     files_failed: int = 0
     files_open: int = 0
     # the source listing is the tree at one moment (a snapshot, or directories that held still:
@@ -98,6 +102,7 @@ class CopyResult:
     fallbacks: list[dict[str, str]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     skipped_entries: list[dict[str, str]] = field(default_factory=list)
+    deleted_entries: list[dict[str, str]] = field(default_factory=list)  # {path, reason}: what they were
     skipped_reasons: dict[str, int] = field(default_factory=dict)
     open_files: list[dict[str, Any]] = field(default_factory=list)
     verified: dict[str, int] = field(default_factory=dict)
@@ -116,6 +121,7 @@ class CopyResult:
         d["fallbacks"] = self.fallbacks[:100]
         d["failures"] = self.failures[:100]
         d["skipped_entries"] = self.skipped_entries[:100]
+        d["deleted_entries"] = self.deleted_entries[:100]
         d["open_files"] = self.open_files[:100]
         d["files_read"] = self.files_read[:1000]
         d["listing_changing"] = self.listing_changing[:100]
@@ -136,6 +142,11 @@ class _Side:
     fs: FileSystem
     root: str
     single: str | None = None  # a source that is one file: list only it
+    fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
+
+    def check(self) -> None:
+        if self.fence is not None:
+            self.fence()
 
 
 def _resolve(source: str, target: str, topology: Topology | None, access: Access | None,
@@ -159,9 +170,17 @@ def _resolve(source: str, target: str, topology: Topology | None, access: Access
     t = tfs.stat(tgt.path) if tgt.path else None
     if t is not None and not t.is_dir:
         raise ConfigError(f"the target {target} is a file", hint="name a directory to copy into")
+    troot = tgt.path
+    if tgt.kind == "local":
+        # a local target is written under its real path only: the root named by the user is
+        # resolved once, and no write, rename or delete below it goes through a symlink
+        from dr_toolkit.fs.uri import real_path
+
+        troot = real_path(tgt.path)
+        tfs.confine = troot  # type: ignore[attr-defined]
     if not st.is_dir:  # a single file: copy it into the target directory under its name
-        return _Side(src, sfs, posixpath.dirname(src.path.rstrip("/")) or "/", src.path), _Side(tgt, tfs, tgt.path)
-    return _Side(src, sfs, src.path), _Side(tgt, tfs, tgt.path)
+        return _Side(src, sfs, posixpath.dirname(src.path.rstrip("/")) or "/", src.path), _Side(tgt, tfs, troot)
+    return _Side(src, sfs, src.path), _Side(tgt, tfs, troot)
 
 
 class _Skips:
@@ -273,14 +292,36 @@ def _proven_listing(side: _Side, skipped: Callable[[str, str], None] | None
     return files, changed
 
 
+def _utf8_only(files: dict[str, FileStatus], skips: _Skips) -> dict[str, FileStatus]:
+    """A local source name that is not UTF-8 (its bytes carried as surrogate escapes) cannot be a
+    WebHDFS or S3 name: such files are skipped with a reported reason (copied by their bytes
+    between local trees)."""
+    bad = []
+    for rel in files:
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            bad.append(rel)
+    if not bad:
+        return files
+    for rel in bad:
+        skips(files[rel].path, "name is not UTF-8 (the target cannot hold it)")
+    drop = set(bad)
+    return {r: s for r, s in files.items() if r not in drop}
+
+
 def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
     if not f.include and not f.exclude:
         return files  # listings already pass over temporary names
     return {r: s for r, s in files.items() if f.wanted(r)}
 
 
+ODD = frozenset({"symlink", "dangling symlink", "not a regular file"})
+
+
 def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None,
-                    empty_found: list[str] | None = None) -> dict[str, FileStatus]:
+                    empty_found: list[str] | None = None, odd_found: list[tuple[str, str]] | None = None
+                    ) -> dict[str, FileStatus]:
     if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
         name = posixpath.basename(src.single.rstrip("/"))
         t = tgt.fs.stat(tgt.fs.join(tgt.root, name))
@@ -291,6 +332,8 @@ def _target_listing(src: _Side, tgt: _Side, tmp_found: list[str] | None = None,
             tmp_found.append(path)  # temp files of killed runs: removed after the listing (one walk, not two)
         elif empty_found is not None and reason == "empty directory":
             empty_found.append(path)  # e.g. emptied behind our back: pruned with --delete
+        elif odd_found is not None and reason in ODD:
+            odd_found.append((path, reason))  # a symlink, FIFO, ...: never followed, removed when in the way
 
     return _listing(tgt, skipped=skipped)
 
@@ -327,6 +370,7 @@ def _clean_tmp(tgt: _Side, run_id: str, found: list[str] | None = None) -> int:
     mine = run_tag(run_id)
     n = 0
     for p in list(tgt.fs.list_tmp(tgt.root)) if found is None else found:
+        tgt.check()
         if tmp_run_tag(p) != mine and tgt.fs.delete(p):
             n += 1
     abort = getattr(tgt.fs, "abort_stale_uploads", None)
@@ -350,12 +394,62 @@ def _clean_snapshots(src: _Side, state: StateStore, base: _Base, result: CopyRes
             log.warning("could not delete the orphaned snapshot %s of %s: %s", name, src.root, exc)
 
 
+def _drift(plan: Plan, src_files: dict[str, FileStatus], tgt_files: dict[str, FileStatus], fs: FileSystem,
+           preserve: Any) -> None:
+    """``--preserve``: a kept file whose target permission or mtime is not the source's (changed
+    on either side behind our back: a chmod or touch keeps HDFS's fileId) gets them re-applied,
+    as DistCp re-applies ``-p`` to the files it skips."""
+    perm = "permissions" in preserve and fs.supports_permissions
+    times = "times" in preserve and fs.supports_times
+    for rel in plan.keep:
+        s, t = src_files.get(rel), tgt_files.get(rel)
+        if s is None or t is None:
+            continue
+        p = s.permission if perm and s.permission and t.permission and s.permission != t.permission else None
+        m = s.mtime if times and abs(s.mtime - t.mtime) > 1e-3 else None
+        if p is not None or m is not None:
+            plan.fixups.append((rel, p, m))
+
+
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
           tmp_found: list[str] | None = None, empty_found: list[str] | None = None,
           changing: list[str] | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from. With
     ``changing`` given, a live listing (no snapshot) is proven (:func:`_proven_listing`) and the
-    directories that kept changing are put in it."""
+    directories that kept changing are put in it.
+
+    Target entries that are not regular files (symlinks, FIFOs, ...) are planned here, in every
+    mode: one where the source has a directory or a file (a symlink planted where the source has
+    a directory) is removed first, whatever ``--delete`` says, so the source's files are written
+    into a real directory of the target; with ``--delete`` every other one goes too. Directories
+    that held only temporary files of killed runs are pruned with ``--delete``."""
+    odd: list[tuple[str, str]] = []
+    plan, read_root, src_files, tgt_files = _plan_modes(src, tgt, options, base, snapshot, skips, tmp_found,
+                                                         empty_found, odd, changing)
+    if options.preserve:
+        _drift(plan, src_files, tgt_files, tgt.fs, options.preserve)
+    f = filters_of(options)
+    if odd:
+        src_dirs: set[str] = set()
+        for rel in src_files:
+            for p in _parents(rel):
+                if p in src_dirs:
+                    break
+                src_dirs.add(p)
+        for path, why in odd:
+            rel = tgt.fs.relative(tgt.root, path)
+            if rel in src_dirs or rel in src_files or (options.delete and f.wanted(rel)):
+                plan.odd.append((rel, why))
+                plan.keep.pop(rel, None)
+    if options.delete and tmp_found:
+        plan.prune_dirs = sorted({posixpath.dirname(tgt.fs.relative(tgt.root, p)) for p in tmp_found} - {""})
+    return plan, read_root
+
+
+def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
+                tmp_found: list[str] | None, empty_found: list[str] | None, odd: list[tuple[str, str]],
+                changing: list[str] | None = None) -> tuple[Plan, str, dict[str, FileStatus], dict[str, FileStatus]]:
+    """The plan of the mode that applies, the root read, the source and target files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
                     if src.single else None)
@@ -365,11 +459,16 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     header = base.header or {}
     pending = set(header.get("pending") or [])
     with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found)
+        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
         diff = None
+        how_not = ""
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
             old = str(header["source_snapshot"])
-            if src.fs.snapshot_exists(src.root, old):
+            if header.get("filters") != filters_key(options):
+                # the base was planned under other filters: files newly wanted are in no diff
+                how_not = "the filters changed since the base (or it does not say which it used): listed"
+                diff = None
+            elif src.fs.snapshot_exists(src.root, old):
                 diff = src.fs.snapshot_diff(src.root, old, snapshot)
             else:
                 why = f"the base snapshot {old} is gone"
@@ -385,7 +484,16 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
                     return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
                 return {rel: s}
 
-            state, moves, changed = apply_diff(entries, diff, stat_tree)
+            pending_sorted = sorted(pending)
+
+            def unknown(old_path: str) -> bool:  # may the base lack files below old_path?
+                if f.include or f.exclude:
+                    return True
+                i = bisect.bisect_left(pending_sorted, old_path)
+                return i < len(pending_sorted) and (pending_sorted[i] == old_path
+                                                    or pending_sorted[i].startswith(old_path + "/"))
+
+            state, moves, changed = apply_diff(entries, diff, stat_tree, unknown)
             for rel in pending:  # files a failed run did not copy: not in any later diff
                 fresh = stat_tree(rel, False)
                 if fresh:
@@ -412,33 +520,107 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
                 listed = _listing(reading, skipped=skips)
             src_files = _wanted(listed, f)
             how = "source listing against the manifest (size, mtime, change token)"
+            if how_not:
+                how = f"{how_not}; {how}"
         tgt_files = _wanted(tgt_future.result(), f)
+    if tgt.fs.kind != "local":
+        src_files = _utf8_only(src_files, skips)
     recorded = entries if entries is not None else None
     if options.overwrite:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="--overwrite rewrites every file", workers=options.workers,
-                         recorded=recorded), read_root
+                         recorded=recorded), read_root, src_files, tgt_files
     if entries is None:
         mode = "bootstrap" if base.manifest_id is None else "reconcile"
         if tgt_files:
             why += f"; the target already holds {len(tgt_files)} files: compared by content"
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=why, workers=options.workers, recorded=recorded), read_root
+                         reason=why, workers=options.workers, recorded=recorded), read_root, src_files, tgt_files
     if not options.update:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
                          reason="without --update only missing files are copied", workers=options.workers,
-                         recorded=recorded), read_root
+                         recorded=recorded), read_root, src_files, tgt_files
     held = {r: e for r, e in entries.items() if r not in pending}
     broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
+    if not broken and not tgt.fs.content_token:
+        broken = _target_rewritten(tgt, held, options.workers)
     if broken:
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason=broken, workers=options.workers, recorded=recorded), read_root
+                         reason=broken, workers=options.workers, recorded=recorded), read_root, src_files, tgt_files
     plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
                         moves=moves, changed=changed)
+    if changed is None and not src.fs.content_token:
+        _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
-    return plan, read_root
+    return plan, read_root, src_files, tgt_files
+
+
+def _target_rewritten(tgt: _Side, held: mf.Entries, workers: int) -> str | None:
+    """A target whose change token is no content token (HDFS): every file the manifest holds must
+    still answer the checksum recorded after its commit (one GETFILECHECKSUM each, as DistCp
+    ``-update`` asks); why not, or None."""
+    rels = list(held)
+    if not rels:
+        return None
+
+    def why(rel: str) -> str | None:
+        want = Checksum.parse(held[rel].tchecksum)
+        if want is None:
+            return f"target {rel}: no checksum of its own recorded (its fileId is no content token): compared"
+        try:
+            got = tgt.fs.checksum(tgt.fs.join(tgt.root, rel))
+        except (OSError, UnreachableError) as exc:
+            return f"target {rel}: its checksum could not be read ({exc})"
+        return None if got == want else f"target changed: {rel} was rewritten in place (its checksum is not the " \
+                                         "one recorded)"
+
+    with ThreadPoolExecutor(max(1, min(workers, len(rels)))) as pool:
+        for w in pool.map(why, rels):
+            if w:
+                return w
+    return None
+
+
+def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict[str, FileStatus],
+                         held: mf.Entries, workers: int) -> None:
+    """A source whose change token is not a content token (HDFS: ``TRUNCATE`` + ``APPEND`` keep
+    the fileId, ``SETTIMES`` puts mtime back): a file kept because size, mtime and token are as
+    recorded is kept only when the source's own checksum (GETFILECHECKSUM: computed by the
+    DataNodes from the stored CRCs, no data through this process) is still the one recorded for
+    the bytes copied; else it is copied. Snapshot diffs need none of this (they report such a
+    rewrite as MODIFY)."""
+    cands = [r for r in plan.keep if r in src_files and r in held]
+    if not cands:
+        return
+
+    def same(rel: str) -> bool:
+        want = Checksum.parse(held[rel].schecksum)
+        if want is None:
+            return False
+        try:
+            got = src.fs.checksum(src.fs.join(read_root, rel))
+        except (OSError, UnreachableError):
+            return False
+        return got == want
+
+    with ThreadPoolExecutor(max(1, min(workers, len(cands)))) as pool:
+        verdicts = list(pool.map(same, cands))
+    n = 0
+    for rel, ok in zip(cands, verdicts):
+        if ok:
+            continue
+        s = src_files[rel]
+        plan.keep.pop(rel)
+        n += 1
+        plan.copies.append(FileTask(rel, s.size, s.mtime, permission=s.permission, version=s.version,
+                                    block_size=s.block_size, reason="changed (its checksum is not the one recorded)"))
+    key = "size, mtime and change token as recorded"
+    if key in plan.basis:
+        kept = plan.basis.pop(key) - n
+        if kept > 0:
+            plan.basis[f"size, mtime, {src.fs.kind} change token and the source's own checksum as recorded"] = kept
 
 
 def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,
@@ -477,9 +659,15 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
             if dry_run:
                 return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
                             creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
-            with target_lock(ledger, state, tgt.loc.uri):
-                return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
-                            progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+            try:
+                with target_lock(ledger, state, tgt.loc) as lease:
+                    tgt.fence = lease.check
+                    return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
+                                progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+            except LeaseLost as exc:
+                raise LeaseHeld(str(exc), where=tgt.loc.uri,
+                                hint="another run may have written the target since: the next run reconciles it"
+                                ) from None
         finally:
             state.close()
     finally:
@@ -559,7 +747,7 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
                       "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
-                      "ok": result.ok}
+                      "ok": result.ok, "filters": filters_key(options)}
         unchanged = (base.entries is not None and base.manifest_id is not None and not pending
                      and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)
                      and all(plan.keep.get(k) is v for k, v in base.entries.items()))
@@ -634,8 +822,9 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         progress("plan", plan.bytes_to_copy)
     # 1. moves, stage one: every source out of the way (swaps and cycles need it)
     staged: list[tuple[str, str, str]] = []
-    for old, new in plan.moves:
-        tmp = tmp_name(fs.join(root, "x"), run_id + ":" + old)
+    for i, (old, new) in enumerate(plan.moves):
+        tmp = stage_name(root, run_id, i)  # a counter: no two staged paths share a name
+        tgt.check()
         try:
             fs.rename(fs.join(root, old), tmp)
             staged.append((old, new, tmp))
@@ -643,8 +832,21 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         except (OSError, UnreachableError, ConfigError) as exc:
             log.warning("move %s → %s failed (%s); copying instead", old, new, exc)
             _copy_instead(src, read_root, plan, new)
-    # 2. target files in the way of a type change, then --delete
+    # 2. target entries that are not regular files in the way of the source's tree (a symlink where
+    # the source has a directory: never followed) or, with --delete, not the source's; then target
+    # files in the way of a type change, then --delete
+    for rel, what in plan.odd:
+        tgt.check()
+        try:
+            if fs.delete(fs.join(root, rel)):
+                result.entries_deleted += 1
+                result.deleted_entries.append({"path": rel, "reason": what})
+            gone.append(rel)
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": f"remove {what}", "error": str(exc)})
     for rel, why in [(r, "type change") for r in plan.blockers] + [(r, "delete") for r in plan.deletes]:
+        tgt.check()
         try:
             if fs.delete(fs.join(root, rel)):
                 result.files_deleted += 1
@@ -654,9 +856,13 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             result.files_failed += 1
             result.failures.append({"path": rel, "action": why, "error": str(exc)})
             pending.add(rel)  # still on the target: the next run deletes it
-    _prune(fs, root, gone, plan)
+    tgt.check()
+    for d in _prune(fs, root, gone, plan):
+        result.entries_deleted += 1
+        result.deleted_entries.append({"path": d, "reason": "directory the source does not have"})
     # 3. moves, stage two: into place
     for old, new, tmp in staged:
+        tgt.check()
         try:
             fs.rename(tmp, fs.join(root, new))
             t = fs.stat(fs.join(root, new))
@@ -686,10 +892,30 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
-                          cancel=cancel, live_root=src.root if stable else None)
+                          cancel=cancel, live_root=src.root if stable else None, fence=tgt.fence)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None)
     pending |= _account(plan, result, outcomes)
+    for rel, perm, mtime in plan.fixups:  # 5. --preserve drift on files kept as they are
+        if rel not in plan.keep:
+            continue
+        tgt.check()
+        path = fs.join(root, rel)
+        try:
+            if perm is not None:
+                fs.set_permission(path, perm)
+            if mtime is not None:
+                fs.set_times(path, mtime)
+            t = fs.stat(path)  # a chmod or utime changes a local target's token (ctime): recorded anew
+            e = plan.keep[rel]
+            plan.keep[rel] = e.with_target(mtime if mtime is not None else (t.mtime if t else None),
+                                           t.version if t else None)
+            result.attributes_reapplied += 1
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": "preserve", "error": str(exc)})
+            pending.add(rel)
+    tgt.check()  # the manifest is recorded only by a run that held the target throughout
     result.files_skipped = max(0, plan.files_total - result.files_copied - result.files_failed)
     return pending
 
@@ -702,11 +928,13 @@ def _copy_instead(src: _Side, read_root: str, plan: Plan, new: str) -> None:
                                     version=s.version, block_size=s.block_size))
 
 
-def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
-    """Remove directories emptied by moves and deletions (deepest first) unless the new
-    state has files below them. Linear in the changes."""
-    if not (gone or plan.empty_dirs) or fs.kind == "s3":
-        return
+def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> list[str]:
+    """Remove directories emptied by moves and deletions, empty target directories and those
+    that held only killed runs' temporary files (deepest first) unless the new state has files
+    below them. Linear in the changes. Returns the directories that were found empty and removed
+    other than as parents of files this run moved or deleted (reported)."""
+    if not (gone or plan.empty_dirs or plan.prune_dirs) or fs.kind == "s3":
+        return []
     needed: set[str] = set()
     for rel in list(plan.keep) + [t.rel for t in plan.copies]:
         for p in _parents(rel):
@@ -719,16 +947,21 @@ def _prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> None:
             if p in needed or p in cands:
                 break
             cands.add(p)
-    for d in plan.empty_dirs:  # empty on the target already (emptied behind our back)
+    extra: set[str] = set()
+    for d in plan.empty_dirs + plan.prune_dirs:  # empty on the target already (or only temp files)
         for p in [d, *_parents(d)]:
             if p in needed or p in cands:
                 break
             cands.add(p)
+            extra.add(p)
+    removed = []
     for d in sorted(cands, key=lambda p: -p.count("/")):
         try:
-            fs.delete(fs.join(root, d), recursive=False)
+            if fs.delete(fs.join(root, d), recursive=False) and d in extra:
+                removed.append(d)
         except (OSError, UnreachableError, ConfigError):
             pass  # not empty (a file the plan does not know, e.g. excluded): left alone
+    return removed
 
 
 def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str]:
@@ -752,7 +985,7 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
                                                     "an open file's length only at the writer's fsync); "
                                                     "copied again by the next run"})
             plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
-                                        o.open)
+                                        o.open, o.tchecksum)
         else:
             result.files_failed += 1
             result.failures.append({"path": o.rel, "error": o.error, "attempts": o.attempts,

@@ -11,6 +11,7 @@ groups of files balanced by bytes and by file count, like DistCp's dynamic strat
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.fs.base import (
     CHUNK,
     CONTENT_ALGO,
+    DIGEST_ALGO,
     Checksum,
     ContentHash,
     FileSystem,
@@ -85,6 +87,14 @@ class CopyContext:
     live_root: str | None = None  # the live source root, when reading from a snapshot of it
     cancel: threading.Event = field(default_factory=threading.Event)
     made_dirs: set[str] = field(default_factory=set)  # target directories known to exist (local)
+    #: the fencing check of the target's lease: raises (stopping the run) when this run lost it;
+    #: called before every rename into place and every write to a live target file
+    fence: Callable[[], None] | None = None
+
+
+def _fence(ctx: CopyContext) -> None:
+    if ctx.fence is not None:
+        ctx.fence()
 
 
 @dataclass
@@ -94,7 +104,7 @@ class Outcome:
     bytes: int = 0
     size: int = 0
     mtime: float = 0.0
-    checksum: str | None = None  # CRC32C of the bytes written
+    checksum: str | None = None  # SHA-256 of the bytes written ("SHA-256:hex")
     tmtime: float | None = None
     action: str = "copy"
     attempts: int = 0
@@ -103,6 +113,7 @@ class Outcome:
     version: str | None = None  # the source's change token when read
     schecksum: str | None = None  # the source's own checksum of the bytes copied
     tversion: str | None = None  # the target's change token after commit
+    tchecksum: str | None = None  # the target's own checksum after commit (token not a content token)
     open: bool = False  # the source was open for write: copied up to the length listed
     verified: str = ""  # how the written bytes were checked
 
@@ -141,11 +152,13 @@ class _Source:
 
 
 class _Hashes:
-    """CRC32C of the bytes streamed, plus HDFS's MD5MD5CRC32C of them when the source is HDFS
-    (so the source's own checksum can be compared with what was read: like with like)."""
+    """SHA-256 and CRC32C of the bytes streamed, plus HDFS's MD5MD5CRC32C of them when the
+    source is HDFS (so the source's own checksum can be compared with what was read: like with
+    like). The SHA-256 is what proves the target's bytes equal (a CRC32C only detects accidents)."""
 
     def __init__(self, ctx: CopyContext, task: FileTask) -> None:
         self.crc = ContentHash()
+        self.sha = hashlib.sha256()
         self.hdfs: Any = None
         if ctx.src_fs.kind == "webhdfs" and task.block_size and task.block_size % 512 == 0:
             from dr_toolkit.fs.hdfs_checksum import Md5Md5Crc32c
@@ -154,6 +167,7 @@ class _Hashes:
 
     def update(self, data: bytes) -> None:
         self.crc.update(data)
+        self.sha.update(data)
         if self.hdfs is not None:
             self.hdfs.update(data)
 
@@ -162,7 +176,7 @@ class _Hashes:
 
 
 def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: str | None, n: int,
-                  digest: str, streamed: Checksum | None = None) -> _Source:
+                  digest: str, streamed: Checksum | None = None, sha: str | None = None) -> _Source:
     """The source still is the file we read (else SourceChanged); its own checksum of those bytes."""
     out = _Source(version=version)
     if ctx.src_fs.cheap_checksum:
@@ -182,7 +196,8 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
                 out.matched = c.algorithm
             out.checksum = str(c)
     else:
-        out.checksum = f"{CONTENT_ALGO}:{digest}"  # the source's checksum is the CRC32C of its bytes
+        # the source has no checksum of its own: the digest of the bytes read from it stands for it
+        out.checksum = f"{DIGEST_ALGO}:{sha}" if sha else f"{CONTENT_ALGO}:{digest}"
     if ctx.stable_source:
         if n != size:
             raise SourceChanged(f"{src}: read {n} bytes of a snapshot file of {size}")
@@ -202,12 +217,25 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
     return out
 
 
-def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Source) -> str:
+def _read_back(ctx: CopyContext, path: str, sha: str) -> str:
+    """A local target: its bytes read back and their SHA-256 compared with the SHA-256 of the
+    source bytes taken while they were read."""
+    got = ctx.tgt_fs.content_digest(path)
+    if got.value != sha:
+        raise OSError(f"verification failed: the bytes read back from {path} differ from the source bytes read "
+                      f"({DIGEST_ALGO})")
+    return f"{DIGEST_ALGO} read back = {DIGEST_ALGO} of the source bytes read"
+
+
+def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Source, sha: str | None = None) -> str:
     """Check the written file: its length, and its checksum where the target offers one
-    comparable with the streamed CRC32C or with the source's own. Returns the basis."""
+    comparable with the streamed CRC32C or with the source's own; a local target is read back
+    and compared with the SHA-256 of the source bytes read. Returns the basis."""
     t = ctx.tgt_fs.stat(path)
     if t is None or t.size != n:
         raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
+    if ctx.tgt_fs.kind == "local" and sha is not None:
+        return _read_back(ctx, path, sha)
     if not ctx.tgt_fs.cheap_checksum:
         return "length; CRC32C streamed"
     c = ctx.tgt_fs.checksum(path)
@@ -229,51 +257,43 @@ def _matched(info: _Source) -> str:
     return f"; source {info.matched} = bytes read" if info.matched else ""
 
 
-def _kernel_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, str] | None:
-    """Local to local: copy in the kernel (copy_file_range), then checksum what was written
-    (read back from the page cache — this verifies the target's bytes too). None: not possible."""
-    if not (ctx.src_fs.kind == ctx.tgt_fs.kind == "local" and hasattr(os, "copy_file_range")):
+def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, str, str] | None:
+    """Local to local: read the source (CRC32C and SHA-256 of the bytes as they are read), write
+    them, then read the written file back and compare its SHA-256 with the source's (so a
+    "verified" copy is a proven one, whatever its size). None: not local to local."""
+    if ctx.src_fs.kind != "local" or ctx.tgt_fs.kind != "local":
         return None
+    confined = getattr(ctx.tgt_fs, "confined", None)
+    if confined is not None:
+        confined(tmp)  # no symlink among its parents: nothing is written outside the target
     parent = os.path.dirname(tmp) or "/"
     if parent not in ctx.made_dirs:  # one makedirs per directory, not per file
         os.makedirs(parent, exist_ok=True)
         ctx.made_dirs.add(parent)
-    if size <= SMALL and not ctx.throttle.rate:
-        # a small file: one read, one write, the CRC32C of the bytes in memory (fewer syscalls
-        # than a kernel copy plus reading the target back)
-        with open(src, "rb", buffering=0) as fi:
-            data = fi.read(size + 1)
-        with open(tmp, "wb", buffering=0) as fo:
-            mv = memoryview(data)
-            while mv:
-                mv = mv[fo.write(mv):]
-        if ctx.on_bytes:
-            ctx.on_bytes(len(data))
-        crc = ContentHash()
-        crc.update(data)
-        return len(data), crc.hexdigest()
+    crc = ContentHash()
+    sha = hashlib.sha256()
     n = 0
-    step = CHUNK if (ctx.throttle.rate or ctx.on_bytes) else 64 * CHUNK
-    with open(src, "rb") as fi, open(tmp, "wb") as fo:
+    step = size + 1 if size <= SMALL and not ctx.throttle.rate else (CHUNK if (ctx.throttle.rate or ctx.on_bytes)
+                                                                      else 4 * CHUNK)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with open(src, "rb", buffering=0) as fi, open(fd, "wb", buffering=0) as fo:
         while True:
             if ctx.cancel.is_set():
                 raise Cancelled("the run was interrupted")
-            try:
-                k = os.copy_file_range(fi.fileno(), fo.fileno(), step)
-            except OSError:
-                if n == 0:
-                    return None  # e.g. across filesystems on an old kernel: stream instead
-                raise
-            if k == 0:
+            data = fi.read(step)
+            if not data:
                 break
-            n += k
-            ctx.throttle.take(k)
+            crc.update(data)
+            sha.update(data)
+            mv = memoryview(data)
+            while mv:
+                mv = mv[fo.write(mv):]
+            n += len(data)
+            ctx.throttle.take(len(data))
             if ctx.on_bytes:
-                ctx.on_bytes(k)
-    crc = ContentHash()
-    for c in ctx.tgt_fs.read(tmp):
-        crc.update(c)
-    return n, crc.hexdigest()
+                ctx.on_bytes(len(data))
+    _read_back(ctx, tmp, sha.hexdigest())
+    return n, crc.hexdigest(), sha.hexdigest()
 
 
 def _place(ctx: CopyContext, tmp: str, dst: str) -> None:
@@ -295,6 +315,18 @@ def _after(ctx: CopyContext, dst: str, mtime: float) -> tuple[float | None, str 
     return (t.mtime if t else None), (t.version if t else None)
 
 
+def _own_checksum(ctx: CopyContext, dst: str) -> str | None:
+    """The target's own checksum after commit, recorded where its change token is no content
+    token (HDFS: a later run checks it, since TRUNCATE + APPEND + SETTIMES keep fileId and mtime)."""
+    if ctx.tgt_fs.content_token or not ctx.tgt_fs.cheap_checksum:
+        return None
+    try:
+        c = ctx.tgt_fs.checksum(dst)
+    except (OSError, DrtError):
+        return None
+    return str(c) if c is not None else None
+
+
 def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
                version: str | None) -> Outcome:
     crc = _Hashes(ctx, task)
@@ -304,31 +336,35 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         got: list[_Source] = []
 
         def before_commit(n: int) -> None:
+            _fence(ctx)
             got.append(_check_source(ctx, src, size, mtime, version, n, crc.hexdigest(),
-                                     crc.hdfs.checksum() if crc.hdfs is not None else None))
+                                     crc.hdfs.checksum() if crc.hdfs is not None else None, sha=crc.sha.hexdigest()))
 
         n = ctx.tgt_fs.write_verified(dst, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc,
                                                    counter), before_commit, size_hint=size)
         digest = crc.hexdigest()
         verified = _verify_written(ctx, dst, n, digest, got[0]) + _matched(got[0])
         tm, tv = _after(ctx, dst, mtime)
-        return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "copy", version=version,
+        return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{crc.sha.hexdigest()}", tm, "copy",
+                       version=version,
                        schecksum=got[0].checksum, tversion=tv, open=got[0].open, verified=verified)
     tmp = tmp_name(dst, ctx.run_id)
     try:
-        fast = _kernel_copy(ctx, src, tmp, size)
-        if fast is not None:  # length and checksum were read back from the written file
-            n, digest = fast
-            info = _check_source(ctx, src, size, mtime, version, n, digest)
-            verified = "CRC32C read back from the target"
+        fast = _local_copy(ctx, src, tmp, size)
+        if fast is not None:  # the written file was read back and matched the source bytes read
+            n, digest, sha = fast
+            info = _check_source(ctx, src, size, mtime, version, n, digest, sha=sha)
+            verified = f"{DIGEST_ALGO} read back = {DIGEST_ALGO} of the source bytes read"
         else:
             n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc, counter),
                                  block_size=task.block_size if both_hdfs else None, size_hint=size)
             digest = crc.hexdigest()
+            sha = crc.sha.hexdigest()
             info = _check_source(ctx, src, size, mtime, version, n, digest,
-                                 crc.hdfs.checksum() if crc.hdfs is not None else None)
-            verified = _verify_written(ctx, tmp, n, digest, info) + _matched(info)
+                                 crc.hdfs.checksum() if crc.hdfs is not None else None, sha=sha)
+            verified = _verify_written(ctx, tmp, n, digest, info, sha) + _matched(info)
         _finish(ctx, task, tmp)
+        _fence(ctx)
         _place(ctx, tmp, dst)
     except BaseException:
         try:
@@ -337,37 +373,44 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             pass
         raise
     tm, tv = _after(ctx, dst, mtime)
-    return Outcome(task.rel, True, n, n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "copy", version=info.version,
-                   schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
+    return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "copy", version=info.version,
+                   schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
+                   tchecksum=_own_checksum(ctx, dst))
 
 
 def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
                version: str | None) -> Outcome | None:
-    """Append the source's tail when the target is a verified prefix; None when it is not."""
+    """Append the source's tail when the target is a verified prefix; None when it is not.
+
+    The prefix is proven by the SHA-256 recorded for (or read from) the target's bytes, matched
+    by the SHA-256 of the source's first ``offset`` bytes read here. A local target is appended
+    to a temporary copy of it that is read back, verified and renamed into place, so a reader or
+    a killed run only ever sees the old or the new version; WebHDFS appends in place (HDFS's own
+    append: readers see a growing file, the old version's bytes never change)."""
     t = ctx.tgt_fs.stat(dst)
     if t is None or t.size != task.offset or not task.prefix_checksum or size < task.offset:
         return None
     if not ctx.tgt_fs.supports_append:
         return None
     algo, _, want = task.prefix_checksum.rpartition(":")
-    if algo != CONTENT_ALGO:
-        return None
-    crc = ContentHash()
+    if algo != DIGEST_ALGO:
+        return None  # a 32-bit CRC is no proof that the prefix is the same: copied whole
+    h = _Hashes(ctx, task)
     reader = ctx.src_fs.read(src, length=size, chunk_size=CHUNK)
     left = task.offset
     pending = b""
     for c in reader:  # hash the prefix, keep what lies beyond it
         if left >= len(c):
-            crc.update(c)
+            h.update(c)
             left -= len(c)
             if left == 0:
                 break
             continue
-        crc.update(c[:left])
+        h.update(c[:left])
         pending = c[left:]
         left = 0
         break
-    if crc.hexdigest() != want:
+    if h.sha.hexdigest() != want:
         return None
 
     def tail() -> Iterator[bytes]:
@@ -376,14 +419,38 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         yield from reader
 
     counter = [0]
-    n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), crc, counter), append=True)
-    digest = crc.hexdigest()
-    info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest)
-    verified = _verify_written(ctx, dst, task.offset + n, digest, info)
-    _finish(ctx, task, dst)
+    if ctx.tgt_fs.kind == "local":
+        tmp = tmp_name(dst, ctx.run_id)
+        try:
+            def whole() -> Iterator[bytes]:
+                yield from ctx.tgt_fs.read(dst, length=task.offset)
+                yield from _stream(ctx, tail(), h, counter)
+
+            ctx.tgt_fs.write(tmp, whole())
+            n = counter[0]
+            digest, sha = h.hexdigest(), h.sha.hexdigest()
+            info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
+            verified = _verify_written(ctx, tmp, task.offset + n, digest, info, sha)
+            _finish(ctx, task, tmp)
+            _fence(ctx)
+            _place(ctx, tmp, dst)
+        except BaseException:
+            try:
+                ctx.tgt_fs.delete(tmp)
+            except Exception:  # noqa: BLE001 - clean-up is retried by the next run
+                pass
+            raise
+    else:
+        _fence(ctx)
+        n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), h, counter), append=True)
+        digest, sha = h.hexdigest(), h.sha.hexdigest()
+        info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
+        verified = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
+        _finish(ctx, task, dst)
     tm, tv = _after(ctx, dst, mtime)
-    return Outcome(task.rel, True, n, task.offset + n, mtime, f"{CONTENT_ALGO}:{digest}", tm, "append",
-                   version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified)
+    return Outcome(task.rel, True, n, task.offset + n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "append",
+                   version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
+                   tchecksum=_own_checksum(ctx, dst))
 
 
 # per file: 3 tries, 0.4 s then 0.8 s apart (the run's cancel event is the sleep: SIGTERM cuts it short)

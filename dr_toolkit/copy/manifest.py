@@ -5,9 +5,10 @@ the ledger.
 Each line: ``{"p": rel path, "s": size, "m": source mtime, "v": source change token,
 "sc": the source's own checksum when the bytes were copied ("ALGO:hex"), "c": CRC32C of the
 bytes written ("COMPOSITE-CRC32C:hex"), "tm": target mtime after commit, "tv": target change
-token, "o": 1 when the source was open for write (copied up to the length listed)}``.
+token, "o": 1 when the source was open for write (copied up to the length listed), "tc": the
+target's own checksum after commit (HDFS targets, whose fileId is no content token)}``.
 The first line is a header with the run's metadata. Entries are stored as JSON arrays,
-``[p, s, m, c, tm, v, sc, tv, o]``, up to 4096 to a line (one ``json.loads`` per line, not per
+``[p, s, m, c, tm, v, sc, tv, o, tc]`` (rows without ``tc`` are read too), up to 4096 to a line (one ``json.loads`` per line, not per
 file); lines of single ``{"p": ...}`` objects (the first format) are read too. A header with
 ``entries_from`` holds no entries: the run changed nothing and its entries are those of the
 named manifest (whose sha256 is ``entries_digest``).
@@ -40,6 +41,7 @@ class Entry(NamedTuple):
     schecksum: str | None = None  # the source's own checksum of the same bytes
     tversion: str | None = None  # the target's change token after commit
     open: bool = False  # the source was open for write: copied up to the length listed
+    tchecksum: str | None = None  # the target's own checksum after commit (where its token is no content token)
 
     def with_target(self, tmtime: float | None, tversion: str | None) -> Entry:
         return self._replace(tmtime=tmtime, tversion=tversion)
@@ -65,7 +67,7 @@ def encode(entries: Entries, header: dict[str, Any]) -> bytes:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         items = list(entries.items())
         for i in range(0, len(items), CHUNK_ENTRIES):
-            # one row per file: [p, size, mtime, checksum, tmtime, version, schecksum, tversion, open]
+            # one row per file: [p, size, mtime, checksum, tmtime, version, schecksum, tversion, open, tchecksum]
             w.write(dumps([(p, *e) for p, e in items[i:i + CHUNK_ENTRIES]]).encode() + b"\n")
         w.flush()
     return buf.getvalue()
@@ -79,7 +81,7 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
     for line in _lines(data):
         d = loads(line)
         if isinstance(d, list):
-            out.update((r[0], make(r[1:])) for r in d)
+            out.update((r[0], make(r[1:]) if len(r) == 10 else Entry(*r[1:])) for r in d)
         elif "header" in d:
             header = d["header"]
         else:

@@ -7,8 +7,8 @@ bytes, and every proof names its basis (reported per file and counted per basis)
   both, or the same ``MD5-of-xMD5-of-yCRC32C`` layout on two HDFS clusters);
 - the state recorded when the bytes were copied: the source's checksum now equals the one
   recorded beside the manifest (same algorithm, same file) and the target still holds the
-  recorded CRC32C (its own checksum, or read);
-- the content: CRC32C of both sides, read here.
+  recorded bytes (the SHA-256 of its bytes, read here, equals the recorded one);
+- the content: both sides read here and compared byte for byte (never a 32-bit CRC alone).
 - fast-forward: the target holds the base manifest exactly, and the source file's size,
   mtime *and* change token (inode+ctime, HDFS fileId, S3 ETag) are those recorded — or a
   snapshot diff says the file did not change.
@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.manifest import Entries, Entry
-from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, UnderConstruction, is_internal
+from dr_toolkit.fs.base import (
+    DIGEST_ALGO,
+    Checksum,
+    FileStatus,
+    FileSystem,
+    UnderConstruction,
+    is_internal,
+    same_bytes,
+)
 
 if TYPE_CHECKING:
     from dr_toolkit.topology import CopyOptions
@@ -68,6 +76,13 @@ class Plan:
     basis_samples: list[dict[str, str]] = field(default_factory=list)
     open_files: list[dict[str, Any]] = field(default_factory=list)
     empty_dirs: list[str] = field(default_factory=list)  # empty target directories (pruned with --delete)
+    # target entries that are not regular files (symlinks, FIFOs, sockets) to remove, (rel, what):
+    # in the way of the source's tree (always) or not the source's (--delete)
+    odd: list[tuple[str, str]] = field(default_factory=list)
+    prune_dirs: list[str] = field(default_factory=list)  # directories that held only killed runs' temp files
+    # kept files whose target attributes drifted from the source's under --preserve:
+    # (rel, permission to set or None, mtime to set or None), re-applied like DistCp -p
+    fixups: list[tuple[str, str | None, float | None]] = field(default_factory=list)
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning
@@ -111,6 +126,12 @@ def filters_of(options: CopyOptions) -> Filters:
     return Filters(options.include, options.exclude, options.append_only)
 
 
+def filters_key(options: CopyOptions) -> dict[str, list[str]]:
+    """The filters a run planned with, as recorded in its manifest's header: a snapshot-diff run
+    whose base was planned under other filters lists the source instead."""
+    return {"include": list(options.include), "exclude": list(options.exclude)}
+
+
 def _same(a: float, b: float) -> bool:
     return abs(a - b) <= MTIME_EPS
 
@@ -138,27 +159,35 @@ class Prover:
         self.src_fs, self.src_root, self.tgt_fs, self.tgt_root = src_fs, src_root, tgt_fs, tgt_root
         self.recorded = recorded or {}
 
-    def equal(self, rel: str, s: FileStatus, t: FileStatus) -> tuple[bool, str, bool, str | None, str | None]:
-        """(equal, basis, source bytes were read, source checksum, target CRC32C)."""
+    def equal(self, rel: str, s: FileStatus, t: FileStatus
+              ) -> tuple[bool, str, bool, str | None, str | None, str | None]:
+        """(equal, basis, source bytes were read, source checksum, the target's checksum: the
+        recorded algorithm's, or SHA-256 of its bytes when read, the target's own checksum)."""
         if s.size != t.size:
-            return False, "size", False, None, None
+            return False, "size", False, None, None, None
         sp, tp = self.src_fs.join(self.src_root, rel), self.tgt_fs.join(self.tgt_root, rel)
         sc = _try_checksum(self.src_fs, sp) if self.src_fs.cheap_checksum else None
         tc = _try_checksum(self.tgt_fs, tp) if self.tgt_fs.cheap_checksum else None
         if sc is not None and sc.comparable(tc):
             assert tc is not None
-            return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None
+            return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None, str(tc)
         rec = self.recorded.get(rel)
-        if rec is not None and sc is not None and rec.schecksum and rec.checksum and rec.size == s.size \
+        want = Checksum.parse(rec.checksum) if rec is not None else None
+        if rec is not None and sc is not None and want is not None and rec.schecksum and rec.size == s.size \
                 and Checksum.parse(rec.schecksum) == sc:  # the source holds the bytes recorded at copy time
-            want = Checksum.parse(rec.checksum)
-            got = tc if want is not None and want.comparable(tc) else self.tgt_fs.content_checksum(tp)
-            return got == want, f"recorded {sc.algorithm} + target CRC32C", False, str(sc), str(got)
-        # the content itself: CRC32C of both sides, read here
-        scc = sc if sc is not None and sc.layout_independent and sc.algorithm == "COMPOSITE-CRC32C" else \
-            self.src_fs.content_checksum(sp)
-        tcc = tc if tc is not None and scc.comparable(tc) else self.tgt_fs.content_checksum(tp)
-        return scc == tcc, "content CRC32C (read on both sides)", True, str(sc or scc), str(tcc)
+            # the target must still hold them: its own checksum when it answers one of the recorded
+            # algorithm (a server's, not read here), else the SHA-256 of its bytes read here; a
+            # recorded CRC32C of bytes read here proves nothing (32 bits can be forged): compared below
+            got = tc if want.comparable(tc) else \
+                self.tgt_fs.content_digest(tp) if want.algorithm == DIGEST_ALGO else None
+            if got is not None:
+                return (got == want, f"recorded {sc.algorithm} + target {want.algorithm}", False, str(sc), str(got),
+                        str(tc) if tc is not None else None)
+        # the content itself: both sides read here and compared byte for byte
+        eq, digest = same_bytes(self.src_fs.read(sp, length=s.size), self.tgt_fs.read(tp))
+        got_d = f"{DIGEST_ALGO}:{digest}" if digest else None
+        return (eq, "content (read on both sides, compared byte for byte)", True, str(sc) if sc else got_d, got_d,
+                str(tc) if tc is not None else None)
 
 
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
@@ -185,18 +214,21 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
             # kept unproven: no change token recorded, so a later --update run compares it
             return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
         if f.appendable(rel) and t.size < s.size:
+            # the target's bytes: the server's composite CRC32C, else their SHA-256 read here (the
+            # source's prefix is hashed alike while it is read, and must match)
             tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
-                tgt_fs.content_checksum(tgt_fs.join(tgt_root, rel))
-            if tc is not None and tc.algorithm == "COMPOSITE-CRC32C":
+                tgt_fs.content_digest(tgt_fs.join(tgt_root, rel))
+            if tc is not None and tc.algorithm in ("COMPOSITE-CRC32C", DIGEST_ALGO):
                 task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
                 return rel, task, None, False
         try:
-            eq, basis, read, sc, tcrc = prover.equal(rel, s, t)
+            eq, basis, read, sc, tcrc, town = prover.equal(rel, s, t)
         except UnderConstruction:
             task.reason = "open for write"
             return rel, task, None, False
         if eq:
-            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version), "=" + basis, read
+            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version, False,
+                              town if not tgt_fs.content_token else None), "=" + basis, read
         task.reason = f"differs ({basis})"
         return rel, task, None, read
 
@@ -354,7 +386,9 @@ def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str])
 
 
 def _norm(p: str | None) -> str:
-    p = (p or "").strip()
+    """A diff path relative to the snapshot root. Only slashes and ``./`` are taken off: spaces
+    are legal in HDFS names, leading and trailing ones included, and are kept exactly."""
+    p = p or ""
     while p.startswith("./"):
         p = p[2:]
     p = p.strip("/")
@@ -382,7 +416,8 @@ class _Sorted:
         return out
 
 
-def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None]
+def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None],
+               unknown: Callable[[str], bool] | None = None
                ) -> tuple[dict[str, FileStatus], dict[str, str], set[str]]:
     """The new source state from the base manifest and an HDFS snapshot diff, as DistCpSync
     reads one:
@@ -399,6 +434,12 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
     the new snapshot, or None when ``rel`` is a directory and not ``recursive``. Returns
     (state, moves new rel -> old rel, files the diff touched). Linear in the diff (plus one
     sort of the base).
+
+    **Nothing the base cannot account for is lost**: a RENAME whose source holds no file of the
+    base (a file whose copy failed, one published out of an excluded directory), or one for which
+    ``unknown(old path)`` says the base may not hold everything below it (pending files there,
+    filters that may have excluded some), is also read as a CREATE of its target: the target is
+    listed in the later snapshot and every file the state lacks is added as touched.
     """
     renames: list[tuple[str, str]] = []
     deletes: list[str] = []
@@ -426,6 +467,7 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
     state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
                                     for r, e in base.items() if r not in taken}
     origin: dict[str, str] = {}
+    relist = [t for i, (p, t) in enumerate(renames) if not staged.get(i) or (unknown is not None and unknown(p))]
     for i in sorted(staged, key=lambda i: (_depth(renames[i][1]), renames[i][1])):
         dst = renames[i][1]
         for old, suffix in staged[i]:
@@ -459,4 +501,9 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
         for r, s in fresh.items():
             state[r] = s
             changed.add(r)
+    for t in sorted(set(relist)):  # renames the base cannot account for: their targets listed
+        for r, s in (stat_tree(t, True) or {}).items():
+            if r not in state:
+                state[r] = s
+                changed.add(r)
     return state, origin, changed

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
+from dr_toolkit.copy.execute import Cancelled
 from dr_toolkit.errors import ConfigError, LeaseHeld
 from dr_toolkit.fs.base import FileSystem, tmp_name
 from dr_toolkit.fs.uri import Location, parse_uri
@@ -205,33 +206,155 @@ class StateStore:
         return sorted(posixpath.basename(s.path) for s in self.fs.list_files(d))
 
 
+def target_key(loc: Location) -> str:
+    """The real location a target names, whatever URI spelled it: a local path resolved
+    (symlinks, ``hdfs://<cluster>`` mapped to a ``local_root``), WebHDFS by its sorted NameNodes
+    and path, S3 by bucket and prefix. One writer per key at a time."""
+    if loc.kind == "local":
+        from dr_toolkit.fs.uri import real_path
+
+        return "file://" + real_path(loc.path)
+    if loc.kind == "webhdfs":
+        from urllib.parse import urlparse
+
+        nns = sorted({f"{(urlparse(n).hostname or '').lower()}:{urlparse(n).port}" for n in loc.namenodes})
+        return f"webhdfs://{','.join(nns)}{posixpath.normpath('/' + loc.path.strip('/'))}"
+    return f"{loc.kind}://{loc.bucket or ''}/{loc.path.strip('/')}"
+
+
+#: seconds a target lease lasts without renewal (renewed every third of it)
+LEASE_TTL_S = float(os.environ.get("DRT_COPY_LEASE_TTL_S") or 120.0)
+LEASE_MARGIN_S = 0.1  # of the TTL: a lease closer than this to its end is already lost
+
+
+class LeaseLost(Cancelled):
+    """This run no longer holds its target's lease (it was paused past the TTL, or another run
+    took it): it stops before its next destructive step."""
+
+
+class TargetLease:
+    """The fencing check of a run's target lease: :meth:`check` before every destructive step.
+
+    A ledger lease is held while this process renews it in time: ``valid_until`` is the time of
+    the last renewal that succeeded (taken *before* the call) plus the TTL less a margin; no
+    other run can take it before then. A renewal is attempted only while the lease is still
+    valid — a run paused past it (SIGSTOP, a long GC) never takes it back silently, even when
+    nobody else took it meanwhile, because another run may have come and gone. Without a ledger
+    the exclusion is an flock (held until the process ends): :meth:`check` always passes."""
+
+    def __init__(self, name: str, ledger: Ledger | None = None, holder: str | None = None,
+                 ttl_s: float = LEASE_TTL_S) -> None:
+        self.name, self.ledger, self.holder, self.ttl_s = name, ledger, holder, ttl_s
+        self.valid_until = float("inf") if ledger is None else 0.0
+        self.lost = False
+
+    def _valid(self, now: float) -> bool:
+        return not self.lost and now < self.valid_until
+
+    def renew(self) -> bool:
+        assert self.ledger is not None and self.holder is not None
+        t = time.time()
+        if not self._valid(t):
+            self.lost = True
+            return False
+        try:
+            ok = self.ledger.try_acquire_lease(self.name, self.holder, self.ttl_s)
+        except Exception:  # noqa: BLE001 - a missed renewal is retried; the lease runs out meanwhile
+            return True
+        if ok:
+            self.valid_until = t + self.ttl_s * (1 - LEASE_MARGIN_S)
+        else:
+            self.lost = True
+        return ok
+
+    def check(self) -> None:
+        if not self._valid(time.time()):
+            self.lost = True
+            raise LeaseLost(f"this run lost the lease {self.name!r} (paused past its {self.ttl_s:g} s, or another "
+                            "run took it): stopped before writing more")
+
+
 @contextmanager
-def target_lock(ledger: Ledger | None, state: StateStore, target: str) -> Iterator[None]:
-    """Exclude concurrent runs into one target: the ledger lease ``copy-target:<uri>`` (the
-    same lease whoever runs: `drt distcp`, a policy, the DAG), else a lock file in a local
-    state location. Raises LeaseHeld (exit 1) when another run holds it."""
-    if ledger is not None:
-        with ledger.lease(f"copy-target:{target}"):
-            yield
-        return
-    if state.loc.kind != "local":
-        yield  # no ledger and a remote state location: nothing to lock with
+def target_lock(ledger: Ledger | None, state: StateStore, target: Location) -> Iterator[TargetLease]:
+    """Exclude concurrent runs into one real target location (:func:`target_key`): the ledger
+    lease ``copy-target:<key>`` (the same lease whoever runs: `drt distcp`, a policy, the DAG),
+    renewed in the background and checked before every destructive step (:class:`TargetLease`);
+    else a lock file in a local state location. A local target is also flocked itself, so a
+    run with a ledger and one without (or with another state location) exclude each other.
+    Raises LeaseHeld (exit 1) when another run holds it."""
+    import threading
+
+    key = target_key(target)
+    with _flock_target(target, key):
+        if ledger is not None:
+            import uuid
+
+            name = f"copy-target:{key}"
+            lease = TargetLease(name, ledger, f"copy:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+            t = time.time()
+            if not ledger.try_acquire_lease(name, lease.holder, lease.ttl_s):
+                other = ledger.lease_holder(name)
+                raise LeaseHeld(f"another run holds the lease {name!r}"
+                                + (f" ({other['holder']}, until {time.ctime(other['expires_at'])})" if other else ""),
+                                hint="wait for it to finish; a killed holder loses the lease when it expires")
+            lease.valid_until = t + lease.ttl_s * (1 - LEASE_MARGIN_S)
+            stop = threading.Event()
+
+            def _renew() -> None:
+                while not stop.wait(lease.ttl_s / 3):
+                    if not lease.renew() and lease.lost:
+                        return
+
+            th = threading.Thread(target=_renew, name=f"lease-{name}", daemon=True)
+            th.start()
+            try:
+                yield lease
+            finally:
+                stop.set()
+                th.join(timeout=5)
+                ledger.release_lease(name, str(lease.holder))  # only while it is still ours (WHERE holder)
+            return
+        if state.loc.kind != "local":
+            yield TargetLease(f"copy-target:{key}")  # no ledger and a remote state location: nothing else
+            return
+        import fcntl
+
+        d = Path(state.loc.path) / "copy" / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LeaseHeld(f"another run is copying into {target.uri}", where=str(path),
+                                hint="wait for it to finish") from None
+            try:
+                yield TargetLease(f"copy-target:{key}")
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
+def _flock_target(target: Location, key: str) -> Iterator[None]:
+    """A local target's own directory flocked (created first when missing): whatever ledger or
+    state location another run uses, two runs never write one local directory at once."""
+    if target.kind != "local":
+        yield
         return
     import fcntl
 
-    d = Path(state.loc.path) / "copy" / "locks"
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / (hashlib.sha256(target.encode()).hexdigest()[:16] + ".lock")
-    with open(path, "a+") as f:
+    root = key[len("file://"):]
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise LeaseHeld(f"another run is copying into {target}", where=str(path),
+            raise LeaseHeld(f"another run is copying into {root} (the real path of {target.uri})",
                             hint="wait for it to finish") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(fd)
 
 
 def check_outside(state: Location, *others: Location) -> None:

@@ -41,6 +41,9 @@ LAYOUT_INDEPENDENT = frozenset({"MD5", "COMPOSITE-CRC32C", "COMPOSITE-CRC32"})
 #: the content checksum this toolkit computes while streaming: CRC32C of the whole content,
 #: the value HDFS answers with dfs.checksum.combine.mode=COMPOSITE_CRC (hardware-fast)
 CONTENT_ALGO = "COMPOSITE-CRC32C"
+#: the collision-resistant digest that proves two byte strings equal when this toolkit reads
+#: them (a 32-bit CRC does not: four chosen bytes give any CRC32C)
+DIGEST_ALGO = "SHA-256"
 
 
 class ContentHash:
@@ -63,6 +66,30 @@ class ContentHash:
         return Checksum(CONTENT_ALGO, self.hexdigest())
 
 
+def same_bytes(a: Iterable[bytes], b: Iterable[bytes]) -> tuple[bool, str | None]:
+    """Compare two byte streams (any chunking) byte for byte; (equal, SHA-256 hex of the bytes
+    when equal). Stops at the first difference."""
+    h = hashlib.sha256()
+    ia = (c for c in a if c)
+    ib = (c for c in b if c)
+    ba: memoryview = memoryview(b"")
+    bb: memoryview = memoryview(b"")
+    while True:
+        if not ba:
+            ba = memoryview(next(ia, b""))
+        if not bb:
+            bb = memoryview(next(ib, b""))
+        if not ba and not bb:
+            return True, h.hexdigest()
+        if not ba or not bb:
+            return False, None
+        k = min(len(ba), len(bb))
+        if ba[:k] != bb[:k]:
+            return False, None
+        h.update(ba[:k])
+        ba, bb = ba[k:], bb[k:]
+
+
 def is_internal(rel: str) -> bool:
     """True for names of the toolkit's temporary files, at any depth."""
     return rel.rstrip("/").rsplit("/", 1)[-1].startswith(TMP_PREFIX)
@@ -75,10 +102,19 @@ def run_tag(run_id: str) -> str:
 
 
 def tmp_name(path: str, run_id: str) -> str:
-    """The temporary name a file is written to before it is renamed into ``path``: short
-    (``.drt-tmp.<run tag>.<name hash>``, 34 bytes) so a 255-byte name still has one."""
+    """The temporary name a file is written to before it is renamed into ``path``:
+    ``.drt-tmp.<run tag>.<sha256 of the name>`` (82 bytes, so a 255-byte name still has one;
+    the whole digest, so two names of one directory never share a temporary name). Names that
+    are not UTF-8 (local paths carry their bytes as surrogate escapes) are hashed by their bytes."""
     d, name = posixpath.split(path)
-    return posixpath.join(d, f"{TMP_PREFIX}{run_tag(run_id)}.{hashlib.sha1(name.encode()).hexdigest()[:16]}")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+    return posixpath.join(d, f"{TMP_PREFIX}{run_tag(run_id)}.{digest}")
+
+
+def stage_name(root: str, run_id: str, i: int) -> str:
+    """Where a snapshot-diff move is staged: ``<root>/.drt-tmp.<run tag>.mv<i>``, ``i`` counting
+    the run's staged moves, so no two staged paths of a run ever share a name."""
+    return posixpath.join(root, f"{TMP_PREFIX}{run_tag(run_id)}.mv{i}") if root else f"{TMP_PREFIX}{run_tag(run_id)}.mv{i}"
 
 
 def tmp_run_tag(name: str) -> str | None:
@@ -163,6 +199,11 @@ class FileSystem:
     supports_snapshots = False
     #: True when checksum() is answered without streaming the file's bytes through this process
     cheap_checksum = False
+    #: True when FileStatus.version changes whenever the bytes change, even when size and mtime
+    #: are put back (local: inode + ctime, which no call can set; S3: the ETag of a new object).
+    #: HDFS's fileId is not: TRUNCATE + APPEND keep the inode and SETTIMES restores mtime, so a
+    #: fast-forward from an HDFS listing also asks the source's own checksum
+    content_token = True
     #: True when rename() replaces an existing file in one step (no moment without the file)
     supports_atomic_replace = False
     #: True when a write becomes visible only once complete (S3 multipart): the copy engine then
@@ -225,6 +266,13 @@ class FileSystem:
         for chunk in self.read(path, length=length):
             h.update(chunk)
         return h.checksum()
+
+    def content_digest(self, path: str, length: int | None = None) -> Checksum:
+        """SHA-256 of the bytes (:data:`DIGEST_ALGO`), computed by reading them here."""
+        h = hashlib.sha256()
+        for chunk in self.read(path, length=length):
+            h.update(chunk)
+        return Checksum(DIGEST_ALGO, h.hexdigest())
 
     def read(self, path: str, offset: int = 0, length: int | None = None, chunk_size: int = CHUNK
              ) -> Iterator[bytes]:

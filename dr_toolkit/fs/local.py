@@ -23,6 +23,31 @@ class LocalFileSystem(FileSystem):
     supports_atomic_replace = True  # rename(2)
     cheap_checksum = False  # CRC32C of the content: the file is read
     settle_s = FRESH_S
+    #: the real path every write, rename and delete must stay under (set for a copy target):
+    #: no parent of a path written may be a symlink (see :meth:`confined`)
+    confine: str | None = None
+
+    def confined(self, path: str) -> None:
+        """Refuse (OSError, one line) a write, rename or delete of ``path`` that would leave
+        :attr:`confine`: ``path`` must lie under it and every existing parent must be a real
+        directory, not a symlink (a link planted in the target is never followed). The last
+        component itself is never followed: files are opened with O_NOFOLLOW, renames and
+        deletes act on a link, not on what it names."""
+        c = self.confine
+        if c is None:
+            return
+        d = os.path.dirname(path)
+        if not (d == c or d.startswith(c + "/") or c == "/"):
+            raise OSError(f"refusing to write {path}: outside the target's real path {c}")
+        if os.path.realpath(d) == d:
+            return
+        p = c
+        for part in d[len(c):].strip("/").split("/"):
+            p = os.path.join(p, part)
+            if os.path.islink(p):
+                raise OSError(f"refusing to write {path}: {p} is a symlink in the target (not followed: nothing "
+                              f"is written outside {c})")
+        raise OSError(f"refusing to write {path}: its parent resolves outside {c}")
 
     @staticmethod
     def _status(path: str, r: os.stat_result) -> FileStatus:
@@ -154,15 +179,19 @@ class LocalFileSystem(FileSystem):
 
     def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
               bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
+        self.confined(path)
         os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
         n = 0
-        with open(path, "ab" if append else "wb") as f:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+        with open(os.open(path, flags, 0o666), "ab" if append else "wb") as f:
             for c in chunks:
                 f.write(c)
                 n += len(c)
         return n
 
     def rename(self, src: str, dst: str) -> None:
+        self.confined(src)
+        self.confined(dst)
         try:
             os.replace(src, dst)  # rename(2): atomic; a file onto a directory fails with EISDIR
         except FileNotFoundError:
@@ -174,6 +203,7 @@ class LocalFileSystem(FileSystem):
             raise IsADirectoryError(f"cannot replace directory {dst} with a file") from None
 
     def delete(self, path: str, recursive: bool = False) -> bool:
+        self.confined(path)
         if os.path.isdir(path) and not os.path.islink(path):
             if recursive:
                 shutil.rmtree(path)
@@ -187,11 +217,16 @@ class LocalFileSystem(FileSystem):
             return False
 
     def mkdirs(self, path: str) -> None:
+        self.confined(os.path.join(path, "x"))
         os.makedirs(path, exist_ok=True)
 
     def set_times(self, path: str, mtime: float) -> None:
+        self.confined(path)
         ns = int(round(mtime * 1e9))
-        os.utime(path, ns=(ns, ns))
+        os.utime(path, ns=(ns, ns), follow_symlinks=False)
 
     def set_permission(self, path: str, permission: str) -> None:
+        self.confined(path)
+        if os.path.islink(path):
+            raise OSError(f"refusing to chmod {path}: a symlink")
         os.chmod(path, int(permission, 8))

@@ -81,6 +81,7 @@ class WebHdfsFileSystem(FileSystem):
     supports_snapshots = True
     cheap_checksum = True
     supports_atomic_replace = True
+    content_token = False  # fileId survives TRUNCATE + APPEND (+ SETTIMES): see FileSystem.content_token
 
     def __init__(self, namenodes: Sequence[str], *, user: str | None = None, kerberos: bool = False,
                  timeout_s: float = 30.0, credentials: Credentials | None = None) -> None:

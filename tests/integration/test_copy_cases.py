@@ -182,7 +182,8 @@ def test_distcp_takes_the_targets_lease(tmp_path: Path) -> None:
     make_tree(tmp_path / "hot/data", {"a": b"a"})
     topo = load_topology(cfg)
     ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
-    with ledger.lease("copy-target:hdfs://cold/data"), pytest.raises(LeaseHeld):
+    # the lease is keyed by the real location the URI names (here cold's local_root), not the URI string
+    with ledger.lease(f"copy-target:file://{(tmp_path / 'cold/data').resolve()}"), pytest.raises(LeaseHeld):
         distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, ledger=ledger, options=UPD)
     assert not (tmp_path / "cold/data/a").exists()
     assert distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, ledger=ledger, options=UPD).ok

@@ -6,6 +6,16 @@ earlier runs (copies that failed, runs killed half-way, a target changed behind 
 state location lost). Seeded and reproducible: the seed is in the test id; a failure names the
 step and the operations since the last run.
 
+Issue 21 added: names with leading and trailing spaces (every kind) and names that are not UTF-8
+(local sources: copied by their bytes between local trees, skipped with a reason into WebHDFS or
+S3); an exclude filter switched on and off between runs, with files staged under the excluded
+``landing/`` and published by a rename out of it; and, on local targets, entries planted behind
+our back — a symlink where the source has a directory (pointing outside the target or into the
+source), target-only symlinks, FIFOs and empty directories — and a second run through a symlink
+alias of the target while one runs (refused). After every run nothing outside the target was
+written, the source was not written, and the target holds no entry that is not a directory or a
+regular file.
+
 Matrix: local → local, local → S3 (moto), local → HDFS, HDFS with snapshots (snapshot-diff
 fast-forwards) → local, → S3 and → HDFS. HDFS is real (hadoop-client-minicluster: the source on
 the hot HA pair, the target on the cold cluster), so the snapshot diffs are the NameNode's own
@@ -16,8 +26,11 @@ fast-forward, reconcile, snapshot diff.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import random
+import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +38,12 @@ from typing import Any
 import pytest
 
 from dr_toolkit.copy import execute
+from dr_toolkit.copy import state as copy_state
 from dr_toolkit.copy.api import distcp
-from dr_toolkit.errors import DrtError
+from dr_toolkit.copy.plan import Filters
+from dr_toolkit.errors import DrtError, LeaseHeld
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
+from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import CopyOptions
 
 pytestmark = pytest.mark.integration
@@ -37,8 +53,11 @@ T0 = 1_700_000_000.0
 class Tree:
     """The source as the test believes it is (rel -> bytes), changed through the filesystem API."""
 
-    def __init__(self, fs: FileSystem, root: str, rnd: random.Random) -> None:
+    def __init__(self, fs: FileSystem, root: str, rnd: random.Random, non_utf8: bool = False,
+                 truncate: Callable[[str], None] | None = None) -> None:
         self.fs, self.root, self.rnd = fs, root, rnd
+        self.truncate = truncate  # HDFS: TRUNCATE to 0 (the NameNode's own)
+        self.non_utf8 = non_utf8  # a local source: names that are not UTF-8 too
         self.files: dict[str, bytes] = {}
         self.log: list[str] = []
         self.n = 0
@@ -69,10 +88,21 @@ class Tree:
             ds = self.dirs()
             base = self.rnd.choice(ds) if ds and self.rnd.random() < 0.6 else ""
             extra = "/".join(f"d{self.rnd.randint(0, 4)}" for _ in range(depth))
-            rel = "/".join(x for x in (base, extra, f"f{self.n}") if x)
+            rel = "/".join(x for x in (base, extra, self.leaf(f"f{self.n}")) if x)
             if rel.count("/") <= 3 and self.free(rel):
                 return rel
         raise AssertionError("no free name")
+
+    def leaf(self, name: str) -> str:
+        """Now and then a name with a leading or trailing space, or (local) one that is not UTF-8."""
+        x = self.rnd.random()
+        if x < 0.08:
+            return " " + name
+        if x < 0.16:
+            return name + " "
+        if x < 0.22 and self.non_utf8:
+            return name + "\udce9"  # the byte 0xE9 alone: Latin-1 é, not UTF-8
+        return name
 
     def data(self, n: int | None = None) -> bytes:
         return self.rnd.randbytes(self.rnd.randint(0, 20_000) if n is None else n)
@@ -182,6 +212,15 @@ class Tree:
             self.write(rel, new, st.mtime)
             self.log.append(f"rewrite {rel} (same size, same mtime)")
 
+    def op_rewrite_in_place_keeping_the_inode(self) -> None:
+        """HDFS: TRUNCATE + APPEND + SETTIMES — fileId, size and mtime all as before."""
+        cands = sorted(k for k, v in self.files.items() if v)
+        if cands and self.truncate is not None:
+            rel = self.rnd.choice(cands)
+            rewrite_in_place(self.fs, self.p(rel), self.truncate, bytes(b ^ 0xA5 for b in self.files[rel]))
+            self.files[rel] = bytes(b ^ 0xA5 for b in self.files[rel])
+            self.log.append(f"rewrite in place {rel} (truncate + append + settimes)")
+
     def op_file_to_dir(self) -> None:
         if self.files:
             f = self.rnd.choice(sorted(self.files))
@@ -196,9 +235,85 @@ class Tree:
             self.write(d, self.data())
             self.log.append(f"directory {d} becomes a file")
 
-    OPS = ["op_create", "op_create", "op_delete", "op_delete_dir", "op_rename", "op_rename_dir", "op_swap",
+    def op_stage_in_landing(self) -> None:
+        rel = f"landing/{self.leaf(f'l{self.n}')}"
+        self.n += 1
+        if self.free(rel):
+            self.write(rel, self.data())
+            self.log.append(f"stage {rel}")
+
+    def op_publish_from_landing(self) -> None:
+        staged = sorted(k for k in self.files if k.startswith("landing/"))
+        if staged:
+            a = self.rnd.choice(staged)
+            b = self.new_name()
+            if not b.startswith("landing/"):
+                self.mv(a, b)
+                self.log.append(f"publish {a} -> {b}")
+
+    OPS = ["op_rewrite_in_place_keeping_the_inode", "op_rewrite_in_place_keeping_the_inode", "op_stage_in_landing", "op_publish_from_landing", "op_create", "op_create", "op_delete", "op_delete_dir", "op_rename", "op_rename_dir", "op_swap",
            "op_cycle_dirs", "op_move_out_then_delete_dir", "op_append", "op_rewrite_same_size_same_mtime",
            "op_rewrite_same_size_same_mtime", "op_file_to_dir", "op_dir_to_file"]
+
+
+def rewrite_in_place(fs: FileSystem, path: str, truncate: Callable[[str], None], data: bytes) -> None:
+    st = fs.stat(path)
+    assert st is not None and st.size == len(data)
+    truncate(path)
+    fs.write(path, [data], append=True)
+    fs.set_times(path, st.mtime)
+    after = fs.stat(path)
+    assert after is not None and (after.version, after.size, after.mtime) == (st.version, st.size, st.mtime)
+
+
+def _truncator(cluster_dir: Any) -> Callable[[str], None]:
+    import requests
+
+    def truncate(path: str) -> None:
+        r = requests.post(f"{cluster_dir.active_url}/webhdfs/v1{path}",
+                          params={"op": "TRUNCATE", "newlength": 0, "user.name": "hdfs"}, timeout=30)
+        assert r.status_code == 200 and r.json() == {"boolean": True}, r.text
+
+    return truncate
+
+
+def _plant(tree: Tree, troot: str, outside: Path, src_root: str, rnd: random.Random) -> list[str]:
+    """Entries planted in a local target behind our back: a symlink where the source has a
+    directory (pointing outside the target, or into the source), a target-only symlink, a FIFO
+    and an empty directory."""
+    done = []
+    ds = [d for d in tree.dirs() if os.path.isdir(os.path.join(troot, d)) and not d.startswith("landing")]
+    if ds:
+        d = rnd.choice(ds)
+        shutil.rmtree(os.path.join(troot, d))
+        to = str(outside) if rnd.random() < 0.5 else os.path.join(src_root, rnd.choice(tree.dirs()))
+        os.symlink(to, os.path.join(troot, d))
+        done.append(f"symlink {d} -> {to}")
+    n = rnd.randint(0, 10**6)
+    os.symlink(src_root, os.path.join(troot, f"ln{n}"))
+    os.mkfifo(os.path.join(troot, f"fifo{n}"))
+    os.makedirs(os.path.join(troot, f"empty{n}", "sub"))
+    done.append(f"ln{n}, fifo{n}, empty{n}/sub")
+    return done
+
+
+def _odd_entries(root: str) -> list[str]:
+    """Entries under a local root that are neither directories nor regular files."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            m = os.lstat(os.path.join(dirpath, name)).st_mode
+            if not (stat.S_ISDIR(m) or stat.S_ISREG(m)):
+                out.append(os.path.join(dirpath, name))
+    return out
+
+
+def _utf8(rel: str) -> bool:
+    try:
+        rel.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _snapshot_of(fs: FileSystem, root: str) -> dict[str, bytes]:
@@ -221,6 +336,33 @@ class _Fail:
         monkeypatch.setattr(execute, "ATTEMPTS", 1)
 
 
+class _Clock:
+    """The lease's clock (``dr_toolkit.copy.state.time``): jumps past the TTL after the n-th progress
+    event, as a SIGSTOP or a long GC pause of the whole process would look to it."""
+
+    def __init__(self) -> None:
+        import time as real
+
+        self.real = real
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return self.real.time() + self.offset
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def pause_after(self, n: int) -> Callable[[str, int], None]:
+        seen = [0]
+
+        def progress(kind: str, _n: int) -> None:
+            seen[0] += 1
+            if seen[0] == n:
+                self.offset = copy_state.LEASE_TTL_S * 2
+
+        return progress
+
+
 def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
     seen = [0]
 
@@ -234,13 +376,16 @@ def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
 
 
 CASES = [("local", "local", 11), ("local", "s3", 12), ("local", "webhdfs", 13), ("webhdfs-snap", "local", 14),
-         ("webhdfs-snap", "s3", 15), ("local", "local", 16), ("webhdfs-snap", "webhdfs", 17)]
+         ("webhdfs-snap", "s3", 15), ("local", "local", 16), ("webhdfs-snap", "webhdfs", 17), ("webhdfs", "local", 18),
+         ("webhdfs", "webhdfs", 19), ("local", "local", 20)]
 
 
 @pytest.mark.parametrize("src_kind,tgt_kind,seed", CASES, ids=[f"{a}-to-{b}-seed{s}" for a, b, s in CASES])
 def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: int, tmp_path: Path,
                                           request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = random.Random(seed)
+    truncate: Callable[[str], None] | None = None
+    tgt_truncate: Callable[[str], None] | None = None
     # -- source ---------------------------------------------------------------------------------
     if src_kind == "local":
         src_uri = f"file://{tmp_path}/src"
@@ -250,6 +395,7 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         sfs, sroot = open_fs(hot.location("/src")), hot.p("/src")
         hot.allow_snapshot("/src")
         src_uri = hot.uri("/src")
+        truncate = _truncator(hot)
     # -- target ---------------------------------------------------------------------------------
     if tgt_kind == "local":
         tgt_uri = f"file://{tmp_path}/dst"
@@ -262,8 +408,15 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         cold = request.getfixturevalue("cold_dir")
         tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
         tgt_uri = cold.uri("/dst")
+        tgt_truncate = _truncator(cold)
     opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap")
-    tree = Tree(sfs, sroot, rnd)
+    tree = Tree(sfs, sroot, rnd, non_utf8=src_kind == "local", truncate=truncate)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"outside the target")
+    alias = tmp_path / "alias"
+    if tgt_kind == "local":
+        os.symlink(troot, alias)
     for _ in range(25):
         tree.op_create()
     fail = _Fail(monkeypatch)
@@ -275,8 +428,16 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         if rnd_i:
             for _ in range(rnd.randint(3, 7)):
                 getattr(tree, rnd.choice(Tree.OPS))()
+        if rnd_i and rnd.random() < 0.3:  # the filters change between runs
+            opts = opts.model_copy(update={"exclude": [] if opts.exclude else ["landing/*"]})
+            tree.log.append(f"exclude now {opts.exclude}")
         what = f"seed {seed} round {rnd_i}: {tree.log}"
-        fault = rnd.choice(["none", "none", "fail", "kill", "tamper", "lose-state"]) if rnd_i else "none"
+        faults = ["none", "none", "fail", "kill", "tamper", "lose-state", "pause"] + (
+            ["plant", "alias"] if tgt_kind == "local" else [])
+        fault = rnd.choice(faults) if rnd_i else "none"
+        if fault == "plant":
+            tree.log.extend(_plant(tree, troot, outside, sroot if src_kind == "local" else str(outside), rnd))
+            what = f"seed {seed} round {rnd_i}: {tree.log}"
         if fault == "tamper":  # the target changed behind our back: a file rewritten, one deleted
             held = sorted(tfs.relative(troot, s.path) for s in tfs.list_files(troot))
             if held:
@@ -284,6 +445,11 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                 tfs.write_bytes(tfs.join(troot, victim), b"tampered" * rnd.randint(0, 3))
                 gone = rnd.choice(held)
                 tfs.delete(tfs.join(troot, gone))
+                if tgt_truncate is not None and len(held) > 1:  # HDFS: one rewritten keeping fileId and mtime
+                    other = rnd.choice([h for h in held if h != gone])
+                    old = tfs.read_all(tfs.join(troot, other))
+                    if old:
+                        rewrite_in_place(tfs, tfs.join(troot, other), tgt_truncate, bytes(b ^ 0x3C for b in old))
         if fault == "lose-state":
             for m in state_dir.rglob("*.jsonl.gz"):
                 m.unlink()
@@ -293,24 +459,52 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             modes.add(r.mode)
             assert r.files_failed >= 1 or not (fail.victims & set(f.get("path") for f in r.failures)), what
             fail.victims = set()
+        if fault == "pause":  # a run (with a ledger lease) paused past its TTL mid-copy: it must stop
+            clock = _Clock()
+            monkeypatch.setattr(copy_state, "time", clock)
+            ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
+            try:
+                distcp(src_uri, tgt_uri, options=opts, ledger=ledger, progress=clock.pause_after(rnd.randint(1, 3)))
+            except LeaseHeld as exc:
+                assert "lost the lease" in str(exc) and clock.offset, (what, str(exc))
+            else:  # only a run that never reached the pause may finish
+                assert not clock.offset, f"a run paused past its lease went on writing: {what}"
+            monkeypatch.setattr(copy_state, "time", clock.real)
         if fault == "kill":
             with pytest.raises((KeyboardInterrupt, DrtError)):
                 distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)))
                 raise KeyboardInterrupt("the run finished before the kill")
-        r = distcp(src_uri, tgt_uri, options=opts)
+        refused: list[str] = []
+
+        def second_run(kind: str, n: int) -> None:  # a run through an alias of the target, meanwhile
+            if fault == "alias" and kind == "plan" and not refused:
+                with pytest.raises(LeaseHeld) as e:
+                    distcp(src_uri, f"file://{alias}", options=opts)
+                refused.append(str(e.value))
+
+        r = distcp(src_uri, tgt_uri, options=opts, progress=second_run)
+        assert fault != "alias" or refused or r.files_copied + r.files_deleted + r.files_renamed == 0, what
         modes.add(r.mode)
         if "snapshot diff" in r.mode_reason:
             modes.add("snapshot-diff")
         assert r.files_failed == 0, (what, r.failures)
         got = _snapshot_of(tfs, troot)
-        want = dict(tree.files)
-        assert _snapshot_of(sfs, sroot) == want, f"the test's model drifted: {what}"
-        assert sorted(got) == sorted(want), (what, r.mode, r.mode_reason, sorted(set(got) ^ set(want)))
+        assert _snapshot_of(sfs, sroot) == tree.files, f"the test's model drifted (or the source was written): {what}"
+        f = Filters(exclude=opts.exclude)
+        want = {k: v for k, v in tree.files.items() if f.wanted(k) and (tgt_kind == "local" or _utf8(k))}
+        # every wanted file, exactly; no other file at a wanted path (excluded paths: left as they are)
+        extra = sorted(k for k in got if k not in want and f.wanted(k))
+        assert not extra and not sorted(set(want) - set(got)), (what, r.mode, r.mode_reason, extra,
+                                                                 sorted(set(want) - set(got)))
         bad = [k for k in want if got[k] != want[k]]
         assert not bad, (what, r.mode, r.mode_reason, bad)
         assert not list(tfs.list_tmp(troot)), what
-        if tgt_kind == "local":  # no directory the source does not have (type changes, deletes)
+        assert sorted(os.listdir(outside)) == ["keep"] and (outside / "keep").read_bytes() == b"outside the target"
+        if tgt_kind == "local":  # no directory the source does not have (type changes, deletes), no odd entry
             dirs = {posixpath.relpath(d, troot) for d in tfs.list_dirs(troot)}
-            assert dirs <= set(tree.dirs()), (what, sorted(dirs - set(tree.dirs())))
+            # the source's directories, and parents of excluded files left on the target
+            held = set(tree.dirs()) | {"/".join(k.split("/")[:i]) for k in got for i in range(1, k.count("/") + 1)}
+            assert dirs <= held, (what, sorted(dirs - held))
+            assert not _odd_entries(troot), (what, _odd_entries(troot))
     want_modes = {"bootstrap", "fast-forward", "reconcile"} | ({"snapshot-diff"} if opts.snapshots else set())
     assert want_modes <= modes or rounds < 5, modes

@@ -213,7 +213,7 @@ def test_filters_and_internal_names() -> None:
     assert Filters().wanted(".drt/manifests/m.jsonl.gz")  # a source dir named .drt is data now
     tmp = tmp_name("/t/a/" + "n" * 255, "r1")
     assert is_internal("a/.drt-tmp.f.run1") and not is_internal("a/.drtx")
-    assert len(tmp.rsplit("/", 1)[1]) <= 40 and is_internal(tmp) and tmp_run_tag(tmp) == tmp_run_tag(
+    assert len(tmp.rsplit("/", 1)[1]) <= 82 and is_internal(tmp) and tmp_run_tag(tmp) == tmp_run_tag(
         tmp_name("/x", "r1"))
 
 
