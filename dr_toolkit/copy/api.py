@@ -551,10 +551,33 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                         moves=moves, changed=changed)
     if changed is None and not src.fs.content_token:
         _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
+    _compare_unproven(src, read_root, tgt, plan, src_files, tgt_files, held, options, recorded)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
     return plan, read_root, src_files, tgt_files
+
+
+def _compare_unproven(src: _Side, read_root: str, tgt: _Side, plan: Plan, src_files: dict[str, FileStatus],
+                      tgt_files: dict[str, FileStatus], held: mf.Entries, options: CopyOptions,
+                      recorded: mf.Entries | None) -> None:
+    """Files a run without ``--update`` kept as the target had them (recorded without a change
+    token: nothing proved them equal) are compared by content, as a reconcile would, instead of
+    being copied again: an ``--update`` after a plain run never re-copies a tree of equal files."""
+    redo = {t.rel for t in plan.copies if t.action == "copy" and t.rel in tgt_files and t.rel in held
+            and held[t.rel].version is None and held[t.rel].size == t.size}
+    if not redo:
+        return
+    sub = reconcile(src.fs, read_root, {r: src_files[r] for r in redo}, tgt.fs, tgt.root,
+                    {r: tgt_files[r] for r in redo}, options, mode=plan.mode, reason=plan.mode_reason,
+                    workers=options.workers, recorded=recorded)
+    plan.copies = [t for t in plan.copies if t.rel not in redo] + sub.copies
+    plan.keep.update(sub.keep)
+    for k, v in sub.basis.items():
+        plan.basis[k] = plan.basis.get(k, 0) + v
+    plan.basis_samples.extend(sub.basis_samples[:max(0, 50 - len(plan.basis_samples))])
+    plan.fallbacks.extend(sub.fallbacks)
+    plan.files_read.extend(sub.files_read)
 
 
 def _target_rewritten(tgt: _Side, held: mf.Entries, workers: int) -> str | None:

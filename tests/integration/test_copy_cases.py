@@ -247,3 +247,28 @@ def test_a_target_directory_emptied_behind_our_back_is_pruned_with_delete(tmp_pa
     (tmp_path / "dst/empty-kept").mkdir()
     r3 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=CopyOptions(update=True))
     assert r3.ok and (tmp_path / "dst/empty-kept").is_dir()  # without --delete nothing is removed
+
+
+def test_update_after_a_plain_run_compares_what_the_plain_run_kept_instead_of_copying_it(tmp_path: Path) -> None:
+    """`drt distcp SRC DST` keeps files the target already holds without proving them (DistCp's
+    default); a later `--update` compares those by content — it never re-copies a whole tree whose
+    files are all equal (issue 22: files_copied=4 of 4 unchanged files)."""
+    make_tree(tmp_path / "src", {"a": b"aaa", "d/b": b"bbbb", "d/c": b"c" * 5000, "e": b"eeeee"})
+    make_tree(tmp_path / "dst", {"a": b"aaa", "d/b": b"bbbb"})  # already there before the first run
+    src, dst = f"file://{tmp_path}/src", f"file://{tmp_path}/dst"
+    r1 = distcp(src, dst, options=CopyOptions(update=False))
+    assert r1.ok and r1.files_copied == 2  # d/c and e; a and d/b kept as they are
+    r2 = distcp(src, dst, options=CopyOptions(update=False))
+    assert r2.ok and r2.files_copied == 0
+    r3 = distcp(src, dst, options=CopyOptions(update=True))
+    assert r3.ok and r3.files_copied == 0, (r3.mode, r3.mode_reason, r3.basis)
+    assert r3.mode == "fast-forward"
+    # and what it compared is recorded proven: the next --update run reads nothing
+    r4 = distcp(src, dst, options=CopyOptions(update=True))
+    assert r4.ok and r4.files_copied == 0 and r4.files_read_for_planning == 0, r4.basis
+    # a kept file that differs is still found and copied
+    (tmp_path / "dst/a").write_bytes(b"AAA")
+    os.utime(tmp_path / "dst/a", (1, 1))
+    distcp(src, dst, options=CopyOptions(update=False))
+    r5 = distcp(src, dst, options=CopyOptions(update=True))
+    assert r5.ok and r5.files_copied == 1 and tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
