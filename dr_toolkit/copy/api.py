@@ -524,7 +524,7 @@ def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict
     with ThreadPoolExecutor(max(1, min(workers, len(cands)))) as pool:
         verdicts = list(pool.map(same, cands))
     n = 0
-    for rel, ok in zip(cands, verdicts):
+    for rel, ok in zip(cands, verdicts, strict=True):
         if ok:
             continue
         s = src_files[rel]

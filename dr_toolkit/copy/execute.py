@@ -300,11 +300,11 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
             ctx.throttle.take(k)
             if ctx.on_bytes:
                 ctx.on_bytes(k)
-    eq, sha = same_bytes(ctx.src_fs.read(src), ctx.tgt_fs.read(tmp))
-    if not eq or sha is None:
+    eq, got = same_bytes(ctx.src_fs.read(src), ctx.tgt_fs.read(tmp))
+    if not eq or got is None:
         raise OSError(f"verification failed: the bytes read back from {tmp} differ from the source's "
                       "(compared byte for byte)")
-    return n, "", sha
+    return n, "", got
 
 
 def _place(ctx: CopyContext, tmp: str, dst: str) -> None:

@@ -208,7 +208,7 @@ def forge_same_crc32c(data: bytes) -> bytes:
     d = bytearray(n)
     d[0:4] = e1
     d[p2:p2 + 4] = comb.to_bytes(4, "little")
-    out = bytes(a ^ b for a, b in zip(data, d))
+    out = bytes(a ^ b for a, b in zip(data, d, strict=True))
     assert out != data and google_crc32c.value(out) == google_crc32c.value(data)
     return out
 
