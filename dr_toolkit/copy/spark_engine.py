@@ -55,8 +55,10 @@ class SparkJob:
     def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
         from dr_toolkit.fs import open_fs_credentials
 
-        ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials),
-                          open_fs_credentials(self.tgt, self.tgt_credentials),
+        tfs = open_fs_credentials(self.tgt, self.tgt_credentials)
+        if tfs.kind == "local":
+            tfs.confine = self.tgt_root  # type: ignore[attr-defined]  # the target's real path (see api._resolve)
+        ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials), tfs,
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
                           stable_source=self.stable_source, live_root=self.live_root)
         for t in tasks:

@@ -290,9 +290,10 @@ def target_lock(ledger: Ledger | None, state: StateStore, target: Location) -> I
             import uuid
 
             name = f"copy-target:{key}"
-            lease = TargetLease(name, ledger, f"copy:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+            holder = f"copy:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+            lease = TargetLease(name, ledger, holder)
             t = time.time()
-            if not ledger.try_acquire_lease(name, lease.holder, lease.ttl_s):
+            if not ledger.try_acquire_lease(name, holder, lease.ttl_s):
                 other = ledger.lease_holder(name)
                 raise LeaseHeld(f"another run holds the lease {name!r}"
                                 + (f" ({other['holder']}, until {time.ctime(other['expires_at'])})" if other else ""),

@@ -435,6 +435,8 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         faults = ["none", "none", "fail", "kill", "tamper", "lose-state", "pause"] + (
             ["plant", "alias"] if tgt_kind == "local" else [])
         fault = rnd.choice(faults) if rnd_i else "none"
+        if rnd_i == rounds - 2 and "reconcile" not in modes:
+            fault = "lose-state"  # every mode at least once
         if fault == "plant":
             tree.log.extend(_plant(tree, troot, outside, sroot if src_kind == "local" else str(outside), rnd))
             what = f"seed {seed} round {rnd_i}: {tree.log}"
@@ -476,7 +478,8 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                 raise KeyboardInterrupt("the run finished before the kill")
         refused: list[str] = []
 
-        def second_run(kind: str, n: int) -> None:  # a run through an alias of the target, meanwhile
+        def second_run(kind: str, n: int, fault: str = fault, refused: list[str] = refused,
+                       opts: CopyOptions = opts) -> None:  # a run through an alias of the target, meanwhile
             if fault == "alias" and kind == "plan" and not refused:
                 with pytest.raises(LeaseHeld) as e:
                     distcp(src_uri, f"file://{alias}", options=opts)
