@@ -28,7 +28,6 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import yaml  # noqa: E402
-
 from gate_bench import produce_one_per_partition  # noqa: E402
 
 

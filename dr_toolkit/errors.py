@@ -49,6 +49,11 @@ class UnreachableError(DrtError):
     exit_code = EXIT_UNREACHABLE
 
 
+class LedgerUnreachable(UnreachableError):
+    """The ledger database cannot be opened, read or written. Every reader of the ledger stops on
+    it (a signal never turns it into a NO_GO: without the ledger there is no verdict to record)."""
+
+
 class ProblemFound(DrtError):
     """The operation ran and found a problem: differences, a NO_GO, failed files."""
 
@@ -74,6 +79,12 @@ class FencedError(DrtError):
 
 _PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EEXIST,
                           errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP})
+
+
+def why(exc: BaseException) -> str:
+    """What went wrong, in one line, for a reason shown to a person: a DrtError's message, else
+    the exception's type and text."""
+    return exc.message if isinstance(exc, DrtError) else f"{type(exc).__name__}: {exc}"
 
 
 def first_line(text: str, limit: int = 400) -> str:
@@ -119,8 +130,8 @@ def as_drt_error(exc: BaseException) -> DrtError | None:
         msg = first_line(str(orig if orig is not None else exc)) or kind
         if _named(exc, "ArgumentError", "NoSuchModuleError"):
             return ConfigError(f"bad ledger URL: {msg}", hint="check ledger.url or $DRT_LEDGER_URL")
-        return UnreachableError(f"the ledger failed: {kind}: {msg}",
-                                hint="check that the ledger database is up and readable (ledger.url)")
+        return LedgerUnreachable(f"the ledger failed: {kind}: {msg}",
+                                 hint="check that the ledger database is up and readable (ledger.url)")
     if _from(exc, "pyspark", "py4j"):
         if _named(exc, "AnalysisException", "PySparkValueError", "PySparkTypeError", "IllegalArgumentException",
                   "ParseException"):

@@ -277,7 +277,7 @@ def _proven_listing(side: _Side, skipped: Callable[[str, str], None] | None
             return files, []
         names = list(tokens)
         with ThreadPoolExecutor(min(8, max(1, len(names) // 64))) as pool:
-            now = dict(zip(names, pool.map(lambda d: fs.dir_token(fs.join(side.root, d)), names)))
+            now = dict(zip(names, pool.map(lambda d: fs.dir_token(fs.join(side.root, d)), names), strict=True))
         changed = sorted((d for d in names if now[d] != tokens[d] or not fs.token_settled(tokens[d])),
                          key=lambda d: (d.count("/") if d else -1, d))
         if not changed:

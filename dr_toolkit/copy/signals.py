@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import DrtError, LedgerUnreachable
+from dr_toolkit.errors import why as _why
 from dr_toolkit.failover.model import Signal, iso, unreadable
 
 if TYPE_CHECKING:
@@ -35,12 +36,6 @@ if TYPE_CHECKING:
     from dr_toolkit.topology import HdfsPolicy, Topology
 
 CHAIN_LIMIT = 1000  # manifests walked back from the newest to the last completed run
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, DrtError):
-        return exc.message
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
@@ -82,7 +77,7 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now:
                 done = _completed(ledger, policy.name, target_uri)
                 r = probe(topology, policy.name, target, ledger, access)
             except DrtError as exc:
-                if exc.exit_code == 3 and "ledger" in exc.message.lower():
+                if isinstance(exc, LedgerUnreachable):
                     raise
                 out.append(unreadable("hdfs", name, _why(exc)))
                 continue

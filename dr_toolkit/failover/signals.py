@@ -15,7 +15,8 @@ import time
 from typing import TYPE_CHECKING
 
 from dr_toolkit.copy.signals import hdfs_signals
-from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import DrtError, LedgerUnreachable
+from dr_toolkit.errors import why as _why
 from dr_toolkit.failover.model import COMPONENTS, Signal, SignalReader, unreadable
 from dr_toolkit.hbase.signals import hbase_signals
 from dr_toolkit.kafka.signals import kafka_signals
@@ -32,12 +33,6 @@ __all__ = ["COMPONENTS", "READERS", "Signal", "read_signals", "unreadable"]
 
 READERS: dict[str, SignalReader] = {"hdfs": hdfs_signals, "hbase": hbase_signals, "kafka": kafka_signals,
                                     "verify": verify_signals}
-
-
-def _why(exc: BaseException) -> str:
-    if isinstance(exc, DrtError):
-        return exc.message
-    return f"{type(exc).__name__}: {exc}"
 
 
 def names(topology: Topology, component: str) -> list[str]:
@@ -83,7 +78,7 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access | None = Non
         except cf.TimeoutError:
             out.extend(unreadable(c, n, f"{c} did not answer within {timeout_s:g}s") for n in names(topology, c))
         except DrtError as exc:
-            if exc.exit_code == 3 and "ledger" in exc.message:
+            if isinstance(exc, LedgerUnreachable):
                 raise  # the ledger itself is unreachable: the caller exits 3
             out.extend(unreadable(c, n, exc.message) for n in names(topology, c))
         except Exception as exc:

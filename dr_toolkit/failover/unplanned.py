@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import why as _why
 from dr_toolkit.failover.model import iso
 
 if TYPE_CHECKING:
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
     from dr_toolkit.topology import Topology
 
 ACCEPT_PHRASE = "ACCEPT DATA LOSS"
-
-
-def _why(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, DrtError) else f"{type(exc).__name__}: {exc}"
 
 
 def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from typing import Any
 
 from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, FileStatus, FileSystem, Skipped
 
-
 FRESH_S = 0.05  # a directory changed this recently may change again under the same time stamp
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import DrtError, LedgerUnreachable
+from dr_toolkit.errors import why as _why
 from dr_toolkit.failover.model import Signal, iso, unreadable
 from dr_toolkit.hbase.encoding import PeerConfig, full_table
 
@@ -38,10 +39,6 @@ if TYPE_CHECKING:
 
 PROVEN = "{peer}:proven"
 SEEN = "{peer}:last_seen"
-
-
-def _why(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, DrtError) else f"{type(exc).__name__}: {exc}"
 
 
 def hot_fs(topology: Topology, access: Access, rootdir: str) -> tuple[FileSystem, str]:
@@ -254,11 +251,11 @@ def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                 try:
                     out.append(_one(zk, topology, ledger, access, p, ep.hbase_znode_parent, now))
                 except Exception as exc:
-                    if isinstance(exc, DrtError) and exc.exit_code == 3 and "ledger" in exc.message:
+                    if isinstance(exc, LedgerUnreachable):
                         raise
                     out.append(unreadable("hbase", p.peer_id, _why(exc)))
     except Exception as exc:
-        if isinstance(exc, DrtError) and exc.exit_code == 3 and "ledger" in exc.message:
+        if isinstance(exc, LedgerUnreachable):
             raise
         why = _why(exc)
         done = {s.name for s in out}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.errors import why
 from dr_toolkit.failover.model import Signal, iso, unreadable
 from dr_toolkit.secrets import redact
 
@@ -31,7 +32,7 @@ PARALLEL = 8
 
 
 def _why(exc: BaseException) -> str:
-    return redact(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
+    return redact(why(exc))
 
 
 def topic_signal(topic: str, doc: dict[str, Any], now: float) -> Signal:

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
+from dr_toolkit.errors import ConfigError, LeaseHeld, LedgerUnreachable, UnreachableError
 from dr_toolkit.secrets import redact
 
 SCHEMA_VERSION = 2
@@ -135,8 +135,8 @@ class Ledger:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise UnreachableError(f"cannot create the ledger's directory: {exc.strerror}",
-                                       where=str(path.parent), hint="fix ledger.url or the permissions") from None
+                raise LedgerUnreachable(f"cannot create the ledger's directory: {exc.strerror}",
+                                        where=str(path.parent), hint="fix ledger.url or the permissions") from None
             parsed = parsed.set(database=str(path))
         shown = parsed.render_as_string(hide_password=True)
         try:
@@ -164,9 +164,9 @@ class Ledger:
             raise
         except SQLAlchemyError as exc:
             msg = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-            raise UnreachableError(f"the ledger cannot be opened or read: {redact(msg)}", where=shown,
-                                   hint="check ledger.url (a SQLite file that is not a database, a server "
-                                        "that refuses the login) or restore the ledger") from None
+            raise LedgerUnreachable(f"the ledger cannot be opened or read: {redact(msg)}", where=shown,
+                                    hint="check ledger.url (a SQLite file that is not a database, a server "
+                                         "that refuses the login) or restore the ledger") from None
         return ledger
 
     @property
@@ -189,11 +189,11 @@ class Ledger:
             msg = (str(exc.orig) if exc.orig is not None else str(exc)).strip()
             first = redact(msg.splitlines()[0] if msg else type(exc).__name__)
             if "could not connect" in msg or "Connection refused" in msg or "timeout expired" in msg:
-                raise UnreachableError(f"ledger database unreachable: {first}",
-                                       where=self.url, hint="start the database or fix ledger.url") from None
-            raise UnreachableError(f"the ledger cannot be read or written: {first}", where=self.url,
-                                   hint="check the database (disk, permissions, a file that is not a "
-                                        "database) or restore the ledger") from None
+                raise LedgerUnreachable(f"ledger database unreachable: {first}",
+                                        where=self.url, hint="start the database or fix ledger.url") from None
+            raise LedgerUnreachable(f"the ledger cannot be read or written: {first}", where=self.url,
+                                    hint="check the database (disk, permissions, a file that is not a "
+                                         "database) or restore the ledger") from None
 
     def migrate(self) -> int:
         """Apply sql/schema.sql (idempotent); return the schema version now recorded."""
