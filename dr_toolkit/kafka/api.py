@@ -473,6 +473,10 @@ def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, apply
     The checkpoint is the newest in the ledger, or a fresh one taken from the source cluster
     when ``source_bootstrap`` is given or the ledger has none (stored only when applying: a dry
     run writes no checkpoint rows, only its ``planned`` audit row)."""
+    if apply and topology is not None:  # never onto a promoted (or read-only) cold cluster
+        from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
+
+        assert_offsets_apply_allowed(topology, access=access)
     rows: list[dict[str, Any]] = []
     checkpoint_id = None
     if ledger is not None and not source_bootstrap:

@@ -268,6 +268,10 @@ def apply_many(topology: Topology | None, ledger: Ledger | None, remapped: dict[
     from dr_toolkit.errors import DrtError
     from dr_toolkit.kafka import api
 
+    if topology is not None:  # never onto a promoted (or read-only) cold cluster
+        from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
+
+        assert_offsets_apply_allowed(topology, access=access)
     t0 = time.monotonic()
     with api.cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
         _ = cold.admin

@@ -311,6 +311,28 @@ def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = Non
                               hint="it is no longer the active cluster; writes to it are refused")
 
 
+def assert_offsets_apply_allowed(topology: Topology, *, access: Access | None = None) -> None:
+    """For writers of consumer offsets onto the cold cluster (`drt kafka remap --apply`, the
+    runbook's apply): refuse (FencedError) once the cold cluster is the active one — its groups'
+    offsets then belong to the consumers running on it, and a remap from the old hot cluster's
+    checkpoints would move them back or forward under them — or while it is marked read-only.
+    Topologies without any ZooKeeper have no fencing state and are not checked."""
+    if topology.cold.zookeeper is None and topology.hot.zookeeper is None:
+        return
+    cold = topology.cold_name
+    with open_fence(topology, access=access) as fence:
+        active = fence.active() or {}
+        if active.get("cluster") == cold:
+            raise FencedError(f"the cold cluster {cold!r} is the active cluster (promoted at epoch "
+                              f"{active.get('epoch')} by {active.get('by')}): consumer offsets remapped from "
+                              f"{topology.hot_name!r} are not written onto it",
+                              where=f"zookeeper {fence.zk.quorum} {fence.active_path}",
+                              hint="its groups' offsets are its consumers' own now; reset one by hand if needed")
+        if fence.is_read_only(cold):
+            raise FencedError(f"cluster {cold!r} is fenced read-only: offsets are not written onto it",
+                              where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}")
+
+
 def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
                                access: Access | None = None) -> None:
     """For hot → cold writers (scheduled replication): refuse once the hot cluster is fenced.

@@ -305,3 +305,42 @@ def test_distcp_into_a_fenced_or_promoted_cluster_is_refused(tmp_path, zk_server
     with pytest.raises(FencedError, match="'cold' is the active cluster"):
         distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, fence_epoch=st.epoch)
     assert (tmp_path / "cold" / "data" / "written-on-cold.txt").exists()
+
+
+def test_offsets_are_never_applied_onto_a_promoted_cold_cluster(tmp_path, zk_server) -> None:
+    """`drt kafka remap --apply` (and the batch apply) writes consumer offsets onto cold: once cold is
+    the active cluster its groups' offsets are its consumers' own, and the apply is refused before
+    any broker is asked (the brokers here do not answer: before promotion the same command gets as
+    far as them, exit 3)."""
+    import os
+    import subprocess
+    import sys
+
+    from dr_toolkit.kafka.batch import apply_many
+    from dr_toolkit.topology import load_topology
+    from dr_toolkit.zk.fencing import open_fence
+    from tests.support.fixtures_failover import write_topology
+
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address, kafka_hot="127.0.0.1:1", kafka_cold="127.0.0.1:1",
+                          kafka=[{"name": "k", "topics": ["orders"], "groups": ["billing"]}])
+    topo = load_topology(path)
+
+    def drt(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), *args],
+                              capture_output=True, text=True, timeout=120, env=os.environ.copy())
+
+    r = drt("kafka", "remap", "--group", "billing", "--apply")
+    assert r.returncode == 3, r.stderr  # not promoted: the apply goes on and meets the dead brokers
+    with open_fence(topo) as fence:
+        st = fence.bump(fenced_cluster="hot", by="test")
+        fence.set_active("cold", epoch=st.epoch, by="test promotion")
+    r = drt("kafka", "remap", "--group", "billing", "--apply")
+    assert r.returncode == 1 and "'cold' is the active cluster" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    with pytest.raises(FencedError, match="is the active cluster"):
+        apply_many(topo, None, {"billing": [{"cold_topic": "orders", "partition": 0, "target_offset": 5,
+                                             "method": "exact"}]})
+    r = drt("kafka", "remap", "--group", "billing")  # a dry run still plans (reads only)
+    assert r.returncode != 1 or "active cluster" not in r.stderr
