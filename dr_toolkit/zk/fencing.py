@@ -297,20 +297,6 @@ def open_fence(topology: Topology, *, access: Access | None = None) -> Iterator[
         yield Fence(zk, ep.dr_root)
 
 
-def assert_writable(topology: Topology, cluster: str, *, epoch: int | None = None,
-                    access: Access | None = None) -> None:
-    """For the toolkit's writers: refuse (FencedError) to write for a fenced or read-only cluster.
-
-    ``epoch``: the epoch the writer started under; a newer one means it must stop.
-    """
-    with open_fence(topology, access=access) as fence:
-        st = fence.state() if epoch is None else fence.check_epoch(epoch)
-        if fence.is_read_only(cluster) or (st.fenced_cluster == cluster and epoch is None):
-            raise FencedError(f"cluster {cluster!r} is fenced (epoch {st.epoch}, by {st.by})",
-                              where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}",
-                              hint="it is no longer the active cluster; writes to it are refused")
-
-
 def assert_offsets_apply_allowed(topology: Topology, *, access: Access | None = None) -> None:
     """For writers of consumer offsets onto the cold cluster (`drt kafka remap --apply`, the
     runbook's apply): refuse (FencedError) once the cold cluster is the active one — its groups'

@@ -84,24 +84,24 @@ def test_promotion_and_read_only_flag_are_written_under_the_epoch(fence) -> None
     assert snap["fencing"] == {"epoch": 1, "fenced_cluster": "hot", "at": st.at, "by": "op"}
 
 
-def test_assert_writable_refuses_writers_for_the_fenced_read_only_cluster(tmp_path, zk_server) -> None:
+def test_copies_into_the_fenced_read_only_cluster_are_refused(tmp_path, zk_server) -> None:
     from dr_toolkit.topology import load_topology
-    from dr_toolkit.zk.fencing import assert_writable, open_fence
+    from dr_toolkit.zk.fencing import assert_copy_allowed, open_fence
     from tests.support.fixtures_failover import write_topology
 
     if not zk_server.running:
         zk_server.start()
     hdfs = [{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"]}]
     topo = load_topology(write_topology(tmp_path, zk=zk_server.address, hdfs=hdfs))
-    assert_writable(topo, "hot")  # nothing fenced yet
+    assert_copy_allowed(topo, "cold", "hot")  # nothing fenced yet
     with open_fence(topo) as fence:
         st = fence.bump(fenced_cluster="hot", by="op")
         fence.set_read_only("hot", True, epoch=st.epoch, by="op")
     with pytest.raises(FencedError, match="cluster 'hot' is fenced"):
-        assert_writable(topo, "hot")
-    assert_writable(topo, "cold", epoch=st.epoch)  # the cold side's writer under the current epoch
+        assert_copy_allowed(topo, "cold", "hot")
+    assert_copy_allowed(topo, "hot", "cold", epoch=st.epoch)  # the runbook's final copy, under the current epoch
     with pytest.raises(FencedError, match="stale fencing epoch 0"):
-        assert_writable(topo, "cold", epoch=0)
+        assert_copy_allowed(topo, "hot", "cold", epoch=0)
 
 
 def test_scheduled_replication_refused_once_hot_is_fenced(tmp_path, zk_server) -> None:
