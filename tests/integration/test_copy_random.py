@@ -440,7 +440,7 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             ["plant", "alias"] if tgt_kind == "local" else [])
         fault = rnd.choice(faults) if rnd_i else "none"
         if rnd_i == rounds - 2 and "reconcile" not in modes:
-            fault = "lose-state"  # every mode at least once
+            fault = "tamper"  # every mode at least once (a target changed behind our back: reconcile)
         if fault == "plant":
             tree.log.extend(_plant(tree, troot, outside, sroot if src_kind == "local" else str(outside), rnd))
             what = f"seed {seed} round {rnd_i}: {tree.log}"
