@@ -559,7 +559,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                          reason=broken, workers=options.workers, recorded=recorded), read_root, src_files, tgt_all
     plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
                         moves=moves, changed=changed)
-    if not src.fs.content_token:  # listing or snapshot diff alike: neither sees an in-place rewrite
+    if changed is None and not src.fs.content_token:  # a listing: the token alone proves nothing
         _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
     _compare_unproven(src, read_root, tgt, plan, src_files, tgt_files, held, options, recorded)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
@@ -622,9 +622,10 @@ def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict
     the fileId, ``SETTIMES`` puts mtime back): a file kept because size, mtime and token are as
     recorded is kept only when the source's own checksum (GETFILECHECKSUM: computed by the
     DataNodes from the stored CRCs, no data through this process) is still the one recorded for
-    the bytes copied; else it is copied. A snapshot diff does not see such a rewrite either (the
-    real NameNode's GETSNAPSHOTDIFF reports nothing when size and mtime come back: found by the
-    randomized test), so snapshot-diff fast-forwards confirm kept files the same way."""
+    the bytes copied; else it is copied. Snapshot-diff fast-forwards trust the NameNode's diff and
+    ask nothing per unchanged file (their point: work in proportion to the changes) — and the
+    real GETSNAPSHOTDIFF reports nothing for such a rewrite when size and mtime come back (found
+    by the randomized test): a documented limit of snapshot mode (docs/design.md)."""
     cands = [r for r in plan.keep if r in src_files and r in held]
     if not cands:
         return

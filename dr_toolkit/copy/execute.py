@@ -70,6 +70,10 @@ class Throttle:
             time.sleep(delay)
 
 
+class ReadBackMismatch(OSError):
+    """The bytes read back from the target are not the source's."""
+
+
 class Cancelled(Exception):
     """The run was asked to stop (SIGTERM): in-flight copies stop and remove their temp files."""
 
@@ -223,7 +227,7 @@ def _read_back(ctx: CopyContext, path: str, sha: str) -> str:
     source bytes taken while they were read."""
     got = ctx.tgt_fs.content_digest(path)
     if got.value != sha:
-        raise OSError(f"verification failed: the bytes read back from {path} differ from the source bytes read "
+        raise ReadBackMismatch(f"verification failed: the bytes read back from {path} differ from the source bytes read "
                       f"({DIGEST_ALGO})")
     return f"{DIGEST_ALGO} read back = {DIGEST_ALGO} of the source bytes read"
 
@@ -302,7 +306,7 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
                 ctx.on_bytes(k)
     eq, got = same_bytes(ctx.src_fs.read(src), ctx.tgt_fs.read(tmp))
     if not eq or got is None:
-        raise OSError(f"verification failed: the bytes read back from {tmp} differ from the source's "
+        raise ReadBackMismatch(f"verification failed: the bytes read back from {tmp} differ from the source's "
                       "(compared byte for byte)")
     return n, "", got
 
@@ -361,7 +365,12 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                        schecksum=got[0].checksum, tversion=tv, open=got[0].open, verified=verified)
     tmp = tmp_name(dst, ctx.run_id)
     try:
-        fast = _local_copy(ctx, src, tmp, size)
+        try:
+            fast = _local_copy(ctx, src, tmp, size)
+        except ReadBackMismatch:
+            # a source that moved while it was read says so (SourceChanged: re-copied as it is now)
+            _check_source(ctx, src, size, mtime, version, size, "")
+            raise
         if fast is not None:  # the written file was read back and matched the source bytes read
             n, digest, sha = fast
             info = _check_source(ctx, src, size, mtime, version, n, digest, sha=sha)
