@@ -224,17 +224,84 @@ def stop_servers(ctx: DemoContext) -> None:
         srv.stop()
 
 
-def prepare_workdir(workdir: Path) -> None:
-    """Wipe a previous demo's work directory (only one that a demo made)."""
-    if workdir.exists():
-        if not (workdir / ".drt-demo").exists() and any(workdir.iterdir()):
+MARKER = ".drt-demo"
+
+
+def prepare_workdir(workdir: Path) -> str:
+    """Make the work directory ready and say, in one line, what was done: a new or empty
+    directory is used; one a previous demo made (it holds the ``.drt-demo`` marker) is cleared,
+    after stopping the servers a ``drt demo --ui`` left running there; any other directory is
+    refused (exit 2) with what to delete or pass instead — nothing in it is touched."""
+    workdir = workdir.resolve()
+    if workdir.exists() and not workdir.is_dir():
+        from dr_toolkit.errors import ConfigError
+
+        raise ConfigError(f"{workdir} is a file, not a directory",
+                          hint="pass --workdir DIR with a new or empty directory "
+                               "(`make demo DEMO_ARGS='--workdir DIR'`)")
+    if workdir.exists() and any(workdir.iterdir()):
+        if not (workdir / MARKER).exists():
             from dr_toolkit.errors import ConfigError
 
-            raise ConfigError(f"{workdir} exists and was not made by `drt demo`",
-                              hint="pass --workdir with an empty or new directory")
+            raise ConfigError(f"{workdir} exists and was not made by `drt demo` (no {MARKER} file in it)",
+                              hint=f"delete it (rm -r {workdir}) if it is yours to lose, or pass another "
+                                   "directory: drt demo --workdir DIR (make demo DEMO_ARGS='--workdir DIR')")
+        stopped = stop_left_running(workdir)
         shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    (workdir / ".drt-demo").write_text("made by drt demo; wiped at the next run\n")
+        what = (f"cleared the previous demo's directory {workdir}"
+                + (f" (stopped the {stopped} server(s) it left running)" if stopped else "")
+                + f" — made by drt demo ({MARKER})")
+    elif workdir.exists():
+        what = f"using the empty directory {workdir}"
+    else:
+        what = f"created {workdir}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by drt demo; cleared at the next run\n")
+    return what
+
+
+def stop_left_running(workdir: Path) -> int:
+    """Stop the processes a previous ``drt demo --ui`` left running (``running.json``): each one
+    by its process group, only if that process still runs the command recorded for it."""
+    path = workdir / "running.json"
+    if not path.is_file():
+        return 0
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    n = 0
+    for e in entries:
+        pid = int(e.get("pid", 0))
+        if pid <= 1 or not _same_process(pid, str(e.get("cmdline", ""))):
+            continue
+        try:
+            os.killpg(pid, signal.SIGCONT)
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            continue
+        n += 1
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _same_process(pid, str(e.get("cmdline", ""))):
+            time.sleep(0.2)
+        if _same_process(pid, str(e.get("cmdline", ""))):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    path.unlink(missing_ok=True)
+    return n
+
+
+def _same_process(pid: int, cmdline: str) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # a zombie: already stopped
+        return False
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip() == cmdline.strip()
 
 
 def migrate_airflow(env: dict[str, str]) -> None:
@@ -281,7 +348,7 @@ class Demo:
     def setup(self) -> None:
         ctx = self.ctx
         check_airflow_files()  # before wiping anything
-        prepare_workdir(ctx.workdir)
+        ctx.say(f"work directory: {prepare_workdir(ctx.workdir)}")
         self.logs.mkdir()
         env = airflow_env(ctx.workdir / "airflow")
         (ctx.workdir / "airflow").mkdir()
