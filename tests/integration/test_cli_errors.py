@@ -52,9 +52,15 @@ def test_garbage_ledger_is_exit_3_naming_the_file(tmp_path: Path) -> None:
         assert str(tmp_path / "ledger.db") in line and "not a database" in line
 
 
-def test_missing_ledger_directory_is_created(tmp_path: Path) -> None:
+def distcp_files(tmp_path: Path) -> tuple[str, str]:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "f.txt").write_text("x")
+    return (tmp_path / "src").as_uri(), (tmp_path / "dst").as_uri()
+
+
+def test_missing_ledger_directory_is_created_by_a_write_command(tmp_path: Path) -> None:
     cfg = topology(tmp_path / "conf" / "drt.yaml", "sqlite:///state/deep/ledger.db")
-    r = drt("--json", "status", "--config", str(cfg), cwd=tmp_path)
+    r = drt("--json", "distcp", *distcp_files(tmp_path), "--config", str(cfg), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "conf" / "state" / "deep" / "ledger.db").is_file()
 
@@ -62,8 +68,41 @@ def test_missing_ledger_directory_is_created(tmp_path: Path) -> None:
 def test_ledger_directory_that_cannot_be_made_is_exit_3(tmp_path: Path) -> None:
     (tmp_path / "state").write_text("a file where a directory should be")
     cfg = topology(tmp_path / "drt.yaml", "sqlite:///state/x/ledger.db")
-    line = one_line(drt("status", "-c", str(cfg), cwd=tmp_path), 3)
+    line = one_line(drt("distcp", *distcp_files(tmp_path), "-c", str(cfg), cwd=tmp_path), 3)
     assert "cannot create the ledger's directory" in line and str(tmp_path / "state") in line
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("command", [("status",), ("failover", "check", "--timeout", "2"),
+                                     ("kafka", "remap", "--group", "billing")])
+def test_read_commands_create_no_ledger_and_no_directory(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """The README's `drt --config examples/embedded.yaml status` (or the example copied to ./drt.yaml
+    in another directory) writes nothing anywhere: a read command answers from an empty ledger."""
+    examples = tmp_path / "checkout" / "examples"
+    examples.mkdir(parents=True)
+    text = (REPO / "examples" / "embedded.yaml").read_text()
+    for port in ("127.0.0.1:2181", "127.0.0.1:19092", "127.0.0.1:19093"):  # nothing listens: quick answers
+        text = text.replace(port, f"127.0.0.1:{free_port()}")
+    (examples / "embedded.yaml").write_text(text)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "drt.yaml").write_text(text)
+    before = tree(tmp_path)
+    for cwd, cfg in ((elsewhere, ["--config", str(examples / "embedded.yaml")]), (elsewhere, []),
+                     (tmp_path / "checkout", ["--config", "examples/embedded.yaml"])):
+        r = drt("--json", *cfg, *command, cwd=cwd, timeout=180)
+        assert r.returncode in (0, 1, 3), r.stderr  # a verdict, or the unreachable brokers: never created
+        assert tree(tmp_path) == before, sorted(tree(tmp_path) - before)
+    if command == ("status",):
+        doc = json.loads(r.stdout)
+        missing = (tmp_path / "checkout" / "embedded-data" / "ledger.db").resolve()
+        assert doc["missing"] == str(missing) and doc["ledger"] == f"sqlite:///{missing}"
+        assert doc["replication"] == [] and doc["last_check"] is None
+    if command[0] == "failover":
+        assert json.loads(r.stdout)["ledger_missing"]
 
 
 def test_relative_ledger_url_resolves_against_the_topology_file(tmp_path: Path) -> None:
@@ -74,22 +113,29 @@ def test_relative_ledger_url_resolves_against_the_topology_file(tmp_path: Path) 
     shutil.copy(REPO / "examples" / "embedded.yaml", examples / "embedded.yaml")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    expected = (tmp_path / "checkout" / "embedded-data" / "ledger.db").resolve()
+    r = drt("--config", str(examples / "embedded.yaml"), "distcp", *distcp_files(tmp_path), "--json", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
     r = drt("--config", str(examples / "embedded.yaml"), "status", "--json", cwd=elsewhere)
     assert r.returncode == 0, r.stderr
-    expected = (tmp_path / "checkout" / "demo-data" / "ledger.db").resolve()
     assert json.loads(r.stdout)["ledger"] == f"sqlite:///{expected}"
     assert expected.is_file() and list(elsewhere.iterdir()) == []
     # a relative --config path works the same way
     r = drt("--config", "../checkout/examples/embedded.yaml", "--json", "status", cwd=elsewhere)
     assert r.returncode == 0 and json.loads(r.stdout)["ledger"] == f"sqlite:///{expected}"
+    assert len(json.loads(r.stdout)["replication"]) == 1
 
 
 def test_ledger_url_from_the_environment_is_relative_to_the_current_directory(tmp_path: Path) -> None:
     cfg = topology(tmp_path / "conf" / "drt.yaml", "sqlite:///topo.db")
     work = tmp_path / "work"
     work.mkdir()
-    r = drt("--json", "-c", str(cfg), "status", cwd=work, env={"DRT_LEDGER_URL": "sqlite:///env/ledger.db"})
+    env = {"DRT_LEDGER_URL": "sqlite:///env/ledger.db"}
+    r = drt("--json", "-c", str(cfg), "distcp", *distcp_files(tmp_path), cwd=work, env=env)
     assert r.returncode == 0, r.stderr
+    r = drt("--json", "-c", str(cfg), "status", cwd=work, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ledger"] == f"sqlite:///{(work / 'env' / 'ledger.db').resolve()}"
     assert (work / "env" / "ledger.db").is_file() and not (tmp_path / "conf" / "topo.db").exists()
 
 
@@ -176,3 +222,36 @@ def test_topology_not_found_and_bad_yaml_are_exit_2(tmp_path: Path) -> None:
     assert "drt.yaml:" in line and "not valid YAML" in line
     line = one_line(drt("status", cwd=tmp_path, env={"DRT_CONFIG": str(tmp_path / "other.yaml")}), 2)
     assert "other.yaml: topology file not found" in line
+
+
+# --- the demo's work directory ----------------------------------------------------------------------------
+
+def test_make_demo_after_the_readme_examples_and_its_own_directory(tmp_path: Path) -> None:
+    """`make test` / the README's examples, then `make demo`: the demo's directory is its own. A
+    new directory is created, one a previous demo made is cleared (one line says so), a foreign one
+    is refused (exit 2) naming what to delete or pass, and nothing in it is touched."""
+    from drt_demo.demo import prepare_workdir
+
+    checkout = tmp_path / "checkout"
+    (checkout / "examples").mkdir(parents=True)
+    for name in ("embedded.yaml", "production.yaml"):
+        shutil.copy(REPO / "examples" / name, checkout / "examples" / name)
+    for cmd in (["--config", "examples/embedded.yaml", "status"],
+                ["--config", "examples/embedded.yaml", "failover", "check", "--timeout", "1"],
+                ["--config", "examples/production.yaml", "config", "validate"]):
+        drt(*cmd, cwd=checkout, timeout=180)
+    demo_data = checkout / "demo-data"
+    assert not demo_data.exists()
+    assert prepare_workdir(demo_data) == f"created {demo_data}"
+    (demo_data / "ledger.db").write_text("a previous demo's ledger")
+    said = prepare_workdir(demo_data)
+    assert said.startswith(f"cleared the previous demo's directory {demo_data}") and "\n" not in said
+    assert sorted(p.name for p in demo_data.iterdir()) == [".drt-demo"]
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    line = one_line(drt("demo", "--workdir", str(foreign), cwd=tmp_path), 2)
+    assert "not made by `drt demo`" in line and f"rm -r {foreign}" in line and "--workdir DIR" in line
+    assert "make demo DEMO_ARGS=" in line
+    assert sorted(p.name for p in foreign.iterdir()) == ["keep.txt"]
