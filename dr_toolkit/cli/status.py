@@ -103,8 +103,10 @@ def _render(s: dict[str, Any]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(ctx: typer.Context) -> None:
-        """Show what the ledger knows: the last failover check (verdict, recovery point, RPO), last copies,
-        checkpoints, verifications, failover runs. Never creates a ledger."""
+        """Show what the ledger knows: the last failover check (verdict, recovery point, RPO), copies,
+        checkpoints, verifications, failover runs.
+
+        A read command: it never creates a ledger (one that does not exist yet is shown empty)."""
         st = state(ctx)
         ledger = st.ledger(read_only=True)
         data = ledger.status()

@@ -255,3 +255,36 @@ def test_make_demo_after_the_readme_examples_and_its_own_directory(tmp_path: Pat
     assert "not made by `drt demo`" in line and f"rm -r {foreign}" in line and "--workdir DIR" in line
     assert "make demo DEMO_ARGS=" in line
     assert sorted(p.name for p in foreign.iterdir()) == ["keep.txt"]
+
+
+def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) while a command waits on a server: exit 130 (not 1, "found a problem"),
+    one line. The "server" is a real socket that accepts and never answers."""
+    import signal
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    srv.settimeout(120)
+    port = srv.getsockname()[1]
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(CLUSTERS.replace("local_root: a}", f"local_root: a, zookeeper: {{quorum: '127.0.0.1:{port}', "
+                                                      "connect_timeout_s: 300, call_timeout_s: 300}}")
+                   + "ledger: {url: 'sqlite:///l.db'}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    p = subprocess.Popen([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(cfg), "failover",
+                          "fence-status"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        conn, _ = srv.accept()  # drt is inside the command, waiting on "ZooKeeper"
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        conn.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        srv.close()
+    assert p.returncode == 130, (p.returncode, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == ["drt: error: interrupted"], err
