@@ -288,3 +288,38 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
     assert p.returncode == 130, (p.returncode, err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines == ["drt: error: interrupted"], err
+
+
+# --- drt status: the last verdict and RPO, nothing cut at 80 columns --------------------------------------
+
+def test_status_shows_the_last_verdict_and_rpo_and_cuts_nothing_at_80_columns(tmp_path: Path) -> None:
+    import time
+
+    from dr_toolkit.ledger import Ledger
+
+    cfg = topology(tmp_path / "drt.yaml", "sqlite:///ledger.db", extra="failover: {rpo_slo_s: 900}\n")
+    lg = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
+    now = time.time()
+    long_path = str(tmp_path / ("reports-" + "x" * 60) / "verify-orders-table-20261125T170432Z.html")
+    lg.add_verify_report(report_id="verify-1", source="hdfs://hot/warehouse/orders",
+                         target="hdfs://cold/warehouse/orders", name="orders-table",
+                         counters={"GOODROWS": 20000, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0,
+                                   "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0},
+                         source_rows=20000, peer_rows=20000, started_at=now - 60, finished_at=now - 50,
+                         report_path=long_path)
+    lg.add_gate_check(checked_at=now - 30, verdict="NO_GO", recovery_point=now - 30 - 1200,
+                      components={}, reasons=["kafka orders: 15 records not mirrored"], source="cli",
+                      limiting="kafka orders")
+    r = drt("status", "-c", str(cfg), cwd=tmp_path, env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert long_path in out  # whole, on one line
+    assert "last failover check: NO_GO at " in out and "by cli" in out
+    rp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 1230))
+    assert f"recovery point {rp} (limited by kafka orders), RPO 20m — SLO 15m: BREACHED" in out, out
+    assert "- kafka orders: 15 records not mirrored" in out
+    assert "…" not in out and "┃" not in out
+    doc = json.loads(drt("--json", "status", "-c", str(cfg), cwd=tmp_path).stdout)
+    c = doc["last_check"]
+    assert c["verdict"] == "NO_GO" and round(c["rpo_s"]) == 1200 and c["slo_breached"] is True
+    assert c["recovery_point_iso"] == rp and doc["missing"] is None
