@@ -323,3 +323,34 @@ def test_status_shows_the_last_verdict_and_rpo_and_cuts_nothing_at_80_columns(tm
     c = doc["last_check"]
     assert c["verdict"] == "NO_GO" and round(c["rpo_s"]) == 1200 and c["slo_breached"] is True
     assert c["recovery_point_iso"] == rp and doc["missing"] is None
+
+
+def test_demo_stop_stops_only_what_it_left_running(tmp_path: Path) -> None:
+    """`drt demo --stop` (and the next `drt demo`, clearing its directory) stops the processes a
+    `drt demo --ui` recorded in running.json — each only while it still runs the recorded command."""
+    from drt_demo.demo import MARKER, prepare_workdir
+
+    work = tmp_path / "demo"
+    work.mkdir()
+    (work / MARKER).write_text("made by drt demo\n")
+    left = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "601"], start_new_session=True)
+    try:
+        (work / "running.json").write_text(json.dumps([
+            {"name": "kafka-hot", "pid": left.pid, "cmdline": "sleep 600"},
+            {"name": "reused-pid", "pid": other.pid, "cmdline": "java -jar something-else"}]))
+        r = drt("demo", "--stop", "--workdir", str(work), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert f"stopped 1 process(es) left running in {work}" in r.stdout
+        assert left.wait(timeout=60) is not None and other.poll() is None
+        assert not (work / "running.json").exists()
+        # the next demo clears the directory after stopping what is recorded there
+        again = subprocess.Popen(["sleep", "602"], start_new_session=True)
+        (work / "running.json").write_text(json.dumps([{"name": "ui", "pid": again.pid, "cmdline": "sleep 602"}]))
+        said = prepare_workdir(work)
+        assert "stopped the 1 server(s) it left running" in said and again.wait(timeout=60) is not None
+    finally:
+        for p in (left, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
