@@ -13,6 +13,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, BaseSensorOperator
 
+from drt_airflow.links import DrPageLink
+
 TERMINAL_FAILURES = ("failed", "rejected")
 
 
@@ -56,6 +58,7 @@ class FailoverStepOperator(BaseOperator):
 
     template_fields = ("run_id",)
     ui_color = "#fde2e2"
+    operator_extra_links = (DrPageLink(),)
 
     def __init__(self, *, step: str, run_id: str, approval_task_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

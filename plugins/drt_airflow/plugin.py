@@ -270,7 +270,9 @@ def render(doc: dict[str, Any]) -> str:
     reports = "".join(
         f"<tr><td>{e(str(r['name'] or r['source']))}</td><td>{r['goodrows']}</td>"
         f"<td class='{'bad' if r['badrows'] else 'ok'}'>{r['badrows']}</td><td>{_t(r['finished_at'])}</td>"
-        f"<td>{e(str(r['report_path'] or '-'))}</td></tr>" for r in doc.get("verify_reports", [])) or \
+        + (f"<td><a href='{URL_PREFIX}/reports/{e(str(r['report_id']))}'>{e(str(r['report_path']))}</a></td></tr>"
+           if r.get("report_path") and r.get("report_id") else "<td>-</td></tr>")
+        for r in doc.get("verify_reports", [])) or \
         "<tr><td colspan='5'>no verification reports yet</td></tr>"
     fo = "".join(f"<tr><td>{e(r['run_id'])}</td><td>{e(str(r['status']))}</td>"
                  f"<td>{'execute' if r['execute'] else 'dry run'}</td><td>{e(str(r['actor']))}</td>"
@@ -313,6 +315,24 @@ fetch("{URL_PREFIX}/status.json", {{credentials: "same-origin"}}).then(r => r.js
 </script></body></html>"""
 
 
+def report_html(report_id: str) -> str | None:
+    """The HTML of the verification report ``report_id`` as the ledger records it, or None."""
+    from drt_airflow.hooks import DrtHook
+
+    path = _topology_path()
+    if not path:
+        return None
+    _topo, _access, ledger = DrtHook(config=path).get_conn()
+    for r in ledger.verify_reports(limit=1000):
+        if r.get("report_id") == report_id and r.get("report_path"):
+            try:
+                with open(r["report_path"], encoding="utf-8") as f:
+                    return f.read()
+            except OSError:
+                return None
+    return None
+
+
 def _app() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, FastAPI
@@ -330,6 +350,14 @@ def _app() -> Any:
     @app.get("/", response_class=HTMLResponse)
     async def view(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> HTMLResponse:
         return HTMLResponse(render(await run_in_threadpool(status, days, who(user))))
+
+    @app.get("/reports/{report_id}", response_class=HTMLResponse)
+    async def report(report_id: str, user: Any = Depends(get_user)) -> HTMLResponse:
+        """A verification report's HTML, by its ledger id (only files the ledger names)."""
+        text = await run_in_threadpool(report_html, report_id)
+        if text is None:
+            return HTMLResponse(f"<p>no report {html.escape(report_id)} in the ledger</p>", status_code=404)
+        return HTMLResponse(text)
 
     @app.get("/status.json")
     async def status_json(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> dict[str, Any]:
