@@ -172,12 +172,21 @@ def register(app: typer.Typer) -> None:
         append_only: Annotated[list[str] | None, typer.Option("--append-only",
                                                               help="Glob of files that only grow.")] = None,
         preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times")] = None,
+        spark_master: Annotated[str | None, typer.Option(
+            "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
+                                   "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,
     ) -> None:
         """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
         from dr_toolkit.copy.api import distcp
 
         if engine not in ("local", "spark"):
             raise UsageError(f"unknown engine {engine!r}", hint="use --engine local or --engine spark")
+        if spark_master is not None:
+            if engine != "spark":
+                raise UsageError("--spark-master needs --engine spark", hint="add --engine spark")
+            from dr_toolkit.spark.session import check_master
+
+            check_master(spark_master)
         if update and overwrite:
             raise UsageError("--update and --overwrite do not go together", hint="pick one")
         if delete and not (update or overwrite):
@@ -202,7 +211,7 @@ def register(app: typer.Typer) -> None:
         topology, ledger = _optional_topology(ctx)
         with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
             r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       progress=cb, access=st.access(), cancel=ev)
+                       progress=cb, access=st.access(), cancel=ev, spark_master=spark_master)
         emit(ctx, r.to_json(), _render)
         if r.files_failed:
             raise typer.Exit(1)

@@ -452,3 +452,12 @@ def test_every_config_problem_is_listed_and_in_json() -> None:
     assert doc["valid"] is False
     assert [(p["line"], p["field"]) for p in doc["problems"]] == [
         (9, "clusters.hot.kafka.bootstrap_server"), (8, "clusters.hot.kafka.bootstrap_servers")]
+
+
+def test_distcp_takes_spark_master_like_verify(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "distcp", "--help")
+    assert rc == 0 and "--spark-master TEXT" in out
+    rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--spark-master", "local[2]")
+    assert rc == 2 and "--spark-master needs --engine spark" in one_line(err)
+    rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--engine", "spark", "--spark-master", "bogus://x")
+    assert rc == 2 and "'bogus://x' is not a Spark master URL" in one_line(err)
