@@ -1,6 +1,11 @@
 """dr-toolkit as an Airflow provider: ``get_provider_info`` (the ``apache_airflow_provider``
 entry point of the dr-toolkit distribution). It declares the ``drt`` connection type with its
-form fields, the operators, sensors and hook, the extra links and the DR page plugin.
+form fields, the operators, sensors and hook, the extra links and the DR page plugin — all in
+``drt_airflow`` (plugins/drt_airflow in a checkout, a package of the wheel).
+
+It lives in the library, which never imports Airflow: it only returns names, so Airflow can
+always read it wherever the distribution's metadata is visible (a provider whose info cannot
+be imported breaks every Airflow command), and the classes are imported by Airflow when used.
 
 The plugin itself is registered through the ``airflow.plugins`` entry point (Airflow loads
 providers' plugins only with ``[core] lazy_discover_providers = False``)."""
