@@ -354,3 +354,20 @@ def test_demo_stop_stops_only_what_it_left_running(tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_failover_check_is_stacked_and_cuts_nothing_at_80_columns(tmp_path: Path) -> None:
+    text = (REPO / "examples" / "embedded.yaml").read_text()
+    for port in ("127.0.0.1:2181", "127.0.0.1:19092", "127.0.0.1:19093"):
+        text = text.replace(port, f"127.0.0.1:{free_port()}")
+    (tmp_path / "drt.yaml").write_text(text)
+    r = drt("failover", "check", "--timeout", "2", cwd=tmp_path, env={"COLUMNS": "80"}, timeout=180)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("verdict NO_GO  recovery point unknown (from ")
+    assert "kafka group:billing: NOT caught up, lag -" in lines
+    assert "    why: no verification report in the ledger" in lines
+    fence = [ln for ln in lines if ln.startswith("- fencing state unreadable: zookeeper 127.0.0.1:")]
+    assert fence and fence[0].endswith("— check that the quorum is up and reachable, or raise connect_timeout_s")
+    assert not any(ch in r.stdout for ch in "…┃│"), r.stdout
+    assert lines[-1].startswith(f"note: no ledger yet at {tmp_path.parent / 'embedded-data' / 'ledger.db'}")
