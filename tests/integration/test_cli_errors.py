@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -330,11 +331,18 @@ def test_demo_stop_stops_only_what_it_left_running(tmp_path: Path) -> None:
     `drt demo --ui` recorded in running.json — each only while it still runs the recorded command."""
     from drt_demo.demo import MARKER, prepare_workdir
 
+    def started(argv: list[str]) -> subprocess.Popen[bytes]:
+        """A process whose /proc cmdline is already ``argv`` (after fork, before exec, it is ours)."""
+        p = subprocess.Popen(argv, start_new_session=True)
+        while Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")[:len(argv)] != [a.encode() for a in argv]:
+            time.sleep(0.01)
+        return p
+
     work = tmp_path / "demo"
     work.mkdir()
     (work / MARKER).write_text("made by drt demo\n")
-    left = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    other = subprocess.Popen(["sleep", "601"], start_new_session=True)
+    left = started(["sleep", "600"])
+    other = started(["sleep", "601"])
     try:
         (work / "running.json").write_text(json.dumps([
             {"name": "kafka-hot", "pid": left.pid, "cmdline": "sleep 600"},
@@ -345,7 +353,7 @@ def test_demo_stop_stops_only_what_it_left_running(tmp_path: Path) -> None:
         assert left.wait(timeout=60) is not None and other.poll() is None
         assert not (work / "running.json").exists()
         # the next demo clears the directory after stopping what is recorded there
-        again = subprocess.Popen(["sleep", "602"], start_new_session=True)
+        again = started(["sleep", "602"])
         (work / "running.json").write_text(json.dumps([{"name": "ui", "pid": again.pid, "cmdline": "sleep 602"}]))
         said = prepare_workdir(work)
         assert "stopped the 1 server(s) it left running" in said and again.wait(timeout=60) is not None
