@@ -4,6 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+DEMO_ARGS ?=  # e.g. make demo DEMO_ARGS="--ui" or DEMO_ARGS="--workdir /tmp/demo"
 
 .PHONY: setup system venv hadoop-shim servers lint typecheck test demo lock clean bench spark-cluster spark-cluster-stop
 
@@ -42,7 +43,7 @@ test: setup lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 demo: setup
-	$(VENV)/bin/drt demo
+	$(VENV)/bin/drt demo $(DEMO_ARGS)
 
 bench: setup
 	@for b in benchmarks/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -61,4 +62,4 @@ lock:
 	VIRTUAL_ENV=.venv-lock uv pip freeze > constraints.txt && rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache demo-data
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache demo-data embedded-data

@@ -78,6 +78,16 @@ def dr_failover():  # type: ignore[no-untyped-def]
             op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID)
         prev >> op
         prev = op
+    @task
+    def approval_question(failover_run: str) -> str:
+        """What is approved: recovery point, RPO, limiting signal, safe times, Kafka offsets, lint."""
+        from drt_airflow.failover import approval_question as question
+
+        return question(failover_run)
+
+    question = approval_question(RUN_ID)
+    prev >> question
+    prev = question
     branch = execute_or_dry_run()
     # A plain HITL question (not ApprovalOperator, which skips everything downstream on "Reject"):
     # the answer either way reaches kafka_apply, which records it (who, when) in the audit log.
@@ -85,10 +95,8 @@ def dr_failover():  # type: ignore[no-untyped-def]
         task_id="approval",
         options=["Approve", "Reject"],
         subject="Promote the cold cluster? (failover run {{ ti.xcom_pull(task_ids='start') }})",
-        body="The gate said **GO** after fencing. Approving makes the cold cluster the active one. "
-             "Reason: {{ params.reason }}. Metadata lint: "
-             "{{ ti.xcom_pull(task_ids='metadata_lint')['message'] if ti.xcom_pull(task_ids='metadata_lint') "
-             "else 'not run' }}",
+        body="{{ ti.xcom_pull(task_ids='approval_question') }}\n\nApproving makes the cold cluster the "
+             "active one.",
         response_timeout=timedelta(hours=12),
     )
     report = FailoverStepOperator(task_id=str(Step.REPORT), step=str(Step.REPORT), run_id=RUN_ID,

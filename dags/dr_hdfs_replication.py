@@ -55,7 +55,9 @@ def dr_hdfs_replication():  # type: ignore[no-untyped-def]
     def report(results: list[dict]) -> dict:  # type: ignore[type-arg]
         from drt_airflow.hdfs import summarize
 
-        return summarize(list(results))
+        # by index up to its length: iterating the lazy XCom sequence asks for one past the end
+        # and Airflow logs that 404 as an error ("XCom not found") in the task log
+        return summarize([results[i] for i in range(len(results))])
 
     replicate = HdfsReplicationOperator.partial(
         task_id="replicate", engine="{{ params.engine }}", dry_run="{{ params.dry_run }}",

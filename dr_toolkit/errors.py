@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_PROBLEM = 1  # the operation ran and found a problem (differences, NO_GO, failed files)
 EXIT_USAGE = 2  # usage or configuration error
 EXIT_UNREACHABLE = 3  # a dependency is unreachable
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (SIGINT); 143 when stopped by SIGTERM
 
 
 class DrtError(Exception):
@@ -37,6 +38,9 @@ class ConfigError(DrtError):
     """The topology file, a URI or an option is wrong. Nothing was changed."""
 
     exit_code = EXIT_USAGE
+    #: every problem found (file, line, field, problem, hint) when there were several, e.g. an
+    #: invalid topology; `drt config validate --json` prints them
+    problems: list[dict[str, object]] | None = None
 
 
 class UsageError(ConfigError):
@@ -175,3 +179,13 @@ def as_drt_error(exc: BaseException) -> DrtError | None:
             return ConfigError(what, where=where, hint="check the path and its permissions")
         return UnreachableError(what, where=where, hint="check the disk or device (space, I/O errors)")
     return None
+
+
+class Interrupted(DrtError):
+    """The run was stopped by Ctrl-C (exit 130) or SIGTERM (exit 143) — not "a problem found"."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, what: str, *, signum: int = 2, where: str | None = None, hint: str | None = None) -> None:
+        super().__init__(what, where=where, hint=hint)
+        self.exit_code = 128 + signum

@@ -405,27 +405,39 @@ def parse_topology(text: str, source: str = "<string>") -> Topology:
         topo = Topology.model_validate({**data, "source_file": source})
     except ValidationError as exc:
         # A mistyped field shows up as "unknown field" plus "missing field": name the typo first.
+        # Every problem is listed (one line: the first with its hint, then "also: ..."), and kept
+        # on the error (`problems`) for `drt config validate --json`.
         errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-        err = errors[0]
-        loc = tuple(err["loc"])
-        # pydantic appends the model name for unions; keep the longest prefix we know a line for.
-        known = loc
-        while known and known not in lines:
-            known = known[:-1]
-        line_no = lines.get(known, 1)
-        if err["type"] == "extra_forbidden":
-            what = f"unknown field {_dotted(loc)}"
-            hint = "check the spelling; see examples/embedded.yaml for every field"
-        elif err["type"] == "missing":
-            what = f"missing field {_dotted(loc)}"
-            hint = "add it; see examples/embedded.yaml"
-        else:
-            what = f"field {_dotted(loc) if loc else '(top level)'}: {err['msg']}"
-            hint = None
-        more = len(errors) - 1
-        if more:
-            what += f" (and {more} more problem{'s' if more > 1 else ''})"
-        raise ConfigError(what, where=f"{source}:{line_no}", hint=hint) from None
+        problems: list[dict[str, Any]] = []
+        hint: str | None = None
+        for i, err in enumerate(errors):
+            loc = tuple(err["loc"])
+            # pydantic appends the model name for unions; keep the longest prefix we know a line for.
+            known = loc
+            while known and known not in lines:
+                known = known[:-1]
+            line_no = lines.get(known, 1)
+            if err["type"] == "extra_forbidden":
+                what = f"unknown field {_dotted(loc)}"
+                h: str | None = "check the spelling; see examples/embedded.yaml for every field"
+            elif err["type"] == "missing":
+                what = f"missing field {_dotted(loc)}"
+                h = "add it; see examples/embedded.yaml"
+            else:
+                what = f"field {_dotted(loc) if loc else '(top level)'}: {err['msg']}"
+                h = None
+            if i == 0:
+                hint = h
+            problems.append({"file": source, "line": line_no, "field": _dotted(loc) if loc else None,
+                             "problem": what, "hint": h})
+        first = problems[0]
+        what = first["problem"]
+        if len(problems) > 1:
+            what += f" ({len(problems)} problems; also: " + "; ".join(
+                f"line {p['line']}: {p['problem']}" for p in problems[1:]) + ")"
+        error = ConfigError(what, where=f"{source}:{first['line']}", hint=hint)
+        error.problems = problems
+        raise error from None
     return topo
 
 

@@ -13,8 +13,11 @@ verification) → hot keeps writing while MirrorMaker 2 is paused and the peer d
 failover check (NO_GO, and why) → drain (MirrorMaker 2 resumed, peer enabled, incremental copy)
 → failover check (GO) → failover run (approval given by the demo) → final report.
 
-Everything lives under the work directory (default ``./demo-data``), which is wiped at the
-start so the demo can be run again; the servers are stopped at the end, even on failure.
+Everything lives under the work directory (default ``./demo-data``): a new directory is
+created, one a previous demo made (``.drt-demo``) is cleared, any other is refused. The servers
+are stopped at the end, even on failure — unless ``ui`` (``drt demo --ui``): then they and an
+`airflow api-server` on 127.0.0.1 stay up (``running.json``; ``drt demo --stop`` stops them).
+Third-party output goes to ``<workdir>/logs/third-party.log``; every time printed is ISO UTC.
 """
 
 from __future__ import annotations
@@ -224,17 +227,84 @@ def stop_servers(ctx: DemoContext) -> None:
         srv.stop()
 
 
-def prepare_workdir(workdir: Path) -> None:
-    """Wipe a previous demo's work directory (only one that a demo made)."""
-    if workdir.exists():
-        if not (workdir / ".drt-demo").exists() and any(workdir.iterdir()):
+MARKER = ".drt-demo"
+
+
+def prepare_workdir(workdir: Path) -> str:
+    """Make the work directory ready and say, in one line, what was done: a new or empty
+    directory is used; one a previous demo made (it holds the ``.drt-demo`` marker) is cleared,
+    after stopping the servers a ``drt demo --ui`` left running there; any other directory is
+    refused (exit 2) with what to delete or pass instead — nothing in it is touched."""
+    workdir = workdir.resolve()
+    if workdir.exists() and not workdir.is_dir():
+        from dr_toolkit.errors import ConfigError
+
+        raise ConfigError(f"{workdir} is a file, not a directory",
+                          hint="pass --workdir DIR with a new or empty directory "
+                               "(`make demo DEMO_ARGS='--workdir DIR'`)")
+    if workdir.exists() and any(workdir.iterdir()):
+        if not (workdir / MARKER).exists():
             from dr_toolkit.errors import ConfigError
 
-            raise ConfigError(f"{workdir} exists and was not made by `drt demo`",
-                              hint="pass --workdir with an empty or new directory")
+            raise ConfigError(f"{workdir} exists and was not made by `drt demo` (no {MARKER} file in it)",
+                              hint=f"delete it (rm -r {workdir}) if it is yours to lose, or pass another "
+                                   "directory: drt demo --workdir DIR (make demo DEMO_ARGS='--workdir DIR')")
+        stopped = stop_left_running(workdir)
         shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    (workdir / ".drt-demo").write_text("made by drt demo; wiped at the next run\n")
+        what = (f"cleared the previous demo's directory {workdir}"
+                + (f" (stopped the {stopped} server(s) it left running)" if stopped else "")
+                + f" — made by drt demo ({MARKER})")
+    elif workdir.exists():
+        what = f"using the empty directory {workdir}"
+    else:
+        what = f"created {workdir}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by drt demo; cleared at the next run\n")
+    return what
+
+
+def stop_left_running(workdir: Path) -> int:
+    """Stop the processes a previous ``drt demo --ui`` left running (``running.json``): each one
+    by its process group, only if that process still runs the command recorded for it."""
+    path = workdir / "running.json"
+    if not path.is_file():
+        return 0
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    n = 0
+    for e in entries:
+        pid = int(e.get("pid", 0))
+        if pid <= 1 or not _same_process(pid, str(e.get("cmdline", ""))):
+            continue
+        try:
+            os.killpg(pid, signal.SIGCONT)
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            continue
+        n += 1
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _same_process(pid, str(e.get("cmdline", ""))):
+            time.sleep(0.2)
+        if _same_process(pid, str(e.get("cmdline", ""))):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    path.unlink(missing_ok=True)
+    return n
+
+
+def _same_process(pid: int, cmdline: str) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # a zombie: already stopped
+        return False
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip() == cmdline.strip()
 
 
 def migrate_airflow(env: dict[str, str]) -> None:
@@ -266,13 +336,53 @@ def run_dag_logged(dag_id: str, log_dir: Path, conf: dict[str, Any] | None = Non
     return states
 
 
+def iso_epochs(line: str) -> str:
+    """Every epoch-seconds value in a line the demo prints (``1795493141.600``) as ISO UTC."""
+    import re
+
+    def one(m: re.Match[str]) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(m.group(0))))
+
+    return re.sub(r"(?<![\w.:-])1[5-9]\d{8}(?:\.\d+)?(?![\w.:-])", one, line)
+
+
+class QuietStderr:
+    """Third-party noise (librdkafka's ``%3|...|FAIL|``, Spark's log4j banners, Python warnings)
+    goes to a log file: file descriptor 2 points there while the demo runs, so child JVMs and C
+    libraries write there too; the demo's own lines go to the terminal."""
+
+    def __init__(self) -> None:
+        self.saved: int | None = None
+        self.path: Path | None = None
+
+    def start(self, path: Path) -> None:
+        import warnings
+
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
+        self.path = path
+        warnings.simplefilter("default")  # shown once each, in the log
+
+    def stop(self) -> None:
+        if self.saved is not None:
+            sys.stderr.flush()
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+            self.saved = None
+
+
 class Demo:
     """The demo's steps; each prints one line of what it did."""
 
-    def __init__(self, workdir: Path, say: Callable[[str], None]) -> None:
-        self.ctx = DemoContext(workdir.resolve(), say)
+    def __init__(self, workdir: Path, say: Callable[[str], None], *, quiet: bool = True) -> None:
+        self.ctx = DemoContext(workdir.resolve(), lambda line: say(iso_epochs(line)))
         self.t0 = time.monotonic()
         self.logs = self.ctx.workdir / "logs"
+        self.quiet = QuietStderr() if quiet else None
+        self.keep_running = False
 
     def step(self, title: str, detail: str = "") -> None:
         self.ctx.say(f"[{elapsed(self.t0):>6}] {title}" + (f" — {detail}" if detail else ""))
@@ -281,8 +391,12 @@ class Demo:
     def setup(self) -> None:
         ctx = self.ctx
         check_airflow_files()  # before wiping anything
-        prepare_workdir(ctx.workdir)
+        ctx.say(f"work directory: {prepare_workdir(ctx.workdir)}")
         self.logs.mkdir()
+        if self.quiet is not None:
+            self.quiet.start(self.logs / "third-party.log")
+            ctx.say(f"third-party output (Kafka client, Spark, warnings) goes to {self.quiet.path}; "
+                    "-v shows it here")
         env = airflow_env(ctx.workdir / "airflow")
         (ctx.workdir / "airflow").mkdir()
         os.environ.update(env)
@@ -420,8 +534,14 @@ class Demo:
         topo = self.topology()
         results = replicate_policy(topo, "warehouse", self.ledger())
         r = results[0].to_json()
+        # a fresh checkpoint of the group, as the scheduled dr_kafka_offsets would take: the one taken
+        # before the verification ages past failover.max_lag_s on a loaded machine (verify: ~1 min)
+        from dr_toolkit.kafka import api
+
+        api.checkpoint(topo, self.ledger(), groups=[GROUP])
         self.step("drain", f"MirrorMaker 2 resumed and caught up; HBase peer enabled, cold has {rows:,} rows; "
-                           f"incremental copy ({r['mode']}) {r['files_copied']} files / {r['bytes_copied']:,} bytes")
+                           f"incremental copy ({r['mode']}) {r['files_copied']} files / {r['bytes_copied']:,} bytes; "
+                           f"a fresh checkpoint of group {GROUP}")
 
     def failover(self) -> dict[str, Any]:
         from dr_toolkit.failover.runbook import Runbook
@@ -448,7 +568,101 @@ class Demo:
         return out
 
     def close(self) -> None:
-        stop_servers(self.ctx)
+        try:
+            if not self.keep_running:
+                stop_servers(self.ctx)
+        finally:
+            if self.quiet is not None:
+                self.quiet.stop()
+
+    # -- --ui: leave everything running ------------------------------------------------------------
+    def airflow_failover_dry_run(self) -> None:
+        """`dr_failover` through Airflow (a dry run): the grid and the DR page show a real run."""
+        states = run_dag_logged("dr_failover", self.logs, {"reason": "drt demo: dry run through Airflow",
+                                                            "dry_run": True})
+        self.step("dr_failover in Airflow", f"dry run: {_states(states)}")
+
+    def leave_ui_running(self) -> dict[str, Any]:
+        """Start `airflow api-server` on 127.0.0.1 with the demo's Airflow home, DAGs, plugin and
+        DRT_CONFIG; write ``airflow.env`` (the same environment, to start it again by hand) and
+        ``running.json`` (what the next `drt demo` or `drt demo --stop` stops)."""
+        import secrets as pysecrets
+
+        from drt_servers.process import free_port
+
+        ctx = self.ctx
+        home = ctx.workdir / "airflow"
+        port = int(os.environ.get("DRT_DEMO_UI_PORT") or free_port())
+        password = pysecrets.token_urlsafe(9)
+        (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}) + "\n")
+        env = {**airflow_env(home), "DRT_CONFIG": str(ctx.topology_path),
+               "AIRFLOW__CORE__AUTH_MANAGER":
+                   "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+               "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+               "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}", "AIRFLOW__API__HOST": "127.0.0.1",
+               "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__WORKERS": "1",
+               "SPARK_LOCAL_IP": "127.0.0.1"}
+        (ctx.workdir / "airflow.env").write_text(
+            "# The demo's Airflow environment: `set -a; . demo-data/airflow.env; set +a; .venv/bin/airflow api-server`\n"
+            + "".join(f"{k}={shlex_quote(v)}\n" for k, v in sorted(env.items())))
+        api = ManagedProcess("airflow-api-server", [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1",
+                                                    "--port", str(port), "--workers", "1"],
+                             port=port, log_dir=self.logs, env=env, start_timeout=180,
+                             ready=lambda: _http_ok(f"http://127.0.0.1:{port}/api/v2/monitor/health"))
+        api.start()
+        ctx.servers.append(api)
+        self.keep_running = True
+        running = []
+        for srv in ctx.servers:
+            if srv.running and srv.proc is not None:
+                try:
+                    cmd = Path(f"/proc/{srv.proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                        errors="replace").strip()
+                except OSError:
+                    continue
+                running.append({"name": getattr(srv, "name", "server"), "pid": srv.proc.pid, "cmdline": cmd})
+        (ctx.workdir / "running.json").write_text(json.dumps(running, indent=2))
+        url = f"http://127.0.0.1:{port}"
+        self.step("UI", f"airflow api-server at {url} (login admin / {password}); the DR page: {url}/dr-toolkit/")
+        return {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
+                "running": [r["name"] for r in running], "env_file": str(ctx.workdir / "airflow.env")}
+
+
+def shlex_quote(v: str) -> str:
+    import shlex
+
+    return shlex.quote(v)
+
+
+def _http_ok(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def next_steps(workdir: Path, topology: Path | None, ui: dict[str, Any] | None) -> list[str]:
+    """What to try after the demo: commands that work as printed (from the checkout)."""
+    drt = shutil.which("drt") or f"{Path(sys.executable).parent / 'drt'}"
+    steps = [f"{drt} --config {topology} status          # what the ledger knows: verdict, RPO, runs",
+             f"{drt} --config {topology} failover check  # the gate (the demo's servers "
+             + ("still run)" if ui else "are stopped: NO_GO, each reason says why)")]
+    if ui:
+        steps += [f"open {ui['dr_page']} (login {ui['user']} / {ui['password']}) — the DR page; the DAGs at {ui['url']}",
+                  f"{drt} demo --stop --workdir {workdir}      # stop the servers and the UI"]
+    else:
+        steps += [f"{drt} demo --ui      # the same, leaving the servers and the Airflow UI running "
+                  "(make demo DEMO_ARGS=--ui)"]
+    steps.append(f"reports: {workdir / 'reports'}; DAG logs: {workdir / 'logs'}")
+    return steps
+
+
+def stop(workdir: Path) -> int:
+    """`drt demo --stop`: stop what a `drt demo --ui` left running in ``workdir``."""
+    return stop_left_running(workdir.resolve())
 
 
 def safe_times(gate: dict[str, Any]) -> dict[str, tuple[str | None, str]]:
@@ -467,9 +681,10 @@ def _states(states: dict[str, str]) -> str:
     return f"{ok}/{len(states)} tasks succeeded"
 
 
-def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    """The whole cycle; returns the summary (also written to ``<workdir>/summary.json``)."""
-    demo = Demo(workdir, say)
+def run(workdir: Path, say: Callable[[str], None], *, ui: bool = False, quiet: bool = True) -> dict[str, Any]:
+    """The whole cycle; returns the summary (also written to ``<workdir>/summary.json``). With
+    ``ui`` the servers stay up and an `airflow api-server` serves the DR page (``summary["ui"]``)."""
+    demo = Demo(workdir, say, quiet=quiet)
     try:
         demo.setup()
         demo.seed()
@@ -483,14 +698,19 @@ def run(workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
         after = demo.gate("after draining")
         if after["verdict"] != "GO":
             raise RuntimeError("the gate did not say GO after draining: " + "; ".join(after["reasons"]))
+        if ui:
+            demo.airflow_failover_dry_run()
         fo = demo.failover()
+        ui_info = demo.leave_ui_running() if ui else None
         summary = {"workdir": str(demo.ctx.workdir), "topology": str(demo.ctx.topology_path),
                    "first_check": before["verdict"], "second_check": after["verdict"],
                    "recovery_point": after["recovery_point"], "safe_times": safe_times(after),
                    "hbase_basis": next((s["basis"] for s in after["signals"] if s["component"] == "hbase"), None),
                    "failover_status": fo["status"], "run_id": fo["run_id"],
                    "servers": [srv.describe() for srv in demo.ctx.servers if srv.running],
-                   **demo.ctx.summary, "duration_s": round(time.monotonic() - demo.t0, 1)}
+                   **demo.ctx.summary, "ui": ui_info,
+                   "next_steps": next_steps(demo.ctx.workdir, demo.ctx.topology_path, ui_info),
+                   "duration_s": round(time.monotonic() - demo.t0, 1)}
         (demo.ctx.workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return summary
     finally:

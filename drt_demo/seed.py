@@ -8,7 +8,12 @@ import time
 from pathlib import Path
 
 ORDERS_ROWS = 20_000
-BASE_TS_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SEED_AGE_S = 600  # the seeded data is stamped relative to now: its newest record ten minutes old
+
+
+def seed_base_ms(rows: int = 0) -> int:
+    """Now minus ``SEED_AGE_S`` and one second per row (the oldest row first), in ms."""
+    return int((time.time() - SEED_AGE_S - rows) * 1000)
 
 
 def seed_files(hot_root: Path, *, rows: int = ORDERS_ROWS, seed: int = 7) -> dict[str, int]:
@@ -18,6 +23,7 @@ def seed_files(hot_root: Path, *, rows: int = ORDERS_ROWS, seed: int = 7) -> dic
     import pyarrow.parquet as pq
 
     rng = random.Random(seed)
+    base = seed_base_ms(rows)
     orders = hot_root / "warehouse" / "orders"
     orders.mkdir(parents=True, exist_ok=True)
     per_file = rows // 4
@@ -28,7 +34,7 @@ def seed_files(hot_root: Path, *, rows: int = ORDERS_ROWS, seed: int = 7) -> dic
             "customer": pa.array([f"c{rng.randrange(500):04d}" for _ in ids]),
             "amount": pa.array([round(rng.uniform(1, 500), 2) for _ in ids]),
             "status": pa.array([rng.choice(["new", "paid", "shipped"]) for _ in ids]),
-            "updated_at": pa.array([BASE_TS_MS + i * 1000 for i in ids], pa.timestamp("ms", tz="UTC")),
+            "updated_at": pa.array([base + i * 1000 for i in ids], pa.timestamp("ms", tz="UTC")),
         })
         pq.write_table(table, orders / f"part-{f:05d}.parquet")
     customers = hot_root / "warehouse" / "customers"
@@ -58,7 +64,7 @@ def grow_log(hot_root: Path, lines: int = 500) -> int:
 
 
 def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition: int = 60,
-               same_ts_run: int = 5, timeout_s: float = 10.0, base_ts_ms: int = BASE_TS_MS,
+               same_ts_run: int = 5, timeout_s: float = 10.0, base_ts_ms: int | None = None,
                key_prefix: str = "") -> int:
     """Produce records with explicit CreateTime timestamps, one per request; every
     ``same_ts_run`` consecutive records share a timestamp (Kafka timestamps are not unique)."""
@@ -66,6 +72,8 @@ def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition:
 
     from drt_demo.mirror import create_topics
 
+    if base_ts_ms is None:
+        base_ts_ms = seed_base_ms(records_per_partition)
     create_topics(bootstrap, topics, timeout_s)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     n = 0

@@ -76,11 +76,13 @@ class State:
             self._topology = load_topology(self.config)
         return self._topology
 
-    def ledger(self) -> Ledger:
+    def ledger(self, *, read_only: bool = False) -> Ledger:
+        """The topology's ledger. A read command (``read_only``) never creates one: a SQLite
+        ledger that does not exist yet is answered by an empty one (``Ledger.missing`` names it)."""
         if self._ledger is None:
             from dr_toolkit.ledger import open_ledger  # SQLAlchemy: only for commands that use the ledger
 
-            self._ledger = open_ledger(self.topology(), self.access())
+            self._ledger = open_ledger(self.topology(), self.access(), create=not read_only)
         return self._ledger
 
 

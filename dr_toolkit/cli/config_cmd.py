@@ -12,8 +12,19 @@ def register(app: typer.Typer) -> None:
 
     @config_app.command("validate")
     def validate(ctx: typer.Context) -> None:
-        """Validate the topology file: exit 0 when valid, 2 with file:line and field when not."""
-        topo = state(ctx).topology()
+        """Validate the topology file: exit 0 when valid, 2 with every problem (file:line and field) when not;
+        with --json the problems are also a JSON document on stdout."""
+        from dr_toolkit.errors import ConfigError
+
+        st = state(ctx)
+        try:
+            topo = st.topology()
+        except ConfigError as exc:
+            if st.json:
+                problems = exc.problems or [{"file": exc.where, "line": None, "field": None, "problem": exc.what,
+                                             "hint": exc.hint}]
+                emit(ctx, {"valid": False, "file": st.config, "problems": problems})
+            raise
         p = topo.policies
         summary = {"valid": True, "file": topo.source_file, "hot": topo.hot_name, "cold": topo.cold_name,
                    "policies": {"hdfs": len(p.hdfs), "hbase": len(p.hbase), "kafka": len(p.kafka),

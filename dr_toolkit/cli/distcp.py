@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import DrtError, UsageError
+from dr_toolkit.errors import Interrupted, UsageError
 from dr_toolkit.topology import DEFAULT_CONFIG, CopyOptions
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def _render(data: dict[str, Any]) -> None:
 @contextmanager
 def _sigterm() -> Iterator[threading.Event]:
     """SIGTERM stops the run like Ctrl-C: in-flight files are abandoned (temp files removed,
-    nothing half-visible), the ledger row says ``interrupted``, exit 1 with one line."""
+    nothing half-visible), the ledger row says ``interrupted``, one line and exit 130 (Ctrl-C)
+    or 143 (SIGTERM)."""
     import signal
 
     ev = threading.Event()
@@ -71,10 +72,11 @@ def _sigterm() -> Iterator[threading.Event]:
         old = signal.signal(signal.SIGTERM, handler)
     try:
         yield ev
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         ev.set()
-        raise DrtError("interrupted: the run stopped; files already committed stay, nothing partial is visible",
-                       hint="run it again to finish") from None
+        signum = signal.SIGTERM if str(exc) == f"signal {signal.SIGTERM}" else signal.SIGINT
+        raise Interrupted("interrupted: the run stopped; files already committed stay, nothing partial is visible",
+                          signum=int(signum), hint="run it again to finish") from None
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
@@ -118,6 +120,43 @@ def _optional_topology(ctx: typer.Context) -> tuple[Topology | None, Ledger | No
     return None, None
 
 
+# Hadoop DistCp's single-dash options -> what to type here (click would read `-update` as `-u`
+# `-p` `-d` ... and answer "No such option: -u").
+DISTCP_SPELLINGS: dict[str, str] = {
+    "-update": "is spelled --update here",
+    "-overwrite": "is spelled --overwrite here",
+    "-delete": "is spelled --delete here (with --update or --overwrite)",
+    "-m": "is --workers N here (parallel copies)",
+    "-bandwidth": "is --bandwidth-mb-s MB here (a total limit)",
+    "-p": "is --preserve perm,times here (ownership, ACLs and xattrs are not copied)",
+    "-filters": "has no file of regexes here: use --exclude GLOB (repeat) or --include GLOB",
+    "-i": "has no equivalent: every file is retried, and files that still fail are listed with exit 1",
+    "-log": "has no equivalent: every run is in the ledger (drt status) and its manifest",
+    "-strategy": "has no equivalent: --engine spark balances the work by bytes and file count",
+    "-numListstatusThreads": "has no equivalent: the listing runs on the --workers threads",
+    "-diff": "is an HDFS policy option here (snapshots: true, with drt replicate POLICY)",
+    "-rdiff": "has no equivalent: a copy never rolls the target back to a snapshot",
+    "-atomic": "is always on here: each file is written under a temporary name and renamed",
+    "-skipcrccheck": "has no equivalent: files are compared by checksum or content",
+    "-f": "has no equivalent: give the source directory (and --include GLOB)",
+    "-async": "has no equivalent: drt distcp waits for the copy",
+    "-direct": "has no equivalent: files are always renamed into place (atomic)",
+}
+
+
+def distcp_spelling(args: list[str]) -> str | None:
+    """The error for a DistCp single-dash spelling in ``args`` (before ``--``), or None."""
+    for a in args:
+        if a == "--":
+            return None
+        name = a.split("=", 1)[0]
+        key = "-p" if (name.startswith("-p") and not name.startswith("--") and name != "-p" and
+                       set(name[2:]) <= set("rbugpcaxt")) else name
+        if key in DISTCP_SPELLINGS:
+            return f"DistCp's {a} {DISTCP_SPELLINGS[key]}"
+    return None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("distcp")
     def distcp_cmd(
@@ -139,12 +178,21 @@ def register(app: typer.Typer) -> None:
         append_only: Annotated[list[str] | None, typer.Option("--append-only",
                                                               help="Glob of files that only grow.")] = None,
         preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times")] = None,
+        spark_master: Annotated[str | None, typer.Option(
+            "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
+                                   "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,
     ) -> None:
         """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
         from dr_toolkit.copy.api import distcp
 
         if engine not in ("local", "spark"):
             raise UsageError(f"unknown engine {engine!r}", hint="use --engine local or --engine spark")
+        if spark_master is not None:
+            if engine != "spark":
+                raise UsageError("--spark-master needs --engine spark", hint="add --engine spark")
+            from dr_toolkit.spark.session import check_master
+
+            check_master(spark_master)
         if update and overwrite:
             raise UsageError("--update and --overwrite do not go together", hint="pick one")
         if delete and not (update or overwrite):
@@ -169,7 +217,7 @@ def register(app: typer.Typer) -> None:
         topology, ledger = _optional_topology(ctx)
         with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
             r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       progress=cb, access=st.access(), cancel=ev)
+                       progress=cb, access=st.access(), cancel=ev, spark_master=spark_master)
         emit(ctx, r.to_json(), _render)
         if not r.ok:
             raise typer.Exit(1)

@@ -7,7 +7,6 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError
@@ -18,19 +17,30 @@ def _ago(s: float | None) -> str:
 
 
 def _render_gate(d: dict[str, Any]) -> None:
+    """Stacked: one signal per line, its safe time, basis and reason indented below — nothing is
+    cut at 80 columns (a long value wraps at the terminal, whole)."""
     colour = "green" if d["verdict"] == "GO" else "red"
-    out_console.print(f"verdict [bold {colour}]{d['verdict']}[/]  recovery point {d['recovery_point'] or 'unknown'}"
-                      + (f" (from {d['recovery_point_from']})" if d.get("recovery_point_from") else "")
-                      + (f"  (hot fenced at {d['fenced_at']})" if d.get("fenced_at") else ""))
-    t = Table()
-    for c in ("component", "name", "caught up", "lag", "safe time", "basis", "why"):
-        t.add_column(c)
+    out_console.print(f"verdict [bold {colour}]{d['verdict']}[/]", end="")
+    plain = [f"  recovery point {d['recovery_point'] or 'unknown'}"
+             + (f" (from {d['recovery_point_from']})" if d.get("recovery_point_from") else "")
+             + (f"  (hot fenced at {d['fenced_at']})" if d.get("fenced_at") else "")]
     for s in d["signals"]:
-        t.add_row(s["component"], s["name"], "yes" if s["caught_up"] else "[red]no[/]", _ago(s["lag_s"]),
-                  s.get("safe_time") or "[red]none[/]", s.get("basis") or "", s["reason"] or "")
-    out_console.print(t)
-    for r in d["reasons"]:
-        out_console.print(f"- {r}", markup=False, highlight=False)
+        plain.append(f"{s['component']} {s['name']}: " + ("caught up" if s["caught_up"] else "NOT caught up")
+                     + f", lag {_ago(s['lag_s'])}")
+        plain.append(f"    safe time {s.get('safe_time') or 'none'}")
+        if s.get("basis"):
+            plain.append(f"    basis: {s['basis']}")
+        if s.get("reason"):
+            plain.append(f"    why: {s['reason']}")
+    if d["reasons"]:
+        plain.append("reasons:")
+        plain += [f"- {r}" for r in d["reasons"]]
+    if d.get("ledger_missing"):
+        plain.append(f"note: no ledger yet at {d['ledger_missing']}: this check was not recorded (a read "
+                     "command creates no ledger)")
+    sys.stdout.flush()
+    out_console.file.flush()
+    sys.stdout.write("\n".join(plain) + "\n")
 
 
 def _render_run(d: dict[str, Any]) -> None:
@@ -63,8 +73,13 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.failover.gate import check as gate_check
 
         st = state(ctx)
-        res = gate_check(st.topology(), st.ledger(), timeout_s=timeout, access=st.access(), record="cli")
-        emit(ctx, res.to_json(), _render_gate)
+        ledger = st.ledger(read_only=True)
+        res = gate_check(st.topology(), ledger, timeout_s=timeout, access=st.access(), record="cli")
+        doc = res.to_json()
+        if ledger.missing:  # a read command creates no ledger: this check is not recorded
+            doc["ledger_missing"] = ledger.missing
+            doc["gate_check_id"] = None
+        emit(ctx, doc, _render_gate)
         if not res.go:
             raise typer.Exit(EXIT_PROBLEM)
 

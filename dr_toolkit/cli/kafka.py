@@ -36,7 +36,7 @@ def _context(ctx: typer.Context, *, need_topology: bool, need_ledger: bool = Fal
         from dr_toolkit.ledger import Ledger
 
         return None, (Ledger.open("sqlite:///drt-ledger.db") if need_ledger else None)
-    return topo, st.ledger()
+    return topo, st.ledger(read_only=not need_ledger)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,8 @@ EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2,
 # tests/unit/test_cli.py checks this table against the commands the modules really register.
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("config_cmd", "Check and show the topology file."),
-    "status": ("status", "Show what the ledger knows: last copies, checkpoints, verifications, failover runs."),
+    "status": ("status", "Show what the ledger knows: the last failover check (verdict, recovery point, RPO), "
+                         "copies, checkpoints, verifications, failover runs."),
     "distcp": ("distcp", "Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."),
     "replicate": ("distcp", "Run one HDFS policy of the topology: every target, under the policy's lease."),
     "kafka": ("kafka", "Kafka consumer offsets: checkpoint on hot, mirror lag, remap onto cold."),
@@ -170,15 +171,32 @@ def _click_error(exc: BaseException) -> int | None:
         return EXIT_OK
     if isinstance(exc, ce.UsageError):
         path = exc.ctx.command_path if exc.ctx is not None else "drt"
-        say_error(f"{exc.format_message().rstrip('.')} — see `{path} --help`")
+        say_error(f"{usage_wording(exc.format_message())} — see `{path} --help`")
         return EXIT_USAGE
     if isinstance(exc, ce.ClickException):
         say_error(exc.format_message())
         return exc.exit_code if exc.exit_code in (EXIT_PROBLEM, EXIT_USAGE, EXIT_UNREACHABLE) else EXIT_USAGE
     if isinstance(exc, typer.Abort):
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # Ctrl-C inside a command
+            say_error("interrupted")
+            return EXIT_INTERRUPTED
         say_error("aborted: nothing more was done")
         return EXIT_PROBLEM
     return None
+
+
+def usage_wording(message: str) -> str:
+    """Click's usage messages in drt's one wording: lower case, no final full stop, the
+    suggestion in parentheses — ``No such command 'chek'. Did you mean 'check'?`` becomes
+    ``no such command 'chek' (did you mean 'check'?)``, as the top level says it."""
+    import re
+
+    text = " ".join(message.split())
+    m = re.match(r"(.*?)\.? (Did you mean .*\?)$", text)
+    if m:
+        text = f"{m.group(1)} ({m.group(2)[0].lower()}{m.group(2)[1:]})"
+    text = text.rstrip(".").replace("(Possible options:", "(did you mean one of:")
+    return text[:1].lower() + text[1:]
 
 
 def _run(args: list[str]) -> int:
@@ -208,14 +226,25 @@ def _run(args: list[str]) -> int:
             say_error(f"no such command {command!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                       + " — see `drt --help`")
             return EXIT_USAGE
+    if command in ("distcp", "replicate"):
+        from dr_toolkit.cli.distcp import distcp_spelling
+
+        wrong = distcp_spelling(rest)
+        if wrong:
+            say_error(wrong + f" — see `drt {command} --help`")
+            return EXIT_USAGE
+    from dr_toolkit.cli.app import command_for
+
     try:
-        rv = app(args=args, standalone_mode=False, prog_name="drt")
+        rv = command_for(app).main(args=args, standalone_mode=False, prog_name="drt")
     except Exception as exc:  # a usage error becomes one line here; everything else in main()
         code = _click_error(exc)
         if code is not None:
             return code
         raise
     # Commands return None and end with typer.Exit(code); typer hands that code back here.
+    if rv == EXIT_INTERRUPTED:  # typer turns Ctrl-C inside a command into a silent Exit(130)
+        say_error("interrupted")
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else EXIT_OK
 
 

@@ -1,58 +1,117 @@
-"""`drt status`: what the ledger knows."""
+"""`drt status`: what the ledger knows.
+
+The readable view is stacked (one item per line, its details indented below it), never a
+table: nothing is cut at 80 columns — a long report path is printed whole. Every time is ISO
+8601 UTC with its age. The first line after the ledger is the last failover check: verdict,
+recovery point and RPO (its age), against ``failover.rpo_slo_s`` when one is set.
+"""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
 import typer
 
-from dr_toolkit.cli.common import emit, out_console, state
+from dr_toolkit.cli.common import emit, state
 
 
-def _ago(t: float | None) -> str:
-    if not t:
+def iso(t: float | None) -> str:
+    """An epoch as ISO 8601 UTC (``2026-11-25T17:04:32Z``), or ``-``."""
+    if t is None:
         return "-"
-    s = max(0, time.time() - t)
-    return f"{s:.0f}s ago" if s < 120 else (f"{s / 60:.0f}m ago" if s < 7200 else f"{s / 3600:.1f}h ago")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))
+
+
+def duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = max(0.0, float(s))
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h" if s < 172800 else f"{s / 86400:.1f}d"
+
+
+def when(t: float | None, now: float | None = None) -> str:
+    """``2026-11-25T17:04:32Z (3m ago)``."""
+    if t is None:
+        return "-"
+    now = time.time() if now is None else now
+    return f"{iso(t)} ({duration(now - float(t))} ago)"
+
+
+def last_check(ledger: Any, slo_s: float | None) -> dict[str, Any] | None:
+    rows = ledger.gate_checks(limit=1)
+    if not rows:
+        return None
+    r = rows[0]
+    rpo = r.get("rpo_s")
+    return {"verdict": r["verdict"], "checked_at": r["checked_at"], "checked_at_iso": iso(r["checked_at"]),
+            "recovery_point": r.get("recovery_point"),
+            "recovery_point_iso": iso(r["recovery_point"]) if r.get("recovery_point") is not None else None,
+            "rpo_s": rpo, "limiting": r.get("limiting"), "source": r.get("source"), "actor": r.get("actor"),
+            "rpo_slo_s": slo_s,
+            "slo_breached": None if slo_s is None else (rpo is None or float(rpo) > float(slo_s)),
+            "reasons": r.get("reasons") or []}
 
 
 def _render(s: dict[str, Any]) -> None:
-    from rich.table import Table  # only for the readable view: `--json` does without rich
-
-    out_console.print(f"ledger [bold]{s['ledger']}[/] (schema v{s['schema_version']})")
-    t = Table(title="replication (last run per policy and target)")
-    for c in ("policy", "target", "status", "mode", "files", "bytes", "failed", "finished"):
-        t.add_column(c)
+    now = time.time()
+    out: list[str] = []
+    if s.get("missing"):
+        out.append(f"ledger {s['missing']}: does not exist yet — nothing recorded (the first copy, checkpoint, "
+                   "verification or failover run creates it)")
+    else:
+        out.append(f"ledger {s['ledger']} (schema v{s['schema_version']})")
+    c = s.get("last_check")
+    if c is None:
+        out.append("last failover check: none (run `drt failover check`)")
+    else:
+        rpo = "none (no recovery point)" if c["rpo_s"] is None else duration(c["rpo_s"])
+        slo = ""
+        if c.get("rpo_slo_s") is not None:
+            slo = f" — SLO {duration(c['rpo_slo_s'])}: {'BREACHED' if c['slo_breached'] else 'met'}"
+        out.append(f"last failover check: {c['verdict']} at {when(c['checked_at'], now)} by {c.get('source')}")
+        out.append(f"  recovery point {c['recovery_point_iso'] or 'none'}"
+                   + (f" (limited by {c['limiting']})" if c.get("limiting") else "") + f", RPO {rpo}{slo}")
+        for r in c.get("reasons") or []:
+            out.append(f"  - {r}")
+    out.append("replication (last run per policy and target):" if s["replication"] else "replication: none")
     for r in s["replication"]:
-        t.add_row(r["policy"] or r["source"], r["target"], r["status"], r["mode"] or "-", str(r["files_copied"]),
-                  str(r["bytes_copied"]), str(r["files_failed"]), _ago(r["finished_at"]))
-    out_console.print(t)
-    t = Table(title="kafka checkpoints")
-    for c in ("group", "checkpoints", "last"):
-        t.add_column(c)
+        out.append(f"  {r['policy'] or r['source']} → {r['target']}")
+        out.append(f"    {r['status']}, {r['mode'] or '-'}: {r['files_copied']:,} files, {r['bytes_copied']:,} bytes, "
+                   f"{r['files_failed']} failed; finished {when(r['finished_at'], now)}")
+    out.append("kafka checkpoints:" if s["kafka_checkpoints"] else "kafka checkpoints: none")
     for r in s["kafka_checkpoints"]:
-        t.add_row(r["group_id"], str(r["checkpoints"]), _ago(r["taken_at"]))
-    out_console.print(t)
-    t = Table(title="verification (last report per dataset)")
-    for c in ("name", "GOODROWS", "BADROWS", "finished", "report"):
-        t.add_column(c)
+        out.append(f"  group {r['group_id']}: {r['checkpoints']} checkpoint(s), last {when(r['taken_at'], now)}")
+    out.append("verification (last report per dataset):" if s["verification"] else "verification: none")
     for r in s["verification"]:
-        t.add_row(r["name"] or r["source"], str(r["goodrows"]), str(r["badrows"]), _ago(r["finished_at"]),
-                  r["report_path"] or "-")
-    out_console.print(t)
-    if s["failover_runs"]:
-        t = Table(title="failover runs")
-        for c in ("run", "status", "execute", "actor", "started"):
-            t.add_column(c)
-        for r in s["failover_runs"]:
-            t.add_row(r["run_id"], r["status"], "yes" if r["execute"] else "dry-run", r["actor"],
-                      _ago(r["started_at"]))
-        out_console.print(t)
+        out.append(f"  {r['name'] or r['source']}: GOODROWS {r['goodrows']:,}, BADROWS {r['badrows']:,}; "
+                   f"finished {when(r['finished_at'], now)}")
+        if r.get("report_path"):
+            out.append(f"    report {r['report_path']}")
+    out.append("failover runs:" if s["failover_runs"] else "failover runs: none")
+    for r in s["failover_runs"]:
+        out.append(f"  {r['run_id']}: {r['status']}, {'executed' if r['execute'] else 'dry run'}, by {r['actor']}, "
+                   f"started {when(r['started_at'], now)}")
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("status")
     def status(ctx: typer.Context) -> None:
-        """Show what the ledger knows: last copies, checkpoints, verifications, failover runs."""
-        emit(ctx, state(ctx).ledger().status(), _render)
+        """Show what the ledger knows: the last failover check (verdict, recovery point, RPO), copies,
+        checkpoints, verifications, failover runs.
+
+        A read command: it never creates a ledger (one that does not exist yet is shown empty)."""
+        st = state(ctx)
+        ledger = st.ledger(read_only=True)
+        data = ledger.status()
+        if ledger.missing:
+            data["ledger"] = f"sqlite:///{ledger.missing}"
+        data["missing"] = ledger.missing
+        data["last_check"] = last_check(ledger, st.topology().failover.rpo_slo_s)
+        emit(ctx, data, _render)

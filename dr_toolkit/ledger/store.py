@@ -60,15 +60,55 @@ def actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bool = True) -> Ledger:
+def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bool = True,
+                create: bool = True) -> Ledger:
     """The one way to open a topology's ledger: ``ledger.url`` (relative SQLite paths against the
-    topology file's folder), the password from ``ledger.conn_id`` through ``access``."""
+    topology file's folder), the password from ``ledger.conn_id`` through ``access``.
+
+    ``create=False`` is for read commands (`drt status`, `drt failover check`, ...): a SQLite
+    ledger whose file does not exist is neither created nor is its directory; an empty ledger in
+    a temporary directory (removed at exit) answers instead, and :attr:`Ledger.missing` names
+    the file that does not exist."""
     from dr_toolkit.access import default_access
 
+    base = Path(topology.source_file).resolve().parent if topology.source_file else None
+    if not create:
+        path = sqlite_file(topology.ledger.url, base)
+        if path is not None and not path.exists():
+            empty = Ledger.open(f"sqlite:///{_scratch_dir() / 'empty-ledger.db'}", from_env=False)
+            empty.missing = str(path)
+            return empty
     conn_id = topology.ledger.conn_id
     password = default_access(access).ledger_password(conn_id) if conn_id else None
-    base = Path(topology.source_file).resolve().parent if topology.source_file else None
     return Ledger.open(topology.ledger.url, migrate=migrate, password=password, base_dir=base)
+
+
+def sqlite_file(url: str, base_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The file of a SQLite ledger URL (``$DRT_LEDGER_URL`` wins, relative to the current
+    directory; a relative ``url`` is relative to ``base_dir``), or None for another database."""
+    env_url = os.environ.get("DRT_LEDGER_URL")
+    raw = env_url or url
+    if env_url:
+        base_dir = None
+    if not raw.startswith("sqlite:"):
+        return None
+    database = raw.split("///", 1)[1].split("?", 1)[0] if "///" in raw else ""
+    if database in ("", ":memory:"):
+        return None
+    path = Path(database)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    return path.resolve()
+
+
+def _scratch_dir() -> Path:
+    import atexit
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="drt-empty-ledger-"))
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def schema_sql() -> str:
@@ -102,11 +142,13 @@ class Ledger:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # set by open_ledger(create=False): the SQLite file that does not exist (this one is empty)
+        self.missing: str | None = None
 
     # -- connection ------------------------------------------------------------------------
     @classmethod
     def open(cls, url: str, *, migrate: bool = True, password: str | None = None,
-             base_dir: str | os.PathLike[str] | None = None) -> Ledger:
+             base_dir: str | os.PathLike[str] | None = None, from_env: bool = True) -> Ledger:
         """Open (and migrate) the ledger at ``url``; ``$DRT_LEDGER_URL`` wins over ``url``.
 
         A relative SQLite path resolves against ``base_dir`` (the topology file's folder; the
@@ -116,7 +158,7 @@ class Ledger:
         from sqlalchemy import create_engine, event, make_url
         from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-        env_url = os.environ.get("DRT_LEDGER_URL")
+        env_url = os.environ.get("DRT_LEDGER_URL") if from_env else None
         raw = env_url or url
         if env_url:
             base_dir = None  # a path given in the environment is relative to the current directory

@@ -13,6 +13,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, BaseSensorOperator
 
+from drt_airflow.links import DrPageLink
+
 TERMINAL_FAILURES = ("failed", "rejected")
 
 
@@ -56,6 +58,7 @@ class FailoverStepOperator(BaseOperator):
 
     template_fields = ("run_id",)
     ui_color = "#fde2e2"
+    operator_extra_links = (DrPageLink(),)
 
     def __init__(self, *, step: str, run_id: str, approval_task_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -125,3 +128,52 @@ class DrainedSensor(BaseSensorOperator):
         res = rb.run_step("wait_drain")
         self.log.info("wait_drain: %s — %s", res.status, res.message or "")
         return res.status in ("done", "planned")
+
+
+def _last_state(rb: Any, step: str) -> dict[str, Any]:
+    """The after-state of the newest audit event of ``step`` that did not fail (done or planned)."""
+    for e in reversed(rb.events()):
+        if e["action"] == step and e["status"] in ("done", "planned"):
+            return dict(e.get("after_state") or {})
+    return {}
+
+
+def approval_question(run_id: str, *, max_rows: int = 20) -> str:
+    """What the approver approves, as Markdown for the HITL body: the recovery point, its age (RPO)
+    and the signal that limits it, each signal's safe time and basis, the loss window of an
+    unplanned run, the Kafka offsets that will be applied on cold, and the metadata lint."""
+    from dr_toolkit.failover.runbook import Runbook
+
+    topo, access, ledger = _hook().get_conn()
+    rb = Runbook.resume(topo, ledger, run_id, access=access)
+    req = rb.approval_request()
+    gate = _last_state(rb, "final_gate")
+    out = [f"**Promote {req['cold']}** (failover run `{run_id}`, "
+           + ("UNPLANNED" if req.get("unplanned") else "planned: hot fenced first") + f"). Reason: {req['reason']}."]
+    rpo = gate.get("rpo_s")
+    out.append(f"**Recovery point {req.get('recovery_point') or gate.get('recovery_point') or 'none'}**"
+               + (f" — RPO {rpo:.0f}s" if isinstance(rpo, (int, float)) else "")
+               + (f", limited by **{gate['recovery_point_from']}**" if gate.get("recovery_point_from") else "")
+               + (f"; gate verdict {gate['verdict']}" if gate.get("verdict") else "") + ".")
+    window = req.get("loss_window") or {}
+    if window:
+        out.append("**Loss window** (writes on hot after these times are not on cold):")
+        out += [f"- {c.get('component')} {c.get('name')}: safe time {c.get('safe_time_iso') or 'none'} — "
+                f"{c.get('window')}" for c in window.get("components", [])]
+    signals = gate.get("signals") or []
+    if signals:
+        out.append("| signal | safe time | basis |\n|---|---|---|")
+        out[-1] += "".join(f"\n| {s['component']} {s['name']} | {s.get('safe_time') or 'none'} | "
+                           f"{(s.get('basis') or '').replace('|', '/')} |" for s in signals[:max_rows])
+    plan = _last_state(rb, "kafka_offsets")
+    rows = [(g["group"], p) for g in plan.get("groups") or [] for p in g.get("partitions") or []]
+    if rows:
+        out.append(f"**Kafka offsets applied on cold after approval** ({len(rows)} partition(s)):")
+        out += [f"- {grp}: {p.get('topic')}[{p.get('partition')}] → {p.get('target_offset')} ({p.get('method')})"
+                for grp, p in rows[:max_rows]]
+        if len(rows) > max_rows:
+            out.append(f"- … {len(rows) - max_rows} more (see `drt status` / the audit log)")
+    elif plan.get("groups") == []:
+        out.append("**Kafka offsets**: no consumer groups to carry over.")
+    out.append(f"**Metadata lint**: {req.get('metadata_lint') or 'not run'}")
+    return "\n\n".join(out)

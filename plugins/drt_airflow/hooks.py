@@ -15,11 +15,19 @@ constructor.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from airflow.sdk import BaseHook
 
 from dr_toolkit.secrets import Credentials
+
+
+def in_task() -> bool:
+    """In a task (or the DAG processor, the triggerer): the task SDK talks to the API server,
+    which already asked every store. Only outside one (the DR page in the api-server, a script)
+    is a "not found" asked again server-side — `airflow.models`' lookups are deprecated in a task."""
+    return hasattr(sys.modules.get("airflow.sdk.execution_time.task_runner"), "SUPERVISOR_COMMS")
 
 
 def connection_credentials(conn_id: str) -> Credentials | None:
@@ -29,6 +37,8 @@ def connection_credentials(conn_id: str) -> Credentials | None:
     try:
         conn: Any = BaseHook.get_connection(conn_id)  # in a task: through the task SDK's API
     except AirflowNotFoundException:
+        if in_task():
+            return None
         # Outside a task (the DR page in the api-server, a script): the server-side lookup over
         # the same configured stores — secrets backend, environment, metadata DB.
         from airflow.models.connection import Connection
@@ -87,6 +97,8 @@ def variable(key: str) -> str | None:
     except AirflowRuntimeError as exc:
         if "NOT_FOUND" not in str(exc):
             raise
+    if in_task():
+        return None
     from airflow.models.variable import Variable as ServerVariable
 
     value = ServerVariable.get(key, default_var=None)

@@ -19,6 +19,7 @@ import html
 import logging
 import time
 from typing import Any
+from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
 
@@ -28,7 +29,7 @@ DAG_IDS = ("dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "d
            "dr_rpo_watch")
 URL_PREFIX = "/dr-toolkit"
 _CACHE: dict[str, Any] = {}
-CACHE_S = 10.0
+CACHE_S = 60.0  # the live gate talks to every component (seconds when one is down): its age is shown
 HISTORY_DAYS = 7.0
 HISTORY_BUCKETS = 288  # 35 min per point over 7 days
 
@@ -98,6 +99,7 @@ def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]
             from drt_airflow.hooks import DrtHook
 
             topo, access, ledger = DrtHook(config=path).get_conn()
+            doc["clusters"] = {"hot": topo.hot_name, "cold": topo.cold_name}
             res = check(topo, ledger, access=access, record="ui", who=who)
             doc["gate"] = res.to_json()
             slo = topo.failover.rpo_slo_s
@@ -250,6 +252,32 @@ def render_history(doc: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def cluster_state(doc: dict[str, Any]) -> str:
+    """Which cluster is active, as HTML: after a failover "failed over: cold is active since T, by X";
+    "unknown" with the reason when the fencing state (ZooKeeper) cannot be read."""
+    e = html.escape
+    gate = doc.get("gate") or {}
+    if not gate:
+        return "Active cluster <b id='active-cluster'>unknown</b> — the gate did not run (see the errors below)"
+    unread = next((r for r in gate.get("reasons", []) if r.startswith("fencing state unreadable")), None)
+    if unread:
+        return f"Active cluster <b id='active-cluster'>unknown</b> — {e(unread)}"
+    active = (gate.get("fence") or {}).get("active") or {}
+    names = doc.get("clusters") or {}
+    if not active.get("cluster"):
+        hot = names.get("hot")
+        return ("Active cluster <b id='active-cluster'>" + e(str(hot or "not recorded")) + "</b>"
+                + (" (no failover recorded: the hot cluster)" if hot else " (no failover recorded)"))
+    who = active.get("by") or "unknown"
+    since = _t(active.get("at"))
+    if names.get("cold") and active["cluster"] == names["cold"]:
+        return (f"<b id='failed-over'>Failed over</b>: active cluster <b id='active-cluster'>{e(active['cluster'])}</b> "
+                f"since {e(since)}, by {e(str(who))} — the verdict below is about replicating "
+                f"{e(str(names.get('hot')))} → {e(str(names.get('cold')))}, which is no longer the direction of "
+                "service")
+    return f"Active cluster <b id='active-cluster'>{e(active['cluster'])}</b> since {e(since)}, by {e(str(who))}"
+
+
 def render(doc: dict[str, Any]) -> str:
     e = html.escape
     gate = doc.get("gate") or {}
@@ -262,7 +290,9 @@ def render(doc: dict[str, Any]) -> str:
         for s in gate.get("signals", []))
     reasons = "".join(f"<li>{e(r)}</li>" for r in gate.get("reasons", []))
     runs = "".join(
-        f"<tr><td>{e(dag_id)}</td><td>{e(r['run_id'])}</td><td class='{e(r['state'])}'>{e(r['state'])}</td>"
+        f"<tr><td><a href='/dags/{quote(dag_id)}'>{e(dag_id)}</a></td>"
+        f"<td><a href='/dags/{quote(dag_id)}/runs/{quote(r['run_id'], safe='')}'>{e(r['run_id'])}</a></td>"
+        f"<td class='{e(r['state'])}'>{e(r['state'])}</td>"
         f"<td>{e(r['start_date'] or '-')}</td><td>{e(r['end_date'] or '-')}</td></tr>"
         for dag_id, rs in doc.get("dag_runs", {}).items() for r in (rs or [])) or \
         "<tr><td colspan='5'>no runs yet</td></tr>"
@@ -270,14 +300,17 @@ def render(doc: dict[str, Any]) -> str:
     reports = "".join(
         f"<tr><td>{e(str(r['name'] or r['source']))}</td><td>{r['goodrows']}</td>"
         f"<td class='{'bad' if r['badrows'] else 'ok'}'>{r['badrows']}</td><td>{_t(r['finished_at'])}</td>"
-        f"<td>{e(str(r['report_path'] or '-'))}</td></tr>" for r in doc.get("verify_reports", [])) or \
+        + (f"<td><a href='{URL_PREFIX}/reports/{e(str(r['report_id']))}'>{e(str(r['report_path']))}</a></td></tr>"
+           if r.get("report_path") and r.get("report_id") else "<td>-</td></tr>")
+        for r in doc.get("verify_reports", [])) or \
         "<tr><td colspan='5'>no verification reports yet</td></tr>"
     fo = "".join(f"<tr><td>{e(r['run_id'])}</td><td>{e(str(r['status']))}</td>"
                  f"<td>{'execute' if r['execute'] else 'dry run'}</td><td>{e(str(r['actor']))}</td>"
                  f"<td>{e(str(r['reason'] or ''))}</td></tr>" for r in doc.get("failover_runs", []))
+    state_line = cluster_state(doc)
     fence = gate.get("fence") or {}
-    active = (fence.get("active") or {}).get("cluster", "not set")
     epoch = (fence.get("fencing") or {}).get("epoch", "-")
+    age = max(0.0, time.time() - float(doc.get("generated_at") or time.time()))
     errors = "".join(f"<li>{e(x)}</li>" for x in doc.get("errors", []))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>DR status — dr-toolkit</title>
 <style>body{{font-family:Inter,system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1A202C}}
@@ -289,9 +322,11 @@ td,th{{border:1px solid #E2E8F0;padding:3px 8px}}.ok{{background:#F0FFF4}}.bad,.
 .banner.none{{background:#EDF2F7;color:#4A5568;font-weight:400}}
 svg.chart{{display:block;border:1px solid #E2E8F0;border-radius:6px;margin-bottom:.8em}}</style></head><body>
 <h1>DR status</h1>
+<p id="state">{state_line} (fencing epoch {e(str(epoch))})</p>
 <p>Verdict <b id="verdict" class="{e(verdict)}">{e(verdict)}</b> &middot; recovery point
-<b id="recovery-point">{e(str(gate.get('recovery_point') or 'unknown'))}</b> &middot; active cluster
-<b id="active-cluster">{e(str(active))}</b> (fencing epoch {e(str(epoch))})</p>
+<b id="recovery-point">{e(str(gate.get('recovery_point') or 'unknown'))}</b>
+<span class="muted" id="checked">(live check of {_t(doc.get('generated_at'))}, {age:.0f}s ago; re-run at most
+every {CACHE_S:.0f}s)</span></p>
 <ul id="reasons">{reasons}</ul>
 {render_history(doc)}
 <h2>Signals</h2><table id="signals"><tr><th>component</th><th>name</th><th>caught up</th><th>lag</th>
@@ -313,6 +348,24 @@ fetch("{URL_PREFIX}/status.json", {{credentials: "same-origin"}}).then(r => r.js
 </script></body></html>"""
 
 
+def report_html(report_id: str) -> str | None:
+    """The HTML of the verification report ``report_id`` as the ledger records it, or None."""
+    from drt_airflow.hooks import DrtHook
+
+    path = _topology_path()
+    if not path:
+        return None
+    _topo, _access, ledger = DrtHook(config=path).get_conn()
+    for r in ledger.verify_reports(limit=1000):
+        if r.get("report_id") == report_id and r.get("report_path"):
+            try:
+                with open(r["report_path"], encoding="utf-8") as f:
+                    return f.read()
+            except OSError:
+                return None
+    return None
+
+
 def _app() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, FastAPI
@@ -330,6 +383,14 @@ def _app() -> Any:
     @app.get("/", response_class=HTMLResponse)
     async def view(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> HTMLResponse:
         return HTMLResponse(render(await run_in_threadpool(status, days, who(user))))
+
+    @app.get("/reports/{report_id}", response_class=HTMLResponse)
+    async def report(report_id: str, user: Any = Depends(get_user)) -> HTMLResponse:
+        """A verification report's HTML, by its ledger id (only files the ledger names)."""
+        text = await run_in_threadpool(report_html, report_id)
+        if text is None:
+            return HTMLResponse(f"<p>no report {html.escape(report_id)} in the ledger</p>", status_code=404)
+        return HTMLResponse(text)
 
     @app.get("/status.json")
     async def status_json(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from drt_airflow.links import VerifyReportLink
+
 log = logging.getLogger(__name__)
 SUMMARY_FIELDS = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS",
                   "CONTENT_DIFFERENT_ROWS", "source_rows", "peer_rows", "duration_s", "report_path", "report_id",
@@ -58,6 +60,7 @@ class VerifyOperator(BaseOperator):
 
     template_fields = ("policy",)
     ui_color = "#d8f3dc"
+    operator_extra_links = (VerifyReportLink(),)
 
     def __init__(self, *, policy: str, fail_on_differences: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)

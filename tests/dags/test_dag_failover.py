@@ -4,6 +4,7 @@ and an executed failover approved through Airflow's HITL REST API on a running a
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.request
@@ -50,6 +51,9 @@ def test_dry_run_goes_through_every_step_without_changing_anything(airflow_home,
     assert tis["approval"].state == "skipped" and tis["promote_cold"].state == "skipped"
     assert tis["report"].state == "success"
     assert tis["fence_hot"].xcom_pull(task_ids="fence_hot")["status"] == "planned"
+    question = tis["approval_question"].xcom_pull(task_ids="approval_question")
+    assert question.startswith("**Promote cold** (failover run `failover-") and "**Recovery point" in question
+    assert "**Metadata lint**:" in question and "| signal | safe time | basis |" in question
     topo = load_topology(topo_path)
     assert fence_of(topo)["fencing"]["epoch"] == 0 and fence_of(topo)["active"] is None
     run_id = tis["start"].xcom_pull(task_ids="start")
@@ -100,7 +104,7 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list,
                 body = json.dumps({"chosen_options": [choice], "params_input": {}}).encode()
                 with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PATCH", headers=headers),
                                             timeout=10) as r:
-                    answered.append(json.loads(r.read()))
+                    answered.append({**json.loads(r.read()), "asked": d.get("body"), "subject": d.get("subject")})
                 return
         except Exception as exc:  # noqa: BLE001 - retried; shown if the test fails
             answered.append({"error": f"{type(exc).__name__}: {exc}"})
@@ -146,6 +150,11 @@ def test_executed_failover_waits_for_drain_and_for_approval_given_through_the_ap
         t.join(15)
         d.join(15)
     assert answered and answered[-1].get("chosen_options") == ["Approve"], answered
+    # the approver saw what is approved: the recovery point, its age, the limiting signal, safe times
+    asked = answered[-1]["asked"]
+    assert re.search(r"\*\*Recovery point \d{4}-\d\d-\d\dT[^*]+\*\* — RPO \d+s, limited by \*\*hbase 1\*\*; "
+                     r"gate verdict GO\.", asked), asked
+    assert "| hbase 1 | 20" in asked and "Approving makes the cold cluster the active one." in asked
     assert run.state == "success"
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
     assert tis["promote_cold"].state == "success"

@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
 
 
 def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capfd: pytest.CaptureFixture[str]) -> None:
     from tests.support.airflow import load_dag
 
     fs = open_fs(webhdfs.location("/data"))
@@ -29,6 +30,8 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
     monkeypatch.setenv("DRT_CONFIG", str(cfg))
     run = load_dag("dr_hdfs_replication").test()  # manual: every policy now
     assert run.state == "success"
+    log = "".join(capfd.readouterr())
+    assert "XCom not found" not in log  # the report reads the mapped results by index, not one past the end
     tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
     assert tis[("policies", -1)].xcom_pull(task_ids="policies") == ["warehouse"]
     assert ("replicate", 0) in tis

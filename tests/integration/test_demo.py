@@ -14,25 +14,88 @@ import pytest
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]
 
 
-def test_demo_runs_the_whole_cycle(tmp_path: Path) -> None:
+def _http(url: str, *, token: str | None = None, body: dict | None = None) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, method="POST" if body is not None else "GET",
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> None:
+    """`drt demo --ui` (as `make demo DEMO_ARGS=--ui`): NO_GO then GO, the failover, quiet output
+    with ISO times, next steps; then the Airflow UI is up on 127.0.0.1 with its login, the DR page,
+    a `dr_failover` run and the verification report served over HTTP; `drt demo --stop` ends it."""
+    import re
+
     workdir = tmp_path / "demo"
-    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "demo", "--workdir", str(workdir)],
-                       capture_output=True, text=True, timeout=1200)
-    assert r.returncode == 0, r.stderr[-4000:]
-    s = json.loads(r.stdout)
-    assert [c["verdict"] for c in s["checks"]] == ["NO_GO", "GO"]
-    reasons = " ".join(s["checks"][0]["reasons"])
-    for component in ("hdfs", "hbase", "kafka"):
-        assert component in reasons, reasons
-    assert s["failover_status"] == "succeeded"
-    assert Path(s["report"]).is_file() and Path(s["verify_report"]).is_file()
-    steps = {st["name"]: st["status"] for st in s["failover"]["steps"]}
-    assert steps["promote_cold"] == "done" and steps["kafka_offsets"] == "done"
-    # The servers are gone and the directory can be used again: a second run wipes and repeats.
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "demo", "--ui", "--workdir",
+                        str(workdir)], capture_output=True, text=True, timeout=1500)
+    try:
+        assert r.returncode == 0, r.stderr[-4000:]
+        s = json.loads(r.stdout)
+        assert [c["verdict"] for c in s["checks"]] == ["NO_GO", "GO"]
+        reasons = " ".join(s["checks"][0]["reasons"])
+        for component in ("hdfs", "hbase", "kafka"):
+            assert component in reasons, reasons
+        assert s["failover_status"] == "succeeded"
+        assert Path(s["report"]).is_file() and Path(s["verify_report"]).is_file()
+        steps = {st["name"]: st["status"] for st in s["failover"]["steps"]}
+        assert steps["promote_cold"] == "done" and steps["kafka_offsets"] == "done"
+
+        # quiet: the progress (stderr with --json) is the demo's own lines, times in ISO UTC
+        progress = r.stderr
+        assert progress.splitlines()[0] == f"work directory: created {workdir}", progress[:500]
+        for noise in ("%3|", "%4|", "rdkafka", "log4j", "FutureWarning", "Using Spark's default", " WARN "):
+            assert noise not in progress, (noise, progress[-3000:])
+        assert not re.search(r"(?<![\w.])1[5-9]\d{8}\.\d+", progress), progress[-3000:]
+        assert (workdir / "logs" / "third-party.log").is_file()
+        assert any("status" in step for step in s["next_steps"]) and any("--stop" in st for st in s["next_steps"])
+
+        # the UI left running: login, the DR page, the dr_failover run, the report over HTTP
+        ui = s["ui"]
+        assert ui["url"].startswith("http://127.0.0.1:") and ui["user"] == "admin" and ui["password"]
+        code, body = _http(f"{ui['url']}/auth/token", body={"username": "admin", "password": ui["password"]})
+        assert code in (200, 201), body[:500]
+        token = json.loads(body)["access_token"]
+        code, page = _http(ui["dr_page"], token=token)
+        assert code == 200 and "DR status" in page and 'id="verdict"' in page, page[:1000]
+        code, runs = _http(f"{ui['url']}/api/v2/dags/dr_failover/dagRuns", token=token)
+        assert code == 200 and json.loads(runs)["total_entries"] >= 1, runs[:500]
+        code, doc = _http(f"{ui['url']}/dr-toolkit/status.json", token=token)
+        report_id = json.loads(doc)["verify_reports"][0]["report_id"]
+        code, report = _http(f"{ui['url']}/dr-toolkit/reports/{report_id}", token=token)
+        assert code == 200 and "GOODROWS" in report, report[:500]
+        assert (workdir / "airflow.env").read_text().count("DRT_CONFIG=") == 1
+    finally:
+        stop = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "demo", "--stop", "--workdir",
+                               str(workdir)], capture_output=True, text=True, timeout=300)
+    assert stop.returncode == 0, stop.stderr
+    assert re.search(r"stopped ([6-9]|\d\d) process", stop.stdout), stop.stdout
+    assert _port_closed(s["ui"]["url"])
+    # The directory can be used again; a directory the demo did not make is refused.
     assert (workdir / ".drt-demo").exists()
     refused = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "demo", "--workdir", str(tmp_path)],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "not made by `drt demo`" in refused.stderr
+
+
+def _port_closed(url: str) -> bool:
+    import socket
+
+    host, port = url.split("//", 1)[1].split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return False
+    except OSError:
+        return True
 
 
 WHEEL_CHECK = """
@@ -51,7 +114,7 @@ print(json.dumps({"dags": str(d.DAGS), "plugin": pd.__file__, "ids": sorted(bag.
 """
 
 
-@pytest.mark.slow  # ~25 s: builds sdist + wheel (~8 s, nothing written in the checkout), installs it (no deps), parses the DAGs from it
+@pytest.mark.slow  # ~25 s: builds sdist + wheel from a copy (~8 s; nothing written in the checkout), installs it (no deps), parses the DAGs from it
 def test_demo_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     """`drt demo` finds its DAGs and plugins in the installed package (not a checkout): a wheel
     built from the project, installed in a fresh venv that sees only the project's dependencies."""
@@ -63,7 +126,10 @@ def test_demo_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not installed")
-    subprocess.run([uv, "build", "-q", "-o", str(tmp_path / "dist"), str(repo)], check=True,
+    src = tmp_path / "src"  # a copy: building writes dr_toolkit.egg-info next to pyproject.toml
+    shutil.copytree(repo, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "demo-data", "embedded-data", "*.egg-info", "build", "__pycache__", ".spark-cluster"))
+    subprocess.run([uv, "build", "-q", "-o", str(tmp_path / "dist"), str(src)], check=True,
                    capture_output=True, timeout=300, cwd=tmp_path)
     wheel = next((tmp_path / "dist").glob("dr_toolkit-*.whl"))
     venv = tmp_path / "venv"

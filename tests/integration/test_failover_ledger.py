@@ -54,11 +54,12 @@ def test_a_garbage_ledger_file_is_one_line_and_exit_3(tmp_path, command) -> None
 def test_a_ledger_directory_that_cannot_be_created_is_one_line_and_exit_3(tmp_path) -> None:
     (tmp_path / "blocker").write_text("a file where the ledger's directory should be")
     (tmp_path / "drt.yaml").write_text(TOPOLOGY.format(url="sqlite:///blocker/state/ledger.db"))
-    one_line_exit_3(drt(tmp_path, "--config", "drt.yaml", "failover", "check"),
+    # a write command (abort records its audit) must create it; a read command (check) creates nothing
+    one_line_exit_3(drt(tmp_path, "--config", "drt.yaml", "failover", "abort", "failover-x", "--reason", "x"),
                     "cannot create the ledger's directory")
 
 
-def test_a_missing_ledger_directory_is_created_relative_to_the_topology_from_another_cwd(tmp_path) -> None:
+def test_check_with_a_missing_ledger_creates_nothing_from_another_cwd(tmp_path) -> None:
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "drt.yaml").write_text(TOPOLOGY.format(url="sqlite:///../state/sub/ledger.db"))
@@ -67,13 +68,14 @@ def test_a_missing_ledger_directory_is_created_relative_to_the_topology_from_ano
     r = drt(elsewhere, "--json", "--config", str(conf / "drt.yaml"), "failover", "check")
     assert r.returncode == 1, r.stderr  # NO_GO (no verification report), not a crash
     assert json.loads(r.stdout)["verdict"] == "NO_GO"
-    assert (tmp_path / "state" / "sub" / "ledger.db").exists()
-    assert not (elsewhere / "state").exists() and not list(elsewhere.iterdir())
+    assert json.loads(r.stdout)["ledger_missing"] == str(tmp_path / "state" / "sub" / "ledger.db")
+    assert not (tmp_path / "state").exists() and not list(elsewhere.iterdir())
 
 
 def test_the_embedded_example_runs_from_another_directory(tmp_path) -> None:
     """`drt --config examples/embedded.yaml failover check` from /tmp: the ledger resolves next to the
-    example (../demo-data), and the answer is a verdict (no servers run: NO_GO), never a traceback."""
+    example (../embedded-data), the answer is a verdict (no servers run: NO_GO), never a traceback,
+    and nothing is created (a read command: `make demo` finds no foreign demo-data afterwards)."""
     import shutil
 
     ex = tmp_path / "repo" / "examples"
@@ -86,4 +88,5 @@ def test_the_embedded_example_runs_from_another_directory(tmp_path) -> None:
     r = drt(tmp_path, "--json", "--config", "repo/examples/embedded.yaml", "failover", "check", "--timeout", "20")
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr and json.loads(r.stdout)["verdict"] == "NO_GO"
-    assert (tmp_path / "repo" / "demo-data" / "ledger.db").exists()
+    assert json.loads(r.stdout)["ledger_missing"] == str(tmp_path / "repo" / "embedded-data" / "ledger.db")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["embedded.yaml", "examples", "repo"]

@@ -168,10 +168,10 @@ def test_broken_config_exit_2_one_line() -> None:
     (["no-such-command"], 2, "no such command 'no-such-command'"),
     (["statsu"], 2, "did you mean 'status'"),
     (["--bogus"], 2, "no such option: --bogus"),
-    (["kafka", "remap", "--bogus"], 2, "No such option: --bogus"),
+    (["kafka", "remap", "--bogus"], 2, "no such option: --bogus"),
     (["kafka", "remap"], 2, "give --group G or --all"),
-    (["kafka", "nope"], 2, "No such command 'nope'"),
-    (["distcp", "only-one-arg"], 2, "Missing argument 'target'"),
+    (["kafka", "nope"], 2, "no such command 'nope'"),
+    (["distcp", "only-one-arg"], 2, "missing argument 'TARGET'"),
     (["hbase", "peers", "add", "--json"], 2, "drt hbase peers add --help"),
     (["distcp", "--workers", "x", "a", "b"], 2, "'--workers'"),
     (["status", "-c"], 2, "option -c needs a value"),
@@ -374,3 +374,90 @@ def test_unknown_command_is_usage_error() -> None:
     r = drt("no-such-command")
     assert r.returncode == 2
     one_line(r.stderr)
+
+
+# --- what users meet first (issue 24, item 5) ---------------------------------------------------------------
+
+def test_unknown_commands_have_one_wording_at_every_level(capsys: pytest.CaptureFixture[str]) -> None:
+    for args, path in ((["statsu"], "drt"), (["failover", "chek"], "drt failover"),
+                       (["hbase", "peers", "lsit"], "drt hbase peers")):
+        rc, _, err = run(capsys, *args)
+        line = one_line(err)
+        assert rc == 2
+        typo = args[-1]
+        assert line.startswith(f"drt: error: no such command '{typo}' (did you mean '"), line
+        assert line.endswith(f"'?) — see `{path} --help`"), line
+
+
+def test_every_help_is_plain_shows_defaults_and_lists_the_global_options(capsys: pytest.CaptureFixture[str]
+                                                                         ) -> None:
+    seen = 0
+    for path, _cmd in leaves(tree()):
+        rc, out, err = run(capsys, *path, "--help")
+        assert rc == 0 and err == "", (path, err)
+        assert "Global options (before or after the command):" in out, path
+        for opt in ("-c, --config PATH", "--json", "-v, --verbose"):
+            assert opt in out, (path, opt)
+        for bad in ("╭", "│", "<bool>", "<float>", "<str>", "<int", "<list["):
+            assert bad not in out, (path, bad, out)
+        assert "{" not in out.splitlines()[0], out  # the usage line: SOURCE, not {SOURCE}
+        seen += 1
+    assert seen > 20
+    rc, out, _ = run(capsys, "hbase", "peers", "add", "--help")
+    assert "[default: hot]" in out and "[default: 2.5]" in out  # not read as markup
+    rc, out, _ = run(capsys, "distcp", "--help")
+    assert "Usage: drt distcp [OPTIONS] SOURCE TARGET" in out and "[default: 8; 1<=x<=512]" in out
+    rc, out, _ = run(capsys, "kafka", "--help")  # a group too
+    assert "Global options" in out
+
+
+def test_help_fits_80_columns(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "COLUMNS": "80"}
+    for args in (["failover", "check", "--help"], ["distcp", "--help"], ["status", "--help"]):
+        r = drt(*args, env=env)
+        assert r.returncode == 0
+        assert max(len(ln) for ln in r.stdout.splitlines()) <= 90, r.stdout  # the global lines: ~88
+
+
+@pytest.mark.parametrize(("word", "says"), [("-update", "is spelled --update here"),
+                                            ("-delete", "is spelled --delete here"),
+                                            ("-overwrite", "is spelled --overwrite here"),
+                                            ("-m", "--workers N"), ("-pugpaxt", "--preserve perm,times"),
+                                            ("-filters", "--exclude GLOB"), ("-i", "every file is retried"),
+                                            ("-diff", "snapshots: true")])
+def test_distcp_single_dash_spellings_are_answered(word: str, says: str, capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    for cmd in (["distcp", word, "file:///a", "file:///b"], ["distcp", "file:///a", "file:///b", word]):
+        rc, out, err = run(capsys, *cmd)
+        line = one_line(err)
+        assert rc == 2 and out == ""
+        assert line.startswith(f"drt: error: DistCp's {word} ") and says in line, line
+        assert line.endswith("— see `drt distcp --help`")
+    rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--", "-update")  # after --: untouched
+    assert "DistCp's" not in err
+
+
+def test_every_config_problem_is_listed_and_in_json() -> None:
+    r = drt("--config", "examples/broken.yaml", "config", "validate")
+    line = r.stderr.strip()
+    assert r.returncode == 2 and len(line.splitlines()) == 1
+    assert "unknown field clusters.hot.kafka.bootstrap_server" in line
+    assert "2 problems; also: line 8: missing field clusters.hot.kafka.bootstrap_servers" in line
+    assert "more problem" not in line
+    r = drt("--json", "--config", "examples/broken.yaml", "config", "validate")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    doc = json.loads(r.stdout)
+    assert doc["valid"] is False
+    assert [(p["line"], p["field"]) for p in doc["problems"]] == [
+        (9, "clusters.hot.kafka.bootstrap_server"), (8, "clusters.hot.kafka.bootstrap_servers")]
+
+
+def test_distcp_takes_spark_master_like_verify(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "distcp", "--help")
+    assert rc == 0 and "--spark-master TEXT" in out
+    rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--spark-master", "local[2]")
+    assert rc == 2 and "--spark-master needs --engine spark" in one_line(err)
+    rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--engine", "spark", "--spark-master", "bogus://x")
+    assert rc == 2 and "'bogus://x' is not a Spark master URL" in one_line(err)
