@@ -330,8 +330,13 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
            credentials: Credentials | None = None, peer_credentials: Credentials | None = None,
            ignore_columns: list[str] | None = None, progress: Progress | None = None,
            options: CompareOptions | None = None, access: Access | None = None, spark_master: str | None = None,
-           who: str | None = None) -> VerifyResult:
+           who: str | None = None, hbase_options: dict[str, Any] | None = None) -> VerifyResult:
     """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
+
+    Two ``hbase://<cluster>/<ns>:<table>`` URIs compare HBase tables cell by cell
+    (:mod:`dr_toolkit.verify.hbase`; ``key`` is ignored, the row key is the key):
+    ``hbase_options`` takes ``families``, ``row_prefixes``, ``versions`` (N or "all") and ``raw``;
+    ``start_time``/``end_time`` bound the cells' timestamps.
 
     Raises ConfigError (exit 2) for bad input: a missing path, an unreadable format, a key or
     timestamp column that does not exist, a bad time, a type that cannot be compared.
@@ -341,6 +346,14 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     """
     started = time.time()
     say: Progress = progress or (lambda m: log.info("%s", m))
+    from dr_toolkit.verify.hbase import is_hbase
+
+    if is_hbase(source) or is_hbase(target):
+        return _verify_hbase(source, target, topology=topology, start_time=start_time, end_time=end_time,
+                             hbase_options=hbase_options or {}, recompare_sleep_s=recompare_sleep_s,
+                             report_path=report_path, sample_size=sample_size, buckets=buckets, spark=spark,
+                             ledger=ledger, name=name, say=say, access=access, spark_master=spark_master, who=who,
+                             started=started)
     opts = options or CompareOptions()
     key = [k.strip() for k in key if k and k.strip()]
     if not key:
@@ -381,10 +394,57 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
         raise
 
 
+def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_time: str | None,
+                  end_time: str | None, hbase_options: dict[str, Any], recompare_sleep_s: float,
+                  report_path: str | None, sample_size: int, buckets: int | None, spark: SparkSession | None,
+                  ledger: Ledger | None, name: str | None, say: Progress, access: Access | None,
+                  spark_master: str | None, who: str | None, started: float) -> VerifyResult:
+    """Two HBase tables, cell by cell, through the generic pipeline (see :mod:`dr_toolkit.verify.hbase`)."""
+    from dr_toolkit.verify import hbase
+
+    unknown = set(hbase_options) - {"families", "row_prefixes", "versions", "raw"}
+    if unknown:
+        raise ConfigError(f"unknown HBase verification option(s): {', '.join(sorted(unknown))}")
+    src_t = hbase.parse(source, topology, "source")
+    peer_t = hbase.parse(target, topology, "peer")
+    start, end = parse_time(start_time, "--start-time"), parse_time(end_time, "--end-time")
+    scan = hbase.make_scan(start=start, end=end, families=hbase_options.get("families"),
+                           row_prefixes=hbase_options.get("row_prefixes"), versions=hbase_options.get("versions"),
+                           raw=bool(hbase_options.get("raw")))
+    n_buckets = int(buckets or DEFAULT_BUCKETS)
+    if n_buckets < 1:
+        raise ConfigError(f"buckets must be at least 1, not {n_buckets}")
+    hbase.precheck(src_t, peer_t, scan)
+    if spark is None:
+        from dr_toolkit.spark.session import get_session
+
+        spark = get_session(spark_master, app_name="drt-verify", topology=topology, access=access,
+                            conf=hbase.spark_conf(topology))
+    say("checking both tables")
+    families = hbase.check_tables(spark, src_t, peer_t, scan)
+    src = Dataset(source, "hbase", hbase=(src_t, scan))
+    peer = Dataset(target, "hbase", hbase=(peer_t, scan))
+    key = [hbase.KEY]
+    job = _Job(spark, src, peer, key, topology=topology, ts_column=None, start=None, end=None, ignore=[],
+               buckets=n_buckets, progress=say, opts=CompareOptions(), access=access)
+    request = request_of(source, target, key=key, fmt="hbase", peer_format=None, table=None, peer_table=None,
+                         ignore_columns=None, ts_column=None, start=start,
+                         options={"hbase": {k: v for k, v in scan.to_json().items() if k != "end_ms"}})
+    windowed = start is not None or end is not None
+    return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
+                   recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, start=start, end=end,
+                   ts_column="cell timestamp" if windowed else None, report_path=report_path, ledger=ledger,
+                   name=name, who=who, request=request, samples_hook=hbase.cell_diff,
+                   extra_window={"hbase": scan.to_json(), "families": families,
+                                 "verifyrep_args": scan.verifyrep_args()})
+
+
 def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
             say: Progress, n_buckets: int, recompare_sleep_s: float, sample_size: int, start: float | None,
             end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
-            name: str | None, who: str | None, request: dict[str, Any]) -> VerifyResult:
+            name: str | None, who: str | None, request: dict[str, Any],
+            samples_hook: Callable[[dict[str, list[dict[str, Any]]]], dict[str, list[dict[str, Any]]]] | None = None,
+            extra_window: dict[str, Any] | None = None) -> VerifyResult:
     from pyspark.sql import functions as F
 
     say("reading both sides")
@@ -463,6 +523,8 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
                 counters[k] = counts.get(k, 0)
             if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
                 samples = _samples(final, hs, hp, key, sample_size)
+                if samples_hook is not None:
+                    samples = samples_hook(samples)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
     finally:
         for df in persisted:
@@ -474,6 +536,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     window: dict[str, Any] = {"ts_column": ts_column, "start": start, "end": end}
     if job.null_ts:
         window["null_ts"] = job.null_ts
+    window.update(extra_window or {})
     result = VerifyResult(
         counters=counters, source_rows=sum(v[0] for v in sd.values()), peer_rows=sum(v[0] for v in pd.values()),
         source=src.display, target=peer.display, key=key, duration_s=finished - started, started_at=started,
