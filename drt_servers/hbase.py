@@ -329,3 +329,27 @@ def verify_replication(source: HBaseCluster, table: str, peer: str, *args: str, 
         raise ControlError(f"VerifyReplication failed: {out} (log {workdir / 'verifyrep.log'})")
     out["wall_s"] = wall
     return out
+
+
+#: the jars of the HBase client a Spark job needs to read tables through TableInputFormat — what
+#: ``hbase mapredcp`` prints on an installation (TableMapReduceUtil.addHBaseDependencyJars), taken
+#: from this launcher's resolved classpath; Hadoop itself comes from Spark's own client.
+MAPREDCP = ("hbase-common", "hbase-client", "hbase-protocol", "hbase-protocol-shaded", "hbase-zookeeper",
+            "hbase-shaded-miscellaneous", "hbase-shaded-gson", "hbase-shaded-protobuf", "hbase-shaded-netty",
+            "hbase-unsafe", "hbase-replication", "hbase-hadoop-compat", "hbase-hadoop2-compat", "hbase-metrics",
+            "hbase-metrics-api", "hbase-mapreduce", "hbase-server", "hbase-asyncfs", "hbase-logging",
+            "zookeeper", "zookeeper-jute", "opentelemetry-api", "opentelemetry-context", "opentelemetry-semconv",
+            "audience-annotations", "protobuf-java")
+
+
+def mapredcp() -> str:
+    """The equivalent of ``hbase mapredcp`` for this HBase release (for ``DRT_HBASE_CLASSPATH``)."""
+    import re
+
+    out = []
+    for jar in maven.classpath("hbase").split(":"):
+        name = Path(jar).name
+        m = re.match(r"(.+?)-\d[\w.\-]*\.jar$", name)
+        if m and m.group(1) in MAPREDCP and not name.endswith("-tests.jar"):
+            out.append(jar)
+    return ":".join(out)

@@ -1,9 +1,7 @@
 package org.drtoolkit.verify;
 
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.Cell;
@@ -134,15 +132,16 @@ public final class HBaseCells {
 
   static Row toRow(Result r) {
     Cell[] cells = r.rawCells();
-    List<Row> out = new ArrayList<>(cells.length);
-    for (Cell c : cells) {
-      out.add(RowFactory.create(
+    Row[] out = new Row[cells.length];
+    for (int i = 0; i < cells.length; i++) {
+      Cell c = cells[i];
+      out[i] = (RowFactory.create(
           Bytes.toStringBinary(c.getFamilyArray(), c.getFamilyOffset(), c.getFamilyLength()),
           Bytes.toStringBinary(c.getQualifierArray(), c.getQualifierOffset(), c.getQualifierLength()),
           c.getTimestamp(), c.getType().name(),
           Bytes.toStringBinary(c.getValueArray(), c.getValueOffset(), c.getValueLength())));
     }
-    return RowFactory.create(Bytes.toStringBinary(r.getRow()), out);
+    return RowFactory.create(Bytes.toStringBinary(r.getRow()), (Object) out);
   }
 
   /** The table's rows as a DataFrame (row, cells), read region-parallel by Spark's executors. */
