@@ -136,8 +136,8 @@ def test_cli_counts_every_planted_difference_like_verifyreplication(planted, hba
     ({"versions": "3"}, ["--versions=3"], {"CONTENT_DIFFERENT_ROWS": 4, "GOODROWS": ROWS - 6}),
     # the replicated family only: x's differences (70, 80) are out of scope
     ({"families": "d"}, ["--families=d"], {"CONTENT_DIFFERENT_ROWS": 1, "GOODROWS": ROWS - 3}),
-    # the delete marker itself is a cell in a raw scan
-    ({"raw": True}, ["--raw"], {"CONTENT_DIFFERENT_ROWS": 3}),
+    # raw: delete markers are cells — rows 10 and 11 are on cold as their markers (content, not missing)
+    ({"raw": True}, ["--raw"], {"CONTENT_DIFFERENT_ROWS": 5, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
     # rows 100..199 only: the two peer-only rows and nothing else
     ({"row_prefixes": "row-00000001"}, ["--row-prefixes=row-00000001"],
      {"GOODROWS": 100, "BADROWS": 2, "ONLY_IN_PEER_TABLE_ROWS": 2, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
@@ -155,3 +155,36 @@ def test_options_count_as_verifyreplication_counts(planted, hbase_env, tmp_path:
     for k, v in expect.items():
         assert out[k] == v, (k, counters(out))
     assert out["window"]["verifyrep_args"] == args
+
+
+def drt(env: dict[str, str], tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "verify", *args], capture_output=True,
+                          text=True, env=env, cwd=tmp, timeout=600)
+
+
+def one_error_line(r: subprocess.CompletedProcess[str], code: int) -> str:
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("drt: error")]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    return lines[0]
+
+
+def test_bad_input_is_one_line_and_exit_2(planted, hbase_env, tmp_path: Path) -> None:
+    hot, cold = planted
+    line = one_error_line(drt(hbase_env, tmp_path, uri(hot), uri(cold, "drt:nope")), 2)
+    assert "drt:nope does not exist on the peer" in line
+    line = one_error_line(drt(hbase_env, tmp_path, uri(hot), uri(cold), "--families", "d,zz"), 2)
+    assert "has no family zz" in line
+    line = one_error_line(drt(hbase_env, tmp_path, uri(hot), uri(cold), "--end-time", "2999-01-01"), 2)
+    assert "is after now" in line
+    line = one_error_line(drt(hbase_env, tmp_path, uri(hot), "file:///tmp"), 2)
+    assert "not an hbase:// URI" in line
+
+
+def test_unreachable_cluster_is_exit_3(planted, hbase_env, tmp_path: Path) -> None:
+    from drt_servers.process import free_port
+
+    hot, _ = planted
+    dead = f"hbase://127.0.0.1:{free_port()}/hbase/{TABLE}"
+    line = one_error_line(drt(hbase_env, tmp_path, uri(hot), dead), 3)
+    assert "does not answer" in line
