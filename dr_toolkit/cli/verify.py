@@ -111,6 +111,10 @@ def register(app: typer.Typer) -> None:
                             ] = None,
         raw: Annotated[bool, typer.Option(
             "--raw", help="hbase://: raw scan: delete markers and deleted cells are compared too.")] = False,
+        as_of: Annotated[str | None, typer.Option(
+            "--as-of", help="Compare both sides as they were at T (ISO 8601 or epoch s), or `recovery-point`: "
+                            "the failover gate's current one. hbase:// (cells stamped before T) and "
+                            "--ts-column datasets.")] = None,
     ) -> None:
         """Compare a dataset with its replica by key (HBase VerifyReplication's counters).
 
@@ -154,12 +158,18 @@ def register(app: typer.Typer) -> None:
             if not source or not target:
                 raise UsageError("missing SRC and DST", hint="drt verify SRC DST --key COLS (or --policy NAME)")
             hbase_uris = source.startswith("hbase://") or target.startswith("hbase://")
-            hbase_opts = {k: v for k, v in (("families", families), ("row_prefixes", row_prefixes),
+            hbase_opts: dict[str, Any] = {k: v for k, v in (("families", families), ("row_prefixes", row_prefixes),
                                              ("versions", versions)) if v is not None}
             if raw:
                 hbase_opts["raw"] = True
             if hbase_opts and not hbase_uris:
                 raise UsageError(f"--{next(iter(hbase_opts)).replace('_', '-')} is for hbase:// tables only")
+            if as_of is not None:
+                if end_time is not None:
+                    raise UsageError("--as-of and --end-time both set the end of the window: give one")
+                if not hbase_uris and not ts_column:
+                    raise UsageError("--as-of needs hbase:// tables or a --ts-column",
+                                     hint="files without a timestamp column cannot be read as of a time")
             if hbase_uris:
                 if key or ts_column:
                     raise UsageError("hbase:// tables take no --key/--ts-column: the row key is the key and "
@@ -167,7 +177,11 @@ def register(app: typer.Typer) -> None:
                 key = "row"
             if not key:
                 raise UsageError("missing --key", hint="name the key column(s): --key id or --key a,b")
-            topo, ledger = _topology_and_ledger(st, False)
+            topo, ledger = _topology_and_ledger(st, as_of is not None and as_of.strip().lower() == "recovery-point")
+            if as_of is not None:
+                from dr_toolkit.verify.api import resolve_as_of
+
+                end_time = str(resolve_as_of(as_of, topo, ledger, st.access()))
             if status is not None:
                 status.start()
             try:

@@ -165,6 +165,40 @@ def parse_time(value: str | float | None, option: str) -> float | None:
     return t.timestamp()
 
 
+RECOVERY_POINT = "recovery-point"
+
+
+def resolve_as_of(value: str | float | None, topology: Topology | None, ledger: Ledger | None,
+                  access: Access | None = None, now: float | None = None) -> float | None:
+    """``--as-of``: a time (ISO 8601 or epoch seconds, not after now), or ``recovery-point``: the
+    failover gate's current recovery point over HDFS, HBase and Kafka (the verification's own
+    signal left out: it would be circular). No recovery point (a component cannot state one):
+    ProblemFound (exit 1) with the gate's reasons; an unreachable component: its reason."""
+    from dr_toolkit.errors import ProblemFound
+
+    if value is None or value == "":
+        return None
+    now = time.time() if now is None else now
+    if str(value).strip().lower() != RECOVERY_POINT:
+        t = parse_time(value, "--as-of")
+        assert t is not None
+        if t > now + 1:
+            raise ConfigError(f"--as-of {value} is after now",
+                              hint="a verification can only be about what has been written: give a past time")
+        return t
+    if topology is None or ledger is None:
+        raise ConfigError("--as-of recovery-point needs the topology and its ledger",
+                          hint="pass --config drt.yaml (the gate reads every protected component)")
+    from dr_toolkit.failover.gate import check
+
+    res = check(topology, ledger, components=("hdfs", "hbase", "kafka"), access=access, now=now)
+    if res.recovery_point is None:
+        raise ProblemFound("the gate states no recovery point to verify as of: "
+                           + ("; ".join(res.reasons) or "no component states a safe time"),
+                           hint="run `drt failover check` for the details, or pass --as-of TIME")
+    return float(res.recovery_point)
+
+
 def _jsonable(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | float):
         return v
@@ -607,15 +641,20 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
                   access: Access | None = None, spark_master: str | None = None,
                   who: str | None = None) -> VerifyResult:
     """Run the verify policy ``policy_name``: the report goes to its reports directory, the
-    result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, the data
-    compared is what was written before the run started (``end_time`` = now)."""
+    result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, or for HBase
+    tables (``hbase://`` source and target, ``key: [row]``), the data compared is what was written
+    before the run started (``end_time`` = now: cells stamped before it)."""
     policy = topology.policy(policy_name)
     if not isinstance(policy, VerifyPolicy):
         raise ConfigError(f"policy {policy_name!r} is not a verify policy", where=topology.source_file,
                           hint="name one listed under policies.verify")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     report = reports_dir(topology, policy) / f"verify-{policy.name}-{stamp}.html"
-    end = str(time.time()) if policy.ts_column else None
+    from dr_toolkit.verify.hbase import is_hbase
+
+    # a timestamp column (or an HBase table's cell timestamps) pins the run to its start: rows written
+    # while it runs are not compared, and a GOOD report means "cold equals hot as of the start"
+    end = str(time.time()) if policy.ts_column or is_hbase(policy.source) else None
     return verify(policy.source, policy.target, list(policy.key), topology=topology, fmt=policy.format,
                   ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
                   report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress,

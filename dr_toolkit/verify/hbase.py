@@ -294,7 +294,7 @@ def spark_conf(topology: Topology | None) -> dict[str, str]:
 
 
 def _reader(spark: SparkSession) -> Any:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm
     try:
         cls = jvm.java.lang.Class.forName(READER_CLASS, True, jvm.Thread.currentThread().getContextClassLoader())
     except Exception:  # noqa: BLE001 - Py4JJavaError: ClassNotFoundException
@@ -366,7 +366,7 @@ def read(spark: SparkSession, t: Table, scan: Scan, side: str) -> DataFrame:
 
     reader = _reader(spark)
     try:
-        jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),  # type: ignore[attr-defined]
+        jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
                           ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
                           scan.caching, TIMEOUT_MS)
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError

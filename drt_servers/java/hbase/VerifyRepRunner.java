@@ -8,7 +8,7 @@ import org.apache.hadoop.mapreduce.Job;
  * HBase's own VerifyReplication (hbase-mapreduce) in the MapReduce local job runner: the baseline
  * `drt verify hbase://…` is checked against and timed against.
  *
- * <pre>java VerifyRepRunner ZK_QUORUM ZK_PORT ZNODE_PARENT WORK_DIR [VerifyReplication args…]</pre>
+ * <pre>java VerifyRepRunner ZK_QUORUM ZK_PORT ZNODE_PARENT WORK_DIR [-Dkey=value…] [VerifyReplication args…]</pre>
  *
  * The job reads the source table on the cluster at ZK_QUORUM:ZK_PORT:ZNODE_PARENT and compares it
  * with the peer named by the last-but-one argument (a peer id or a cluster key), exactly as
@@ -29,8 +29,18 @@ public final class VerifyRepRunner {
     conf.set("hadoop.tmp.dir", args[3] + "/hadoop-tmp");
     conf.set("mapreduce.jobtracker.staging.root.dir", args[3] + "/staging");
     conf.set("mapreduce.cluster.local.dir", args[3] + "/local");
-    String[] vr = new String[args.length - 4];
-    System.arraycopy(args, 4, vr, 0, vr.length);
+    // -Dkey=value before VerifyReplication's own arguments go into the job's configuration, as
+    // `hbase …VerifyReplication -Dhbase.mapreduce.scan.cachedrows=1000 …` does through ToolRunner
+    java.util.List<String> rest = new java.util.ArrayList<>();
+    for (int i = 4; i < args.length; i++) {
+      if (args[i].startsWith("-D") && args[i].contains("=")) {
+        String kv = args[i].substring(2);
+        conf.set(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+      } else {
+        rest.add(args[i]);
+      }
+    }
+    String[] vr = rest.toArray(new String[0]);
     long t0 = System.nanoTime();
     Job job = new VerifyReplication().createSubmittableJob(conf, vr);
     if (job == null) {
