@@ -269,6 +269,7 @@ class _Job:
         self.opts, self.access = opts, access
         self.schema = C.SchemaDiff()
         self.null_ts: dict[str, int] = {}
+        self.cache_reads = False  # read each side once and keep it (HBase tables: remote scans)
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         """Read both sides, check columns, apply the window, align; return the hashed frames."""
@@ -304,6 +305,27 @@ class _Job:
                          self.key).persist()
         keep.append(cls)
         return cls
+
+
+class _HBaseJob(_Job):
+    """An HBase verification: the rows come with their digest computed by the reader from the cells'
+    raw bytes (row key included), so ``prepare`` only adds the bucket — no canonical form or JSON
+    text is built in Spark; ``cells`` is kept for the value compare and the samples."""
+
+    def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
+        from pyspark.sql import functions as F
+
+        from dr_toolkit.verify.canon import encode_row
+
+        out = []
+        for ds, side in ((self.src, "source"), (self.peer, "peer")):
+            df = read(self.spark, ds, side=side, topology=self.topology, access=self.access)
+            assert df is not None
+            out.append(df.select(
+                C.col("row"), C.col("cells"),
+                F.pmod(F.xxhash64(encode_row([C.col("row")])), F.lit(self.buckets)).cast("int").alias(C.BUCKET),
+                C.col("h").alias(C.ROW_HASH), C.col("c").alias(C.ROW_CRC), F.lit(0).alias(C.NULL_KEY)))
+        return out[0], out[1]
 
 
 def _counts(cls: DataFrame) -> dict[str, int]:
@@ -459,8 +481,9 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
     src = Dataset(source, "hbase", hbase=(src_t, scan))
     peer = Dataset(target, "hbase", hbase=(peer_t, scan))
     key = [hbase.KEY]
-    job = _Job(spark, src, peer, key, topology=topology, ts_column=None, start=None, end=None, ignore=[],
-               buckets=n_buckets, progress=say, opts=CompareOptions(), access=access)
+    job = _HBaseJob(spark, src, peer, key, topology=topology, ts_column=None, start=None, end=None, ignore=[],
+                    buckets=n_buckets, progress=say, opts=CompareOptions(), access=access)
+    job.cache_reads = True
     request = request_of(source, target, key=key, fmt="hbase", peer_format=None, table=None, peer_table=None,
                          ignore_columns=None, ts_column=None, start=start,
                          options={"hbase": {k: v for k, v in scan.to_json().items() if k != "end_ms"}})
@@ -485,6 +508,15 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     hs, hp = job.prepare()
     say(f"comparing {n_buckets} bucket digests")
     persisted: list[DataFrame] = []
+    if job.cache_reads:
+        # A remote read (HBase region servers) costs far more than a cached copy: each side is read
+        # once, both at the same time (one Spark job over both tables' regions: with one region per
+        # table the two scans run side by side), and kept for every later pass.
+        from pyspark import StorageLevel
+
+        hs, hp = (h.persist(StorageLevel.MEMORY_AND_DISK) for h in (hs, hp))
+        persisted += [hs, hp]
+        hs.select(F.lit(0).alias("_")).unionAll(hp.select(F.lit(0).alias("_"))).count()
     # Digests and the row compare need only (key, bucket, hashes); the samples' rows are re-read from
     # their buckets. Caching the slim frames between passes measured slower than re-reading local
     # files, so they are not cached.

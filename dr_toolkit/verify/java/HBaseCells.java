@@ -1,6 +1,8 @@
 package org.drtoolkit.verify;
 
 import java.io.IOException;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 
 import org.apache.hadoop.conf.Configuration;
@@ -41,8 +43,9 @@ import org.apache.spark.sql.types.StructType;
  * prefix), max versions, raw (delete markers) and block caching off. One output row per HBase row:
  * {@code row} (Bytes.toStringBinary of the key) and {@code cells}, the row's cells in HBase's order,
  * each (family, qualifier, ts, type, value) — the five things Result.compareResults compares
- * (texts are Bytes.toStringBinary: exact and readable). The JVM does the reading; Python sees only
- * the DataFrame.
+ * (texts are Bytes.toStringBinary: exact and readable), and {@code h}, {@code c}: the row's digest
+ * computed here from the raw bytes (see {@link #digest}). The JVM does the reading and the hashing;
+ * Python sees only the DataFrame.
  */
 public final class HBaseCells {
   private HBaseCells() {
@@ -127,7 +130,41 @@ public final class HBaseCells {
         DataTypes.createStructField("value", DataTypes.StringType, false)});
     return DataTypes.createStructType(new StructField[] {
         DataTypes.createStructField("row", DataTypes.StringType, false),
-        DataTypes.createStructField("cells", DataTypes.createArrayType(cell, false), false)});
+        DataTypes.createStructField("cells", DataTypes.createArrayType(cell, false), false),
+        DataTypes.createStructField("h", DataTypes.LongType, false),
+        DataTypes.createStructField("c", DataTypes.LongType, false)});
+  }
+
+  private static void put(MessageDigest md, byte[] a, int off, int len) {
+    md.update(new byte[] {(byte) (len >>> 24), (byte) (len >>> 16), (byte) (len >>> 8), (byte) len});
+    md.update(a, off, len);
+  }
+
+  /**
+   * The row's digest: MD5 of an unambiguous encoding (every field length-prefixed) of the row key and,
+   * cell by cell, family, qualifier, timestamp, type and value. {@code h} = its first 8 bytes (a
+   * long), {@code c} = the next 4 (unsigned): the two hashes the verifyrep pipeline folds per bucket.
+   */
+  static long[] digest(Result r) {
+    MessageDigest md;
+    try {
+      md = MessageDigest.getInstance("MD5");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+    byte[] row = r.getRow();
+    put(md, row, 0, row.length);
+    for (Cell c : r.rawCells()) {
+      put(md, c.getFamilyArray(), c.getFamilyOffset(), c.getFamilyLength());
+      put(md, c.getQualifierArray(), c.getQualifierOffset(), c.getQualifierLength());
+      md.update(Bytes.toBytes(c.getTimestamp()));
+      md.update(c.getTypeByte());
+      put(md, c.getValueArray(), c.getValueOffset(), c.getValueLength());
+    }
+    byte[] d = md.digest();
+    long h = Bytes.toLong(d, 0);
+    long low = Bytes.toInt(d, 8) & 0xFFFFFFFFL;
+    return new long[] {h, low};
   }
 
   static Row toRow(Result r) {
@@ -141,7 +178,8 @@ public final class HBaseCells {
           c.getTimestamp(), c.getType().name(),
           Bytes.toStringBinary(c.getValueArray(), c.getValueOffset(), c.getValueLength())));
     }
-    return RowFactory.create(Bytes.toStringBinary(r.getRow()), (Object) out);
+    long[] d = digest(r);
+    return RowFactory.create(Bytes.toStringBinary(r.getRow()), (Object) out, d[0], d[1]);
   }
 
   /** The table's rows as a DataFrame (row, cells), read region-parallel by Spark's executors. */
