@@ -131,25 +131,38 @@ def test_cli_counts_every_planted_difference_like_verifyreplication(planted, hba
     assert "CONTENT_DIFFERENT_ROWS = 3" in html and "v2" in html
 
 
-@pytest.mark.parametrize("case,args,expect", [
+CASES = {
     # newest 3 versions: the extra old version on cold is a difference too
-    ({"versions": "3"}, ["--versions=3"], {"CONTENT_DIFFERENT_ROWS": 4, "GOODROWS": ROWS - 6}),
+    "versions": ({"versions": "3"}, ["--versions=3"], {"CONTENT_DIFFERENT_ROWS": 4, "GOODROWS": ROWS - 6}),
     # the replicated family only: x's differences (70, 80) are out of scope
-    ({"families": "d"}, ["--families=d"], {"CONTENT_DIFFERENT_ROWS": 1, "GOODROWS": ROWS - 3}),
+    "families": ({"families": "d"}, ["--families=d"], {"CONTENT_DIFFERENT_ROWS": 1, "GOODROWS": ROWS - 3}),
     # raw: delete markers are cells — rows 10 and 11 are on cold as their markers (content, not missing)
-    ({"raw": True}, ["--raw"], {"CONTENT_DIFFERENT_ROWS": 5, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
+    "raw": ({"raw": True}, ["--raw"], {"CONTENT_DIFFERENT_ROWS": 5, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
     # rows 100..199 only: the two peer-only rows and nothing else
-    ({"row_prefixes": "row-00000001"}, ["--row-prefixes=row-00000001"],
-     {"GOODROWS": 100, "BADROWS": 2, "ONLY_IN_PEER_TABLE_ROWS": 2, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
+    "row-prefixes": ({"row_prefixes": "row-00000001"}, ["--row-prefixes=row-00000001"],
+                     {"GOODROWS": 100, "BADROWS": 2, "ONLY_IN_PEER_TABLE_ROWS": 2, "ONLY_IN_SOURCE_TABLE_ROWS": 0}),
     # cells stamped in [1 s, 1.5 s) after the epoch: row 50's d:c only (v1 on hot, v2 on cold)
-    ({"start_time": "1", "end_time": "1.5"}, ["--starttime=1000", "--endtime=1500"],
-     {"GOODROWS": 0, "BADROWS": 1, "CONTENT_DIFFERENT_ROWS": 1}),
+    "time-range": ({"start_time": "1", "end_time": "1.5"}, ["--starttime=1000", "--endtime=1500"],
+                   {"GOODROWS": 0, "BADROWS": 1, "CONTENT_DIFFERENT_ROWS": 1}),
     # from 3 s on: the planted old stamps (d:c 1 s, x:q 2 s, the 5 ms version) are out; row 80's x:q is in
-    ({"start_time": "3"}, ["--starttime=3000"], {"CONTENT_DIFFERENT_ROWS": 1, "ONLY_IN_SOURCE_TABLE_ROWS": 2}),
-], ids=["versions", "families", "raw", "row-prefixes", "time-range", "since"])
-def test_options_count_as_verifyreplication_counts(planted, hbase_env, tmp_path: Path, case, args, expect) -> None:
+    "since": ({"start_time": "3"}, ["--starttime=3000"], {"CONTENT_DIFFERENT_ROWS": 1, "ONLY_IN_SOURCE_TABLE_ROWS": 2}),
+}
+
+
+@pytest.fixture(scope="module")
+def ours_by_case(planted, hbase_env, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every option set through ``verify()`` in one process (one Spark start for all of them)."""
     hot, cold = planted
-    [out] = ours(hbase_env, hot, cold, [dict(case)], tmp_path)
+    names = list(CASES)
+    results = ours(hbase_env, hot, cold, [dict(CASES[n][0]) for n in names], tmp_path_factory.mktemp("ours"))
+    return dict(zip(names, results, strict=True))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_options_count_as_verifyreplication_counts(planted, ours_by_case, tmp_path: Path, name: str) -> None:
+    hot, _ = planted
+    case, args, expect = CASES[name]
+    out = ours_by_case[name]
     vr = theirs(hot, args, tmp_path / "verifyrep")
     assert counters(out) == counters(vr), (case, out["samples"])
     for k, v in expect.items():
