@@ -179,8 +179,18 @@ class HBaseCluster:
             raise ControlError(f"hbase-{self.name}: {line!r} failed: {answer.get('error')}")
         return answer
 
-    def create_table(self, table: str = TABLE, families: str = FAMILY, scope: int = 1) -> None:
-        self.request("create_table", table, families, str(scope))
+    def create_table(self, table: str = TABLE, families: str = FAMILY, scope: int = 1, versions: int = 1) -> None:
+        self.request("create_table", table, families, str(scope), str(versions))
+
+    def put_cell(self, table: str, row: str, family: str, qualifier: str, value: str, ts: int | None = None) -> None:
+        """One cell through HBase's Table API (``ts`` None: the region server's time). No spaces in the words."""
+        self.request("cell", table, row, family, qualifier, "-" if ts is None else str(ts), value)
+
+    def delete(self, table: str, row: str, family: str | None = None, qualifier: str | None = None,
+               ts: int | None = None) -> None:
+        """A real Delete: the row, a family, the newest version of a column, or the version at ``ts``."""
+        words = [w for w in (family, qualifier, None if ts is None else str(ts)) if w is not None]
+        self.request("delete", table, row, *words)
 
     def put(self, first: int, n: int, *, table: str = TABLE, family: str = FAMILY, value_bytes: int = 100) -> None:
         self.request("put", table, family, str(first), str(n), str(value_bytes))
@@ -286,3 +296,60 @@ def start_for_cli(workdir: Path) -> list[ManagedProcess]:
     for c in (hot, cold):
         print(c.describe())
     return [hot.process, cold.process]
+
+
+def verify_replication(source: HBaseCluster, table: str, peer: str, *args: str, workdir: Path,
+                       timeout: float = 1800) -> dict[str, Any]:
+    """Run HBase's own VerifyReplication (``hbase-mapreduce``, MapReduce local job runner) against
+    ``source``: ``peer`` is a peer id of ``source`` or a cluster key, ``args`` its options as HBase
+    spells them (``--versions=3``, ``--families=d``, ``--starttime=MS``…). Returns its counters
+    (GOODROWS, BADROWS, ONLY_IN_SOURCE_TABLE_ROWS, ONLY_IN_PEER_TABLE_ROWS, CONTENT_DIFFERENT_ROWS),
+    ``job_s`` (the job itself) and ``wall_s`` (the JVM, start to end)."""
+    import subprocess
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf = workdir / "conf"
+    conf.mkdir(exist_ok=True)
+    (conf / "log4j2.properties").write_text(LOG4J2)
+    argv = [maven.java(), "-Xmx1g", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}", f"-Djava.io.tmpdir={workdir}",
+            *JAVA17_FLAGS, "-cp", f"{maven.java_classes('hbase')}:{maven.classpath('hbase')}", "VerifyRepRunner",
+            "127.0.0.1", str(source.info["zk_port"]), source.znode_parent, str(workdir), *args, peer, table]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    wall = time.monotonic() - t0
+    (workdir / "verifyrep.log").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
+    last = next((ln for ln in reversed(r.stdout.strip().splitlines()) if ln.startswith("{")), None)
+    if last is None:
+        raise ControlError(f"VerifyReplication printed no result (exit {r.returncode}); log: "
+                           f"{workdir / 'verifyrep.log'}: {r.stderr.strip()[-800:]}")
+    out: dict[str, Any] = json.loads(last)
+    if not out.get("ok"):
+        raise ControlError(f"VerifyReplication failed: {out} (log {workdir / 'verifyrep.log'})")
+    out["wall_s"] = wall
+    return out
+
+
+#: the jars of the HBase client a Spark job needs to read tables through TableInputFormat — what
+#: ``hbase mapredcp`` prints on an installation (TableMapReduceUtil.addHBaseDependencyJars), taken
+#: from this launcher's resolved classpath; Hadoop itself comes from Spark's own client.
+MAPREDCP = ("hbase-common", "hbase-client", "hbase-protocol", "hbase-protocol-shaded", "hbase-zookeeper",
+            "hbase-shaded-miscellaneous", "hbase-shaded-gson", "hbase-shaded-protobuf", "hbase-shaded-netty",
+            "hbase-unsafe", "hbase-replication", "hbase-hadoop-compat", "hbase-hadoop2-compat", "hbase-metrics",
+            "hbase-metrics-api", "hbase-mapreduce", "hbase-server", "hbase-asyncfs", "hbase-logging",
+            "zookeeper", "zookeeper-jute", "opentelemetry-api", "opentelemetry-context", "opentelemetry-semconv",
+            "audience-annotations", "protobuf-java")
+
+
+def mapredcp() -> str:
+    """The equivalent of ``hbase mapredcp`` for this HBase release (for ``DRT_HBASE_CLASSPATH``)."""
+    import re
+
+    out = []
+    for jar in maven.classpath("hbase").split(":"):
+        name = Path(jar).name
+        m = re.match(r"(.+?)-\d[\w.\-]*\.jar$", name)
+        if m and m.group(1) in MAPREDCP and not name.endswith("-tests.jar"):
+            out.append(jar)
+    return ":".join(out)

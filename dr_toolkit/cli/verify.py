@@ -102,11 +102,27 @@ def register(app: typer.Typer) -> None:
         ignore_spaces: Annotated[bool, typer.Option("--ignore-spaces", help="Strip spaces around strings.")] = False,
         ignore_case: Annotated[bool, typer.Option("--ignore-case", help="Compare strings case-insensitively.")
                                ] = False,
+        families: Annotated[str | None, typer.Option(
+            "--families", help="hbase://: only these column families (comma-separated).")] = None,
+        row_prefixes: Annotated[str | None, typer.Option(
+            "--row-prefixes", help="hbase://: only rows starting with one of these (comma-separated).")] = None,
+        versions: Annotated[str | None, typer.Option(
+            "--versions", help="hbase://: compare the newest N versions of each cell, or `all` (default 1).")
+                            ] = None,
+        raw: Annotated[bool, typer.Option(
+            "--raw", help="hbase://: raw scan: delete markers and deleted cells are compared too.")] = False,
+        as_of: Annotated[str | None, typer.Option(
+            "--as-of", help="Compare both sides as they were at T (ISO 8601 or epoch s), or `recovery-point`: "
+                            "the failover gate's current one. hbase:// (cells stamped before T) and "
+                            "--ts-column datasets.")] = None,
     ) -> None:
         """Compare a dataset with its replica by key (HBase VerifyReplication's counters).
 
         Exit 1 when BADROWS > 0. Example: drt verify file:///data/hot/orders file:///data/cold/orders
-        --key order_id --report orders.html
+        --key order_id --report orders.html. HBase tables, cell by cell as VerifyReplication compares
+        them: drt verify hbase://hot/ns:table hbase://cold/ns:table [--start-time T --end-time T]
+        [--families f1,f2] [--row-prefixes p1,p2] [--versions N|all] [--raw] (no --key: the row key is
+        the key; the times bound the cells' timestamps).
         """
         from dr_toolkit.verify.api import verify, verify_policy
         from dr_toolkit.verify.canon import CompareOptions
@@ -141,9 +157,31 @@ def register(app: typer.Typer) -> None:
         else:
             if not source or not target:
                 raise UsageError("missing SRC and DST", hint="drt verify SRC DST --key COLS (or --policy NAME)")
+            hbase_uris = source.startswith("hbase://") or target.startswith("hbase://")
+            hbase_opts: dict[str, Any] = {k: v for k, v in (("families", families), ("row_prefixes", row_prefixes),
+                                             ("versions", versions)) if v is not None}
+            if raw:
+                hbase_opts["raw"] = True
+            if hbase_opts and not hbase_uris:
+                raise UsageError(f"--{next(iter(hbase_opts)).replace('_', '-')} is for hbase:// tables only")
+            if as_of is not None:
+                if end_time is not None:
+                    raise UsageError("--as-of and --end-time both set the end of the window: give one")
+                if not hbase_uris and not ts_column:
+                    raise UsageError("--as-of needs hbase:// tables or a --ts-column",
+                                     hint="files without a timestamp column cannot be read as of a time")
+            if hbase_uris:
+                if key or ts_column:
+                    raise UsageError("hbase:// tables take no --key/--ts-column: the row key is the key and "
+                                     "--start-time/--end-time bound the cells' timestamps")
+                key = "row"
             if not key:
                 raise UsageError("missing --key", hint="name the key column(s): --key id or --key a,b")
-            topo, ledger = _topology_and_ledger(st, False)
+            topo, ledger = _topology_and_ledger(st, as_of is not None and as_of.strip().lower() == "recovery-point")
+            if as_of is not None:
+                from dr_toolkit.verify.api import resolve_as_of
+
+                end_time = str(resolve_as_of(as_of, topo, ledger, st.access()))
             if status is not None:
                 status.start()
             try:
@@ -153,7 +191,8 @@ def register(app: typer.Typer) -> None:
                                 buckets=buckets, spark=None, ledger=ledger, name=name, table=table,
                                 peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
                                 ignore_columns=[c for c in (ignore_columns or "").split(",") if c],
-                                progress=progress, options=options, access=st.access(), spark_master=spark_master)
+                                progress=progress, options=options, access=st.access(), spark_master=spark_master,
+                                hbase_options=hbase_opts or None)
             finally:
                 if status is not None:
                     status.stop()

@@ -165,6 +165,40 @@ def parse_time(value: str | float | None, option: str) -> float | None:
     return t.timestamp()
 
 
+RECOVERY_POINT = "recovery-point"
+
+
+def resolve_as_of(value: str | float | None, topology: Topology | None, ledger: Ledger | None,
+                  access: Access | None = None, now: float | None = None) -> float | None:
+    """``--as-of``: a time (ISO 8601 or epoch seconds, not after now), or ``recovery-point``: the
+    failover gate's current recovery point over HDFS, HBase and Kafka (the verification's own
+    signal left out: it would be circular). No recovery point (a component cannot state one):
+    ProblemFound (exit 1) with the gate's reasons; an unreachable component: its reason."""
+    from dr_toolkit.errors import ProblemFound
+
+    if value is None or value == "":
+        return None
+    now = time.time() if now is None else now
+    if str(value).strip().lower() != RECOVERY_POINT:
+        t = parse_time(value, "--as-of")
+        assert t is not None
+        if t > now + 1:
+            raise ConfigError(f"--as-of {value} is after now",
+                              hint="a verification can only be about what has been written: give a past time")
+        return t
+    if topology is None or ledger is None:
+        raise ConfigError("--as-of recovery-point needs the topology and its ledger",
+                          hint="pass --config drt.yaml (the gate reads every protected component)")
+    from dr_toolkit.failover.gate import check
+
+    res = check(topology, ledger, components=("hdfs", "hbase", "kafka"), access=access, now=now)
+    if res.recovery_point is None:
+        raise ProblemFound("the gate states no recovery point to verify as of: "
+                           + ("; ".join(res.reasons) or "no component states a safe time"),
+                           hint="run `drt failover check` for the details, or pass --as-of TIME")
+    return float(res.recovery_point)
+
+
 def _jsonable(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | float):
         return v
@@ -235,6 +269,7 @@ class _Job:
         self.opts, self.access = opts, access
         self.schema = C.SchemaDiff()
         self.null_ts: dict[str, int] = {}
+        self.cache_reads = False  # read each side once and keep it (HBase tables: remote scans)
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         """Read both sides, check columns, apply the window, align; return the hashed frames."""
@@ -270,6 +305,27 @@ class _Job:
                          self.key).persist()
         keep.append(cls)
         return cls
+
+
+class _HBaseJob(_Job):
+    """An HBase verification: the rows come with their digest computed by the reader from the cells'
+    raw bytes (row key included), so ``prepare`` only adds the bucket — no canonical form or JSON
+    text is built in Spark; ``cells`` is kept for the value compare and the samples."""
+
+    def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
+        from pyspark.sql import functions as F
+
+        from dr_toolkit.verify.canon import encode_row
+
+        out = []
+        for ds, side in ((self.src, "source"), (self.peer, "peer")):
+            df = read(self.spark, ds, side=side, topology=self.topology, access=self.access)
+            assert df is not None
+            out.append(df.select(
+                C.col("row"), C.col("cells"),
+                F.pmod(F.xxhash64(encode_row([C.col("row")])), F.lit(self.buckets)).cast("int").alias(C.BUCKET),
+                C.col("h").alias(C.ROW_HASH), C.col("c").alias(C.ROW_CRC), F.lit(0).alias(C.NULL_KEY)))
+        return out[0], out[1]
 
 
 def _counts(cls: DataFrame) -> dict[str, int]:
@@ -330,8 +386,13 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
            credentials: Credentials | None = None, peer_credentials: Credentials | None = None,
            ignore_columns: list[str] | None = None, progress: Progress | None = None,
            options: CompareOptions | None = None, access: Access | None = None, spark_master: str | None = None,
-           who: str | None = None) -> VerifyResult:
+           who: str | None = None, hbase_options: dict[str, Any] | None = None) -> VerifyResult:
     """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
+
+    Two ``hbase://<cluster>/<ns>:<table>`` URIs compare HBase tables cell by cell
+    (:mod:`dr_toolkit.verify.hbase`; ``key`` is ignored, the row key is the key):
+    ``hbase_options`` takes ``families``, ``row_prefixes``, ``versions`` (N or "all") and ``raw``;
+    ``start_time``/``end_time`` bound the cells' timestamps.
 
     Raises ConfigError (exit 2) for bad input: a missing path, an unreadable format, a key or
     timestamp column that does not exist, a bad time, a type that cannot be compared.
@@ -341,6 +402,14 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     """
     started = time.time()
     say: Progress = progress or (lambda m: log.info("%s", m))
+    from dr_toolkit.verify.hbase import is_hbase
+
+    if is_hbase(source) or is_hbase(target):
+        return _verify_hbase(source, target, topology=topology, start_time=start_time, end_time=end_time,
+                             hbase_options=hbase_options or {}, recompare_sleep_s=recompare_sleep_s,
+                             report_path=report_path, sample_size=sample_size, buckets=buckets, spark=spark,
+                             ledger=ledger, name=name, say=say, access=access, spark_master=spark_master, who=who,
+                             started=started)
     opts = options or CompareOptions()
     key = [k.strip() for k in key if k and k.strip()]
     if not key:
@@ -381,16 +450,73 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
         raise
 
 
+def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_time: str | None,
+                  end_time: str | None, hbase_options: dict[str, Any], recompare_sleep_s: float,
+                  report_path: str | None, sample_size: int, buckets: int | None, spark: SparkSession | None,
+                  ledger: Ledger | None, name: str | None, say: Progress, access: Access | None,
+                  spark_master: str | None, who: str | None, started: float) -> VerifyResult:
+    """Two HBase tables, cell by cell, through the generic pipeline (see :mod:`dr_toolkit.verify.hbase`)."""
+    from dr_toolkit.verify import hbase
+
+    unknown = set(hbase_options) - {"families", "row_prefixes", "versions", "raw"}
+    if unknown:
+        raise ConfigError(f"unknown HBase verification option(s): {', '.join(sorted(unknown))}")
+    src_t = hbase.parse(source, topology, "source")
+    peer_t = hbase.parse(target, topology, "peer")
+    start, end = parse_time(start_time, "--start-time"), parse_time(end_time, "--end-time")
+    scan = hbase.make_scan(start=start, end=end, families=hbase_options.get("families"),
+                           row_prefixes=hbase_options.get("row_prefixes"), versions=hbase_options.get("versions"),
+                           raw=bool(hbase_options.get("raw")))
+    n_buckets = int(buckets or DEFAULT_BUCKETS)
+    if n_buckets < 1:
+        raise ConfigError(f"buckets must be at least 1, not {n_buckets}")
+    hbase.precheck(src_t, peer_t, scan)
+    if spark is None:
+        from dr_toolkit.spark.session import get_session
+
+        spark = get_session(spark_master, app_name="drt-verify", topology=topology, access=access,
+                            conf=hbase.spark_conf(topology))
+    say("checking both tables")
+    families = hbase.check_tables(spark, src_t, peer_t, scan)
+    src = Dataset(source, "hbase", hbase=(src_t, scan))
+    peer = Dataset(target, "hbase", hbase=(peer_t, scan))
+    key = [hbase.KEY]
+    job = _HBaseJob(spark, src, peer, key, topology=topology, ts_column=None, start=None, end=None, ignore=[],
+                    buckets=n_buckets, progress=say, opts=CompareOptions(), access=access)
+    job.cache_reads = True
+    request = request_of(source, target, key=key, fmt="hbase", peer_format=None, table=None, peer_table=None,
+                         ignore_columns=None, ts_column=None, start=start,
+                         options={"hbase": {k: v for k, v in scan.to_json().items() if k != "end_ms"}})
+    windowed = start is not None or end is not None
+    return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
+                   recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, start=start, end=end,
+                   ts_column="cell timestamp" if windowed else None, report_path=report_path, ledger=ledger,
+                   name=name, who=who, request=request, samples_hook=hbase.cell_diff,
+                   extra_window={"hbase": scan.to_json(), "families": families,
+                                 "verifyrep_args": scan.verifyrep_args()})
+
+
 def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
             say: Progress, n_buckets: int, recompare_sleep_s: float, sample_size: int, start: float | None,
             end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
-            name: str | None, who: str | None, request: dict[str, Any]) -> VerifyResult:
+            name: str | None, who: str | None, request: dict[str, Any],
+            samples_hook: Callable[[dict[str, list[dict[str, Any]]]], dict[str, list[dict[str, Any]]]] | None = None,
+            extra_window: dict[str, Any] | None = None) -> VerifyResult:
     from pyspark.sql import functions as F
 
     say("reading both sides")
     hs, hp = job.prepare()
     say(f"comparing {n_buckets} bucket digests")
     persisted: list[DataFrame] = []
+    if job.cache_reads:
+        # A remote read (HBase region servers) costs far more than a cached copy: each side is read
+        # once, both at the same time (one Spark job over both tables' regions: with one region per
+        # table the two scans run side by side), and kept for every later pass.
+        from pyspark import StorageLevel
+
+        hs, hp = (h.persist(StorageLevel.MEMORY_AND_DISK) for h in (hs, hp))
+        persisted += [hs, hp]
+        hs.select(F.lit(0).alias("_")).unionAll(hp.select(F.lit(0).alias("_"))).count()
     # Digests and the row compare need only (key, bucket, hashes); the samples' rows are re-read from
     # their buckets. Caching the slim frames between passes measured slower than re-reading local
     # files, so they are not cached.
@@ -463,6 +589,8 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
                 counters[k] = counts.get(k, 0)
             if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
                 samples = _samples(final, hs, hp, key, sample_size)
+                if samples_hook is not None:
+                    samples = samples_hook(samples)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
     finally:
         for df in persisted:
@@ -474,6 +602,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     window: dict[str, Any] = {"ts_column": ts_column, "start": start, "end": end}
     if job.null_ts:
         window["null_ts"] = job.null_ts
+    window.update(extra_window or {})
     result = VerifyResult(
         counters=counters, source_rows=sum(v[0] for v in sd.values()), peer_rows=sum(v[0] for v in pd.values()),
         source=src.display, target=peer.display, key=key, duration_s=finished - started, started_at=started,
@@ -544,15 +673,20 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
                   access: Access | None = None, spark_master: str | None = None,
                   who: str | None = None) -> VerifyResult:
     """Run the verify policy ``policy_name``: the report goes to its reports directory, the
-    result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, the data
-    compared is what was written before the run started (``end_time`` = now)."""
+    result to the ledger (and the watermark ``verify/<policy>``). With a ``ts_column``, or for HBase
+    tables (``hbase://`` source and target, ``key: [row]``), the data compared is what was written
+    before the run started (``end_time`` = now: cells stamped before it)."""
     policy = topology.policy(policy_name)
     if not isinstance(policy, VerifyPolicy):
         raise ConfigError(f"policy {policy_name!r} is not a verify policy", where=topology.source_file,
                           hint="name one listed under policies.verify")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     report = reports_dir(topology, policy) / f"verify-{policy.name}-{stamp}.html"
-    end = str(time.time()) if policy.ts_column else None
+    from dr_toolkit.verify.hbase import is_hbase
+
+    # a timestamp column (or an HBase table's cell timestamps) pins the run to its start: rows written
+    # while it runs are not compared, and a GOOD report means "cold equals hot as of the start"
+    end = str(time.time()) if policy.ts_column or is_hbase(policy.source) else None
     return verify(policy.source, policy.target, list(policy.key), topology=topology, fmt=policy.format,
                   ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
                   report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress,

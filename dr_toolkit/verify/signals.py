@@ -1,7 +1,9 @@
 """The verification signal: per verification policy, the last report in the ledger.
 
 Safe time = the time the report's data was read (its ``started_at``: both sides were read after
-it, so what the report found equal was on cold by then). Caught up = no BADROWS and the report
+it, so what the report found equal was on cold by then) — or, for a report pinned to a time T
+(``--as-of``, an HBase policy's run: cells stamped before T; ``data_time`` = T), T when that is
+earlier: GOOD then means "cold equals hot as of T", whatever was written after T. Caught up = no BADROWS and the report
 is at most ``failover.max_verify_age_s`` old. No report → no safe time → NO_GO.
 
 Only a report *of the policy* counts: the same source, target, key, formats, tables, ignored
@@ -37,6 +39,8 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
         r = reports[0]
         bad = int(r["badrows"] or 0)
         read_at = float(r["started_at"])
+        pinned = (r.get("detail") or {}).get("data_time")
+        as_of = min(read_at, float(pinned)) if pinned is not None else read_at
         age = max(0.0, now - read_at)
         detail = {"report_id": r["report_id"], "BADROWS": bad, "GOODROWS": int(r["goodrows"] or 0),
                   "age_s": round(age, 1), "report_path": r.get("report_path")}
@@ -50,14 +54,21 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
                               f"report {r['report_id']} (data read from {iso(read_at)}) found differences",
                               detail, "; ".join(reasons)))
             continue
-        out.append(Signal("verify", p.name, not reasons, age, read_at,
-                          f"report {r['report_id']}: data read from {iso(read_at)}", detail,
-                          "; ".join(reasons) or None))
+        basis = (f"report {r['report_id']}: data read from {iso(read_at)}" if as_of == read_at else
+                 f"report {r['report_id']}: cold equals hot as of {iso(as_of)} (read from {iso(read_at)})")
+        out.append(Signal("verify", p.name, not reasons, age, as_of, basis, detail, "; ".join(reasons) or None))
     return out
 
 
 def _expected(p: VerifyPolicy) -> dict[str, Any]:
     from dr_toolkit.verify.api import request_of
+    from dr_toolkit.verify.hbase import KEY, is_hbase, make_scan
+
+    if is_hbase(p.source):  # what verify_policy asks of an HBase policy: every family, newest version
+        scan = {k: v for k, v in make_scan().to_json().items() if k != "end_ms"}
+        return request_of(p.source, p.target, key=[KEY], fmt="hbase", peer_format=None, table=None,
+                          peer_table=None, ignore_columns=None, ts_column=None, start=None,
+                          options={"hbase": scan})
 
     return request_of(p.source, p.target, key=list(p.key), fmt=p.format, peer_format=None, table=None,
                       peer_table=None, ignore_columns=list(p.ignore_columns), ts_column=p.ts_column, start=None,

@@ -5,6 +5,8 @@
   ``fmt``: ``parquet`` (default), ``orc``, ``csv`` (with a header line, every column read as
   text — no schema inference pass), ``json`` (JSON lines). S3 needs ``hadoop-aws`` on
   Spark's classpath.
+- ``hbase://<cluster>/<ns>:<table>``: an HBase table, compared cell by cell as VerifyReplication
+  does (:mod:`dr_toolkit.verify.hbase`).
 - ``table:<db>.<name>`` (or ``table:<name>``): a Spark/Hive table or a temporary view of the
   Spark session.
 - ``jdbc:<driver url>``, e.g. ``jdbc:postgresql://db:5432/sales``, with the table given by
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.access import Access, default_access
 from dr_toolkit.errors import ConfigError
@@ -46,6 +48,7 @@ class Dataset:
     table: str | None = None  # JDBC table
     conn_id: str | None = None
     credentials: Credentials | None = field(default=None, repr=False)
+    hbase: Any = field(default=None, repr=False)  # (hbase.Table, hbase.Scan) for hbase:// (dr_toolkit.verify.hbase)
 
     @property
     def display(self) -> str:
@@ -69,7 +72,7 @@ def _is_empty_dir(path: str) -> bool:
 
 def precheck(ds: Dataset, *, side: str, topology: Topology | None = None) -> None:
     """The checks that need no Spark (run before a session starts): format, URI, local path."""
-    if ds.uri.startswith("table:"):
+    if ds.uri.startswith(("table:", "hbase://")):
         return
     if ds.uri.startswith("jdbc:"):
         if not ds.table:
@@ -101,6 +104,10 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
          access: Access | None = None) -> DataFrame | None:
     """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
     uri = ds.uri
+    if ds.hbase is not None:
+        from dr_toolkit.verify import hbase
+
+        return hbase.read(spark, ds.hbase[0], ds.hbase[1], side)
     if uri.startswith("table:"):
         name = uri[len("table:"):]
         try:

@@ -50,7 +50,8 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * hbase.rootdir, NameNode RPC/HTTP ports, region servers with their info ports) and then answers
  * on 127.0.0.1:CONTROL_PORT a line protocol: one request line of space-separated words, one
  * answer line of JSON ({"ok":true,...} or {"ok":false,"error":"..."}). Requests:
- * info | create_table T CF SCOPE | put T CF FIRST N [VALUE_BYTES] | count T |
+ * info | create_table T CF SCOPE [VERSIONS] | put T CF FIRST N [VALUE_BYTES] | cell T ROW CF Q TS VALUE |
+ * delete T ROW [CF [Q [TS]]] | count T |
  * add_peer ID CLUSTER_KEY [TABLE_CFS] | add_peer_filtered ID KEY ALL NS TCFS EXNS EXTCFS |
  * need_to_replicate ID TABLE [FAMILY] | enable_peer ID | disable_peer ID | remove_peer ID |
  * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T.
@@ -156,7 +157,7 @@ public final class HBaseMiniServer {
           TableDescriptorBuilder b = TableDescriptorBuilder.newBuilder(tn);
           for (String cf : a[2].split(",")) {
             b.setColumnFamily(ColumnFamilyDescriptorBuilder.newBuilder(Bytes.toBytes(cf))
-                .setScope(Integer.parseInt(a[3])).build());
+                .setScope(Integer.parseInt(a[3])).setMaxVersions(a.length > 4 ? Integer.parseInt(a[4]) : 1).build());
           }
           if (!admin.tableExists(tn)) {
             admin.createTable(b.build());
@@ -179,6 +180,34 @@ public final class HBaseMiniServer {
             t.put(puts);
           }
           return "{\"ok\":true,\"rows\":" + n + "}";
+        }
+        case "cell": {
+          // cell T ROW CF Q TS VALUE: one cell (TS "-" = the server's time), as a client would put it
+          Put p = new Put(Bytes.toBytes(a[2]));
+          if (a[5].equals("-")) {
+            p.addColumn(Bytes.toBytes(a[3]), Bytes.toBytes(a[4]), Bytes.toBytes(a[6]));
+          } else {
+            p.addColumn(Bytes.toBytes(a[3]), Bytes.toBytes(a[4]), Long.parseLong(a[5]), Bytes.toBytes(a[6]));
+          }
+          try (Table t = conn.getTable(TableName.valueOf(a[1]))) {
+            t.put(p);
+          }
+          return "{\"ok\":true}";
+        }
+        case "delete": {
+          // delete T ROW [CF [Q [TS]]]: a row, a family, the newest version of a column, or one version
+          org.apache.hadoop.hbase.client.Delete d = new org.apache.hadoop.hbase.client.Delete(Bytes.toBytes(a[2]));
+          if (a.length == 4) {
+            d.addFamily(Bytes.toBytes(a[3]));
+          } else if (a.length == 5) {
+            d.addColumn(Bytes.toBytes(a[3]), Bytes.toBytes(a[4]));
+          } else if (a.length >= 6) {
+            d.addColumn(Bytes.toBytes(a[3]), Bytes.toBytes(a[4]), Long.parseLong(a[5]));
+          }
+          try (Table t = conn.getTable(TableName.valueOf(a[1]))) {
+            t.delete(d);
+          }
+          return "{\"ok\":true}";
         }
         case "count": {
           long n = 0;

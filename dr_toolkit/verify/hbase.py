@@ -1,0 +1,397 @@
+"""`drt verify hbase://hot/ns:table hbase://cold/ns:table`: HBase tables compared cell by cell, as
+HBase's VerifyReplication compares them, on Spark.
+
+**How cells are read.** Spark executors read each side through HBase's own ``TableInputFormat``
+(one Spark partition per region; each a client scan of the region server that holds it) with
+the Scan VerifyReplication builds from the same options. The reading is done in the JVM by a
+small class the library ships (``java/HBaseCells.java``, compiled on first use against Spark's
+jars and the HBase client jars, cached in ``~/.cache/dr-toolkit``): one row per HBase row —
+``row`` and ``cells`` (family, qualifier, timestamp, type, value, in HBase's order; bytes as
+``Bytes.toStringBinary``) — so Python never touches a cell, and the generic verifyrep pipeline
+(:mod:`dr_toolkit.verify.compare`: bucket digests first, row compare only where they differ)
+compares them. Why this way: it is how a deployment reads HBase from Spark (``hbase mapredcp``
+jars on Spark's classpath, no connector to install), it reads region-parallel, and the Scan is
+VerifyReplication's, so "what is compared" is HBase's own answer, not a re-implementation. Table
+snapshots read as HFiles (``TableSnapshotInputFormat``: no load on the region servers) are not
+done yet (see docs/design.md).
+
+**What is compared** (VerifyReplication's ``Result.compareResults``): per row, the same number of
+cells and, position by position, the same family, qualifier, timestamp, type and value. Options as
+VerifyReplication spells them: a time range ``[start, end)`` on cell timestamps (``--start-time``/
+``--end-time``), ``--families``, ``--row-prefixes``, ``--versions N`` (default 1: the newest
+version; ``all``), ``--raw`` (delete markers are cells too; without it a deleted cell is simply
+absent, as VerifyReplication sees it).
+
+**Counters.** GOODROWS, BADROWS and the three kinds count rows over the whole table. One place
+where VerifyReplication counts differently: its mapper scans the peer from the first *source* row
+of each region, so peer-only rows ahead of a region's first source row (or in a region with no
+source row) are never counted by it; here they are ONLY_IN_PEER_TABLE_ROWS.
+
+**HBase client jars.** ``$DRT_HBASE_CLASSPATH`` (what ``hbase mapredcp`` prints: jars,
+directories or ``dir/*``), else ``hbase mapredcp`` run with the cluster's ``hbase_shell``. Hadoop
+comes from Spark's own client.
+
+**Errors.** A table missing on either side, a family missing, a time after now or a bad option:
+ConfigError (exit 2), one line. A ZooKeeper quorum that does not answer, or a cluster whose
+client calls time out: UnreachableError (exit 3).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from dr_toolkit.errors import ConfigError, UnreachableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from dr_toolkit.topology import Topology
+
+SCHEME = "hbase://"
+READER_CLASS = "org.drtoolkit.verify.HBaseCells"
+READER_SOURCE = Path(__file__).parent / "java" / "HBaseCells.java"
+KEY = "row"
+TIMEOUT_MS = 20000
+MAX_TS = 2**63 - 1
+
+
+def is_hbase(uri: str | None) -> bool:
+    return bool(uri) and str(uri).startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """VerifyReplication's options, as dr-toolkit takes them (times in ms, ``versions`` -1 = newest only)."""
+
+    families: tuple[str, ...] = ()
+    row_prefixes: tuple[str, ...] = ()
+    start_ms: int = 0
+    end_ms: int = MAX_TS
+    versions: int = -1
+    raw: bool = False
+    caching: int = 1000
+
+    def to_json(self) -> dict[str, Any]:
+        return {"families": list(self.families), "row_prefixes": list(self.row_prefixes),
+                "start_ms": self.start_ms, "end_ms": None if self.end_ms == MAX_TS else self.end_ms,
+                "versions": "all" if self.versions == 2**31 - 1 else (self.versions if self.versions >= 0 else 1),
+                "raw": self.raw}
+
+    def verifyrep_args(self) -> list[str]:
+        """The same options as HBase's VerifyReplication command line spells them."""
+        out = []
+        if self.start_ms:
+            out.append(f"--starttime={self.start_ms}")
+        if self.end_ms != MAX_TS:
+            out.append(f"--endtime={self.end_ms}")
+        if self.versions >= 0:
+            out.append(f"--versions={self.versions}")
+        if self.families:
+            out.append(f"--families={','.join(self.families)}")
+        if self.row_prefixes:
+            out.append(f"--row-prefixes={','.join(self.row_prefixes)}")
+        if self.raw:
+            out.append("--raw")
+        return out
+
+
+def make_scan(*, families: list[str] | str | None = None, row_prefixes: list[str] | str | None = None,
+              start: float | None = None, end: float | None = None, versions: int | str | None = None,
+              raw: bool = False, now: float | None = None) -> Scan:
+    """Check and build the options (``start``/``end`` in epoch seconds). Bad input: ConfigError."""
+    def listed(v: list[str] | str | None, what: str) -> tuple[str, ...]:
+        items = v.split(",") if isinstance(v, str) else list(v or [])
+        out = tuple(x.strip() for x in items if x and x.strip())
+        for x in out:
+            if " " in x:
+                raise ConfigError(f"{what} {x!r} has a space", hint=f"{what}: comma-separated, no spaces")
+        return out
+
+    now = time.time() if now is None else now
+    for name, t in (("--start-time", start), ("--end-time", end)):
+        if t is not None and t > now + 1:
+            raise ConfigError(f"{name} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))} is after now",
+                              hint="a verification can only be about what has been written: give a past time")
+        if t is not None and t < 0:
+            raise ConfigError(f"{name} is before 1970", hint="give epoch seconds or ISO 8601")
+    if start is not None and end is not None and end <= start:
+        raise ConfigError("--end-time is not after --start-time")
+    if versions is None or versions == "":
+        n = -1
+    elif str(versions).strip().lower() == "all":
+        n = 2**31 - 1
+    else:
+        try:
+            n = int(str(versions))
+        except ValueError:
+            raise ConfigError(f"--versions {versions!r} is not a number", hint="--versions N or --versions all") \
+                from None
+        if n < 1:
+            raise ConfigError(f"--versions must be at least 1, not {n}")
+    return Scan(families=listed(families, "--families"), row_prefixes=listed(row_prefixes, "--row-prefixes"),
+                start_ms=0 if start is None else int(round(start * 1000)),
+                end_ms=MAX_TS if end is None else int(round(end * 1000)), versions=n, raw=raw)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One side: a cluster's ZooKeeper quorum and znode parent, and a table."""
+
+    uri: str
+    quorum: str
+    parent: str
+    table: str
+
+    @property
+    def display(self) -> str:
+        return self.uri
+
+
+def parse(uri: str, topology: Topology | None, side: str) -> Table:
+    """``hbase://<cluster>/<ns>:<table>`` (the cluster's ``zookeeper`` section of the topology) or
+    ``hbase://<zk host:port>[,…]/<znode parent>/<ns>:<table>``."""
+    if not is_hbase(uri):
+        raise ConfigError(f"the {side} is not an hbase:// URI", where=uri,
+                          hint="both sides of an HBase verification are hbase://<cluster>/<ns>:<table>")
+    u = urlparse(uri)
+    path = u.path.strip("/")
+    if not u.netloc or not path:
+        raise ConfigError(f"the {side} names no cluster or no table", where=uri,
+                          hint="hbase://<cluster>/<ns>:<table>, e.g. hbase://hot/default:orders")
+    *parent_parts, table = path.split("/")
+    if ":" in table and not all(table.split(":", 1)):
+        raise ConfigError(f"bad table name {table!r} in the {side}", where=uri, hint="<ns>:<table> or <table>")
+    if ":" in u.netloc:  # a ZooKeeper quorum given directly
+        for hp in u.netloc.split(","):
+            host, _, port = hp.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"bad ZooKeeper address {hp!r} in the {side}", where=uri,
+                                  hint="hbase://<cluster>/<ns>:<table> or hbase://zk:2181/<parent>/<ns>:<table>")
+        return Table(uri, u.netloc, "/" + "/".join(parent_parts) if parent_parts else "/hbase", table)
+    if parent_parts:
+        raise ConfigError(f"the {side} has a path before the table", where=uri,
+                          hint="hbase://<cluster>/<ns>:<table> (the znode parent comes from the topology)")
+    if topology is None:
+        raise ConfigError(f"the {side} names cluster {u.netloc!r} but no topology is configured", where=uri,
+                          hint="pass --config drt.yaml, or hbase://<zk host:port>/<znode parent>/<ns>:<table>")
+    cluster = topology.clusters.get(u.netloc)
+    if cluster is None:
+        raise ConfigError(f"no cluster {u.netloc!r} in the topology", where=uri,
+                          hint=f"clusters: {', '.join(sorted(topology.clusters))}")
+    if cluster.zookeeper is None:
+        raise ConfigError(f"cluster {u.netloc!r} has no zookeeper section", where=uri,
+                          hint="set clusters.<name>.zookeeper.quorum and hbase_znode_parent")
+    return Table(uri, cluster.zookeeper.quorum, cluster.zookeeper.hbase_znode_parent, table)
+
+
+def check_reachable(t: Table, side: str, timeout_s: float = 5.0) -> None:
+    """UnreachableError (exit 3) when no member of the table's ZooKeeper quorum answers."""
+    last = "no address"
+    for hp in t.quorum.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            last = exc.strerror or type(exc).__name__
+    raise UnreachableError(f"the {side} HBase cluster's ZooKeeper does not answer ({last})", where=t.quorum,
+                           hint=f"start the cluster or fix the quorum of {t.uri}")
+
+
+# -- the client jars and our reader -------------------------------------------------------------
+def client_jars(topology: Topology | None = None) -> list[str]:
+    """The HBase client jars Spark needs: ``$DRT_HBASE_CLASSPATH``, else ``hbase mapredcp``."""
+    text = os.environ.get("DRT_HBASE_CLASSPATH", "").strip()
+    if not text and topology is not None:
+        shell = next((c.hbase_shell for c in topology.clusters.values() if c.hbase_shell), None)
+        if shell:
+            try:
+                r = subprocess.run([shell, "mapredcp"], capture_output=True, text=True, timeout=120, check=False)
+            except OSError as exc:
+                raise ConfigError(f"cannot run `{shell} mapredcp`: {exc}", hint="fix clusters.<name>.hbase_shell") \
+                    from None
+            text = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else ""
+    if not text:
+        raise ConfigError("the HBase client jars are not known: Spark cannot read HBase tables",
+                          hint="set DRT_HBASE_CLASSPATH to what `hbase mapredcp` prints (or hbase_shell in the "
+                               "topology)")
+    jars: list[str] = []
+    for part in text.split(os.pathsep):
+        part = part.strip()
+        if not part:
+            continue
+        if part.endswith("*"):
+            jars += sorted(glob.glob(part if part.endswith(".jar") else part.rstrip("*") + "*.jar"))
+        elif os.path.isdir(part):
+            jars += sorted(glob.glob(os.path.join(part, "*.jar")))
+        elif part.endswith(".jar"):
+            if not os.path.isfile(part):
+                raise ConfigError("an HBase client jar does not exist", where=part, hint="fix DRT_HBASE_CLASSPATH")
+            jars.append(part)
+    if not any(os.path.basename(j).startswith(("hbase-mapreduce", "hbase-shaded-mapreduce")) for j in jars):
+        raise ConfigError("the HBase client classpath has no hbase-mapreduce jar (TableInputFormat)",
+                          hint="DRT_HBASE_CLASSPATH must list what `hbase mapredcp` prints")
+    return jars
+
+
+def reader_jar(jars: list[str]) -> str:
+    """Our reader, compiled against Spark's jars and the HBase client jars (once per content)."""
+    from dr_toolkit.spark.hadoop import _cache_dir, spark_jars_dir
+
+    spark_jars = spark_jars_dir()
+    if spark_jars is None:
+        raise ConfigError("cannot find Spark's jars to build the HBase reader against",
+                          hint="install pyspark or set SPARK_HOME")
+    h = hashlib.sha256(READER_SOURCE.read_bytes())
+    for j in sorted(os.path.basename(x) for x in jars):
+        h.update(j.encode())
+    h.update(str(sorted(p.name for p in spark_jars.glob("spark-sql_*.jar"))).encode())
+    dest = _cache_dir() / f"drt-hbase-reader-{h.hexdigest()[:12]}.jar"
+    if dest.is_file():
+        return str(dest)
+    javac = shutil.which("javac") or (str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
+                                      if os.environ.get("JAVA_HOME") else None)
+    if not javac or not Path(javac).exists():
+        raise ConfigError("javac not found: the HBase reader cannot be built", hint="install a JDK (make setup does)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="drt-hbase-reader-") as tmp:
+        out = Path(tmp) / "classes"
+        out.mkdir()
+        cp = os.pathsep.join([str(spark_jars / "*"), *jars])
+        r = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(out), "-cp", cp, str(READER_SOURCE)],
+                           capture_output=True, text=True, timeout=300, check=False)
+        if r.returncode != 0:
+            first = (r.stderr or r.stdout).strip().splitlines()[:1]
+            raise ConfigError(f"javac failed to build the HBase reader: {first[0] if first else r.returncode}",
+                              hint="check DRT_HBASE_CLASSPATH (an HBase 2.x client)")
+        part = Path(tmp) / "reader.jar"
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dr-toolkit\n")
+            for f in sorted(out.rglob("*.class")):
+                z.write(f, str(f.relative_to(out)))
+        tmp_dest = dest.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(part, tmp_dest)
+        os.replace(tmp_dest, dest)
+    return str(dest)
+
+
+def spark_conf(topology: Topology | None) -> dict[str, str]:
+    """What a session needs to read HBase: our reader and the client jars in ``spark.jars``."""
+    jars = client_jars(topology)
+    return {"spark.jars": ",".join([reader_jar(jars), *jars])}
+
+
+def _reader(spark: SparkSession) -> Any:
+    jvm: Any = spark.sparkContext._jvm
+    try:
+        cls = jvm.java.lang.Class.forName(READER_CLASS, True, jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - Py4JJavaError: ClassNotFoundException
+        raise ConfigError("this Spark session cannot read HBase: its classpath lacks dr-toolkit's HBase reader",
+                          hint="let `drt verify` start the session, or start it with "
+                               "spark.jars=<dr_toolkit.verify.hbase.spark_conf()['spark.jars']>") from None
+    del cls
+    return jvm.org.drtoolkit.verify.HBaseCells
+
+
+def _java_error(exc: BaseException) -> str:
+    from dr_toolkit.verify.sources import first_line
+
+    text = str(exc)
+    for marker in ("Caused by: ", "java.", "org.apache."):
+        i = text.find(marker)
+        if i >= 0:
+            return first_line(Exception(text[i:]))
+    return first_line(exc)
+
+
+def _unreachable_text(text: str) -> bool:
+    return any(s in text for s in ("ConnectionLoss", "Connection refused", "RetriesExhausted", "SocketTimeout",
+                                   "CallTimeoutException", "MasterNotRunning", "timed out", "ConnectException",
+                                   "NoServerForRegion", "KeeperException"))
+
+
+def describe(spark: SparkSession, t: Table, side: str) -> list[str]:
+    """The table's families; ConfigError when it does not exist, UnreachableError when the cluster
+    does not answer."""
+    reader = _reader(spark)
+    try:
+        answer = str(reader.describe(t.quorum, t.parent, t.table, TIMEOUT_MS))
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError
+        text = str(exc)
+        if _unreachable_text(text):
+            raise UnreachableError(f"the {side} HBase cluster does not answer: {_java_error(exc)}", where=t.uri,
+                                   hint="check that its master and region servers are up") from None
+        raise ConfigError(f"the {side} table cannot be described: {_java_error(exc)}", where=t.uri) from None
+    if answer == "missing":
+        raise ConfigError(f"table {t.table} does not exist on the {side}", where=t.uri,
+                          hint="check the table name (<ns>:<table>) and the cluster")
+    return answer.split("\t")[1:]
+
+
+def precheck(src: Table, peer: Table, scan: Scan) -> None:
+    """The checks that need no Spark: both ZooKeeper quorums answer."""
+    del scan
+    check_reachable(src, "source")
+    check_reachable(peer, "peer")
+
+
+def check_tables(spark: SparkSession, src: Table, peer: Table, scan: Scan) -> dict[str, list[str]]:
+    """Both tables exist and have every family asked for (ConfigError naming the side otherwise)."""
+    out = {}
+    for side, t in (("source", src), ("peer", peer)):
+        fams = describe(spark, t, side)
+        missing = [f for f in scan.families if f not in fams]
+        if missing:
+            raise ConfigError(f"table {t.table} on the {side} has no family {', '.join(missing)}", where=t.uri,
+                              hint=f"its families: {', '.join(fams)}")
+        out[side] = fams
+    return out
+
+
+def read(spark: SparkSession, t: Table, scan: Scan, side: str) -> DataFrame:
+    """The table's rows (``row``, ``cells``) as Spark reads them through TableInputFormat."""
+    from pyspark.sql import DataFrame
+
+    reader = _reader(spark)
+    try:
+        jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
+                          ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
+                          scan.caching, TIMEOUT_MS)
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError
+        if _unreachable_text(str(exc)):
+            raise UnreachableError(f"the {side} HBase cluster does not answer: {_java_error(exc)}",
+                                   where=t.uri) from None
+        raise ConfigError(f"the {side} table cannot be read: {_java_error(exc)}", where=t.uri) from None
+    return DataFrame(jdf, spark)
+
+
+def cell_diff(samples: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """For rows whose content differs, keep only the cells that differ: ``source.cells`` = cells
+    the source has and the peer lacks (or holds with another value, timestamp or type), and the
+    other way round."""
+    from dr_toolkit.verify.compare import CONTENT
+
+    for item in samples.get(CONTENT, []):
+        s = list((item.get("source") or {}).get("cells") or [])
+        p = list((item.get("peer") or {}).get("cells") or [])
+
+        def key(c: dict[str, Any]) -> tuple[Any, ...]:
+            return (c.get("family"), c.get("qualifier"), c.get("ts"), c.get("type"), c.get("value"))
+
+        sk, pk = [key(c) for c in s], [key(c) for c in p]
+        item["source"] = {"cells": [c for c, k in zip(s, sk, strict=True) if k not in pk]}
+        item["peer"] = {"cells": [c for c, k in zip(p, pk, strict=True) if k not in sk]}
+        item["cells"] = {"source": len(s), "peer": len(p)}
+    return samples
