@@ -92,11 +92,20 @@ def test_the_provider_installed_from_the_wheel(tmp_path: Path) -> None:
     vpy = venv / "bin" / "python"
     vsite = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    # Airflow and the other dependencies come from the test venv's site-packages as a plain path
-    # line (its editable dr-toolkit, a .pth of its own, is not active here): the venv is clean of
-    # dr-toolkit except for the wheel.
+    # Airflow and the other dependencies come from the test venv's site-packages, through a
+    # directory of links to everything in it but the project's own editable install (its
+    # dist-info would be a second dr-toolkit distribution, its entry points registered twice):
+    # the venv is clean of dr-toolkit except for the wheel.
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
-    (Path(vsite) / "zz_project_deps.pth").write_text("\n".join(deps) + "\n")
+    lines = []
+    for i, d in enumerate(deps):
+        farm = tmp_path / f"deps{i}"
+        farm.mkdir()
+        for entry in Path(d).iterdir():
+            if not entry.name.lower().startswith(("dr_toolkit", "__editable__.dr_toolkit", "__editable___dr_toolkit")):
+                (farm / entry.name).symlink_to(entry)
+        lines.append(str(farm))
+    (Path(vsite) / "zz_project_deps.pth").write_text("\n".join(lines) + "\n")
     subprocess.run([uv, "pip", "install", "-q", "--no-deps", "--python", str(vpy), str(wheel)], check=True,
                    capture_output=True, timeout=300)
     dags = tmp_path / "dags"
