@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import site
 import subprocess
-import sys
-import sysconfig
 import warnings
 from pathlib import Path
 
@@ -20,6 +16,7 @@ import pytest
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
 from tests.support.fixtures_failover import add_verify_report, write_topology
+from tests.support.wheel import installed_wheel
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -78,36 +75,8 @@ with DAG("uses_the_provider", schedule=None, start_date=pendulum.datetime(2024, 
 
 @pytest.mark.slow  # builds the wheel (~10 s), installs it (no deps) and loads Airflow in the new venv
 def test_the_provider_installed_from_the_wheel(tmp_path: Path) -> None:
-    uv = shutil.which("uv")
-    assert uv is not None, "uv is needed to build and install the wheel"
-    src = tmp_path / "src"  # a copy: building writes dr_toolkit.egg-info next to pyproject.toml
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "demo-data", "embedded-data",
-                                                             "*.egg-info", "build", "__pycache__", ".spark-cluster"),
-                    symlinks=True)
-    subprocess.run([uv, "build", "-q", "--wheel", "-o", str(tmp_path / "dist"), str(src)], check=True,
-                   capture_output=True, timeout=300, cwd=tmp_path)
-    wheel = next((tmp_path / "dist").glob("dr_toolkit-*.whl"))
-    venv = tmp_path / "venv"
-    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True, timeout=120)
+    venv, vsite = installed_wheel(tmp_path)
     vpy = venv / "bin" / "python"
-    vsite = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    # Airflow and the other dependencies come from the test venv's site-packages, through a
-    # directory of links to everything in it but the project's own editable install (its
-    # dist-info would be a second dr-toolkit distribution, its entry points registered twice):
-    # the venv is clean of dr-toolkit except for the wheel.
-    deps = [p for p in site.getsitepackages() if Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
-    lines = []
-    for i, d in enumerate(deps):
-        farm = tmp_path / f"deps{i}"
-        farm.mkdir()
-        for entry in Path(d).iterdir():
-            if not entry.name.lower().startswith(("dr_toolkit", "__editable__.dr_toolkit", "__editable___dr_toolkit")):
-                (farm / entry.name).symlink_to(entry)
-        lines.append(str(farm))
-    (Path(vsite) / "zz_project_deps.pth").write_text("\n".join(lines) + "\n")
-    subprocess.run([uv, "pip", "install", "-q", "--no-deps", "--python", str(vpy), str(wheel)], check=True,
-                   capture_output=True, timeout=300)
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "uses_the_provider.py").write_text(DAG)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wheel import installed_wheel
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]
 
 
@@ -119,30 +121,10 @@ def test_demo_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     """`drt demo` finds its DAGs and plugins in the installed package (not a checkout): a wheel
     built from the project, installed in a fresh venv that sees only the project's dependencies."""
     import shutil
-    import site
-    import sysconfig
 
     repo = Path(__file__).resolve().parents[2]
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.skip("uv is not installed")
-    src = tmp_path / "src"  # a copy: building writes dr_toolkit.egg-info next to pyproject.toml
-    shutil.copytree(repo, src, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "demo-data", "embedded-data", "*.egg-info", "build", "__pycache__", ".spark-cluster"))
-    subprocess.run([uv, "build", "-q", "-o", str(tmp_path / "dist"), str(src)], check=True,
-                   capture_output=True, timeout=300, cwd=tmp_path)
-    wheel = next((tmp_path / "dist").glob("dr_toolkit-*.whl"))
-    venv = tmp_path / "venv"
-    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, capture_output=True, timeout=120)
+    venv, vsite = installed_wheel(tmp_path, sdist=True)
     vpy = venv / "bin" / "python"
-    vsite = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    # the project's dependencies come from the test venv's site-packages — a plain path line, so
-    # its editable install of dr-toolkit (a .pth of its own there) is not active in this venv
-    deps = [p for p in site.getsitepackages() if Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
-    (Path(vsite) / "zz_project_deps.pth").write_text("\n".join(deps) + "\n")
-    subprocess.run([uv, "pip", "install", "-q", "--no-deps", "--python", str(vpy), str(wheel)], check=True,
-                   capture_output=True, timeout=300)
     run_dir = tmp_path / "elsewhere"  # not the checkout: nothing found by relative paths
     run_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONPATH", "DRT_"))}
