@@ -406,8 +406,9 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
     The prefix is proven by the SHA-256 recorded for (or read from) the target's bytes, matched
     by the SHA-256 of the source's first ``offset`` bytes read here. A local target is appended
     to a temporary copy of it that is read back, verified and renamed into place, so a reader or
-    a killed run only ever sees the old or the new version; WebHDFS appends in place (HDFS's own
-    append: readers see a growing file, the old version's bytes never change)."""
+    a killed run only ever sees the old or the new version; a WebHDFS target gets the new bytes in
+    a temporary file beside it, put on its end by one CONCAT (atomic at the NameNode); other
+    targets append in place."""
     t = ctx.tgt_fs.stat(dst)
     if t is None or t.size != task.offset or not task.prefix_checksum or size < task.offset:
         return None
@@ -461,6 +462,27 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             except Exception:  # noqa: BLE001 - clean-up is retried by the next run
                 pass
             raise
+    elif ctx.tgt_fs.kind == "webhdfs":
+        # the new bytes go to a temporary file beside the target, then one CONCAT puts them on its
+        # end: a reader or a killed run sees the old version or the new one, never part of the tail
+        tmp = tmp_name(dst, ctx.run_id)
+        try:
+            n = ctx.tgt_fs.write(tmp, _stream(ctx, tail(), h, counter), block_size=task.block_size)
+            digest, sha = h.hexdigest(), h.sha.hexdigest()
+            info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
+            got = ctx.tgt_fs.stat(tmp)
+            if got is None or got.size != n:
+                raise OSError(f"{tmp}: {got.size if got else 'no'} bytes written of the {n} appended")
+            _fence(ctx)
+            ctx.tgt_fs.concat(dst, tmp)  # type: ignore[attr-defined]
+        except BaseException:
+            try:
+                ctx.tgt_fs.delete(tmp)
+            except Exception:  # noqa: BLE001 - clean-up is retried by the next run
+                pass
+            raise
+        verified = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
+        _finish(ctx, task, dst)
     else:
         _fence(ctx)
         n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), h, counter), append=True)

@@ -65,6 +65,7 @@ def _client_class(kerberos: bool) -> Any:
     class DrtClient(base):  # type: ignore[misc]
         _get_snapshot_diff = _Request("GET")
         _rename2 = _Request("PUT")  # op name from the attribute: RENAME (digits dropped)
+        _concat = _Request("POST")  # CONCAT: the sources' blocks moved onto the target's end, atomically
 
     # op names from attributes lose their underscores: this one is spelled out. GET_BLOCK_LOCATIONS
     # answers the NameNode's LocatedBlocks, with isUnderConstruction
@@ -324,6 +325,14 @@ class WebHdfsFileSystem(FileSystem):
                         raise
             except _MissingParent:
                 self.mkdirs(posixpath.dirname(dst) or "/")
+
+    def concat(self, target: str, source: str) -> None:
+        """One ``CONCAT``: ``source``'s blocks are moved onto the end of ``target`` and ``source``
+        is removed, in one NameNode operation — readers see ``target`` as it was or with all of
+        ``source`` after it, never part of it. ``source`` must be a closed, non-empty file in
+        ``target``'s directory."""
+        with self._errors(target):
+            self.client._concat(target, sources=self.client.resolve(source))
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         with self._errors(path):

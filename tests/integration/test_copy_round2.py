@@ -342,6 +342,35 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path) -> None:
     assert (tmp_path / "dst/app.log").read_bytes() == old + tail and tmp_files(tmp_path / "dst") == []
 
 
+def test_a_killed_append_into_hdfs_leaves_the_old_version_whole(tmp_path: Path, cold_dir: Any) -> None:
+    """--append-only into a real HDFS target: the tail is written to a temporary file beside the
+    target and put on its end by one CONCAT, so a run killed mid-append leaves the old version
+    (HDFS's own append would leave a file that is neither: the old bytes and part of the tail)."""
+    old = os.urandom(1000)
+    make_tree(tmp_path / "src", {"app.log": old})
+    opts = CopyOptions(update=True, delete=True, append_only=["*.log"])
+    dst = cold_dir.uri("/dst")
+    assert distcp(f"file://{tmp_path}/src", dst, options=opts).ok
+    tail = os.urandom(10 << 20)
+    with open(tmp_path / "src/app.log", "ab") as f:
+        f.write(tail)
+    seen = []
+
+    def kill(kind: str, n: int) -> None:
+        if kind == "bytes":
+            seen.append(n)
+            if len(seen) == 2:
+                raise KeyboardInterrupt("killed mid-append")
+
+    with pytest.raises(KeyboardInterrupt):
+        distcp(f"file://{tmp_path}/src", dst, options=opts, progress=kill)
+    assert cold_dir.read("/dst/app.log") == old
+    r = distcp(f"file://{tmp_path}/src", dst, options=opts)
+    assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
+    assert cold_dir.tree("/dst") == {"app.log": old + tail}
+    assert not [k for k in cold_dir.cluster.client().list(cold_dir.p("/dst")) if k.startswith(".drt-tmp.")]
+
+
 # -- item 9: one writer per real target location; a run that lost its lease stops -------------------
 def _topology_file(tmp_path: Path, cold_root: Path) -> Path:
     import yaml
