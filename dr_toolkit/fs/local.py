@@ -98,7 +98,10 @@ class LocalFileSystem(FileSystem):
                         continue
                     if e.is_dir(follow_symlinks=False):
                         if dirs is not None:  # before its entries are read
-                            dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
+                            try:
+                                dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
+                            except (FileNotFoundError, NotADirectoryError):
+                                continue  # gone since the directory was read: its parent's token moved
                         if recursive:
                             stack.append(e.path)
                         continue
@@ -110,7 +113,10 @@ class LocalFileSystem(FileSystem):
                         continue
                     if want_tmp:
                         continue
-                    r = e.stat(follow_symlinks=False)
+                    try:
+                        r = e.stat(follow_symlinks=False)
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue  # gone since the directory was read (renamed or deleted meanwhile)
                     if not st.S_ISREG(r.st_mode):
                         if skipped:
                             skipped(e.path, "not a regular file")
