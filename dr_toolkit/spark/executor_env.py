@@ -116,19 +116,6 @@ PROBE_MODULES = ("pydantic", "google_crc32c", "requests", "hdfs", "boto3", "dr_t
 _checked: set[str] = set()
 
 
-def _probe(_rows: object) -> list[dict[str, object]]:
-    import importlib
-    import platform as pf
-
-    missing = []
-    for m in PROBE_MODULES:
-        try:
-            importlib.import_module(m)
-        except Exception as exc:  # noqa: BLE001 - reported, by name, to the driver
-            missing.append(f"{m} ({type(exc).__name__}: {exc})"[:200])
-    return [{"python": pf.python_version(), "missing": missing}]
-
-
 def check_executors(sc: object) -> None:
     """Run one tiny task and refuse, in one line (ConfigError, exit 2), when the executors'
     Python cannot import what the copy tasks need — before any file is touched. Once per
@@ -139,8 +126,23 @@ def check_executors(sc: object) -> None:
     app = str(getattr(sc, "applicationId", ""))
     if master.startswith("local") or app in _checked:
         return
+    wanted = list(PROBE_MODULES)
+
+    def probe(_rows: object) -> list[dict[str, object]]:
+        # nested: shipped by value, so it runs even where dr_toolkit itself cannot be imported
+        import importlib
+        import platform as pf
+
+        missing = []
+        for m in wanted:
+            try:
+                importlib.import_module(m)
+            except Exception as exc:  # noqa: BLE001 - reported, by name, to the driver
+                missing.append(f"{m} ({type(exc).__name__}: {exc})"[:200])
+        return [{"python": pf.python_version(), "missing": missing}]
+
     try:
-        got = sc.parallelize([0], 1).mapPartitions(_probe).collect()  # type: ignore[attr-defined]
+        got = sc.parallelize([0], 1).mapPartitions(probe).collect()  # type: ignore[attr-defined]
     except Exception as exc:
         why = missing_module(str(exc))
         if why:
