@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -364,7 +365,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                        version=version,
                        schecksum=got[0].checksum, tversion=tv, open=got[0].open, verified=verified)
     tmp = tmp_name(dst, ctx.run_id)
-    try:
+    with _removed_on_failure(ctx, tmp):
         try:
             fast = _local_copy(ctx, src, tmp, size)
         except ReadBackMismatch:
@@ -387,12 +388,6 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         _finish(ctx, task, tmp)
         _fence(ctx)
         _place(ctx, tmp, dst)
-    except BaseException:
-        try:
-            ctx.tgt_fs.delete(tmp)
-        except Exception:  # noqa: BLE001 - clean-up is retried by the next run
-            pass
-        raise
     tm, tv = _after(ctx, dst, mtime)
     return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "copy", version=info.version,
                    schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
@@ -443,7 +438,7 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
     counter = [0]
     if ctx.tgt_fs.kind == "local":
         tmp = tmp_name(dst, ctx.run_id)
-        try:
+        with _removed_on_failure(ctx, tmp):
             def whole() -> Iterator[bytes]:
                 yield from ctx.tgt_fs.read(dst, length=task.offset)
                 yield from _stream(ctx, tail(), h, counter)
@@ -456,17 +451,11 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             _finish(ctx, task, tmp)
             _fence(ctx)
             _place(ctx, tmp, dst)
-        except BaseException:
-            try:
-                ctx.tgt_fs.delete(tmp)
-            except Exception:  # noqa: BLE001 - clean-up is retried by the next run
-                pass
-            raise
     elif ctx.tgt_fs.kind == "webhdfs":
         # the new bytes go to a temporary file beside the target, then one CONCAT puts them on its
         # end: a reader or a killed run sees the old version or the new one, never part of the tail
         tmp = tmp_name(dst, ctx.run_id)
-        try:
+        with _removed_on_failure(ctx, tmp):
             n = ctx.tgt_fs.write(tmp, _stream(ctx, tail(), h, counter), block_size=task.block_size)
             digest, sha = h.hexdigest(), h.sha.hexdigest()
             info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
@@ -475,12 +464,6 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                 raise OSError(f"{tmp}: {got.size if got else 'no'} bytes written of the {n} appended")
             _fence(ctx)
             ctx.tgt_fs.concat(dst, tmp)  # type: ignore[attr-defined]
-        except BaseException:
-            try:
-                ctx.tgt_fs.delete(tmp)
-            except Exception:  # noqa: BLE001 - clean-up is retried by the next run
-                pass
-            raise
         verified = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
         _finish(ctx, task, dst)
     else:
@@ -541,6 +524,19 @@ def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
             raise Cancelled("the run was interrupted") from None
         return Outcome(task.rel, False, attempts=n, changed=changed, error=_why(exc))
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+@contextmanager
+def _removed_on_failure(ctx: CopyContext, tmp: str) -> Iterator[None]:
+    """A temporary file on the target that must not outlive a failed or interrupted step."""
+    try:
+        yield
+    except BaseException:
+        try:
+            ctx.tgt_fs.delete(tmp)
+        except Exception:  # noqa: BLE001 - clean-up is retried by the next run
+            pass
+        raise
 
 
 def _why(exc: BaseException) -> str:
