@@ -316,13 +316,34 @@ def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> No
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0
 
 
-def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path) -> None:
-    """--append-only into a local target: the tail goes to a temporary copy renamed into place, so
-    a run killed mid-append leaves the target's old version, never a file that is neither."""
+@pytest.mark.parametrize("target", ["local", "hdfs"])
+def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path, target: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    """--append-only: a run killed mid-append leaves the target's old version, never a file that is
+    neither. Into a local target the tail goes to a temporary copy renamed into place; into a real
+    HDFS target it is written to a temporary file beside the target and put on its end by one
+    CONCAT (HDFS's own APPEND would leave the old bytes and part of the tail)."""
     old = os.urandom(1000)
     make_tree(tmp_path / "src", {"app.log": old})
     opts = CopyOptions(update=True, delete=True, append_only=["*.log"])
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts).ok
+    if target == "local":
+        dst = f"file://{tmp_path}/dst"
+
+        def held() -> dict[str, bytes]:
+            return {"app.log": (tmp_path / "dst/app.log").read_bytes()}
+
+        def temps() -> list[Any]:
+            return list(tmp_files(tmp_path / "dst"))
+    else:
+        cold = request.getfixturevalue("cold_dir")
+        dst = cold.uri("/dst")
+
+        def held() -> dict[str, bytes]:
+            return dict(cold.tree("/dst"))
+
+        def temps() -> list[Any]:
+            return [k for k in cold.cluster.client().list(cold.p("/dst")) if k.startswith(".drt-tmp.")]
+    assert distcp(f"file://{tmp_path}/src", dst, options=opts).ok
     tail = os.urandom(10 << 20)  # three chunks: the kill comes after the first was written
     with open(tmp_path / "src/app.log", "ab") as f:
         f.write(tail)
@@ -335,40 +356,11 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path) -> None:
                 raise KeyboardInterrupt("killed mid-append")
 
     with pytest.raises(KeyboardInterrupt):
-        distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, progress=kill)
-    assert (tmp_path / "dst/app.log").read_bytes() == old
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
-    assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
-    assert (tmp_path / "dst/app.log").read_bytes() == old + tail and tmp_files(tmp_path / "dst") == []
-
-
-def test_a_killed_append_into_hdfs_leaves_the_old_version_whole(tmp_path: Path, cold_dir: Any) -> None:
-    """--append-only into a real HDFS target: the tail is written to a temporary file beside the
-    target and put on its end by one CONCAT, so a run killed mid-append leaves the old version
-    (HDFS's own append would leave a file that is neither: the old bytes and part of the tail)."""
-    old = os.urandom(1000)
-    make_tree(tmp_path / "src", {"app.log": old})
-    opts = CopyOptions(update=True, delete=True, append_only=["*.log"])
-    dst = cold_dir.uri("/dst")
-    assert distcp(f"file://{tmp_path}/src", dst, options=opts).ok
-    tail = os.urandom(10 << 20)
-    with open(tmp_path / "src/app.log", "ab") as f:
-        f.write(tail)
-    seen = []
-
-    def kill(kind: str, n: int) -> None:
-        if kind == "bytes":
-            seen.append(n)
-            if len(seen) == 2:
-                raise KeyboardInterrupt("killed mid-append")
-
-    with pytest.raises(KeyboardInterrupt):
         distcp(f"file://{tmp_path}/src", dst, options=opts, progress=kill)
-    assert cold_dir.read("/dst/app.log") == old
+    assert held() == {"app.log": old}
     r = distcp(f"file://{tmp_path}/src", dst, options=opts)
     assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
-    assert cold_dir.tree("/dst") == {"app.log": old + tail}
-    assert not [k for k in cold_dir.cluster.client().list(cold_dir.p("/dst")) if k.startswith(".drt-tmp.")]
+    assert held() == {"app.log": old + tail} and temps() == []
 
 
 # -- item 9: one writer per real target location; a run that lost its lease stops -------------------
