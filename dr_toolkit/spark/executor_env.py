@@ -9,7 +9,8 @@ on the Python workers' path with ``spark.executorEnv.PYTHONPATH``) — the packe
 PySpark's package-management guide, limited to what the tasks import.
 
 The archive is made from the driver's own installed distributions (their RECORD files: nothing is
-downloaded), once per set of versions, and cached (``$DRT_CACHE_DIR`` or ``~/.cache/dr-toolkit``).
+downloaded), once per set of versions, and cached beside the toolkit's other built files
+(``$DRT_CACHE_DIR``, else ``$XDG_CACHE_HOME/dr-toolkit`` or ``~/.cache/dr-toolkit``).
 It holds compiled code for the driver's Python and platform: workers must run the same Python
 minor version on the same platform (Spark itself refuses a worker Python of another minor
 version). A worker whose Python still cannot import them is reported in one line
@@ -61,23 +62,20 @@ def distributions() -> list[tuple[str, str]]:
     return sorted((d.metadata["Name"], d.version) for d in seen.values())
 
 
-def cache_dir() -> Path:
-    d = Path(os.environ.get("DRT_CACHE_DIR") or Path.home() / ".cache" / "dr-toolkit")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def archive() -> str:
     """The path of the archive of :func:`distributions` (built once per versions, Python and
     platform; reused after)."""
     import importlib.metadata as md
 
+    from dr_toolkit.spark.hadoop import _cache_dir
+
     dists = distributions()
     tag = f"{sys.implementation.cache_tag}-{platform.machine()}-{sys.platform}"
     h = hashlib.sha256(repr((tag, dists)).encode()).hexdigest()[:16]
-    out = cache_dir() / f"executor-env-{tag}-{h}.tar.gz"
+    out = _cache_dir() / f"executor-env-{tag}-{h}.tar.gz"
     if out.exists():
         return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
         for name, _version in dists:
@@ -86,7 +84,7 @@ def archive() -> str:
                 src = Path(str(d.locate_file(f)))
                 rel = str(f)
                 # files outside site-packages (scripts in bin/, data) are not imported by tasks
-                if rel.startswith("..") or rel.endswith((".pyc",)) or "__pycache__" in rel or not src.is_file():
+                if rel.startswith("..") or rel.endswith(".pyc") or "__pycache__" in rel or not src.is_file():
                     continue
                 tar.add(src, arcname=rel, recursive=False)
     os.replace(tmp, out)
