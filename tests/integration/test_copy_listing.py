@@ -168,7 +168,7 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
     assert r3.ok and r3.listing_proven and _tree(dst) == src.tree("/t")
 
 
-def test_a_quiet_tree_is_proven_in_one_check(src: Any, tmp_path: Path) -> None:
+def test_a_quiet_tree_written_just_before_the_run_is_proven(src: Any, tmp_path: Path) -> None:
     _seed(src)  # written just now: on a local tree the directories' stamps are fresh
     dst = tmp_path / "cold"
     r = api.distcp(src.uri("/t"), f"file://{dst}", options=CopyOptions(update=True, delete=True))
