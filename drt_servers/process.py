@@ -4,6 +4,7 @@ its log kept for failure reports, its start-up time and resident memory measured
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,10 +15,47 @@ from pathlib import Path
 ALL_SERVERS: list[ManagedProcess] = []
 
 
+_HANDED_OUT: set[int] = set()
+_LOWEST = 10000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A 127.0.0.1 port nothing listens on, for a server about to start.
+
+    Chosen at random *below* the kernel's ephemeral range: a port the kernel hands out for
+    ``bind(0)`` is one it also hands to outgoing connections, so between this check and the
+    server's own bind an HTTP client elsewhere on the machine could take it ("Address already in
+    use"). Never the same port twice in one process (two servers started together, e.g. an HA
+    pair, cannot be given one port before either binds)."""
+    lo, _ = _ephemeral_range()
+    if lo - _LOWEST >= 1000:
+        rng = random.SystemRandom()
+        for _ in range(500):
+            port = rng.randrange(_LOWEST, lo)
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
+    while True:  # no room below the ephemeral range: the kernel's choice
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
