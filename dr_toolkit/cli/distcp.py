@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be copied/deleted.")] = False,
         engine: Annotated[str, typer.Option("--engine", help="local (threads) or spark.")] = "local",
         workers: Annotated[int, typer.Option("--workers", "-m", min=1, max=512,
-                                             help="Parallel copies (DistCp's -m maps).")] = 8,
+                                             help="Parallel copies.")] = 8,
         strategy: Annotated[str, typer.Option("--strategy", "-strategy", help="dynamic: each worker takes the next "
                                               "chunk of files when done; uniformsize: the files split up front "
                                               "into one list of equal bytes per worker.")] = "dynamic",
@@ -271,7 +271,7 @@ def register(app: typer.Typer) -> None:
             "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
                                    "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,
     ) -> None:
-        """Copy directory trees like Hadoop DistCp: incremental, atomic, checksummed."""
+        """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
         from dr_toolkit.copy.api import distcp, distcp_sources
 
         del ignore_failures  # the behaviour, always (see its help)
