@@ -172,6 +172,8 @@ class CopyOptions(_Model):
     strategy: Literal["dynamic", "uniformsize"] = Field(default="dynamic", description=(
         "DistCp -strategy: dynamic = workers take the next chunk of files as they finish one; "
         "uniformsize = the files are split up front into one list of equal bytes per worker"))
+    list_threads: int = Field(default=1, ge=1, le=128, description=(
+        "DistCp -numListstatusThreads: the source root's subdirectories are listed on this many threads"))
     log_dir: str | None = Field(default=None, description="DistCp -log: a per-run JSON-lines log of every "
                                 "file copied, skipped, deleted or failed is written in this directory (path or URI)")
     bandwidth_mb_s: float | None = None

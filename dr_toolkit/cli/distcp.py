@@ -125,13 +125,13 @@ def _optional_topology(ctx: typer.Context) -> tuple[Topology | None, Ledger | No
 
 # Hadoop DistCp's single-dash options that have no option of that name here -> what to type
 # (click would read `-update` as `-u` `-p` `-d` ... and answer "No such option: -u"). The ones
-# implemented (-m, -p, -filters, -i, -log, -strategy, -diff, -rdiff) are options of `drt distcp`.
+# implemented (-m, -p, -filters, -i, -log, -strategy, -numListstatusThreads, -diff, -rdiff) are
+# options of `drt distcp`.
 DISTCP_SPELLINGS: dict[str, str] = {
     "-update": "is spelled --update here",
     "-overwrite": "is spelled --overwrite here",
     "-delete": "is spelled --delete here (with --update or --overwrite)",
     "-bandwidth": "is --bandwidth-mb-s MB here (a total limit)",
-    "-numListstatusThreads": "has no equivalent: the listing is one walk per run; --workers sets the copy threads",
     "-atomic": "is always on here: each file is written under a temporary name and renamed",
     "-skipcrccheck": "has no equivalent: files are compared by checksum or content",
     "-f": "has no equivalent: give the sources on the command line (and --include GLOB)",
@@ -241,6 +241,8 @@ def register(app: typer.Typer) -> None:
         strategy: Annotated[str, typer.Option("--strategy", "-strategy", help="dynamic: each worker takes the next "
                                               "chunk of files when done; uniformsize: the files split up front "
                                               "into one list of equal bytes per worker.")] = "dynamic",
+        list_threads: Annotated[int, typer.Option("--list-threads", "-numListstatusThreads", min=1, max=128, help=(
+            "Threads listing the source (its top directories' subtrees in parallel)."))] = 1,
         bandwidth: Annotated[float | None, typer.Option("--bandwidth-mb-s", help="Limit in MB/s (total).")] = None,
         include: Annotated[list[str] | None, typer.Option("--include", help="Glob of files to copy (repeat).")] = None,
         exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Glob of files to leave (repeat).")] = None,
@@ -303,7 +305,7 @@ def register(app: typer.Typer) -> None:
             options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], exclude_regex=regexes, append_only=append_only or [],
                                   preserve=keep, bandwidth_mb_s=bandwidth, workers=workers, engine=engine,
-                                  strategy=strategy, log_dir=log_dir)
+                                  strategy=strategy, log_dir=log_dir, list_threads=list_threads)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         st = state(ctx)

@@ -146,6 +146,7 @@ class _Side:
     root: str
     single: str | None = None  # a source that is one file: list only it
     fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
+    list_threads: int = 1  # -numListstatusThreads: the root's subtrees listed on this many threads
 
     def check(self) -> None:
         if self.fence is not None:
@@ -205,6 +206,8 @@ class _Skips:
 
 def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None,
              dirs: dict[str, Any] | None = None, recursive: bool = True) -> dict[str, FileStatus]:
+    if side.list_threads > 1 and recursive and only is None and side.single is None:
+        return _listing_threads(side, skipped, dirs)
     fs = side.fs
     root = side.root.rstrip("/")
     cut = len(root) + 1 if root else 0
@@ -219,6 +222,39 @@ def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str],
     if dirs is not None and seen:
         for p, token in seen.items():
             dirs[fs.relative(side.root, p) if p != root else ""] = token
+    return out
+
+
+def _listing_threads(side: _Side, skipped: Callable[[str, str], None] | None,
+                     dirs: dict[str, Any] | None) -> dict[str, FileStatus]:
+    """-numListstatusThreads N: the root read one level (its files, its subdirectories' tokens),
+    then each subdirectory's tree walked on one of N threads; the same files and tokens as one
+    walk (each directory's token still recorded before its entries are read)."""
+    import threading
+
+    one = _Side(side.loc, side.fs, side.root)
+    lock = threading.Lock()
+
+    def skip(path: str, reason: str) -> None:
+        if skipped is not None:
+            with lock:
+                skipped(path, reason)
+
+    level: dict[str, Any] = {}
+    out = _listing(one, side.root, skip, dirs=level, recursive=False)
+    subs = sorted(d for d in level if d)
+
+    def walk(d: str) -> tuple[dict[str, FileStatus], dict[str, Any]]:
+        tokens: dict[str, Any] = {}
+        got = _listing(one, side.fs.join(side.root, d), skip, dirs=tokens)
+        return got, tokens
+
+    with ThreadPoolExecutor(min(side.list_threads, max(1, len(subs)))) as pool:
+        for got, tokens in pool.map(walk, subs):
+            out.update(got)
+            level.update(tokens)
+    if dirs is not None:
+        dirs.update(level)
     return out
 
 
@@ -486,7 +522,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     """The plan of the mode that applies, the root read, the source and target files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
-                    if src.single else None)
+                    if src.single else None, list_threads=src.list_threads)
     f = filters_of(options)
     entries = base.entries
     why = base.why_not
@@ -719,10 +755,13 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
         assert_copy_allowed(topology, parse_uri(source, topology).cluster, parse_uri(target, topology).cluster,
                             epoch=fence_epoch, access=access)
     src, tgt = _resolve(source, target, topology, access, credentials)
+    log_fs: _LogDir | None = None
     try:
         _check_options(src, tgt, options)
+        src.list_threads = options.list_threads
         named, options = _named_snapshot(src, options, diff, rdiff)
-        log_fs = None if dry_run or not options.log_dir else _open_log_dir(options.log_dir, topology, access)
+        if not dry_run and options.log_dir:
+            log_fs = _open_log_dir(options.log_dir, topology, access, src, tgt)
         state_uri = default_state_uri(topology, options.state_dir)
         state = StateStore.open(state_uri, src.loc.uri, tgt.loc.uri, topology, access)
         try:
@@ -750,6 +789,8 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
     finally:
         src.fs.close()
         tgt.fs.close()
+        if log_fs is not None:
+            log_fs.fs.close()
 
 
 def _check_options(src: _Side, tgt: _Side, options: CopyOptions) -> None:
@@ -802,9 +843,14 @@ class _LogDir:
         self.fs, self.root = fs, root
 
 
-def _open_log_dir(uri: str, topology: Topology | None, access: Access | None) -> _LogDir:
-    """The -log directory (a path or URI), made now: a bad one is refused before anything is copied."""
+def _open_log_dir(uri: str, topology: Topology | None, access: Access | None, src: _Side, tgt: _Side) -> _LogDir:
+    """The -log directory (a path or URI), made now: a bad one is refused before anything is copied
+    (one inside the source or target too: the logs would be copied, or deleted by --delete)."""
     loc = parse_uri(uri, topology)
+    for side, what in ((src, "source"), (tgt, "target")):
+        if side.loc.contains(loc):
+            raise ConfigError(f"-log {uri} lies inside the {what} {side.loc.uri}",
+                              hint="write the logs outside the source and target")
     fs = open_fs(loc, access)
     st = fs.stat(loc.path)
     if st is not None and not st.is_dir:
@@ -827,11 +873,8 @@ def _write_log(log: _LogDir, r: CopyResult) -> None:
             "manifest_id": r.manifest_id, **r.stats(), "failures": r.failures[:1000]}
     lines = [json.dumps(head, sort_keys=True)] + [json.dumps(x, sort_keys=True) for x in r.file_log]
     path = log.fs.join(log.root, f"{r.run_id}.jsonl")
-    try:
-        log.fs.write(path, [("\n".join(lines) + "\n").encode()])
-        r.log_file = path
-    finally:
-        log.fs.close()
+    log.fs.write(path, [("\n".join(lines) + "\n").encode()])
+    r.log_file = path
 
 
 def distcp_sources(sources: list[str], target: str, **kw: Any) -> list[CopyResult]:

@@ -94,15 +94,50 @@ def test_ignore_failures_goes_on_lists_each_failure_logs_every_file_and_exits_1(
     (tmp_path / "afile").write_text("x")
     code, out, err = drt(capsys, hot_dir.uri("/src"), hot_dir.uri("/dst3"), "-log", str(tmp_path / "afile"))
     assert code == 2 and "is a file" in err and hot_dir.stat("/dst3") is None
+    # one inside the target (the logs would be copied over, or deleted by --delete): refused too
+    code, out, err = drt(capsys, hot_dir.uri("/src"), hot_dir.uri("/dst3"), "-log", hot_dir.uri("/dst3/logs"))
+    assert code == 2 and "lies inside the target" in err and hot_dir.stat("/dst3") is None
 
 
-@pytest.mark.parametrize("strategy", ["dynamic", "uniformsize"])
-def test_strategy_and_m_copy_every_file(strategy: str, hot_dir: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    files = {f"src/d{i % 3}/f{i:02d}": bytes([i]) * (100 * i + 1) for i in range(12)}
+def test_strategy_and_m_copy_every_file(hot_dir: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    files = {f"src/d{i % 3}/f{i:02d}": bytes([i]) * (300 * i + 1) for i in range(7)}
     hdfs_tree(hot_dir, files)
-    code, out, err = drt(capsys, hot_dir.uri("/src"), hot_dir.uri("/dst"), "-m", "3", "-strategy", strategy)
-    assert code == 0 and out["files_copied"] == 12, err
-    assert hot_dir.tree("/dst") == {k[4:]: v for k, v in files.items()}
+    for strategy in ("dynamic", "uniformsize"):
+        code, out, err = drt(capsys, hot_dir.uri("/src"), hot_dir.uri(f"/{strategy}"), "-m", "3",
+                             "-strategy", strategy)
+        assert code == 0 and out["files_copied"] == 7, err
+        assert hot_dir.tree(f"/{strategy}") == {k[4:]: v for k, v in files.items()}
+
+
+def test_list_threads_list_the_same_files_and_directory_tokens_as_one_walk(
+        tmp_path: Path, hot_dir: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from dr_toolkit.copy.api import _listing, _Side
+    from dr_toolkit.fs import open_fs
+    from dr_toolkit.fs.uri import parse_uri
+
+    files = {"src/top.txt": b"t", "src/a/1": b"1", "src/a/b/2": b"2", "src/c/3": b"3", "src/d/e/f/4": b"4",
+             "src/g/.drt-tmp.x": b"killed run's", "src/h/5": b"5"}
+    hdfs_tree(hot_dir, files)
+    make_tree(tmp_path / "src", {k[4:]: v for k, v in files.items()})
+    (tmp_path / "src/empty").mkdir()
+    for uri in (hot_dir.uri("/src"), str(tmp_path / "src")):
+        loc = parse_uri(uri)
+        fs = open_fs(loc)
+        seen = []
+        for n in (1, 4):
+            tokens: dict[str, Any] = {}
+            skips: list[tuple[str, str]] = []
+
+            def skip(p: str, r: str, into: list[tuple[str, str]] = skips) -> None:
+                into.append((p, r))
+
+            got = _listing(_Side(loc, fs, loc.path, list_threads=n), skipped=skip, dirs=tokens)
+            seen.append((sorted(got), tokens, sorted(skips)))
+        assert seen[0] == seen[1] and seen[0][0] == ["a/1", "a/b/2", "c/3", "d/e/f/4", "h/5", "top.txt"], uri
+        assert {"", "a", "a/b", "d/e/f", "g"} <= set(seen[0][1]), seen[0][1]
+    code, out, err = drt(capsys, hot_dir.uri("/src"), hot_dir.uri("/dst"), "-numListstatusThreads", "4")
+    assert code == 0 and out["files_copied"] == 6, err
+    assert sorted(hot_dir.tree("/dst")) == ["a/1", "a/b/2", "c/3", "d/e/f/4", "h/5", "top.txt"]
 
 
 def test_uniformsize_splits_the_files_into_lists_of_equal_bytes() -> None:

@@ -424,7 +424,7 @@ def test_help_fits_80_columns(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("word", "says"), [("-update", "is spelled --update here"),
                                             ("-delete", "is spelled --delete here"),
                                             ("-overwrite", "is spelled --overwrite here"),
-                                            ("-numListstatusThreads", "no equivalent"),
+                                            ("-async", "no equivalent"),
                                             ("-atomic", "always on here")])
 def test_distcp_single_dash_spellings_are_answered(word: str, says: str, capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
@@ -442,7 +442,7 @@ def test_distcp_options_of_distcp_are_options_here(capsys: pytest.CaptureFixture
     rc, out, _ = run(capsys, "distcp", "--help")
     assert rc == 0
     for opt in ("-filters, --filters FILE", "-i, --ignore-failures", "-log, --log DIR", "-m, --workers",
-                "-strategy, --strategy", "-p [ugpaxtb]", "-diff, --diff S1 S2", "-rdiff, --rdiff S2 S1",
+                "-strategy, --strategy", "-p [ugpaxtb]", "-numListstatusThreads, --list-threads", "-diff, --diff S1 S2", "-rdiff, --rdiff S2 S1",
                 "perm,times,owner,group,acl,xattr"):
         assert opt in out, opt
 
@@ -453,6 +453,7 @@ def test_distcp_options_of_distcp_are_options_here(capsys: pytest.CaptureFixture
     (["--preserve", "perm,bogus"], "unknown --preserve value 'bogus'"),
     (["-strategy", "fast"], "unknown -strategy 'fast'"),
     (["-m", "0"], "'--workers' / '-m'"),
+    (["-numListstatusThreads", "0"], "'--list-threads' / '-numListstatusThreads'"),
     (["-filters", "/no/such/filters"], "-filters /no/such/filters: cannot read it"),
     (["-diff", "s1", "s2"], "-diff needs --update"),
     (["--update", "-rdiff", "s2", "s1", "-diff", "s1", "s2"], "-diff and -rdiff do not go together"),
