@@ -246,7 +246,16 @@ def _listing_threads(side: _Side, skipped: Callable[[str, str], None] | None,
 
     def walk(d: str) -> tuple[dict[str, FileStatus], dict[str, Any]]:
         tokens: dict[str, Any] = {}
-        got = _listing(one, side.fs.join(side.root, d), skip, dirs=tokens)
+        n = [0]
+
+        def count(path: str, reason: str) -> None:
+            n[0] += 1
+            skip(path, reason)
+
+        path = side.fs.join(side.root, d)
+        got = _listing(one, path, count, dirs=tokens)
+        if not got and not n[0] and set(tokens) <= {d}:  # a walk from d does not report d itself
+            skip(path, "empty directory")
         return got, tokens
 
     with ThreadPoolExecutor(min(side.list_threads, max(1, len(subs)))) as pool:
