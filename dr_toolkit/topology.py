@@ -162,8 +162,20 @@ class CopyOptions(_Model):
     delete: bool = False
     include: list[str] = Field(default_factory=list, description="glob patterns relative to the source root")
     exclude: list[str] = Field(default_factory=list)
+    exclude_regex: list[str] = Field(default_factory=list, description=(
+        "DistCp -filters: a file whose relative path (\"/a/b.txt\") or one of whose parent directories "
+        "matches one of these regexes whole is not copied"))
     append_only: list[str] = Field(default_factory=list, description="globs of files that only grow (logs)")
-    preserve: list[Literal["permissions", "times"]] = Field(default_factory=list)
+    preserve: list[Literal["permissions", "times", "owner", "group", "acl", "xattr"]] = Field(
+        default_factory=list, description="DistCp -p: owner/group need the target's superuser (HDFS), acl and "
+                                          "xattr an HDFS source and target")
+    strategy: Literal["dynamic", "uniformsize"] = Field(default="dynamic", description=(
+        "DistCp -strategy: dynamic = workers take the next chunk of files as they finish one; "
+        "uniformsize = the files are split up front into one list of equal bytes per worker"))
+    list_threads: int = Field(default=1, ge=1, le=128, description=(
+        "DistCp -numListstatusThreads: the source root's subdirectories are listed on this many threads"))
+    log_dir: str | None = Field(default=None, description="DistCp -log: a per-run JSON-lines log of every "
+                                "file copied, skipped, deleted or failed is written in this directory (path or URI)")
     bandwidth_mb_s: float | None = None
     workers: int = Field(default=8, ge=1, le=512)
     engine: Literal["local", "spark"] = "local"
@@ -179,6 +191,11 @@ class CopyOptions(_Model):
     def _distcp_rules(self) -> CopyOptions:
         if self.delete and not (self.update or self.overwrite):
             raise ValueError("delete needs update or overwrite (as DistCp requires)")
+        for i, rx in enumerate(self.exclude_regex):
+            try:
+                re.compile(rx)
+            except re.error as exc:
+                raise ValueError(f"exclude_regex[{i}] {rx!r} is not a regular expression: {exc}") from None
         return self
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import Interrupted, UsageError
@@ -44,6 +45,8 @@ def _render(data: dict[str, Any]) -> None:
             out_console.print(f"  {r['files_type_changed']} target file(s) removed for a file/directory type change")
         for f in r.get("open_files", [])[:20]:
             out_console.print(f"  [yellow]open[/] {f['path']}: {f['reason']}")
+        if r.get("log_file"):
+            out_console.print(f"  log {r['log_file']}")
         for f in r.get("failures", [])[:20]:
             out_console.print(f"  [red]failed[/] {f['path']}: {f['error']}")
         if r.get("listing_proven") is False:
@@ -120,28 +123,28 @@ def _optional_topology(ctx: typer.Context) -> tuple[Topology | None, Ledger | No
     return None, None
 
 
-# Hadoop DistCp's single-dash options -> what to type here (click would read `-update` as `-u`
-# `-p` `-d` ... and answer "No such option: -u").
+# Hadoop DistCp's single-dash options that have no option of that name here -> what to type
+# (click would read `-update` as `-u` `-p` `-d` ... and answer "No such option: -u"). The ones
+# implemented (-m, -p, -filters, -i, -log, -strategy, -numListstatusThreads, -diff, -rdiff) are
+# options of `drt distcp`.
 DISTCP_SPELLINGS: dict[str, str] = {
     "-update": "is spelled --update here",
     "-overwrite": "is spelled --overwrite here",
     "-delete": "is spelled --delete here (with --update or --overwrite)",
-    "-m": "is --workers N here (parallel copies)",
     "-bandwidth": "is --bandwidth-mb-s MB here (a total limit)",
-    "-p": "is --preserve perm,times here (ownership, ACLs and xattrs are not copied)",
-    "-filters": "has no file of regexes here: use --exclude GLOB (repeat) or --include GLOB",
-    "-i": "has no equivalent: every file is retried, and files that still fail are listed with exit 1",
-    "-log": "has no equivalent: every run is in the ledger (drt status) and its manifest",
-    "-strategy": "has no equivalent: --engine spark balances the work by bytes and file count",
-    "-numListstatusThreads": "has no equivalent: the listing runs on the --workers threads",
-    "-diff": "is an HDFS policy option here (snapshots: true, with drt replicate POLICY)",
-    "-rdiff": "has no equivalent: a copy never rolls the target back to a snapshot",
     "-atomic": "is always on here: each file is written under a temporary name and renamed",
     "-skipcrccheck": "has no equivalent: files are compared by checksum or content",
-    "-f": "has no equivalent: give the source directory (and --include GLOB)",
+    "-f": "has no equivalent: give the sources on the command line (and --include GLOB)",
     "-async": "has no equivalent: drt distcp waits for the copy",
     "-direct": "has no equivalent: files are always renamed into place (atomic)",
 }
+
+#: DistCp's -p letters -> --preserve values ("b": the block size is always kept HDFS -> HDFS)
+P_LETTERS = {"u": "owner", "g": "group", "p": "permissions", "a": "acl", "x": "xattr", "t": "times", "b": ""}
+#: what a bare -p preserves (DistCp's default rbugpct, less what is not preserved here)
+P_DEFAULT = "bugpt"
+PRESERVE_WORDS = {"perm": "permissions", "permissions": "permissions", "times": "times", "owner": "owner",
+                  "user": "owner", "group": "group", "acl": "acl", "xattr": "xattr"}
 
 
 def distcp_spelling(args: list[str]) -> str | None:
@@ -150,18 +153,80 @@ def distcp_spelling(args: list[str]) -> str | None:
         if a == "--":
             return None
         name = a.split("=", 1)[0]
-        key = "-p" if (name.startswith("-p") and not name.startswith("--") and name != "-p" and
-                       set(name[2:]) <= set("rbugpcaxt")) else name
-        if key in DISTCP_SPELLINGS:
-            return f"DistCp's {a} {DISTCP_SPELLINGS[key]}"
+        if name in DISTCP_SPELLINGS:
+            return f"DistCp's {a} {DISTCP_SPELLINGS[name]}"
     return None
 
 
+def preserve_list(words: str | None, letters: str | None) -> list[str]:
+    """``--preserve perm,times,owner,group,acl,xattr`` and DistCp's ``-p[ugpaxtb]`` as CopyOptions.preserve
+    (-pa implies the permission, as in DistCp); UsageError for anything else."""
+    keep: list[str] = []
+    for w in (words or "").split(","):
+        w = w.strip()
+        if not w:
+            continue
+        if w not in PRESERVE_WORDS:
+            raise UsageError(f"unknown --preserve value {w!r}",
+                             hint="use perm, times, owner, group, acl, xattr (comma-separated)")
+        keep.append(PRESERVE_WORDS[w])
+    for ch in letters or "":
+        if ch in ("r", "c"):
+            what = "replication" if ch == "r" else "checksum type"
+            raise UsageError(f"-p{letters}: {ch} ({what}) is not preserved here (the target's own setting applies)",
+                             hint=f"drop {ch!r}: -p takes u g p a x t b")
+        if ch not in P_LETTERS:
+            raise UsageError(f"-p{letters}: unknown letter {ch!r}", hint="-p takes u g p a x t b (e.g. -pugpt)")
+        if P_LETTERS[ch]:
+            keep.append(P_LETTERS[ch])
+    if "acl" in keep:
+        keep.append("permissions")
+    return sorted(set(keep), key=keep.index)
+
+
+def read_filters(path: str) -> list[str]:
+    """DistCp's -filters file: one regular expression a line (blank lines ignored); UsageError
+    naming the file and line for one that is not."""
+    import re
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"-filters {path}: cannot read it ({type(exc).__name__}: {exc})",
+                         hint="name a local file of regular expressions, one a line") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            re.compile(line)
+        except re.error as exc:
+            raise UsageError(f"-filters {path}, line {n}: {line!r} is not a regular expression ({exc})",
+                             hint="fix that line (Python's re syntax, close to Java's)") from None
+        out.append(line)
+    return out
+
+
+class _DistcpCommand(TyperCommand):
+    """DistCp's bare ``-p`` (no letters) is ``-p`` + :data:`P_DEFAULT`; without this click would
+    take the next word (the source) as its letters."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out, done = [], False
+        for a in args:
+            if a == "--":
+                done = True
+            out.append("-p" + P_DEFAULT if a == "-p" and not done else a)
+        return super().parse_args(ctx, out)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("distcp")
+    @app.command("distcp", cls=_DistcpCommand)
     def distcp_cmd(
         ctx: typer.Context,
-        source: Annotated[str, typer.Argument(help="file:///…, hdfs://<cluster>/…, webhdfs://host:port/…, s3://…")],
+        sources: Annotated[list[str], typer.Argument(
+            metavar="SOURCE", help="file:///…, hdfs://<cluster>/…, webhdfs://host:port/…, s3://…; several: "
+                                      "each is copied to TARGET/<its name>", show_default=False)],
         target: Annotated[str, typer.Argument(help="where the tree is copied to (same URI forms)")],
         update: Annotated[bool, typer.Option("--update", help="Replace target files that differ from the source "
                                                            "(compared by checksum or content). Without --update "
@@ -171,22 +236,51 @@ def register(app: typer.Typer) -> None:
         delete: Annotated[bool, typer.Option("--delete", help="Delete target files the source no longer has.")] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be copied/deleted.")] = False,
         engine: Annotated[str, typer.Option("--engine", help="local (threads) or spark.")] = "local",
-        workers: Annotated[int, typer.Option("--workers", min=1, max=512, help="Parallel copies.")] = 8,
+        workers: Annotated[int, typer.Option("--workers", "-m", min=1, max=512,
+                                             help="Parallel copies.")] = 8,
+        strategy: Annotated[str, typer.Option("--strategy", "-strategy", help="dynamic: each worker takes the next "
+                                              "chunk of files when done; uniformsize: the files split up front "
+                                              "into one list of equal bytes per worker.")] = "dynamic",
+        list_threads: Annotated[int, typer.Option("--list-threads", "-numListstatusThreads", min=1, max=128, help=(
+            "Threads listing the source (its top directories' subtrees in parallel)."))] = 1,
         bandwidth: Annotated[float | None, typer.Option("--bandwidth-mb-s", help="Limit in MB/s (total).")] = None,
         include: Annotated[list[str] | None, typer.Option("--include", help="Glob of files to copy (repeat).")] = None,
         exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Glob of files to leave (repeat).")] = None,
+        filters: Annotated[str | None, typer.Option("--filters", "-filters", metavar="FILE", help=(
+            "A file of regular expressions, one a line: a file whose path relative to the source "
+            "(\"/a/b.txt\"), or one of its directories, matches one whole is not copied."))] = None,
         append_only: Annotated[list[str] | None, typer.Option("--append-only",
                                                               help="Glob of files that only grow.")] = None,
-        preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times")] = None,
+        preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times,owner,group,acl,xattr "
+                                                     "(owner/group: the target's superuser on HDFS; "
+                                                     "acl/xattr: HDFS on both ends)")] = None,
+        p_letters: Annotated[str | None, typer.Option("-p", metavar="[ugpaxtb]", help=(
+            "DistCp's spelling of --preserve: u owner, g group, p perm, a acl (+perm), x xattr, t times, "
+            "b block size (always kept HDFS→HDFS); bare -p = -pbugpt."), show_default=False)] = None,
+        ignore_failures: Annotated[bool, typer.Option("--ignore-failures", "-i", help=(
+            "DistCp's -i. Always so here: a file that still fails after its retries is listed and the "
+            "run goes on; the exit code is then 1."))] = False,
+        log_dir: Annotated[str | None, typer.Option("--log", "-log", metavar="DIR", help=(
+            "Write <DIR>/<run id>.jsonl: the run, then one line per file copied, skipped, deleted or "
+            "failed (a path or URI)."))] = None,
+        diff: Annotated[tuple[str, str] | None, typer.Option("--diff", "-diff", metavar="S1 S2", help=(
+            "With --update: copy the source's snapshot S2, applying only the snapshot diff S1→S2 when "
+            "the target's last run was at S1 (else S2 is listed)."), show_default=False)] = None,
+        rdiff: Annotated[tuple[str, str] | None, typer.Option("--rdiff", "-rdiff", metavar="S2 S1", help=(
+            "With --update: put the target back to the source's snapshot S1 (files S1 lacks are "
+            "deleted)."), show_default=False)] = None,
         spark_master: Annotated[str | None, typer.Option(
             "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
                                    "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,
     ) -> None:
         """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
-        from dr_toolkit.copy.api import distcp
+        from dr_toolkit.copy.api import distcp, distcp_sources
 
+        del ignore_failures  # the behaviour, always (see its help)
         if engine not in ("local", "spark"):
             raise UsageError(f"unknown engine {engine!r}", hint="use --engine local or --engine spark")
+        if strategy not in ("dynamic", "uniformsize"):
+            raise UsageError(f"unknown -strategy {strategy!r}", hint="use dynamic or uniformsize")
         if spark_master is not None:
             if engine != "spark":
                 raise UsageError("--spark-master needs --engine spark", hint="add --engine spark")
@@ -198,28 +292,39 @@ def register(app: typer.Typer) -> None:
         if delete and not (update or overwrite):
             raise UsageError("--delete needs --update or --overwrite (as DistCp requires)",
                              hint="add --update to make the target equal the source")
-        keep = []
-        for p in (preserve or "").split(","):
-            p = p.strip()
-            if not p:
-                continue
-            if p not in ("perm", "permissions", "times"):
-                raise UsageError(f"unknown --preserve value {p!r}", hint="use perm, times or perm,times")
-            keep.append("permissions" if p.startswith("perm") else "times")
+        if (diff or rdiff) and not update:
+            raise UsageError(f"{'-diff' if diff else '-rdiff'} needs --update (as DistCp requires)", hint="add --update")
+        if diff and rdiff:
+            raise UsageError("-diff and -rdiff do not go together", hint="pick one")
+        if (diff or rdiff) and len(sources) > 1:
+            raise UsageError(f"{'-diff' if diff else '-rdiff'} takes one source (the snapshottable directory)",
+                             hint="copy one source at a time")
+        keep = preserve_list(preserve, p_letters)
+        regexes = read_filters(filters) if filters is not None else []
         try:
             options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
-                                  exclude=exclude or [], append_only=append_only or [],
-                                  preserve=keep, bandwidth_mb_s=bandwidth, workers=workers,
-                                  engine=engine)
+                                  exclude=exclude or [], exclude_regex=regexes, append_only=append_only or [],
+                                  preserve=keep, bandwidth_mb_s=bandwidth, workers=workers, engine=engine,
+                                  strategy=strategy, log_dir=log_dir, list_threads=list_threads)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         st = state(ctx)
         topology, ledger = _optional_topology(ctx)
+        kw: dict[str, Any] = {"topology": topology, "ledger": ledger, "options": options, "dry_run": dry_run,
+                              "access": st.access(), "spark_master": spark_master}
         with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
-            r = distcp(source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       progress=cb, access=st.access(), cancel=ev, spark_master=spark_master)
-        emit(ctx, r.to_json(), _render)
-        if not r.ok:
+            if len(sources) == 1:
+                r = distcp(sources[0], target, progress=cb, cancel=ev, diff=diff, rdiff=rdiff, **kw)
+                emit(ctx, r.to_json(), _render)
+                if not r.ok:
+                    raise typer.Exit(1)
+                return
+            results = distcp_sources(sources, target, progress=cb, cancel=ev, **kw)
+        rows = [r.to_json() for r in results]
+        totals = {k: sum(int(r[k]) for r in rows) for k in FIELDS[1:-1]}
+        emit(ctx, {"sources": sources, "target": target, **totals,
+                   "duration_s": round(sum(r["duration_s"] for r in rows), 3), "results": rows}, _render)
+        if not all(r.ok for r in results):
             raise typer.Exit(1)
 
     @app.command("replicate")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
-from dr_toolkit.copy.execute import Cancelled, CopyContext, Outcome, Throttle, run_local
+from dr_toolkit.copy.execute import EXTRA_ATTRIBUTES, Cancelled, CopyContext, Outcome, Throttle, run_local
 from dr_toolkit.copy.plan import (
     FileTask,
     Plan,
@@ -110,6 +110,8 @@ class CopyResult:
     files_read: list[str] = field(default_factory=list)  # source files opened (planning and copying)
     manifests_pruned: int = 0
     snapshots_cleaned: list[str] = field(default_factory=list)
+    log_file: str | None = None  # -log DIR: where this run's per-file log was written
+    file_log: list[dict[str, Any]] = field(default_factory=list)  # its lines (not in the JSON result)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +119,7 @@ class CopyResult:
 
     def to_json(self) -> dict[str, Any]:
         d = dict(self.__dict__)
+        d.pop("file_log")
         d["fallback_count"] = len(self.fallbacks)
         d["fallbacks"] = self.fallbacks[:100]
         d["failures"] = self.failures[:100]
@@ -143,6 +146,7 @@ class _Side:
     root: str
     single: str | None = None  # a source that is one file: list only it
     fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
+    list_threads: int = 1  # -numListstatusThreads: the root's subtrees listed on this many threads
 
     def check(self) -> None:
         if self.fence is not None:
@@ -202,6 +206,8 @@ class _Skips:
 
 def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str], None] | None = None,
              dirs: dict[str, Any] | None = None, recursive: bool = True) -> dict[str, FileStatus]:
+    if side.list_threads > 1 and recursive and only is None and side.single is None:
+        return _listing_threads(side, skipped, dirs)
     fs = side.fs
     root = side.root.rstrip("/")
     cut = len(root) + 1 if root else 0
@@ -216,6 +222,48 @@ def _listing(side: _Side, only: str | None = None, skipped: Callable[[str, str],
     if dirs is not None and seen:
         for p, token in seen.items():
             dirs[fs.relative(side.root, p) if p != root else ""] = token
+    return out
+
+
+def _listing_threads(side: _Side, skipped: Callable[[str, str], None] | None,
+                     dirs: dict[str, Any] | None) -> dict[str, FileStatus]:
+    """-numListstatusThreads N: the root read one level (its files, its subdirectories' tokens),
+    then each subdirectory's tree walked on one of N threads; the same files and tokens as one
+    walk (each directory's token still recorded before its entries are read)."""
+    import threading
+
+    one = _Side(side.loc, side.fs, side.root)
+    lock = threading.Lock()
+
+    def skip(path: str, reason: str) -> None:
+        if skipped is not None:
+            with lock:
+                skipped(path, reason)
+
+    level: dict[str, Any] = {}
+    out = _listing(one, side.root, skip, dirs=level, recursive=False)
+    subs = sorted(d for d in level if d)
+
+    def walk(d: str) -> tuple[dict[str, FileStatus], dict[str, Any]]:
+        tokens: dict[str, Any] = {}
+        n = [0]
+
+        def count(path: str, reason: str) -> None:
+            n[0] += 1
+            skip(path, reason)
+
+        path = side.fs.join(side.root, d)
+        got = _listing(one, path, count, dirs=tokens)
+        if not got and not n[0] and set(tokens) <= {d}:  # a walk from d does not report d itself
+            skip(path, "empty directory")
+        return got, tokens
+
+    with ThreadPoolExecutor(min(side.list_threads, max(1, len(subs)))) as pool:
+        for got, tokens in pool.map(walk, subs):
+            out.update(got)
+            level.update(tokens)
+    if dirs is not None:
+        dirs.update(level)
     return out
 
 
@@ -311,7 +359,7 @@ def _utf8_only(files: dict[str, FileStatus], skips: _Skips) -> dict[str, FileSta
 
 
 def _wanted(files: dict[str, FileStatus], f: Any) -> dict[str, FileStatus]:
-    if not f.include and not f.exclude:
+    if not f.active:
         return files  # listings already pass over temporary names
     return {r: s for r, s in files.items() if f.wanted(r)}
 
@@ -411,6 +459,27 @@ def _drift(plan: Plan, src_files: dict[str, FileStatus], tgt_files: dict[str, Fi
             plan.fixups.append((rel, p, m))
 
 
+def _attr_drift(plan: Plan, src: _Side, read_root: str, tgt: _Side, preserve: Any, workers: int) -> None:
+    """``-p u/g/a/x``: the owner, group, ACL and xattrs of every kept file are read on both sides
+    (as DistCp reads them for every file it lists with those flags) and re-applied where they
+    differ."""
+    which = frozenset(EXTRA_ATTRIBUTES.intersection(preserve))
+    rels = sorted(plan.keep)
+    if not which or not rels:
+        return
+
+    def differs(rel: str) -> dict[str, Any] | None:
+        a = src.fs.attributes(src.fs.join(read_root, rel), which)
+        b = tgt.fs.attributes(tgt.fs.join(tgt.root, rel), which)
+        want = {k: v for k, v in a.items() if b.get(k) != v}
+        return want or None
+
+    with ThreadPoolExecutor(max(1, min(workers, len(rels)))) as pool:
+        for rel, want in zip(rels, pool.map(differs, rels), strict=True):
+            if want:
+                plan.attr_fixups.append((rel, want))
+
+
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
           tmp_found: list[str] | None = None, empty_found: list[str] | None = None,
           changing: list[str] | None = None) -> tuple[Plan, str]:
@@ -428,8 +497,9 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
                                                          empty_found, odd, changing)
     if options.preserve:
         _drift(plan, src_files, tgt_files, tgt.fs, options.preserve)
+        _attr_drift(plan, src, read_root, tgt, options.preserve, options.workers)
     f = filters_of(options)
-    if f.include or f.exclude:
+    if f.active:
         # target files the filters pass over can still be in the way of the source's tree (a
         # directory of excluded files where the source now has a file): removed like any blocker
         for rel in tgt_files:
@@ -461,7 +531,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     """The plan of the mode that applies, the root read, the source and target files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
-                    if src.single else None)
+                    if src.single else None, list_threads=src.list_threads)
     f = filters_of(options)
     entries = base.entries
     why = base.why_not
@@ -496,7 +566,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
             pending_sorted = sorted(pending)
 
             def unknown(old_path: str) -> bool:  # may the base lack files below old_path?
-                if f.include or f.exclude:
+                if f.active:
                     return True
                 i = bisect.bisect_left(pending_sorted, old_path)
                 return i < len(pending_sorted) and (pending_sorted[i] == old_path
@@ -664,7 +734,8 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
            options: CopyOptions | None = None, dry_run: bool = False, policy: str | None = None,
            progress: Progress | None = None, access: Access | None = None, spark_master: str | None = None,
            cancel: threading.Event | None = None, fence_epoch: int | None = None,
-           credentials: tuple[Credentials | None, Credentials | None] | None = None) -> CopyResult:
+           credentials: tuple[Credentials | None, Credentials | None] | None = None,
+           diff: tuple[str, str] | None = None, rdiff: tuple[str, str] | None = None) -> CopyResult:
     """Copy the tree at ``source`` to ``target`` (DistCp semantics; see the module doc).
 
     With a topology, a run that writes (not a dry run) is refused (FencedError) when the target
@@ -675,7 +746,14 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
     ``cancel``: set it (e.g. from a SIGTERM handler) to stop the run: in-flight files are
     abandoned (their temp files removed, nothing half-visible) and the run is recorded
     ``interrupted``. ``credentials``: already-resolved (source, target) credentials (old
-    callers); otherwise each endpoint's ``conn_id`` is looked up through ``access``."""
+    callers); otherwise each endpoint's ``conn_id`` is looked up through ``access``.
+
+    ``diff=(S1, S2)`` (DistCp ``-diff S1 S2``, with ``update``): the tree is read from the
+    source's existing snapshot S2; when the target's last run was at S1 only the NameNode's diff
+    S1 -> S2 is applied (work in proportion to the changes), else S2 is listed and compared.
+    ``rdiff=(S2, S1)`` (DistCp ``-rdiff S2 S1``, with ``update``): the target is put back to the
+    source's snapshot S1: read from it, target files S1 does not have deleted. Neither creates
+    nor deletes a snapshot; both are refused (exit 2) unless the source has them."""
     import threading
 
     t0 = time.time()
@@ -686,7 +764,13 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
         assert_copy_allowed(topology, parse_uri(source, topology).cluster, parse_uri(target, topology).cluster,
                             epoch=fence_epoch, access=access)
     src, tgt = _resolve(source, target, topology, access, credentials)
+    log_fs: _LogDir | None = None
     try:
+        _check_options(src, tgt, options)
+        src.list_threads = options.list_threads
+        named, options = _named_snapshot(src, options, diff, rdiff)
+        if not dry_run and options.log_dir:
+            log_fs = _open_log_dir(options.log_dir, topology, access, src, tgt)
         state_uri = default_state_uri(topology, options.state_dir)
         state = StateStore.open(state_uri, src.loc.uri, tgt.loc.uri, topology, access)
         try:
@@ -695,12 +779,16 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
             ev = cancel or threading.Event()
             if dry_run:
                 return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
-                            creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+                            creds=creds, spark_master=spark_master, t0=t0, cancel=ev, named=named)
             try:
                 with target_lock(ledger, state, tgt.loc) as lease:
                     tgt.fence = lease.check
-                    return _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
-                                progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev)
+                    r = _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
+                             progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev,
+                             named=named)
+                if log_fs is not None:
+                    _write_log(log_fs, r)
+                return r
             except LeaseLost as exc:
                 raise LeaseHeld(str(exc), where=tgt.loc.uri,
                                 hint="another run may have written the target since: the next run reconciles it"
@@ -710,11 +798,129 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
     finally:
         src.fs.close()
         tgt.fs.close()
+        if log_fs is not None:
+            log_fs.fs.close()
+
+
+def _check_options(src: _Side, tgt: _Side, options: CopyOptions) -> None:
+    """Refuse (exit 2, nothing written) a ``--preserve`` the two ends cannot honour: DistCp
+    fails such a job too (ACLs and xattrs need both filesystems to support them)."""
+    extra = EXTRA_ATTRIBUTES.intersection(options.preserve)
+    for side, what in ((src, "source"), (tgt, "target")):
+        missing = sorted(a for a in extra if a not in side.fs.preservable)
+        if missing:
+            raise ConfigError(f"--preserve {','.join(missing)}: the {what} {side.loc.uri} ({side.fs.kind}) cannot "
+                              f"{'read' if what == 'source' else 'set'} {' or '.join(missing)}",
+                              hint="owner and group need local or HDFS ends, acl and xattr HDFS on both ends")
+
+
+def _named_snapshot(src: _Side, options: CopyOptions, diff: tuple[str, str] | None,
+                    rdiff: tuple[str, str] | None) -> tuple[tuple[str, str] | None, CopyOptions]:
+    """-diff/-rdiff: (the source snapshot read, what the report says) and the run's options
+    (-rdiff deletes what the snapshot does not have); refused (exit 2) as DistCp refuses them."""
+    if diff is None and rdiff is None:
+        return None, options
+    if diff is not None and rdiff is not None:
+        raise ConfigError("-diff and -rdiff do not go together", hint="pick one")
+    flag = "-diff" if diff is not None else "-rdiff"
+    a, b = diff if diff is not None else rdiff  # type: ignore[misc]
+    if not options.update:
+        raise ConfigError(f"{flag} needs --update (as DistCp requires)", hint="add --update")
+    if not src.fs.supports_snapshots:
+        raise ConfigError(f"{flag}: the source {src.loc.uri} is not on HDFS (no snapshots)",
+                          hint="name snapshots of an HDFS source directory")
+    if src.single:
+        raise ConfigError(f"{flag}: the source {src.loc.uri} is a file", hint="name the snapshottable directory")
+    if a == b:
+        raise ConfigError(f"{flag} {a} {b}: the two snapshots are the same", hint="name two different snapshots")
+    for name in (a, b):
+        if not name or "/" in name:
+            raise ConfigError(f"{flag}: {name!r} is not a snapshot name", hint="give names, not paths")
+    # -diff: the source has both; -rdiff S2 S1: the source has S1 (S2 is the target's, in DistCp:
+    # here the target's state is read from its manifest and listing, not from a snapshot)
+    for name in (a, b) if diff is not None else (b,):
+        if not src.fs.snapshot_exists(src.root, name):
+            raise ConfigError(f"{flag}: the source {src.loc.uri} has no snapshot {name!r}",
+                              hint=f"list them under {src.loc.uri.rstrip('/')}/.snapshot")
+    if diff is not None:
+        return (b, f"-diff {a} {b}"), options
+    return (b, f"-rdiff {a} {b}"), options.model_copy(update={"delete": True})
+
+
+class _LogDir:
+    def __init__(self, fs: FileSystem, root: str) -> None:
+        self.fs, self.root = fs, root
+
+
+def _open_log_dir(uri: str, topology: Topology | None, access: Access | None, src: _Side, tgt: _Side) -> _LogDir:
+    """The -log directory (a path or URI), made now: a bad one is refused before anything is copied
+    (one inside the source or target too: the logs would be copied, or deleted by --delete)."""
+    loc = parse_uri(uri, topology)
+    for side, what in ((src, "source"), (tgt, "target")):
+        if side.loc.contains(loc):
+            raise ConfigError(f"-log {uri} lies inside the {what} {side.loc.uri}",
+                              hint="write the logs outside the source and target")
+    fs = open_fs(loc, access)
+    st = fs.stat(loc.path)
+    if st is not None and not st.is_dir:
+        raise ConfigError(f"-log {uri}: is a file", hint="name a directory for the run logs")
+    try:
+        if fs.kind != "s3":
+            fs.mkdirs(loc.path)
+    except (OSError, UnreachableError) as exc:
+        raise ConfigError(f"-log {uri}: cannot make the directory ({exc})",
+                          hint="name a directory this user can write") from None
+    return _LogDir(fs, loc.path)
+
+
+def _write_log(log: _LogDir, r: CopyResult) -> None:
+    """``<dir>/<run_id>.jsonl``: a first line with the run (ids, mode, status, counts), then one line
+    per file (:func:`_file_log`); failures of other steps (deletes, --preserve) are in the first line."""
+    import json
+
+    head = {"run_id": r.run_id, "source": r.source, "target": r.target, "mode": r.mode, "status": r.status,
+            "manifest_id": r.manifest_id, **r.stats(), "failures": r.failures[:1000]}
+    lines = [json.dumps(head, sort_keys=True)] + [json.dumps(x, sort_keys=True) for x in r.file_log]
+    path = log.fs.join(log.root, f"{r.run_id}.jsonl")
+    log.fs.write(path, [("\n".join(lines) + "\n").encode()])
+    r.log_file = path
+
+
+def distcp_sources(sources: list[str], target: str, **kw: Any) -> list[CopyResult]:
+    """DistCp with several sources (``distcp SRC1 SRC2 … DST``): each source is copied under
+    ``DST/<its basename>`` (a file: into ``DST`` under its name), one run per source, each with
+    its own manifest and lease. Two sources of one basename are refused (ConfigError, exit 2)
+    before anything is copied, as DistCp refuses duplicate names."""
+    if len(sources) < 2:
+        raise ConfigError("distcp_sources needs two or more sources", hint="use distcp() for one")
+    names: dict[str, str] = {}
+    for s in sources:
+        base = posixpath.basename(parse_uri(s, kw.get("topology")).path.rstrip("/"))
+        if not base:
+            raise ConfigError(f"source {s} has no name to copy it under (a root)",
+                              hint="name a directory below the root, or copy it alone")
+        if base in names:
+            raise ConfigError(f"sources {names[base]} and {s} would both be copied to {target.rstrip('/')}/{base}",
+                              hint="copy them in separate runs, to different targets")
+        names[base] = s
+    dests = []
+    for s in sources:  # every source looked at before any is copied
+        loc = parse_uri(s, kw.get("topology"))
+        sfs = open_fs(loc, kw.get("access"))
+        try:
+            st = sfs.stat(loc.path)
+        finally:
+            sfs.close()
+        if st is None:
+            raise ConfigError(f"the source {s} does not exist", hint="check the path (nothing was copied)")
+        dests.append(target if not st.is_dir else target.rstrip("/") + "/" + posixpath.basename(loc.path.rstrip("/")))
+    return [distcp(s, d, **kw) for s, d in zip(sources, dests, strict=True)]
 
 
 def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, ledger: Ledger | None, dry_run: bool,
          policy: str | None, progress: Progress | None, creds: tuple[Credentials | None, Credentials | None],
-         spark_master: str | None, t0: float, cancel: threading.Event) -> CopyResult:
+         spark_master: str | None, t0: float, cancel: threading.Event,
+         named: tuple[str, str] | None = None) -> CopyResult:
     run_id = new_id("copy")
     base = _base(ledger, state, src, tgt)
     pre = CopyResult(src.loc.uri, tgt.loc.uri, "", "", state_location=state.loc.uri)
@@ -723,9 +929,9 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
             _clean_tmp(tgt, run_id)
         if src.fs.supports_snapshots:
             _clean_snapshots(src, state, base, pre)
-    snapshot = None
+    snapshot = named[0] if named else None  # -diff/-rdiff: the user's snapshot, never deleted here
     listed_at = time.time()
-    if options.snapshots and src.fs.supports_snapshots and not src.single and not dry_run \
+    if named is None and options.snapshots and src.fs.supports_snapshots and not src.single and not dry_run \
             and src.fs.is_snapshottable(src.root):
         snapshot = SNAP_PREFIX + run_id
         state.note_snapshot(snapshot)  # noted first: a killed run's snapshot is found and deleted later
@@ -755,6 +961,8 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
             _drop_snapshot(src, state, snapshot)
         raise
     result = pre
+    if named:
+        plan.mode_reason = f"{named[1]}: read from snapshot {named[0]}; {plan.mode_reason}"
     result.mode, result.mode_reason = plan.mode, plan.mode_reason
     result.policy, result.dry_run, result.engine = policy, dry_run, options.engine
     result.files_total, result.bytes_total = plan.files_total, plan.bytes_total
@@ -855,6 +1063,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
     fs, root = tgt.fs, tgt.root
     pending: set[str] = set()
     gone: list[str] = []  # paths whose parents may now be empty
+    deleted: list[tuple[str, str]] = []  # (rel, why) for the -log file
     if progress:
         progress("plan", plan.bytes_to_copy)
     # 1. moves, stage one: every source out of the way (swaps and cycles need it)
@@ -888,6 +1097,7 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             if fs.delete(fs.join(root, rel)):
                 result.files_deleted += 1
                 result.files_type_changed += why == "type change"
+                deleted.append((rel, why))
             gone.append(rel)
         except (OSError, UnreachableError) as exc:
             result.files_failed += 1
@@ -931,7 +1141,8 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
                           cancel=cancel, live_root=src.root if stable else None, fence=tgt.fence)
         outcomes = run_local(ctx, plan.copies, options.workers,
-                             on_done=(lambda _o: progress("file", 1)) if progress else None)
+                             on_done=(lambda _o: progress("file", 1)) if progress else None,
+                             strategy=options.strategy)
     pending |= _account(plan, result, outcomes)
     for rel, perm, mtime in plan.fixups:  # 5. --preserve drift on files kept as they are
         if rel not in plan.keep:
@@ -952,9 +1163,40 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
             result.files_failed += 1
             result.failures.append({"path": rel, "action": "preserve", "error": str(exc)})
             pending.add(rel)
+    for rel, attrs in plan.attr_fixups:  # -p u/g/a/x drift on files kept as they are
+        if rel not in plan.keep:
+            continue
+        tgt.check()
+        try:
+            fs.set_attributes(fs.join(root, rel), attrs)
+            result.attributes_reapplied += 1
+        except (OSError, UnreachableError) as exc:
+            result.files_failed += 1
+            result.failures.append({"path": rel, "action": "preserve", "error": str(exc)})
+            pending.add(rel)
     tgt.check()  # the manifest is recorded only by a run that held the target throughout
     result.files_skipped = max(0, plan.files_total - result.files_copied - result.files_failed)
+    if options.log_dir:
+        result.file_log = _file_log(plan, outcomes, deleted)
     return pending
+
+
+def _file_log(plan: Plan, outcomes: list[Outcome], deleted: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """-log: one line per file: copied (or appended), skipped (kept as the target has it),
+    deleted, failed (with the error)."""
+    out: list[dict[str, Any]] = []
+    done = set()
+    for o in sorted(outcomes, key=lambda o: o.rel):
+        done.add(o.rel)
+        if o.ok:
+            out.append({"path": o.rel, "action": "appended" if o.action == "append" else "copied",
+                        "bytes": o.bytes, "size": o.size})
+        else:
+            out.append({"path": o.rel, "action": "failed", "error": o.error, "attempts": o.attempts})
+    out += [{"path": rel, "action": "skipped", "size": e.size} for rel, e in sorted(plan.keep.items())
+            if rel not in done]
+    out += [{"path": rel, "action": "deleted", "reason": why} for rel, why in deleted]
+    return out
 
 
 def _copy_instead(src: _Side, read_root: str, plan: Plan, new: str) -> None:

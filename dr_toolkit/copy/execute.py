@@ -139,10 +139,21 @@ def _stream(ctx: CopyContext, chunks: Iterator[bytes], crc: Any, counter: list[i
         yield c
 
 
+EXTRA_ATTRIBUTES = frozenset({"owner", "group", "acl", "xattr"})  # DistCp -p u, g, a, x
+
+
 def _finish(ctx: CopyContext, task: FileTask, path: str) -> None:
+    """``--preserve`` on the written file (the temporary, before its rename, when there is one):
+    permission, then owner/group/ACL/xattrs read from the source file (an ACL's base entries
+    are the permission), then times last (each other call may move them)."""
     tgt = ctx.tgt_fs
     if "permissions" in ctx.preserve and task.permission and tgt.supports_permissions:
         tgt.set_permission(path, task.permission)
+    extra = EXTRA_ATTRIBUTES.intersection(ctx.preserve)
+    if extra:
+        attrs = ctx.src_fs.attributes(ctx.src_fs.join(ctx.src_root, task.rel), frozenset(extra))
+        if attrs:
+            tgt.set_attributes(path, attrs, task.permission)
     if "times" in ctx.preserve and tgt.supports_times:
         tgt.set_times(path, task.mtime)
 
@@ -567,8 +578,24 @@ def _copy_batch(ctx: CopyContext, batch: list[FileTask]) -> list[Outcome]:
     return [copy_one(ctx, t) for t in batch]
 
 
+def uniform_lists(tasks: list[FileTask], n: int) -> list[list[FileTask]]:
+    """DistCp's ``-strategy uniformsize``: the files split up front into ``n`` lists of about
+    equal bytes (largest first, each onto the lightest list), one per worker, none shared."""
+    lists: list[list[FileTask]] = [[] for _ in range(max(1, n))]
+    load = [0] * len(lists)
+    for t in sorted(tasks, key=lambda t: (-t.size, t.rel)):
+        i = load.index(min(load))
+        lists[i].append(t)
+        load[i] += max(t.size, 1)
+    return [x for x in lists if x]
+
+
 def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
-              on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+              on_done: Callable[[Outcome], None] | None = None, strategy: str = "dynamic") -> list[Outcome]:
+    """Copy ``tasks`` on ``workers`` threads. ``strategy`` "dynamic" (DistCp's dynamic
+    strategy): small files in chunks, each thread takes the next chunk when it is done;
+    "uniformsize": :func:`uniform_lists`, one list per thread. Either way every file is tried:
+    a file that fails (after its retries) is an Outcome with ``ok=False`` and the run goes on."""
     out: list[Outcome] = []
     if not tasks:
         return out
@@ -576,7 +603,7 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
         # large files disk to disk are bound by CPU and the disk: more threads than cores only contend;
         # small files are bound by the latency of creating them, and more threads hide it
         workers = min(workers, max(2, os.cpu_count() or 2))
-    batches = _batches(tasks)
+    batches = uniform_lists(tasks, workers) if strategy == "uniformsize" else _batches(tasks)
     pool = ThreadPoolExecutor(max(1, min(workers, len(batches))))
     try:
         futs = [pool.submit(_copy_batch, ctx, b) for b in batches]

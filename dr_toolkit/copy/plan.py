@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import re
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ class Plan:
     # kept files whose target attributes drifted from the source's under --preserve:
     # (rel, permission to set or None, mtime to set or None), re-applied like DistCp -p
     fixups: list[tuple[str, str | None, float | None]] = field(default_factory=list)
+    # kept files whose owner/group/ACL/xattrs (-p u g a x) differ: (rel, the source's attributes)
+    attr_fixups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     files_total: int = 0
     bytes_total: int = 0
     files_read: list[str] = field(default_factory=list)  # source files read while planning
@@ -102,9 +105,31 @@ class Plan:
 
 
 class Filters:
-    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = (), append_only: Iterable[str] = ()
-                 ) -> None:
+    """Which relative paths a run copies: ``include``/``exclude`` globs, and DistCp's ``-filters``
+    regexes (``exclude_regex``, RegexCopyFilter's rule: a path that one of them matches *whole*
+    is not copied). A regex is matched against ``"/" + rel`` (DistCp's form of a path relative to
+    the source root in its snapshot-diff sync) and against each parent directory of it the same
+    way (DistCp's listing does not descend into a directory it filters out)."""
+
+    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = (), append_only: Iterable[str] = (),
+                 exclude_regex: Iterable[str] = ()) -> None:
         self.include, self.exclude, self.append_only = list(include), list(exclude), list(append_only)
+        self.exclude_regex = [re.compile(r) for r in exclude_regex]
+
+    @property
+    def active(self) -> bool:
+        """Whether any file can be filtered out (beyond the toolkit's own temporary names)."""
+        return bool(self.include or self.exclude or self.exclude_regex)
+
+    def _regex_out(self, rel: str) -> bool:
+        if not self.exclude_regex:
+            return False
+        parts = rel.split("/")
+        for i in range(len(parts), 0, -1):
+            p = "/" + "/".join(parts[:i])
+            if any(r.fullmatch(p) for r in self.exclude_regex):
+                return True
+        return False
 
     @staticmethod
     def _match(rel: str, globs: list[str]) -> bool:
@@ -116,20 +141,24 @@ class Filters:
             return False
         if self.include and not self._match(rel, self.include):
             return False
-        return not self._match(rel, self.exclude)
+        return not self._match(rel, self.exclude) and not self._regex_out(rel)
 
     def appendable(self, rel: str) -> bool:
         return bool(self.append_only) and self._match(rel, self.append_only)
 
 
 def filters_of(options: CopyOptions) -> Filters:
-    return Filters(options.include, options.exclude, options.append_only)
+    return Filters(options.include, options.exclude, options.append_only, options.exclude_regex)
 
 
 def filters_key(options: CopyOptions) -> dict[str, list[str]]:
     """The filters a run planned with, as recorded in its manifest's header: a snapshot-diff run
-    whose base was planned under other filters lists the source instead."""
-    return {"include": list(options.include), "exclude": list(options.exclude)}
+    whose base was planned under other filters lists the source instead. (``exclude_regex`` only
+    when set: a manifest written before it existed still matches a run without it.)"""
+    key = {"include": list(options.include), "exclude": list(options.exclude)}
+    if options.exclude_regex:
+        key["exclude_regex"] = list(options.exclude_regex)
+    return key
 
 
 def _same(a: float, b: float) -> bool:

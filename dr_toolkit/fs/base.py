@@ -312,6 +312,20 @@ class FileSystem:
     def set_permission(self, path: str, permission: str) -> None:
         pass
 
+    #: which of DistCp's ``-p`` attributes beyond permission and times this filesystem reads and
+    #: sets through :meth:`attributes` / :meth:`set_attributes` ("owner", "group", "acl", "xattr")
+    preservable: frozenset[str] = frozenset()
+
+    def attributes(self, path: str, which: frozenset[str]) -> dict[str, Any]:
+        """The file's ``which`` attributes: ``owner``/``group`` (names), ``acl`` (the extended ACL
+        entries, e.g. ``["user:alice:r-x", "group::r--"]``; the base entries are the permission),
+        ``xattr`` (name -> value as hex)."""
+        return {}
+
+    def set_attributes(self, path: str, attrs: dict[str, Any], permission: str | None = None) -> None:
+        """Set what :meth:`attributes` returned (``permission``: the file's octal permission,
+        which an ACL's base entries are made from)."""
+
     def list_tmp(self, root: str) -> Iterator[str]:
         """Temporary files left under ``root`` by killed runs (for clean-up)."""
         raise NotImplementedError

@@ -230,6 +230,54 @@ class LocalFileSystem(FileSystem):
         ns = int(round(mtime * 1e9))
         os.utime(path, ns=(ns, ns), follow_symlinks=False)
 
+    preservable = frozenset({"owner", "group"})
+
+    def attributes(self, path: str, which: frozenset[str]) -> dict[str, Any]:
+        import grp
+        import pwd
+
+        st_ = os.lstat(path)
+        out: dict[str, Any] = {}
+        if "owner" in which:
+            try:
+                out["owner"] = pwd.getpwuid(st_.st_uid).pw_name
+            except KeyError:
+                out["owner"] = str(st_.st_uid)
+        if "group" in which:
+            try:
+                out["group"] = grp.getgrgid(st_.st_gid).gr_name
+            except KeyError:
+                out["group"] = str(st_.st_gid)
+        return out
+
+    def set_attributes(self, path: str, attrs: dict[str, Any], permission: str | None = None) -> None:
+        """owner/group by name (a number when the name is unknown here); chown needs root."""
+        import grp
+        import pwd
+
+        self.confined(path)
+
+        def uid(name: str) -> int:
+            try:
+                return pwd.getpwnam(name).pw_uid
+            except KeyError:
+                if name.isdigit():
+                    return int(name)
+                raise OSError(f"no user {name!r} on this machine (for {path})") from None
+
+        def gid(name: str) -> int:
+            try:
+                return grp.getgrnam(name).gr_gid
+            except KeyError:
+                if name.isdigit():
+                    return int(name)
+                raise OSError(f"no group {name!r} on this machine (for {path})") from None
+
+        u = uid(attrs["owner"]) if attrs.get("owner") else -1
+        g = gid(attrs["group"]) if attrs.get("group") else -1
+        if u != -1 or g != -1:
+            os.chown(path, u, g, follow_symlinks=False)
+
     def set_permission(self, path: str, permission: str) -> None:
         self.confined(path)
         if os.path.islink(path):

@@ -66,6 +66,8 @@ def _client_class(kerberos: bool) -> Any:
         _get_snapshot_diff = _Request("GET")
         _rename2 = _Request("PUT")  # op name from the attribute: RENAME (digits dropped)
         _concat = _Request("POST")  # CONCAT: the sources' blocks moved onto the target's end, atomically
+        _get_xattrs = _Request("GET")  # GETXATTRS (all of them)
+        _set_xattr = _Request("PUT")  # SETXATTR
 
     # op names from attributes lose their underscores: this one is spelled out. GET_BLOCK_LOCATIONS
     # answers the NameNode's LocatedBlocks, with isUnderConstruction
@@ -349,6 +351,49 @@ class WebHdfsFileSystem(FileSystem):
     def set_permission(self, path: str, permission: str) -> None:
         with self._errors(path):
             self.client.set_permission(path, permission)
+
+    # -- DistCp -p: owner, group (SETOWNER: the superuser's, unless permissions are off), ACLs, xattrs
+    preservable = frozenset({"owner", "group", "acl", "xattr"})
+
+    def attributes(self, path: str, which: frozenset[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with self._errors(path):
+            if "owner" in which or "group" in which:
+                d = self.client.status(path)
+                out.update({k: d.get(k) for k in ("owner", "group") if k in which})
+            if "acl" in which:
+                out["acl"] = sorted(self.client.acl_status(path).get("entries") or [])
+            if "xattr" in which:
+                r = self.client._get_xattrs(path, encoding="hex")
+                out["xattr"] = {x["name"]: str(x.get("value") or "") for x in r.json().get("XAttrs") or []}
+        return out
+
+    def set_attributes(self, path: str, attrs: dict[str, Any], permission: str | None = None) -> None:
+        """SETOWNER; SETACL (the base entries from ``permission``: with extended entries its
+        group bits are the mask) or REMOVEACL when the source has none; SETXATTR for each source
+        xattr whose value differs (target-only xattrs are left, as DistCp leaves them)."""
+        with self._errors(path):
+            if attrs.get("owner") or attrs.get("group"):
+                self.client.set_owner(path, owner=attrs.get("owner") or None, group=attrs.get("group") or None)
+            if "acl" in attrs:
+                entries = [e for e in attrs["acl"] if not e.startswith("default:")]
+                if entries:
+                    perm = (permission or self.client.status(path).get("permission") or "644").rjust(3, "0")[-3:]
+                    bits = ["".join(c if int(d) & m else "-" for c, m in (("r", 4), ("w", 2), ("x", 1)))
+                            for d in perm]
+                    spec = [f"user::{bits[0]}", *entries, f"mask::{bits[1]}", f"other::{bits[2]}"]
+                    if not any(e.startswith("group::") for e in entries):
+                        spec.append(f"group::{bits[1]}")
+                    self.client.set_acl(path, ",".join(spec))
+                elif self.client.acl_status(path).get("entries"):
+                    self.client.remove_acl(path)
+            if attrs.get("xattr"):
+                r = self.client._get_xattrs(path, encoding="hex")
+                have = {x["name"]: str(x.get("value") or "") for x in r.json().get("XAttrs") or []}
+                for name, value in attrs["xattr"].items():
+                    if have.get(name) != value:
+                        self.client._set_xattr(path, **{"xattr.name": name, "xattr.value": value or "0x",
+                                                        "flag": "REPLACE" if name in have else "CREATE"})
 
     # -- snapshots ---------------------------------------------------------------------------------
     def is_snapshottable(self, path: str) -> bool:

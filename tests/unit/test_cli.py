@@ -171,7 +171,7 @@ def test_broken_config_exit_2_one_line() -> None:
     (["kafka", "remap", "--bogus"], 2, "no such option: --bogus"),
     (["kafka", "remap"], 2, "give --group G or --all"),
     (["kafka", "nope"], 2, "no such command 'nope'"),
-    (["distcp", "only-one-arg"], 2, "missing argument 'TARGET'"),
+    (["distcp", "only-one-arg"], 2, "missing argument 'SOURCE'"),  # SOURCE... TARGET: the one word is TARGET
     (["hbase", "peers", "add", "--json"], 2, "drt hbase peers add --help"),
     (["distcp", "--workers", "x", "a", "b"], 2, "'--workers'"),
     (["status", "-c"], 2, "option -c needs a value"),
@@ -406,7 +406,7 @@ def test_every_help_is_plain_shows_defaults_and_lists_the_global_options(capsys:
     rc, out, _ = run(capsys, "hbase", "peers", "add", "--help")
     assert "[default: hot]" in out and "[default: 2.5]" in out  # not read as markup
     rc, out, _ = run(capsys, "distcp", "--help")
-    assert "Usage: drt distcp [OPTIONS] SOURCE TARGET" in out and "[default: 8; 1<=x<=512]" in out
+    assert "Usage: drt distcp [OPTIONS] SOURCE... TARGET" in out and "[default: 8; 1<=x<=512]" in out
     rc, out, _ = run(capsys, "kafka", "--help")  # a group too
     assert "Global options" in out
 
@@ -424,9 +424,8 @@ def test_help_fits_80_columns(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("word", "says"), [("-update", "is spelled --update here"),
                                             ("-delete", "is spelled --delete here"),
                                             ("-overwrite", "is spelled --overwrite here"),
-                                            ("-m", "--workers N"), ("-pugpaxt", "--preserve perm,times"),
-                                            ("-filters", "--exclude GLOB"), ("-i", "every file is retried"),
-                                            ("-diff", "snapshots: true")])
+                                            ("-async", "no equivalent"),
+                                            ("-atomic", "always on here")])
 def test_distcp_single_dash_spellings_are_answered(word: str, says: str, capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
     for cmd in (["distcp", word, "file:///a", "file:///b"], ["distcp", "file:///a", "file:///b", word]):
@@ -437,6 +436,52 @@ def test_distcp_single_dash_spellings_are_answered(word: str, says: str, capsys:
         assert line.endswith("— see `drt distcp --help`")
     rc, _, err = run(capsys, "distcp", "file:///a", "file:///b", "--", "-update")  # after --: untouched
     assert "DistCp's" not in err
+
+
+def test_distcp_options_of_distcp_are_options_here(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "distcp", "--help")
+    assert rc == 0
+    for opt in ("-filters, --filters FILE", "-i, --ignore-failures", "-log, --log DIR", "-m, --workers",
+                "-strategy, --strategy", "-p [ugpaxtb]", "-numListstatusThreads, --list-threads", "-diff, --diff S1 S2", "-rdiff, --rdiff S2 S1",
+                "perm,times,owner,group,acl,xattr"):
+        assert opt in out, opt
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["-pr"], "-pr: r (replication) is not preserved here"),
+    (["-pugz"], "-pugz: unknown letter 'z'"),
+    (["--preserve", "perm,bogus"], "unknown --preserve value 'bogus'"),
+    (["-strategy", "fast"], "unknown -strategy 'fast'"),
+    (["-m", "0"], "'--workers' / '-m'"),
+    (["-numListstatusThreads", "0"], "'--list-threads' / '-numListstatusThreads'"),
+    (["-filters", "/no/such/filters"], "-filters /no/such/filters: cannot read it"),
+    (["-diff", "s1", "s2"], "-diff needs --update"),
+    (["--update", "-rdiff", "s2", "s1", "-diff", "s1", "s2"], "-diff and -rdiff do not go together"),
+])
+def test_distcp_bad_option_values_are_one_line_and_exit_2(args: list[str], needle: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "distcp", *args, "file:///nonexistent-a", "file:///nonexistent-b")
+    assert rc == 2 and out == "" and needle in one_line(err)
+
+
+def test_distcp_parses_distcp_spellings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dr_toolkit.cli.distcp import preserve_list, read_filters
+
+    assert preserve_list(None, "ugpaxtb") == ["owner", "group", "permissions", "acl", "xattr", "times"]
+    assert preserve_list("perm,times", None) == ["permissions", "times"]
+    assert preserve_list("owner", None) == ["owner"]
+    assert preserve_list(None, "a") == ["acl", "permissions"]  # -pa implies -pp, as in DistCp
+    f = tmp_path / "filters"
+    f.write_text(".*\\.tmp\n\n/staging\n")
+    assert read_filters(str(f)) == [".*\\.tmp", "/staging"]
+    # a bare -p takes no value: the next word stays the source (not its letters)
+    rc, out, err = run(capsys, "distcp", "-p", "file:///nonexistent-a", "file:///nonexistent-b")
+    assert rc == 2 and "the source file:///nonexistent-a does not exist" in one_line(err)
+    # several sources: colliding names refused before anything is looked at on disk
+    rc, out, err = run(capsys, "distcp", "file:///x/logs", "file:///y/logs", str(tmp_path / "dst"))
+    assert rc == 2 and "would both be copied to" in one_line(err) and not (tmp_path / "dst").exists()
+    rc, out, err = run(capsys, "distcp", "--update", "-diff", "s1", "s2", "file:///a", "file:///b", "file:///c")
+    assert rc == 2 and "-diff takes one source" in one_line(err)
 
 
 def test_every_config_problem_is_listed_and_in_json() -> None:
