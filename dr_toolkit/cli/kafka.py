@@ -53,7 +53,7 @@ def _say_notes(ctx: typer.Context, notes: list[str]) -> None:
     with --json they are the document's ``selection_notes``."""
     if not state(ctx).json:
         for n in notes:
-            err_console.print(f"note: {n}", markup=False, highlight=False)
+            err_console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _render_checkpoint(d: dict[str, Any]) -> None:

@@ -641,8 +641,12 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
         listed = ", ".join(f"{t}[{p}] {b}→{n}" for (t, p), (b, n) in sorted(backwards.items()))
         msg = f"applying would move committed offsets of group {group!r} backwards ({listed}): nothing written"
         audit("failed", _offsets_json(before), _offsets_json(offsets), msg)
-        raise ProblemFound(msg, where=cold.bootstrap, hint="check the checkpoint; pass --force to move back "
-                                                           "anyway (consumers will re-read those records)")
+        # Typically MirrorMaker 2's sync.group.offsets.enabled: it writes an empty group's offsets on
+        # cold from a newer hot position than our checkpoint (and never moves them back itself).
+        raise ProblemFound(msg, where=cold.bootstrap, hint=(
+            "cold holds a later position (MirrorMaker 2's sync.group.offsets writes an empty group's offsets "
+            "there): while hot is up, take a fresh `drt kafka checkpoint` and remap again; else pass --force "
+            "to move back to the remap's never-skip position (consumers re-read those records)"))
     deadline = deadline_s if deadline_s is not None else max(30.0, 3 * cold.timeout_s)
     policy = (retry or Retry(tries=None, backoff_s=0.5, max_backoff_s=2.0)).with_(
         deadline_s=deadline, retry_on=(UnreachableError,))
