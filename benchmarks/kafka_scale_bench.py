@@ -129,10 +129,14 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         == {p: shift[p] + committed[g][p] for p in range(P)})
 
     translated = 0
+    off: list[str] = []
     for g, parts in rm["groups"].items():
-        ok = all(r["method"] == "exact" and r["target_offset"] == shift[r["partition"]] + committed[g][r["partition"]]
-                 for r in parts)
-        translated += ok and len(parts) == P
+        bad = [r for r in parts
+               if not (r["method"] == "exact" and r["target_offset"] == shift[r["partition"]] + committed[g][r["partition"]])]
+        translated += not bad and len(parts) == P
+        off += [f"{g}[{r['partition']}] committed {committed[g][r['partition']]}: {r['method']} {r['target_offset']} "
+                f"(truth {shift[r['partition']] + committed[g][r['partition']]}{', ' + r['error'] if r.get('error') else ''})"
+                for r in bad]
     n = N + max(shift.values())
     budget = probe_budget(n)
     per_search = rm["fetches"] / max(1, rm["distinct_searches"])
@@ -148,7 +152,8 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         batch.remap_many(topo, ledger, [g], workers=1)
     serial_rm = (time.monotonic() - t0) / len(sample) * G
 
-    print(f"groups translated / requested: {translated:,} / {G:,}")
+    print(f"groups translated / requested: {translated:,} / {G:,}"
+          + (f"; not exact: {'; '.join(off[:5])}" if off else ""))
     print(f"checkpoint: {ck_s:.1f}s wall for {G:,} groups × {P} partitions ({len(ck['partitions']):,} rows, "
           f"{ck['distinct_searches']:,} distinct searches, {ck['fetches']:,} fetches)")
     print(f"remap: {rm_s:.1f}s wall ({rm['distinct_searches']:,} distinct searches, {rm['fetches']:,} fetches = "
@@ -207,7 +212,7 @@ def mm2_compare(args: argparse.Namespace, hot: str, cold: str, work: Path, commi
     print(f"MirrorMaker 2 ({len(groups):,} groups × {P} partitions, emit.checkpoints.interval.seconds=1): "
           f"started {started:.1f}s, topic mirrored {mirrored:.1f}s, every group with a checkpoint on every "
           f"partition {'-' if first_all is None else f'{first_all:.1f}s'}, every checkpoint at the committed "
-          f"offset {'NOT within %.0fs' % args.mm2_timeout if done_at is None else f'{done_at:.1f}s'} "
+          f"offset {f'NOT within {args.mm2_timeout:.0f}s' if done_at is None else f'{done_at:.1f}s'} "
           f"(from its start; {'-' if done_at is None else f'{done_at - mirrored:.1f}s'} after the mirror caught up)")
     print(f"MirrorMaker 2 checkpoint records written: {written:,} for {total:,} group-partitions; exact "
           f"translations {exact:,} / {total:,}; re-reads per partition: max {max(behind, default=0):,}, "

@@ -192,9 +192,13 @@ def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint
     topo = load_topology(cfg)
     ledger = Ledger.open(topo.ledger.url)
     api.checkpoint(topo, ledger)  # the group at 10 on hot
-    commit_after_consuming(hot, group, topic, {0: 30})  # it reads on; MM2 syncs the newer position
+    # It reads on to hot's end; MM2 syncs that newer position onto cold. (The end: MM2 translates
+    # through its newest offset sync at or before the committed offset, and a burst of records
+    # leaves syncs only at its first and last record — a position in between would translate
+    # to 1, behind our checkpoint.)
+    commit_after_consuming(hot, group, topic, {0: 40})
     synced = _wait_synced_past(cold, group, remote, 10)
-    assert 10 < synced <= 30, synced  # MM2 wrote it, and never past the copy of hot's record 30
+    assert 10 < synced <= 40, synced  # MM2 wrote it, and never past the copy of hot's record 40
 
     (part,) = api.remap(topo, ledger, group)["partitions"]
     assert (part["method"], part["target_offset"]) == ("exact", 10), part  # the checkpoint's position
@@ -207,8 +211,8 @@ def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint
     assert committed(cold, group, remote, 1)[0] == synced  # MM2's offset untouched
     assert ledger.audit_events(component="kafka")[-1]["status"] == "failed"
 
-    api.checkpoint(topo, ledger)  # fresh: the group at 30 on hot
+    api.checkpoint(topo, ledger)  # fresh: the group at 40 on hot
     res = api.remap(topo, ledger, group, apply=True)
-    assert res["applied"] and res["partitions"][0]["target_offset"] == 30, res
-    time.sleep(3)  # three of MM2's sync intervals: it only ever moves an offset forward
-    assert committed(cold, group, remote, 1)[0] == 30
+    assert res["applied"] and res["partitions"][0]["target_offset"] == 40, res
+    time.sleep(3)  # three of MM2's sync intervals: it never moves an offset backwards
+    assert committed(cold, group, remote, 1)[0] == 40
