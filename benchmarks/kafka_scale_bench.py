@@ -91,8 +91,15 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     admin = AdminClient({"bootstrap.servers": hot, **QUIET})
 
     def commit(g: str) -> None:
+        # The first commits meet a coordinator still creating __consumer_offsets: the request
+        # "succeeds" with an error on each partition — committed again until none has one.
         tps = [TopicPartition(topic, p, o) for p, o in committed[g].items()]
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+        for _ in range(100):
+            res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+            if not any(tp.error for tp in res.topic_partitions):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"group {g}: commit refused: {[tp.error for tp in res.topic_partitions if tp.error]}")
 
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(commit, committed))

@@ -506,6 +506,10 @@ class KafkaCluster:
             res = self.admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s + 5)
         except Exception as exc:  # noqa: BLE001 - classified by _wrap (unreachable / refused)
             raise self._wrap(exc, "list consumer groups") from None
+        if res.errors:  # a broker that did not answer: the list is incomplete (empty when none did)
+            err = res.errors[0]
+            raise self._wrap(err if isinstance(err, BaseException) else _kafka_exception(err),
+                             "list consumer groups") from None
         return sorted(g.group_id for g in res.valid)
 
     def group_state(self, group: str) -> tuple[str, int]:

@@ -125,6 +125,10 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     topics = list(dict.fromkeys([*api.policy_topics(topology, available=live_topics),
                                  *sorted({t for tps in committed.values() for t, _p in tps})]))
     out: list[Signal] = []
+    if hot_error is not None and any(p.topics_regex for p in topology.policies.kafka):
+        # which topics the patterns select is unknown: their lag cannot be gated -> NO_GO
+        out.extend(unreadable("kafka", f"topics_regex:{p.name}", hot_error)
+                   for p in topology.policies.kafka if p.topics_regex)
     if topics:
         with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
             futs = {t: ex.submit(api.lag, topology, topics=[t], access=access) for t in topics}

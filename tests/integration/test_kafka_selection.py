@@ -27,6 +27,7 @@ from tests.support.fixtures_kafka import (
     unique,
     write_topology,
 )
+from tests.support.procs import free_port
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -78,3 +79,12 @@ def test_patterns_select_live_groups_and_topics_exclude_wins(kafka_env, tmp_path
     assert sorted(s.name for s in sigs) == [f"group:{chosen}", topic]
     assert all(s.detail.get("selection_notes") == [nothing] for s in sigs)
     assert all(s.caught_up for s in sigs), [s.to_json() for s in sigs]
+
+    # Hot gone (an unplanned failover): the groups come from the ledger's checkpoints, said in a
+    # note; which topics the patterns select is unknown, so their lag is NO_GO, never skipped.
+    gone = write_topology(tmp_path / "gone.yaml", hot=f"127.0.0.1:{free_port()}", cold=cold, topics=[], groups=[],
+                          ledger_url=f"sqlite:///{tmp_path}/l.db", policy=policy, timeout_s=1.0)
+    sigs = {s.name: s for s in kafka_signals(load_topology(gone), ledger, Access.from_env(), time.time())}
+    assert set(sigs) == {"topics_regex:stream", f"group:{chosen}"}, list(sigs)
+    assert not any(s.caught_up for s in sigs.values())
+    assert "checkpointed group(s) in the ledger" in sigs[f"group:{chosen}"].detail["selection_notes"][0]
