@@ -50,6 +50,10 @@ def main() -> None:
     ap.add_argument("--spread", type=int, default=20, help="distinct committed positions per partition")
     ap.add_argument("--serial-sample", type=int, default=20)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--mm2", action="store_true", help=(
+        "then start real MirrorMaker 2 on the same brokers (emit.checkpoints.interval.seconds=1, its lowest "
+        "whole value) and time its checkpoints for the same groups"))
+    ap.add_argument("--mm2-timeout", type=float, default=900.0)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="drt-kscale-"))
     hot = servers.kafka_broker(work, "scale-hot").start()
@@ -87,8 +91,15 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     admin = AdminClient({"bootstrap.servers": hot, **QUIET})
 
     def commit(g: str) -> None:
+        # The first commits meet a coordinator still creating __consumer_offsets: the request
+        # "succeeds" with an error on each partition — committed again until none has one.
         tps = [TopicPartition(topic, p, o) for p, o in committed[g].items()]
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+        for _ in range(100):
+            res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+            if not any(tp.error for tp in res.topic_partitions):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"group {g}: commit refused: {[tp.error for tp in res.topic_partitions if tp.error]}")
 
     with cf.ThreadPoolExecutor(16) as ex:
         list(ex.map(commit, committed))
@@ -125,10 +136,14 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         == {p: shift[p] + committed[g][p] for p in range(P)})
 
     translated = 0
+    off: list[str] = []
     for g, parts in rm["groups"].items():
-        ok = all(r["method"] == "exact" and r["target_offset"] == shift[r["partition"]] + committed[g][r["partition"]]
-                 for r in parts)
-        translated += ok and len(parts) == P
+        bad = [r for r in parts
+               if not (r["method"] == "exact" and r["target_offset"] == shift[r["partition"]] + committed[g][r["partition"]])]
+        translated += not bad and len(parts) == P
+        off += [f"{g}[{r['partition']}] committed {committed[g][r['partition']]}: {r['method']} {r['target_offset']} "
+                f"(truth {shift[r['partition']] + committed[g][r['partition']]}{', ' + r['error'] if r.get('error') else ''})"
+                for r in bad]
     n = N + max(shift.values())
     budget = probe_budget(n)
     per_search = rm["fetches"] / max(1, rm["distinct_searches"])
@@ -144,7 +159,8 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         batch.remap_many(topo, ledger, [g], workers=1)
     serial_rm = (time.monotonic() - t0) / len(sample) * G
 
-    print(f"groups translated / requested: {translated:,} / {G:,}")
+    print(f"groups translated / requested: {translated:,} / {G:,}"
+          + (f"; not exact: {'; '.join(off[:5])}" if off else ""))
     print(f"checkpoint: {ck_s:.1f}s wall for {G:,} groups × {P} partitions ({len(ck['partitions']):,} rows, "
           f"{ck['distinct_searches']:,} distinct searches, {ck['fetches']:,} fetches)")
     print(f"remap: {rm_s:.1f}s wall ({rm['distinct_searches']:,} distinct searches, {rm['fetches']:,} fetches = "
@@ -154,6 +170,62 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     print(f"serial path (measured on {len(sample)} groups, scaled to {G:,}): checkpoint ≈ {serial_ck:.0f}s, "
           f"remap ≈ {serial_rm:.0f}s → batched/serial = {ck_s / serial_ck:.3f}× (checkpoint), "
           f"{rm_s / serial_rm:.3f}× (remap)")
+    if args.mm2:
+        mm2_compare(args, hot, cold, work, committed, rm_s)
+
+
+def mm2_compare(args: argparse.Namespace, hot: str, cold: str, work: Path, committed: dict[str, dict[int, int]],
+                rm_s: float) -> None:
+    """Real MirrorMaker 2 (dedicated mode, DefaultReplicationPolicy: cold topic ``hot.scale``) on
+    the same brokers and groups: the time from its start until every group's every partition has
+    a checkpoint of its committed offset, the checkpoint records it wrote meanwhile, and how many
+    of its translations are exact (the copy on cold has no offset shift: truth = committed)."""
+    from dr_toolkit.kafka.client import KafkaCluster
+    from dr_toolkit.kafka.mm2 import read_all_checkpoints
+    from drt_servers.kafka import MirrorMaker2
+
+    groups = set(committed)
+    P = args.partitions
+    t0 = time.monotonic()
+    mm = MirrorMaker2(work / "mm2", hot, cold, topics="scale", groups="g[0-9]+", heap="512m",
+                      extra={"emit.checkpoints.interval.seconds": 1, "sync.group.offsets.enabled": "false"})
+    mm.start()
+    try:
+        started = time.monotonic() - t0
+        mm.wait_mirrored(["scale"], timeout=args.mm2_timeout)
+        mirrored = time.monotonic() - t0
+        remote = mm.remote_topic("scale")
+        done_at, cps, written, first_all = None, {}, 0, None
+        with KafkaCluster(cold, timeout_s=60) as c:
+            while time.monotonic() - t0 < args.mm2_timeout:
+                time.sleep(2.0)
+                cps = read_all_checkpoints(c, mm.checkpoints_topic, groups)
+                written = sum(hi - lo for lo, hi in (c.watermarks(mm.checkpoints_topic, q)
+                                                     for q in range(c.topics().get(mm.checkpoints_topic, 0))))
+                have = sum(1 for g in groups if len(cps.get(g, {})) == P)
+                if first_all is None and have == len(groups):
+                    first_all = time.monotonic() - t0
+                if all(cps.get(g, {}).get((remote, p), (-1, -1))[0] == o
+                       for g, offs in committed.items() for p, o in offs.items()):
+                    done_at = time.monotonic() - t0
+                    break
+        exact = sum(1 for g, offs in committed.items() for p, o in offs.items()
+                    if cps.get(g, {}).get((remote, p)) == (o, o))
+        behind = [o - cps[g][(remote, p)][1] for g, offs in committed.items() for p, o in offs.items()
+                  if (remote, p) in cps.get(g, {})]
+    finally:
+        mm.kill()
+    total = len(groups) * P
+    print(f"MirrorMaker 2 ({len(groups):,} groups × {P} partitions, emit.checkpoints.interval.seconds=1): "
+          f"started {started:.1f}s, topic mirrored {mirrored:.1f}s, every group with a checkpoint on every "
+          f"partition {'-' if first_all is None else f'{first_all:.1f}s'}, every checkpoint at the committed "
+          f"offset {f'NOT within {args.mm2_timeout:.0f}s' if done_at is None else f'{done_at:.1f}s'} "
+          f"(from its start; {'-' if done_at is None else f'{done_at - mirrored:.1f}s'} after the mirror caught up)")
+    print(f"MirrorMaker 2 checkpoint records written: {written:,} for {total:,} group-partitions; exact "
+          f"translations {exact:,} / {total:,}; re-reads per partition: max {max(behind, default=0):,}, "
+          f"mean {sum(behind) / max(1, len(behind)):.1f}")
+    if done_at is not None:
+        print(f"drt remap / MM2 checkpoints after the mirror caught up = {rm_s / max(1e-9, done_at - mirrored):.3f}×")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Example: ``examples/embedded.yaml`` (everything on this machine) and
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -221,15 +222,89 @@ class HBasePolicy(_Model):
                                "WAL lengths (WALs/, oldWALs/) and table descriptors (data/) are read there")
 
 
+# MirrorMaker 2's defaults (DefaultTopicFilter / DefaultGroupFilter): internal, replica and
+# double-underscore topics; console consumers, Connect workers and double-underscore groups.
+MM2_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+MM2_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
+
+
+@functools.lru_cache(maxsize=256)
+def _alternation(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The patterns joined as MM2 joins a list (``a|b``), matched whole; None for an empty list
+    (matches nothing, as MM2's blank list)."""
+    return re.compile("|".join(patterns)) if patterns else None
+
+
+def _full(patterns: list[str], name: str) -> bool:
+    rx = _alternation(tuple(patterns))
+    return rx is not None and rx.fullmatch(name) is not None
+
+
 class KafkaPolicy(_Model):
+    """The topics and consumer groups one policy protects.
+
+    Selection as MirrorMaker 2 selects (``topics``/``topics.exclude``/``groups``/
+    ``groups.exclude``): a name is selected when it is listed literally in ``topics``/``groups``
+    or fully matched by a pattern of ``topics_regex``/``groups_regex``, and not fully matched by
+    a pattern of ``topics_exclude``/``groups_exclude`` (exclude wins). The patterns are resolved
+    against the hot cluster's live topics and groups each time a checkpoint, remap or gate runs."""
+
     name: str
-    topics: list[str] = Field(min_length=1)
-    groups: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list, description="topic names (literal)")
+    groups: list[str] = Field(default_factory=list, description="consumer group ids (literal)")
+    topics_regex: list[str] = Field(default_factory=list, description=(
+        "MM2 `topics`: regular expressions, each matched against the whole name of every topic on the hot "
+        "cluster"))
+    topics_exclude: list[str] = Field(default_factory=lambda: list(MM2_TOPICS_EXCLUDE), description=(
+        "MM2 `topics.exclude`: topics fully matched are not protected, whatever selected them, nor are a "
+        "group's offsets on them carried over (default: MM2's)"))
+    groups_regex: list[str] = Field(default_factory=list, description=(
+        "MM2 `groups`: regular expressions, each matched against the whole id of every consumer group on the "
+        "hot cluster"))
+    groups_exclude: list[str] = Field(default_factory=lambda: list(MM2_GROUPS_EXCLUDE), description=(
+        "MM2 `groups.exclude`: groups fully matched are not protected, whatever selected them (default: MM2's)"))
     schedule: str | None = "*/15 * * * *"
     exclude_topics: list[str] = Field(default_factory=list, description=(
-        "topics the groups commit on that are NOT carried over (every other committed topic is)"))
+        "topics (literal names) the groups commit on that are NOT carried over (every other committed topic "
+        "is); topics_exclude is the pattern form"))
     max_checkpoint_age_s: float = Field(default=1800.0, gt=0, description=(
         "a group whose newest checkpoint is older than this is NO_GO at the gate (default 2x the 15-minute schedule)"))
+
+    @model_validator(mode="after")
+    def _selection(self) -> KafkaPolicy:
+        for field in ("topics_regex", "topics_exclude", "groups_regex", "groups_exclude"):
+            for pattern in getattr(self, field):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"policy {self.name!r}: {field} pattern {pattern!r} is not a valid regular "
+                                     f"expression ({exc}); fix or remove it") from None
+        if not self.topics and not self.topics_regex:
+            raise ValueError(f"policy {self.name!r} protects no topic: list topics or topics_regex")
+        for field, names, excl in (("topics", self.topics, "topics_exclude"),
+                                   ("groups", self.groups, "groups_exclude")):
+            for n in names:
+                hit = next((x for x in getattr(self, excl) if _full([x], n)), None)
+                if hit is not None:
+                    raise ValueError(f"policy {self.name!r}: {field} lists {n!r}, which {excl} pattern {hit!r} "
+                                     f"excludes (exclude wins); drop one or set {excl} without it")
+        return self
+
+    @functools.cached_property
+    def _names(self) -> tuple[frozenset[str], frozenset[str]]:
+        return frozenset(self.topics), frozenset(self.groups)
+
+    def selects_topic(self, topic: str) -> bool:
+        """Is ``topic`` protected by this policy (listed or matched, and not excluded)?"""
+        return (topic in self._names[0] or _full(self.topics_regex, topic)) and not _full(self.topics_exclude, topic)
+
+    def selects_group(self, group: str) -> bool:
+        """Is ``group`` protected by this policy (listed or matched, and not excluded)?"""
+        return (group in self._names[1] or _full(self.groups_regex, group)) and not _full(self.groups_exclude, group)
+
+    def excludes_topic(self, topic: str) -> bool:
+        """Are this policy's groups' offsets on ``topic`` left out (``exclude_topics``, ``topics_exclude``)?"""
+        return topic in self.exclude_topics or _full(self.topics_exclude, topic)
 
 
 class VerifyPolicy(_Model):

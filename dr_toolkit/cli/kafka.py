@@ -48,6 +48,14 @@ def _progress(ctx: typer.Context, what: str) -> Iterator[None]:
         yield
 
 
+def _say_notes(ctx: typer.Context, notes: list[str]) -> None:
+    """The selection's notes (a groups_regex/topics_regex pattern selecting nothing) on stderr;
+    with --json they are the document's ``selection_notes``."""
+    if not state(ctx).json:
+        for n in notes:
+            err_console.print(f"note: {n}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _render_checkpoint(d: dict[str, Any]) -> None:
     t = Table(title=f"checkpoint {d['checkpoint_id']} ({d['duration_s']}s)")
     for c in ("group", "topic", "partition", "committed", "last record ts", "type", "fingerprint"):
@@ -99,6 +107,7 @@ def checkpoint_cmd(
     with _progress(ctx, "checkpointing consumer groups…"):
         out = api.checkpoint(topo, ledger, groups=group or None, source_bootstrap=source_bootstrap,
                              access=state(ctx).access())
+    _say_notes(ctx, out.get("selection_notes") or [])
     emit(ctx, out, _render_checkpoint)
 
 
@@ -117,6 +126,7 @@ def lag_cmd(
     with _progress(ctx, "measuring mirror lag…"):
         out = api.lag(topo, topics=topic or None, source_bootstrap=source_bootstrap,
                       target_bootstrap=target_bootstrap, access=state(ctx).access())
+    _say_notes(ctx, out.get("selection_notes") or [])
     emit(ctx, out, _render_lag)
 
 
@@ -159,9 +169,11 @@ def _remap_all(ctx: typer.Context, *, apply: bool, force: bool, run_id: str | No
 
     st = state(ctx)
     topo, ledger = st.topology(), st.ledger()
-    groups = api.policy_groups(topo)
+    groups, notes = api.protected_groups(topo, ledger=ledger, access=st.access())
     if not groups:
-        raise ConfigError("no consumer groups in the topology", hint="list them under policies.kafka[].groups")
+        raise ConfigError("no consumer groups in the topology" + (f" ({'; '.join(notes)})" if notes else ""),
+                          hint="list them under policies.kafka[].groups or groups_regex")
+    _say_notes(ctx, notes)
     with _progress(ctx, f"remapping {len(groups)} group(s)…"):
         rm = remap_many(topo, ledger, groups, access=st.access(), audit=not apply, run_id=run_id, who=who)
         applied = (apply_many(topo, ledger, rm["groups"], force=force, access=st.access(), run_id=run_id,
@@ -170,7 +182,7 @@ def _remap_all(ctx: typer.Context, *, apply: bool, force: bool, run_id: str | No
         "groups": {g: {"partitions": parts, "may_reread": sum(int(r.get("may_reread") or 0) for r in parts),
                        **({} if applied is None else applied["groups"].get(g, {}))}
                    for g, parts in rm["groups"].items()},
-        "not_checkpointed": rm["missing"], "applied": applied is not None,
+        "not_checkpointed": rm["missing"], "applied": applied is not None, "selection_notes": notes,
         "failed": [] if applied is None else applied["failed"],
         **{k: rm[k] for k in ("duration_s", "distinct_searches", "fetches", "mm2", "mm2_checkpoints") if k in rm}}
     emit(ctx, out, _render_remap_all)

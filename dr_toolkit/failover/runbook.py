@@ -539,7 +539,10 @@ class Runbook:
         return StepResult(Step.FINAL_VERIFY, DONE, {"results": out}, "every dataset verified with BADROWS 0")
 
     def _groups(self) -> list[str]:
-        return list(dict.fromkeys(g for p in self.topology.policies.kafka for g in p.groups))
+        from dr_toolkit.kafka.api import protected_groups
+
+        # groups_regex: hot's live groups, or (hot gone) the checkpointed ones the patterns select
+        return protected_groups(self.topology, ledger=self.ledger, access=self.access)[0]
 
     def _step_kafka_offsets(self) -> StepResult:
         """Checkpoint (executed, planned runs: hot still answers) and remap — a plan; nothing on cold."""

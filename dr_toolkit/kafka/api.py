@@ -17,8 +17,9 @@ provably safe under the hot cluster's ``kafka.max_clock_skew_s``, with the dupli
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.access import Access, default_access
@@ -82,28 +83,93 @@ def cold_topic(topology: Topology | None, topic: str) -> str:
     return topic
 
 
-def policy_topics(topology: Topology | None, group: str | None = None) -> list[str]:
-    """Topics of the kafka policies (those protecting ``group`` when given)."""
+def _uses_patterns(topology: Topology | None, kind: str) -> bool:
+    return topology is not None and any(getattr(p, f"{kind}_regex") for p in topology.policies.kafka)
+
+
+def policy_topics(topology: Topology | None, group: str | None = None, *,
+                  available: Iterable[str] | None = None) -> list[str]:
+    """Topics of the kafka policies (those protecting ``group`` when given): the literal names,
+    then the names of ``available`` (the hot cluster's topics) their ``topics_regex`` match,
+    minus what their ``topics_exclude`` match (MirrorMaker 2's selection)."""
     if topology is None:
         return []
-    out: list[str] = []
+    names = list(available or [])
+    out: dict[str, None] = {}
     for p in topology.policies.kafka:
-        if group is None or group in p.groups:
-            out.extend(t for t in p.topics if t not in out)
-    return out
+        if group is None or p.selects_group(group):
+            out.update((t, None) for t in [*p.topics, *(n for n in names if p.topics_regex)] if p.selects_topic(t))
+    return list(out)
+
+
+def topic_excluded(topology: Topology | None, group: str, topic: str) -> bool:
+    """Are ``group``'s offsets on ``topic`` left out of the checkpoint (a policy protecting the
+    group names it in ``exclude_topics`` or matches it by ``topics_exclude``)?"""
+    return topology is not None and any(p.excludes_topic(topic) for p in topology.policies.kafka
+                                        if p.selects_group(group))
 
 
 def excluded_topics(topology: Topology | None, group: str) -> set[str]:
+    """The literal ``exclude_topics`` of the policies protecting ``group`` (see :func:`topic_excluded`)."""
     if topology is None:
         return set()
-    return {t for p in topology.policies.kafka if group in p.groups for t in p.exclude_topics}
+    return {t for p in topology.policies.kafka if p.selects_group(group) for t in p.exclude_topics}
 
 
-def policy_groups(topology: Topology | None) -> list[str]:
+def policy_groups(topology: Topology | None, available: Iterable[str] | None = None) -> list[str]:
+    """Groups of the kafka policies: the literal ids, then the ids of ``available`` (the hot
+    cluster's groups) their ``groups_regex`` match, minus what ``groups_exclude`` match."""
+    out: dict[str, None] = {}
+    names = sorted(available or [])
+    for p in (topology.policies.kafka if topology else []):
+        out.update((g, None) for g in [*p.groups, *(n for n in names if p.groups_regex)] if p.selects_group(g))
+    return list(out)
+
+
+def unmatched_patterns(topology: Topology | None, *, groups: Iterable[str] | None = None,
+                       topics: Iterable[str] | None = None, where: str = "the hot cluster") -> list[str]:
+    """One line per ``groups_regex`` / ``topics_regex`` pattern that selects nothing among
+    ``groups`` / ``topics`` (those given): a pattern protecting nothing is said, not silent."""
     out: list[str] = []
     for p in (topology.policies.kafka if topology else []):
-        out.extend(g for g in p.groups if g not in out)
+        for kind, names in (("groups", groups), ("topics", topics)):
+            if names is None:
+                continue
+            names = list(names)
+            for pattern in getattr(p, f"{kind}_regex"):
+                rx = re.compile(pattern)
+                matched = [n for n in names if rx.fullmatch(n)]
+                if not matched:
+                    out.append(f"policy {p.name!r}: {kind}_regex {pattern!r} matches no "
+                               f"{'consumer group' if kind == 'groups' else 'topic'} on {where}")
+                elif not any(p.selects_group(n) if kind == "groups" else p.selects_topic(n) for n in matched):
+                    out.append(f"policy {p.name!r}: every {kind[:-1]} {kind}_regex {pattern!r} matches on {where} "
+                               f"is excluded by {kind}_exclude")
     return out
+
+
+def protected_groups(topology: Topology | None, hot: KafkaCluster | None = None, *, ledger: Ledger | None = None,
+                     access: Access | None = None) -> tuple[list[str], list[str]]:
+    """The groups the policies protect now, and notes: with ``groups_regex``, resolved against
+    the hot cluster's live groups (``hot``, or a client opened here); when hot cannot be asked
+    (an unplanned failover), against the groups the ledger holds checkpoints of, said in a note.
+    Raises nothing for an unreachable hot cluster when ``ledger`` is given."""
+    if not _uses_patterns(topology, "groups"):
+        return policy_groups(topology), []
+    try:
+        if hot is not None:
+            live = hot.group_ids()
+        else:
+            with cluster(topology, "hot", access=access) as c:
+                live = c.group_ids()
+    except UnreachableError as exc:
+        if ledger is None:
+            raise
+        known = ledger.checkpointed_groups()
+        return policy_groups(topology, known), [
+            f"hot cluster unreachable ({exc.what}): groups_regex resolved against the {len(known)} group(s) "
+            "checkpointed in the ledger", *unmatched_patterns(topology, groups=known, where="the ledger")]
+    return policy_groups(topology, live), unmatched_patterns(topology, groups=live)
 
 
 def _partition_counts(c: KafkaCluster, topics: list[str], have: dict[str, int] | None = None) -> dict[str, int]:
@@ -202,13 +268,19 @@ def checkpoint(topology: Topology | None, ledger: Ledger | None, *, groups: list
     group's whole committed set plus its policies' topics, minus ``exclude_topics``) and store
     it with ``Ledger.add_checkpoint`` when ``ledger`` is given. Returns ``{checkpoint_id,
     groups, partitions, taken_at, duration_s}``."""
+    notes: list[str] = []
+    if groups is None and _uses_patterns(topology, "groups"):
+        with cluster(topology, "hot", bootstrap=source_bootstrap, access=access) as hot:
+            groups, notes = protected_groups(topology, hot)
     groups = groups if groups is not None else policy_groups(topology)
     if not groups:
-        raise ConfigError("no consumer groups to checkpoint", where=topology.source_file if topology else None,
-                          hint="list groups under policies.kafka[].groups or pass --group")
+        raise ConfigError("no consumer groups to checkpoint" + (f" ({'; '.join(notes)})" if notes else ""),
+                          where=topology.source_file if topology else None,
+                          hint="list groups under policies.kafka[].groups (or groups_regex) or pass --group")
     from dr_toolkit.kafka.batch import checkpoint_many
 
-    return checkpoint_many(topology, ledger, list(groups), access=access, source_bootstrap=source_bootstrap)
+    out = checkpoint_many(topology, ledger, list(groups), access=access, source_bootstrap=source_bootstrap)
+    return {**out, "selection_notes": notes}
 
 
 # -- lag ---------------------------------------------------------------------------------------
@@ -224,12 +296,20 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
     timestamp minus the skew bound. ``oldest_unmirrored_ts`` in epoch seconds; ``basis`` says
     how the mirrored position was established; ``error`` when a partition could not be read."""
     topics = topics or policy_topics(topology)
-    if not topics:
+    if not topics and not _uses_patterns(topology, "topics"):
         raise ConfigError("no topics to check", hint="list topics under policies.kafka[].topics or pass --topic")
     skew = skew_ms(topology)
     out: list[dict[str, Any]] = []
+    notes: list[str] = []
     with cluster(topology, "hot", bootstrap=source_bootstrap, access=access) as hot, \
             cluster(topology, "cold", bootstrap=target_bootstrap, access=access) as cold:
+        if not topics:  # topics_regex: the hot cluster's topics they select now
+            live = sorted(hot.topics())
+            topics, notes = policy_topics(topology, available=live), unmatched_patterns(topology, topics=live)
+            if not topics:
+                raise ConfigError("no topics to check: " + ("; ".join(notes) or "every topic is excluded"),
+                                  where=topology.source_file if topology else None,
+                                  hint="check the kafka policies' topics_regex against the hot cluster's topics")
         counts = check_parity(hot, cold, topics, topology)
         for t in topics:
             ct = cold_topic(topology, t)
@@ -259,7 +339,7 @@ def lag(topology: Topology | None, *, topics: list[str] | None = None, access: A
     checked_at = time.time()
     behind = [r["seconds_behind"] for r in out if r["seconds_behind"] is not None]
     safe = [r["safe_time"] for r in out]
-    return {"checked_at": checked_at, "topics": topics, "partitions": out,
+    return {"checked_at": checked_at, "topics": topics, "partitions": out, "selection_notes": notes,
             "caught_up": all(r["records_behind"] == 0 for r in out),
             "max_seconds_behind": max(behind) if behind else 0.0,
             "safe_time": None if any(s is None for s in safe) or not safe else min(safe),
@@ -561,8 +641,12 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
         listed = ", ".join(f"{t}[{p}] {b}→{n}" for (t, p), (b, n) in sorted(backwards.items()))
         msg = f"applying would move committed offsets of group {group!r} backwards ({listed}): nothing written"
         audit("failed", _offsets_json(before), _offsets_json(offsets), msg)
-        raise ProblemFound(msg, where=cold.bootstrap, hint="check the checkpoint; pass --force to move back "
-                                                           "anyway (consumers will re-read those records)")
+        # Typically MirrorMaker 2's sync.group.offsets.enabled: it writes an empty group's offsets on
+        # cold from a newer hot position than our checkpoint (and never moves them back itself).
+        raise ProblemFound(msg, where=cold.bootstrap, hint=(
+            "cold holds a later position (MirrorMaker 2's sync.group.offsets writes an empty group's offsets "
+            "there): while hot is up, take a fresh `drt kafka checkpoint` and remap again; else pass --force "
+            "to move back to the remap's never-skip position (consumers re-read those records)"))
     deadline = deadline_s if deadline_s is not None else max(30.0, 3 * cold.timeout_s)
     policy = (retry or Retry(tries=None, backoff_s=0.5, max_backoff_s=2.0)).with_(
         deadline_s=deadline, retry_on=(UnreachableError,))

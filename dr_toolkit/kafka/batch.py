@@ -90,9 +90,9 @@ def checkpoint_many(topology: Topology | None, ledger: Ledger | None, groups: li
             committed = run_all(hot.committed, groups, workers)
             plan: dict[str, list[tuple[str, int]]] = {}
             for g in groups:
-                excluded = api.excluded_topics(topology, g)
-                topics = [t for t in dict.fromkeys([*api.policy_topics(topology, g),
-                                                    *sorted({t for t, _ in committed[g]})]) if t not in excluded]
+                topics = [t for t in dict.fromkeys([*api.policy_topics(topology, g, available=have),
+                                                    *sorted({t for t, _ in committed[g]})])
+                          if not api.topic_excluded(topology, g, t)]
                 counts = api._partition_counts(hot, topics, have)
                 plan[g] = [(t, p) for t in topics for p in range(counts[t])]
             parts = sorted({tp for tps in plan.values() for tp in tps})

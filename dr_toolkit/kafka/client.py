@@ -500,6 +500,18 @@ class KafkaCluster:
             time.sleep(0.2)
         return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or [] if tp.offset >= 0}
 
+    def group_ids(self) -> list[str]:
+        """Every consumer group id the cluster knows (ListGroups on every broker)."""
+        try:
+            res = self.admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s + 5)
+        except Exception as exc:  # noqa: BLE001 - classified by _wrap (unreachable / refused)
+            raise self._wrap(exc, "list consumer groups") from None
+        if res.errors:  # a broker that did not answer: the list is incomplete (empty when none did)
+            err = res.errors[0]
+            raise self._wrap(err if isinstance(err, BaseException) else _kafka_exception(err),
+                             "list consumer groups") from None
+        return sorted(g.group_id for g in res.valid)
+
     def group_state(self, group: str) -> tuple[str, int]:
         """(state name, number of members) of ``group``."""
         d = self._admin_call(f"describe group {group!r}", lambda a: a.describe_consumer_groups(

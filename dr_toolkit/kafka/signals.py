@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import why
@@ -98,20 +99,36 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     groups = api.policy_groups(topology)
     committed: dict[str, set[tuple[str, int]]] = {}
     hot_error: str | None = None
-    if groups:
+    live_topics: list[str] = []
+    notes: list[str] = []
+    patterns = any(p.groups_regex or p.topics_regex for p in topology.policies.kafka)
+    if groups or patterns:
         try:
             with api.cluster(topology, "hot", access=access) as hot:
+                if patterns:  # MM2-style selection: resolved against hot's live groups and topics
+                    groups, notes = api.protected_groups(topology, hot)
+                    if any(p.topics_regex for p in topology.policies.kafka):
+                        live_topics = sorted(hot.topics())
+                        notes += api.unmatched_patterns(topology, topics=live_topics)
                 for g in groups:
-                    excluded = api.excluded_topics(topology, g)
-                    committed[g] = {tp for tp in hot.committed(g) if tp[0] not in excluded}
+                    committed[g] = {tp for tp in hot.committed(g) if not api.topic_excluded(topology, g, tp[0])}
         except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
             hot_error = _why(exc)
+            if patterns:  # the groups the patterns select among those checkpointed before
+                with contextlib.suppress(Exception):  # an unreadable ledger is reported per group below
+                    groups = api.policy_groups(topology, ledger.checkpointed_groups())
+                    notes.append(f"hot cluster unreachable: groups_regex resolved against the {len(groups)} "
+                                 "checkpointed group(s) in the ledger")
     # The offsets of every committed topic are carried over (the checkpoint holds them all), so
     # every such topic's mirror lag is gated too, not only the policies' topics: a group resumed
     # on a copy that lacks records would skip them.
-    topics = list(dict.fromkeys([*api.policy_topics(topology),
+    topics = list(dict.fromkeys([*api.policy_topics(topology, available=live_topics),
                                  *sorted({t for tps in committed.values() for t, _p in tps})]))
     out: list[Signal] = []
+    if hot_error is not None and any(p.topics_regex for p in topology.policies.kafka):
+        # which topics the patterns select is unknown: their lag cannot be gated -> NO_GO
+        out.extend(unreadable("kafka", f"topics_regex:{p.name}", hot_error)
+                   for p in topology.policies.kafka if p.topics_regex)
     if topics:
         with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
             futs = {t: ex.submit(api.lag, topology, topics=[t], access=access) for t in topics}
@@ -121,7 +138,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                 except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
                     out.append(unreadable("kafka", t, _why(exc)))
     if not groups:
-        return out
+        return _noted(out, notes)
     try:
         newest: dict[str, list[dict[str, Any]]] | None = ledger.latest_checkpoints(groups)
         ledger_error = None
@@ -132,6 +149,16 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
             out.append(unreadable("kafka", f"group:{g}", str(ledger_error)))
             continue
         rows = newest.get(g, [])
-        ages = [p.max_checkpoint_age_s for p in topology.policies.kafka if g in p.groups]
+        ages = [p.max_checkpoint_age_s for p in topology.policies.kafka if p.selects_group(g)]
         out.append(group_signal(g, rows, committed.get(g), hot_error, min(ages) if ages else 1800.0, now))
-    return out
+    return _noted(out, notes)
+
+
+def _noted(signals: list[Signal], notes: list[str]) -> list[Signal]:
+    """Every Kafka signal carries the selection's notes (a ``groups_regex``/``topics_regex``
+    pattern that selects nothing on hot): said where the gate's answer is read, never a NO_GO by
+    itself (a pattern may be meant for groups not created yet)."""
+    for s in signals:
+        if notes:
+            s.detail["selection_notes"] = list(notes)
+    return signals

@@ -355,6 +355,11 @@ class Ledger:
         return self._query("SELECT * FROM kafka_checkpoints WHERE checkpoint_id = :c AND group_id = :g "
                            "ORDER BY topic, partition_id", c=rows[0]["checkpoint_id"], g=group_id)
 
+    def checkpointed_groups(self) -> list[str]:
+        """Every group id the ledger holds a checkpoint of."""
+        return [str(r["group_id"]) for r in self._query(
+            "SELECT DISTINCT group_id FROM kafka_checkpoints ORDER BY group_id")]
+
     def latest_checkpoints(self, group_ids: Iterable[str], *, chunk: int = 500) -> dict[str, list[Row]]:
         """:meth:`latest_checkpoint` of many groups in one query per ``chunk`` groups (a group
         without a checkpoint maps to an empty list)."""

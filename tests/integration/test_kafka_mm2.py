@@ -158,3 +158,61 @@ def test_identity_replication_policy_remap_is_exact_and_mm2_never_ahead(kafka_en
     assert (part["cold_topic"], part["method"], part["target_offset"]) == (topic, "exact", 23), part
     cp = cps[group].get(0)
     assert cp is not None and cp[0] == 23 and cp[1] <= 23, cps  # MM2 only re-reads
+
+
+def _wait_synced_past(cold: str, group: str, topic: str, floor: int, timeout: float = 60.0) -> int:
+    """MM2's synced offset of ``group`` on cold once it lies past ``floor``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = committed(cold, group, topic, 1)[0]
+        if got > floor or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint(mm2: MirrorMaker2, kafka_env,
+                                                                                  tmp_path: Path) -> None:
+    """The stated decision (docs/design.md, "Kafka remap and MirrorMaker 2's offset sync"): with
+    MM2's ``sync.group.offsets.enabled`` on, MM2 writes the group's offsets on cold from hot's
+    newer position; a remap from an older checkpoint lands behind them, and ``--apply`` then
+    writes nothing (exit 1, audited, the hint names MM2's sync); a fresh checkpoint's remap is
+    at or past MM2's offset and applies; MM2 never moves it back afterwards."""
+    import subprocess
+    import sys
+
+    hot, cold = kafka_env
+    topic, group = unique("mm-sync"), unique("syncgrp")
+    remote = mm2.remote_topic(topic)
+    create_topic(hot, topic, 1)
+    produce(hot, topic, 0, [Rec(f"v{i}".encode(), T0 + 10 * i, b"k") for i in range(40)])
+    mm2.wait_mirrored([topic])
+    commit_after_consuming(hot, group, topic, {0: 10})
+    cfg = write_topology(tmp_path / "sync.yaml", hot=hot, cold=cold, topics=[topic], groups=[group],
+                         ledger_url=f"sqlite:///{tmp_path}/s.db", replication_policy="default")
+    topo = load_topology(cfg)
+    ledger = Ledger.open(topo.ledger.url)
+    api.checkpoint(topo, ledger)  # the group at 10 on hot
+    # It reads on to hot's end; MM2 syncs that newer position onto cold. (The end: MM2 translates
+    # through its newest offset sync at or before the committed offset, and a burst of records
+    # leaves syncs only at its first and last record — a position in between would translate
+    # to 1, behind our checkpoint.)
+    commit_after_consuming(hot, group, topic, {0: 40})
+    synced = _wait_synced_past(cold, group, remote, 10)
+    assert 10 < synced <= 40, synced  # MM2 wrote it, and never past the copy of hot's record 40
+
+    (part,) = api.remap(topo, ledger, group)["partitions"]
+    assert (part["method"], part["target_offset"]) == ("exact", 10), part  # the checkpoint's position
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(cfg), "kafka", "remap",
+                        "--group", group, "--apply"], capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert f"{remote}[0] {synced}→10" in lines[0] and "nothing written" in lines[0], lines[0]
+    assert "sync.group.offsets" in lines[0] and "fresh `drt kafka checkpoint`" in lines[0], lines[0]
+    assert committed(cold, group, remote, 1)[0] == synced  # MM2's offset untouched
+    assert ledger.audit_events(component="kafka")[-1]["status"] == "failed"
+
+    api.checkpoint(topo, ledger)  # fresh: the group at 40 on hot
+    res = api.remap(topo, ledger, group, apply=True)
+    assert res["applied"] and res["partitions"][0]["target_offset"] == 40, res
+    time.sleep(3)  # three of MM2's sync intervals: it never moves an offset backwards
+    assert committed(cold, group, remote, 1)[0] == 40
