@@ -44,7 +44,8 @@ def names(topology: Topology, component: str) -> list[str]:
         return [x.peer_id for x in p.hbase]
     if component == "kafka":
         topics = list(dict.fromkeys(t for x in p.kafka for t in x.topics))
-        return topics + [f"group:{g}" for g in dict.fromkeys(g for x in p.kafka for g in x.groups)]
+        patterns = [f"topics_regex:{x.name}" for x in p.kafka if x.topics_regex]
+        return topics + patterns + [f"group:{g}" for g in dict.fromkeys(g for x in p.kafka for g in x.groups)]
     return [x.name for x in p.verify]
 
 
@@ -68,6 +69,11 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access | None = Non
     acc = default_access(access)
     now = time.time() if now is None else now
     timeout_s = default_timeout(topology) if timeout_s is None else timeout_s
+    def failed(c: str, why: str) -> list[Signal]:
+        # one NO_GO per signal the component would have given; never none (a policy selecting by
+        # pattern only has no name before it is read): a failed reader can never leave a GO
+        return [unreadable(c, n, why) for n in names(topology, c) or [c]]
+
     ex = cf.ThreadPoolExecutor(max_workers=max(1, len(components)), thread_name_prefix="drt-signal")
     futs = {c: ex.submit(READERS[c], topology, ledger, acc, now) for c in components}
     out: list[Signal] = []
@@ -76,13 +82,13 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access | None = Non
         try:
             out.extend(fut.result(timeout=max(0.0, deadline - time.monotonic())))
         except cf.TimeoutError:
-            out.extend(unreadable(c, n, f"{c} did not answer within {timeout_s:g}s") for n in names(topology, c))
+            out.extend(failed(c, f"{c} did not answer within {timeout_s:g}s"))
         except DrtError as exc:
             if isinstance(exc, LedgerUnreachable):
                 raise  # the ledger itself is unreachable: the caller exits 3
-            out.extend(unreadable(c, n, exc.message) for n in names(topology, c))
+            out.extend(failed(c, exc.message))
         except Exception as exc:
             log.debug("signal reader %s failed", c, exc_info=True)
-            out.extend(unreadable(c, n, _why(exc)) for n in names(topology, c))
+            out.extend(failed(c, _why(exc)))
     ex.shutdown(wait=False, cancel_futures=True)
     return out

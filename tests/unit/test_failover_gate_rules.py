@@ -129,3 +129,27 @@ failover: {max_lag_s: 60}
     assert res.verdict == NO_GO and res.reasons == ["hbase 1: lag 45s exceeds policies.hbase[].max_lag_s 30s"]
     assert decide(topo, [sig("hbase", "1", safe=NOW - 20), sig("hbase", "2", safe=NOW - 59)], fenced_at=None,
                   now=NOW).verdict == GO
+
+
+def test_a_failed_reader_of_a_policy_selecting_only_by_pattern_still_gives_no_go(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A Kafka policy with only ``topics_regex``/``groups_regex`` has no signal name before it is
+    read: when its reader fails, the gate must still hold a NO_GO signal for it (else GO on the rest)."""
+    from dr_toolkit.failover import signals as fs
+
+    topo = parse_topology("""
+clusters:
+  a: {role: hot, local_root: /tmp/a, kafka: {bootstrap_servers: "127.0.0.1:1"}}
+  b: {role: cold, local_root: /tmp/b, kafka: {bootstrap_servers: "127.0.0.1:2"}}
+policies:
+  kafka:
+    - {name: all-orders, topics_regex: ["orders\\\\..*"], groups_regex: ["billing-.*"]}
+failover: {max_lag_s: 60}
+""")
+
+    def broken(*_a: object) -> list[Signal]:
+        raise RuntimeError("the brokers did not answer")
+
+    monkeypatch.setitem(fs.READERS, "kafka", broken)
+    got = fs.read_signals(topo, None, None, components=("kafka",), now=NOW)  # type: ignore[arg-type]
+    assert got and all(not s.caught_up and s.basis == "unreadable" for s in got)
+    assert decide(topo, [sig("hdfs", "p:t", safe=NOW - 1), *got], fenced_at=None, now=NOW).verdict == NO_GO
