@@ -122,7 +122,7 @@ def test_copy_survives_an_executor_killed_mid_copy(spark_cluster: SparkCluster, 
     killed = None
     deadline = time.monotonic() + 300
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
-        started = any(p.name.startswith(".drt-tmp.") for p in dst.rglob("*"))
+        started = any(p.name.startswith(".drt-tmp.") and p.name != ".drt-tmp.fence" for p in dst.rglob("*"))
         execs = spark_cluster.executor_pids()
         if started and execs:
             done_before = len(_finals(dst))
