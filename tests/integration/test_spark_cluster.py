@@ -177,6 +177,7 @@ def test_executors_place_no_file_once_another_run_takes_the_target(spark_cluster
                 and any(p.name.startswith(".drt-tmp.") and p.name != FENCE_NAME for p in dst.rglob("*"))):
             time.sleep(0.1)
         assert proc.poll() is None, "the copy ended before it could be paused"
+        assert placed(), "no file was placed within 300 s"
         os.kill(proc.pid, signal.SIGSTOP)  # the Python driver: its executors go on copying
         take_fence(LocalFileSystem(), str(dst.resolve()), "copy:other-host:0001")
         held = placed()
