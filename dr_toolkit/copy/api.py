@@ -38,7 +38,16 @@ from dr_toolkit.copy.plan import (
     filters_of,
     reconcile,
 )
-from dr_toolkit.copy.state import LeaseLost, StateStore, check_outside, default_state_uri, target_lock
+from dr_toolkit.copy.state import (
+    Fence,
+    LeaseLost,
+    StateStore,
+    check_outside,
+    default_state_uri,
+    release_fence,
+    take_fence,
+    target_lock,
+)
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
 from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
@@ -147,6 +156,7 @@ class _Side:
     single: str | None = None  # a source that is one file: list only it
     fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
     list_threads: int = 1  # -numListstatusThreads: the root's subtrees listed on this many threads
+    marker: Fence | None = None  # target: the fencing token this run holds (checked by Spark executors too)
 
     def check(self) -> None:
         if self.fence is not None:
@@ -419,6 +429,8 @@ def _clean_tmp(tgt: _Side, run_id: str, found: list[str] | None = None) -> int:
     n = 0
     for p in list(tgt.fs.list_tmp(tgt.root)) if found is None else found:
         tgt.check()
+        if tgt.marker is not None and p == tgt.marker.path:
+            continue  # this run's fencing token, not a killed run's temp file
         if tmp_run_tag(p) != mine and tgt.fs.delete(p):
             n += 1
     abort = getattr(tgt.fs, "abort_stale_uploads", None)
@@ -782,10 +794,20 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
                             creds=creds, spark_master=spark_master, t0=t0, cancel=ev, named=named)
             try:
                 with target_lock(ledger, state, tgt.loc) as lease:
-                    tgt.fence = lease.check
-                    r = _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
-                             progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev,
-                             named=named)
+                    marker = take_fence(tgt.fs, tgt.root, lease.holder or new_id("copy"))
+                    tgt.marker = marker
+
+                    def fence() -> None:  # the lease still ours (driver clock), the marker still ours (target)
+                        lease.check()
+                        marker.check(tgt.fs)
+
+                    tgt.fence = fence
+                    try:
+                        r = _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
+                                 progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev,
+                                 named=named)
+                    finally:
+                        release_fence(tgt.fs, marker)
                 if log_fs is not None:
                     _write_log(log_fs, r)
                 return r
@@ -1130,7 +1152,8 @@ def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOp
         from dr_toolkit.copy.spark_engine import SparkJob, run_spark
 
         job = SparkJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                       creds[0], creds[1], live_root=src.root if stable else None)
+                       creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker)
+        tgt.check()  # the executors check the marker; the driver's lease is checked before and after
         outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:

@@ -3,7 +3,9 @@
 Work is batched: files are grouped by bytes and by count (:func:`group_count`,
 :func:`balance`), one Spark task per group, and each task opens **one** filesystem client
 pair and runs :func:`dr_toolkit.copy.execute.copy_one` per file — the same commit protocol
-as the local engine: temp name, verify, rename. So an executor killed mid-copy leaves at
+as the local engine: temp name, verify, rename — each rename into place (and each in-place
+append) after the run's fencing token is checked on the target itself
+(:class:`dr_toolkit.copy.state.Fence`: executors need no ledger). So an executor killed mid-copy leaves at
 most ``.drt-tmp.*`` files (never a partial file under a real name); Spark re-runs the lost
 group elsewhere, and the next run removes stale temp files. Credentials travel inside the
 pickled task (never in the Spark conf, logs or UI).
@@ -17,11 +19,13 @@ from typing import Any
 
 from dr_toolkit.copy.execute import PER_FILE_COST, CopyContext, Outcome, Throttle, copy_one
 from dr_toolkit.copy.plan import FileTask
+from dr_toolkit.copy.state import Fence
 from dr_toolkit.fs.uri import Location
 from dr_toolkit.secrets import Credentials
 
 GROUP_BYTES = 512 << 20  # at most about this much data per Spark task
 GROUP_FILES = 5000  # and at most about this many files
+FENCED = "fenced"  # an executor's row for a file it left alone: the run's fencing token was taken
 
 
 def balance(tasks: list[FileTask], groups: int) -> list[list[FileTask]]:
@@ -51,18 +55,29 @@ class SparkJob:
     src_credentials: Credentials | None = None
     tgt_credentials: Credentials | None = None
     live_root: str | None = None  # the live source root when src_root is a snapshot of it
+    fence: Fence | None = None  # the run's fencing token: checked by the executor before every destructive step
 
     def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
+        from dr_toolkit.copy.state import LeaseLost
         from dr_toolkit.fs import open_fs_credentials
 
         tfs = open_fs_credentials(self.tgt, self.tgt_credentials)
         if tfs.kind == "local":
             tfs.confine = self.tgt_root  # type: ignore[attr-defined]  # the target's real path (see api._resolve)
+        fence = self.fence
         ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials), tfs,
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
-                          stable_source=self.stable_source, live_root=self.live_root)
+                          stable_source=self.stable_source, live_root=self.live_root,
+                          fence=(lambda: fence.check(tfs)) if fence is not None else None)
+        lost: str | None = None
         for t in tasks:
-            yield copy_one(ctx, t).to_dict()
+            if lost is None:
+                try:
+                    yield copy_one(ctx, t).to_dict()
+                    continue
+                except LeaseLost as exc:  # another run took the target: nothing more is placed by this task
+                    lost = str(exc)
+            yield {**Outcome(t.rel, False, error=lost).to_dict(), FENCED: True}
 
 
 def group_count(tasks: list[FileTask], parallelism: int) -> int:
@@ -109,4 +124,9 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
         if why:  # the executors cannot run the tasks at all: one line, not a JVM trace
             raise ConfigError(why, where=str(sc.master)) from None
         raise
+    fenced = [r for r in rows if r.pop(FENCED, False)]
+    if fenced:  # the executors found the target taken by another run: the run stops, exit 1
+        from dr_toolkit.copy.state import LeaseLost
+
+        raise LeaseLost(f"{fenced[0]['error']} ({len(fenced)} files left to the run that took it)")
     return [Outcome(**r) for r in rows]

@@ -25,24 +25,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
 from dr_toolkit.copy.execute import Cancelled
 from dr_toolkit.errors import ConfigError, LeaseHeld
-from dr_toolkit.fs.base import FileSystem, tmp_name
+from dr_toolkit.fs.base import TMP_PREFIX, FileSystem, tmp_name
 from dr_toolkit.fs.uri import Location, parse_uri
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
+
+log = logging.getLogger(__name__)
 
 
 def default_state_uri(topology: Topology | None, state_dir: str | None) -> str:
@@ -272,6 +276,84 @@ class TargetLease:
             self.lost = True
             raise LeaseLost(f"this run lost the lease {self.name!r} (paused past its {self.ttl_s:g} s, or another "
                             "run took it): stopped before writing more")
+
+
+#: the fencing marker in a target's root (a temporary-file name: every listing passes over it)
+FENCE_NAME = TMP_PREFIX + "fence"
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fencing token a run holds on its target, checked without the ledger.
+
+    Taking it (:func:`take_fence`) writes ``<target root>/.drt-tmp.fence`` anew — the integer
+    token found there plus one, the holder and the time — by a temporary file renamed over it (S3:
+    one PUT), so the marker gets a new change token (local: a new inode; HDFS: a new fileId; S3: a
+    new ETag, the bytes being new). :meth:`check` stats the marker and compares its change token
+    with the one this run wrote: a run that took the target after us rewrote it, so every
+    destructive step of ours — in the driver and in every Spark executor, which need only the
+    target's filesystem — stops. The check and the step that follows are two operations (see
+    docs/design.md §1.1, "Exclusion")."""
+
+    path: str
+    token: int
+    version: str  # the marker's change token as written by this run (its bytes when the fs has none)
+
+    def check(self, fs: FileSystem) -> None:
+        st = fs.stat(self.path)
+        now = None if st is None or st.is_dir else (st.version or _fence_bytes(fs, self.path))
+        if now != self.version:
+            raise LeaseLost(f"another run took the target (its fencing marker {self.path} is no longer token "
+                            f"{self.token} of this run): stopped before writing more")
+
+
+def _fence_bytes(fs: FileSystem, path: str) -> str | None:
+    try:
+        return "bytes:" + hashlib.sha256(fs.read_all(path)).hexdigest()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def take_fence(fs: FileSystem, root: str, holder: str) -> Fence:
+    """Become the target's owner for fencing: bump the marker's token (see :class:`Fence`). Called
+    once the run holds the exclusion (ledger lease, flock or lock file) and before any destructive
+    step; a run paused past its lease that wakes up finds the marker rewritten by whoever came next."""
+    path = fs.join(root, FENCE_NAME)
+    token = 0
+    try:
+        token = int(fs.read_all(path).split()[0])
+    except (FileNotFoundError, IsADirectoryError, ValueError, IndexError, UnicodeDecodeError):
+        pass
+    data = f"{token + 1} {holder} {time.time():.3f}\n".encode()
+    if fs.writes_in_place:  # S3: one PUT replaces the object whole
+        fs.write(path, [data])
+    else:
+        tmp = tmp_name(path, holder)
+        fs.write(tmp, [data])
+        try:
+            fs.rename(tmp, path)
+        except Exception:
+            if fs.stat(tmp) is None:  # removed as a dead run's temp file: another run is taking the target
+                raise LeaseLost(f"another run took the target as this one started (its temp file {tmp} was "
+                                "removed): stopped before writing anything") from None
+            raise
+    st = fs.stat(path)
+    version = (st.version if st is not None else None) or _fence_bytes(fs, path)
+    if version is None:
+        raise OSError(f"the fencing marker {path} vanished as it was written")
+    return Fence(path, token + 1, version)
+
+
+def release_fence(fs: FileSystem, fence: Fence) -> None:
+    """Remove the marker at the end of a run while it is still this run's (a run that took the
+    target since keeps its own): nothing but the source's files stays under the target."""
+    try:
+        fence.check(fs)
+        fs.delete(fence.path)
+    except (LeaseLost, OSError) as exc:
+        log.info("fencing marker %s left in place: %s", fence.path, exc)
+    except Exception as exc:  # noqa: BLE001 - unreachable target at the end: the next run rewrites it
+        log.warning("could not remove the fencing marker %s: %s", fence.path, exc)
 
 
 @contextmanager

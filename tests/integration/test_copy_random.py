@@ -8,7 +8,8 @@ step and the operations since the last run.
 
 Issue 21 added: names with leading and trailing spaces (every kind) and names that are not UTF-8
 (local sources: copied by their bytes between local trees, skipped with a reason into WebHDFS or
-S3); an exclude filter switched on and off between runs, with files staged under the excluded
+S3); a run whose target another run takes mid-copy (the fencing marker rewritten: it must stop,
+exit 1, on every target); an exclude filter switched on and off between runs, with files staged under the excluded
 ``landing/`` and published by a rename out of it; and, on local targets, entries planted behind
 our back — a symlink where the source has a directory (pointing outside the target or into the
 source), target-only symlinks, FIFOs and empty directories — and a second run through a symlink
@@ -510,6 +511,22 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             else:  # only a run that never reached the pause may finish
                 assert not clock.offset, f"a run paused past its lease went on writing: {what}"
             monkeypatch.setattr(copy_state, "time", clock.real)
+        if fault == "none" and rnd_i and random.Random(seed * 104729 + rnd_i).random() < 0.3:
+            fault = "takeover"  # drawn apart from ``rnd``: the seeded change sequences stay as they were
+        if fault == "takeover":  # another run takes the target mid-run: its first step rewrites the fencing marker
+            taken: list[str] = []
+
+            def take(kind: str, n: int, taken: list[str] = taken) -> None:
+                if kind == "bytes" and not taken:
+                    got = copy_state.take_fence(tfs, troot, "copy:another-run:0001")
+                    taken.append(str(got.token))
+
+            try:
+                distcp(src_uri, tgt_uri, options=opts, progress=take)
+            except LeaseHeld as exc:  # exit 1, never 0: it places nothing more once the marker is not its own
+                assert taken and "another run took the target" in str(exc), (what, str(exc))
+            else:  # only a run that copied no byte may finish
+                assert not taken, f"a run whose target another run took went on to exit 0: {what}"
         if fault == "kill":
             with pytest.raises((KeyboardInterrupt, DrtError)):
                 distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)))

@@ -287,6 +287,35 @@ def test_a_file_whose_copy_failed_and_whose_directory_is_then_renamed_is_copied(
     assert _all_bytes(dst) == hot_dir.tree("/s") == {"e/a": b"a", "e/b": b"bbbb", "top": b"t"}
 
 
+def test_a_failed_file_renamed_itself_and_through_a_renamed_parent_is_copied(
+        tmp_path: Path, hot_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why pending files need no fileId tracking: their paths are paths of the base snapshot, and
+    the NameNode's diff from that snapshot names every rename that moved them — their own
+    (d/x/b → d/y/b2) and their parent's (d → e), reported in one diff — so each rename whose
+    source covers a pending path has its target listed. Two runs of failures, then both renames."""
+    _hdfs_src(hot_dir, {"d/x/b": b"bbbb", "d/x/a": b"a", "d/y/c": b"c"})
+    dst = tmp_path / "dst"
+    real = execute._copy_full
+
+    def fail_b(ctx: Any, task: Any, *a: Any) -> Any:
+        if task.rel.endswith("b") or task.rel.endswith("b2"):
+            raise OSError("injected: disk full")
+        return real(ctx, task, *a)
+
+    monkeypatch.setattr(execute, "_copy_full", fail_b)
+    monkeypatch.setattr(execute, "ATTEMPTS", 1)
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP).files_failed == 1
+    hot_dir.rename("/s/d/x/b", "/s/d/y/b2")  # the pending file itself
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)  # fails again: pending under its new name
+    assert r.files_failed == 1 and "snapshot diff" in r.mode_reason, r.mode_reason
+    monkeypatch.setattr(execute, "_copy_full", real)
+    hot_dir.rename("/s/d/y/b2", "/s/d/x/b3")
+    hot_dir.rename("/s/d", "/s/e")  # and its parent, in the same diff
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert _all_bytes(dst) == hot_dir.tree("/s") == {"e/x/b3": b"bbbb", "e/x/a": b"a", "e/y/c": b"c"}
+
+
 def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_path: Path, hot_dir: Any) -> None:
     fs = _hdfs_src(hot_dir, {"data/old.csv": b"old"})
     opts = CopyOptions(update=True, delete=True, snapshots=True, exclude=["landing/*"])
@@ -531,10 +560,24 @@ def test_the_namenodes_snapshot_diff_does_not_report_an_in_place_rewrite(tmp_pat
     """The limit of snapshot mode, stated on the real NameNode (found by the randomized test):
     TRUNCATE + APPEND + SETTIMES that put size and mtime back leave GETSNAPSHOTDIFF empty, so a
     snapshot fast-forward keeps the file; a listing run (snapshots off) copies it."""
+    import requests
+
     _hdfs_src(hot_dir, {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
     dst = tmp_path / "dst"
     assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP).ok
+
+    def blocks() -> list[tuple[int, int, int]]:  # the NameNode's LocatedBlocks: (block id, generation stamp, bytes)
+        r = requests.get(f"{hot_dir.active_url}/webhdfs/v1{hot_dir.p('/s/f.bin')}",
+                         params={"op": "GET_BLOCK_LOCATIONS", "offset": 0, "length": 1 << 30, "user.name": "hdfs"},
+                         timeout=30)
+        return [(b["block"]["blockId"], b["block"]["generationStamp"], b["block"]["numBytes"])
+                for b in r.json()["LocatedBlocks"]["locatedBlocks"]]
+
+    before = blocks()
     _rewrite_in_place(hot_dir, "/s/f.bin", b"B" * 5000)
+    # what docs/design.md says of a cheaper content token: the block list changes though fileId,
+    # size and mtime do not (one NameNode call per file: O(files), not usable by an O(changes) run)
+    assert blocks() != before
     r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
     assert r.ok and "(0 entries)" in r.mode_reason and r.files_copied == 0, (r.mode_reason, r.basis)
     r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)  # the listing mode: the checksum differs

@@ -122,7 +122,7 @@ def test_copy_survives_an_executor_killed_mid_copy(spark_cluster: SparkCluster, 
     killed = None
     deadline = time.monotonic() + 300
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
-        started = any(p.name.startswith(".drt-tmp.") for p in dst.rglob("*"))
+        started = any(p.name.startswith(".drt-tmp.") and p.name != ".drt-tmp.fence" for p in dst.rglob("*"))
         execs = spark_cluster.executor_pids()
         if started and execs:
             done_before = len(_finals(dst))
@@ -147,6 +147,51 @@ def test_copy_survives_an_executor_killed_mid_copy(spark_cluster: SparkCluster, 
     assert again.returncode == 0, again.stderr[-2000:]
     assert {k: v for k, v in _finals(dst).items() if not k.startswith(".drt")} == want
     assert not [p for p in dst.rglob(".drt-tmp.*")]
+
+
+def test_executors_place_no_file_once_another_run_takes_the_target(spark_cluster: SparkCluster,
+                                                                   tmp_path: Path) -> None:
+    """The driver is SIGSTOPped mid-copy (a GC pause past its lease) and another run takes the
+    target: its first step rewrites the fencing marker ``.drt-tmp.fence`` (a run on another host:
+    this host's flock does not reach it). The executors, which run on without their driver and
+    never reach the ledger, compare the marker before each rename into place: no file is placed
+    after it was taken, and the run, resumed, exits 1 in one line (issue 21)."""
+    from dr_toolkit.copy.state import FENCE_NAME, take_fence
+    from dr_toolkit.fs.local import LocalFileSystem
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    want = _tree(src, 32, 256 << 10)
+    dst.mkdir()
+    proc = subprocess.Popen([*DRT, "distcp", f"file://{src}", f"file://{dst}", "--engine", "spark",
+                             "--bandwidth-mb-s", "1"], env=env(DRT_SPARK_MASTER=spark_cluster.master_url),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+
+    def placed() -> dict[str, int]:
+        return {str(p.relative_to(dst)): p.stat().st_ino for p in dst.rglob("*")
+                if p.is_file() and not p.name.startswith(".drt-tmp.")}
+
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and not (  # executors writing temp copies
+                (dst / FENCE_NAME).exists()
+                and any(p.name.startswith(".drt-tmp.") and p.name != FENCE_NAME for p in dst.rglob("*"))):
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the copy ended before it could be paused: {proc.communicate()[1][-2000:]}"
+        os.kill(proc.pid, signal.SIGSTOP)  # the Python driver: its executors go on copying
+        take_fence(LocalFileSystem(), str(dst.resolve()), "copy:other-host:0001")
+        held = placed()
+        time.sleep(2)  # the executors run on while their driver is stopped (not an assertion on timing)
+        os.kill(proc.pid, signal.SIGCONT)
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    no_trace(err)
+    assert proc.returncode == 1 and "another run took the target" in err, err[-3000:]
+    assert len(held) < len(want)
+    assert placed() == held  # no executor placed (or replaced) a file after the marker was taken
+    assert (dst / FENCE_NAME).read_text().split()[:2] == ["2", "copy:other-host:0001"]  # left to its owner
 
 
 def _bare_python(where: Path) -> str:

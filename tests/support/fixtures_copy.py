@@ -71,7 +71,8 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def tmp_files(root: Path) -> list[str]:
-    return [str(p) for p in root.rglob(".drt-tmp.*")]
+    """The temporary files of copies under ``root`` (a run's fencing marker ``.drt-tmp.fence`` left out)."""
+    return [str(p) for p in root.rglob(".drt-tmp.*") if p.name != ".drt-tmp.fence"]
 
 
 def write_copy_topology(path: Path, *, namenodes: list[str], cold_root: Path, ledger_url: str,

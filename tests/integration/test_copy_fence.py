@@ -1,0 +1,106 @@
+"""Issue 21, "one writer per real target location, re-checked with a fencing token before every
+destructive step": the run's token lives on the target itself (``<root>/.drt-tmp.fence``,
+:class:`dr_toolkit.copy.state.Fence`), so it fences runs that do not share a ledger or a lock file
+(and Spark executors: ``tests/integration/test_spark_cluster.py``). A run whose target another
+run took places no further file and exits 1 — on the real HDFS (the marker's fileId) and on a
+local tree (its inode and ctime)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.state import FENCE_NAME, take_fence
+from dr_toolkit.errors import LeaseHeld
+from dr_toolkit.fs import open_fs
+from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.topology import CopyOptions
+from tests.support.fixtures_copy import make_tree, tree_digest
+
+pytestmark = pytest.mark.integration
+DRT = [sys.executable, "-m", "dr_toolkit.cli.main"]
+
+
+def _env(state: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    e["DRT_STATE_DIR"] = str(state)  # each run its own state location (and so its own lock file)
+    return e
+
+
+def test_a_paused_run_whose_hdfs_target_another_run_took_places_no_further_file(tmp_path: Path,
+                                                                                 cold_dir: Any) -> None:
+    """A (local engine, slow) is SIGSTOPped mid-copy; B, a run with another state location (a
+    second host, or one with and one without a topology: no shared ledger, no shared lock), copies
+    the whole tree into the same WebHDFS directory and ends 0. A, resumed, finds the fencing
+    marker rewritten (a new fileId): it places no further file and exits 1 in one line."""
+    src = tmp_path / "src"
+    make_tree(src, {f"f{i:02d}.bin": os.urandom(150_000) for i in range(12)})
+    dst = cold_dir.uri("/dst")
+    client = cold_dir.cluster.client()
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return {n: (s["fileId"], s["modificationTime"]) for n, s in client.list(cold_dir.p("/dst"), status=True)}
+
+    a = subprocess.Popen([*DRT, "distcp", f"file://{src}", dst, "--update", "--delete", "--bandwidth-mb-s", "0.3",
+                          "--workers", "1"], env=_env(tmp_path / "state-a"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        def copying() -> bool:  # A holds its marker and writes a file's temp copy
+            names = client.list(cold_dir.p("/dst")) if client.status(cold_dir.p("/dst"), strict=False) else []
+            return FENCE_NAME in names and any(n.startswith(".drt-tmp.") and n != FENCE_NAME for n in names)
+
+        deadline = time.time() + 90
+        while time.time() < deadline and not copying():
+            time.sleep(0.05)
+        a.send_signal(signal.SIGSTOP)
+        assert a.poll() is None, "A ended before it could be paused"
+        b = subprocess.run([*DRT, "distcp", f"file://{src}", dst, "--update", "--delete"], env=_env(tmp_path / "state-b"),
+                           capture_output=True, text=True, timeout=180)
+        assert b.returncode == 0, b.stderr[-2000:]
+        held = listing()
+        assert FENCE_NAME not in held and len(held) == 12  # B removed its marker when it ended
+        a.send_signal(signal.SIGCONT)
+        _out, err = a.communicate(timeout=180)
+    finally:
+        if a.poll() is None:
+            a.kill()
+            a.wait()
+    assert a.returncode == 1, err[-2000:]
+    assert "another run took the target" in err and "Traceback" not in err, err[-2000:]
+    assert listing() == held  # nothing placed, replaced or left behind by A after B took the target
+    assert cold_dir.tree("/dst") == {p.name: p.read_bytes() for p in src.iterdir()}
+
+
+def test_a_local_run_stops_when_its_token_is_taken_and_the_next_run_converges(tmp_path: Path) -> None:
+    """Local engine, local target: once another owner rewrites the marker mid-run (what a run on
+    another host does first, once the lease is its own), the run places nothing more and raises
+    LeaseHeld (exit 1); no manifest is written; the next run converges and leaves no marker."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tree(src, {f"f{i:02d}.bin": os.urandom(100_000) for i in range(10)})
+    opts = CopyOptions(update=True, delete=True, workers=1, bandwidth_mb_s=0.5)
+    loc = parse_uri(f"file://{dst}")
+    state: dict[str, Any] = {}
+
+    def take_over(kind: str, n: int) -> None:  # called by the copying thread as bytes are streamed
+        state["events"] = state.get("events", 0) + (kind == "bytes")
+        if state["events"] == 4 and "held" not in state:
+            take_fence(open_fs(loc), str(dst.resolve()), "copy:other-host:0001")
+            state["held"] = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
+
+    with pytest.raises(LeaseHeld) as e:
+        distcp(f"file://{src}", f"file://{dst}", options=opts, progress=take_over)
+    assert e.value.exit_code == 1 and "another run took the target" in str(e.value)
+    after = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
+    assert after == state["held"] and 0 < len(after) < 10  # nothing placed after the token was taken
+    assert (dst / FENCE_NAME).read_text().split()[:2] == ["2", "copy:other-host:0001"]  # not removed: not ours
+    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True))
+    assert r.ok and r.files_copied == 10 - len(after)
+    assert tree_digest(dst) == tree_digest(src) and not (dst / FENCE_NAME).exists()
