@@ -19,7 +19,7 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import drt, write_topology
+from tests.support.fixtures_failover import assert_failover_report_in_chromium, drt, write_topology
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +120,22 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
     assert report["gate"]["verdict"] == "GO" and report["decision"]["by"] == "alice@ops"
     checks = [c for c in ledger.gate_checks() if c["source"] == f"runbook:{rb.run_id}"]
     assert checks and all(c["actor"] == "alice@ops" for c in checks)  # the executed run's gates are history
-    assert "Safe time per signal" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
+    # the report: the remap before/after, the recovery point promoted at (also in the active-cluster
+    # znode) with its age and limiting signal, and an audit trail that ends with the report itself
+    remap = [(r["group"], r["topic"], r["partition"], r["before"], r["after"], r["may_reread"], r["applied"])
+             for r in report["kafka_remap"]]
+    assert remap == [(kafka_world["group"], kafka_world["topic"], 0, 4, 3 + 4, 0, "applied")], report["kafka_remap"]
+    rec = report["recovery"]
+    assert rec["recovery_point"] and rec["recovery_point"] == snap["active"]["recovery_point"]
+    assert rec["rpo_s"] is not None and rec["limited_by"] in {f"{s['component']} {s['name']}"
+                                                               for s in report["gate"]["signals"]}
+    assert report["outcome"] == "promoted" and [s["status"] for s in report["steps"]] == ["done"] * len(ALL)
+    assert report["audit"][-1]["action"] == "report" and report["audit"][-1]["status"] == "done"
+    assert report["audit_through"]["action"] == "report" and report["audit_through"]["events"] == len(report["audit"])
+    assert {e["action"] for e in report["audit"]} >= {*ALL, "remap", "apply_offsets"}
+    dom = assert_failover_report_in_chromium(tmp_path / "reports" / f"{rb.run_id}.html", tmp_path,
+                                             banner=(0x1A, 0x7F, 0x37), remap_rows=1)  # green: promoted
+    assert "Safe time per signal" in dom and "limits the recovery point" in dom and "(the report itself)" in dom
 
     again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
     assert again["status"] == "succeeded" and fence_of(topo)["fencing"]["epoch"] == 1
