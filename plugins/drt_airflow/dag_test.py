@@ -23,8 +23,48 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE]
 
 
+def write_task_logs() -> None:
+    """Give every task ``dag.test()`` runs a log file where the UI reads it.
+
+    ``dag.test()`` runs each task in this process (no executor, no worker): it writes no task log
+    file, so the api-server, finding none under ``[logging] base_log_folder``, asks the worker's
+    log server at the task's hostname:8793 — which nobody runs — and the Logs tab says "Could not
+    read served logs". Here each task's records (the operators' own logs included) also go to
+    the file Airflow's ``FileTaskHandler`` names for that attempt, under the base log folder the
+    api-server of the same AIRFLOW_HOME reads locally."""
+    import logging
+
+    import airflow.sdk.definitions.dag as sdk_dag
+    from airflow.configuration import conf
+    from airflow.utils.log.file_task_handler import FileTaskHandler
+
+    base = conf.get("logging", "base_log_folder")
+    names = FileTaskHandler(base_log_folder=base)
+    inner = sdk_dag._run_task
+    if getattr(inner, "drt_writes_logs", False):
+        return
+
+    def run_task(*, ti: Any, task: Any, run_triggerer: bool = False) -> Any:
+        path = Path(base, names._render_filename(ti, ti.try_number))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("[%(asctime)s] {%(name)s} %(levelname)s - %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        try:
+            return inner(ti=ti, task=task, run_triggerer=run_triggerer)
+        finally:
+            root.removeHandler(handler)
+            handler.close()
+
+    run_task.drt_writes_logs = True  # type: ignore[attr-defined]
+    sdk_dag._run_task = run_task  # type: ignore[assignment]
+
+
 def run_dag(dag_id: str, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, str]]:
     from airflow.dag_processing.dagbag import DagBag
+
+    write_task_logs()
 
     bag = DagBag(dag_folder=str(DAGS))
     if dag_id not in bag.dags:
