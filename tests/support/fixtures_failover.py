@@ -218,6 +218,8 @@ def assert_failover_report_in_chromium(html_path: Path, out_dir: Path, *, banner
     img = decode(chromium_screenshot(html_path.as_uri(), out_dir / "failover-report.png"))
     rows = img.rows_with(banner, 900)  # the header banner spans the page (an unstyled page is white)
     assert rows and min(rows) == 0 and len(rows) >= 60, (len(rows), out_dir / "failover-report.png")
+    heads = img.rows_with((0xF6, 0xF8, 0xFA), 300)  # the shared style's table heads (#f6f8fa)
+    assert heads and min(heads) > max(rows), out_dir / "failover-report.png"
     return dom
 
 
