@@ -105,7 +105,7 @@ def write_task_logs() -> None:
             tee.to(None)
 
     run_task.drt_writes_logs = True  # type: ignore[attr-defined]
-    sdk_dag._run_task = run_task  # type: ignore[assignment]
+    sdk_dag._run_task = run_task
 
 
 def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = DAGS) -> tuple[str, dict[str, str]]:

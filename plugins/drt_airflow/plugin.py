@@ -360,7 +360,8 @@ def report_html(report_id: str) -> str | None:
     topo, _access, ledger = DrtHook(config=path).get_conn()
     if ledger.failover_run(report_id) is not None:
         try:
-            return (topo.reports_dir() / f"{report_id}.html").read_text(encoding="utf-8")
+            text: str = (topo.reports_dir() / f"{report_id}.html").read_text(encoding="utf-8")
+            return text
         except OSError:
             return None
     for r in ledger.verify_reports(limit=1000):
