@@ -397,7 +397,9 @@ class Demo:
             self.quiet.start(self.logs / "third-party.log")
             ctx.say(f"third-party output (Kafka client, Spark, warnings) goes to {self.quiet.path}; "
                     "-v shows it here")
-        env = airflow_env(ctx.workdir / "airflow")
+        # INFO: each task's log (the UI's Logs tab, demo-data/logs/) says what the task did; the
+        # terminal stays quiet (the DAGs' output goes to those files only)
+        env = airflow_env(ctx.workdir / "airflow", log_level="INFO")
         (ctx.workdir / "airflow").mkdir()
         os.environ.update(env)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -627,7 +629,7 @@ class Demo:
         port = int(os.environ.get("DRT_DEMO_UI_PORT") or free_port())
         password = pysecrets.token_urlsafe(9)
         (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}) + "\n")
-        env = {**airflow_env(home), "DRT_CONFIG": str(ctx.topology_path),
+        env = {**airflow_env(home, log_level="INFO"), "DRT_CONFIG": str(ctx.topology_path),
                "AIRFLOW__CORE__AUTH_MANAGER":
                    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
