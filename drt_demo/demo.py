@@ -397,7 +397,9 @@ class Demo:
             self.quiet.start(self.logs / "third-party.log")
             ctx.say(f"third-party output (Kafka client, Spark, warnings) goes to {self.quiet.path}; "
                     "-v shows it here")
-        env = airflow_env(ctx.workdir / "airflow")
+        # INFO: each task's log (the UI's Logs tab, demo-data/logs/) says what the task did; the
+        # terminal stays quiet (the DAGs' output goes to those files only)
+        env = airflow_env(ctx.workdir / "airflow", log_level="INFO")
         (ctx.workdir / "airflow").mkdir()
         os.environ.update(env)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -576,11 +578,43 @@ class Demo:
                 self.quiet.stop()
 
     # -- --ui: leave everything running ------------------------------------------------------------
-    def airflow_failover_dry_run(self) -> None:
-        """`dr_failover` through Airflow (a dry run): the grid and the DR page show a real run."""
-        states = run_dag_logged("dr_failover", self.logs, {"reason": "drt demo: dry run through Airflow",
-                                                            "dry_run": True})
-        self.step("dr_failover in Airflow", f"dry run: {_states(states)}")
+    def airflow_failover(self, ui: dict[str, Any]) -> dict[str, Any]:
+        """`dr_failover` executed through Airflow, approved as an operator would: the run parks its
+        approval in *Required actions*; the demo answers it through the api-server's HITL REST API,
+        logged in as ``admin`` (the approval is recorded as ``airflow:admin``). The grid, the
+        approval and the SLO chart then show a real executed failover."""
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                result["states"] = run_dag_logged("dr_failover", self.logs, {
+                    "reason": "drt demo: hot-to-cold drill through Airflow", "dry_run": False})
+            except Exception as exc:  # noqa: BLE001 - raised below, in the demo's thread
+                result["error"] = exc
+
+        runner = threading.Thread(target=run, daemon=True, name="drt-demo-dr-failover")
+        runner.start()
+        answered = approve_in_airflow(ui, "dr_failover", lambda: runner.is_alive())
+        runner.join()
+        if "error" in result:
+            raise result["error"]
+        if answered:
+            self.step("approval", f"given in Airflow by {ui['user']} (Required actions, through the REST API as "
+                                  f"the UI does): {answered.get('subject') or 'approve'}")
+        ledger = self.ledger()
+        row = next((r for r in ledger.failover_runs(limit=5) if str(r["run_id"]).startswith("failover-")), None)
+        if row is None:
+            raise RuntimeError("dr_failover ran but recorded no failover run in the ledger")
+        rid = str(row["run_id"])
+        report_json = self.topology().reports_dir() / f"{rid}.json"
+        doc = json.loads(report_json.read_text()) if report_json.is_file() else {"steps": []}
+        out = {"run_id": rid, "status": row["status"], "steps": doc.get("steps") or [],
+               "through": "airflow", "dag_states": result.get("states")}
+        self.ctx.summary["failover"] = out
+        self.ctx.summary["report"] = str(report_json.with_suffix(".html"))
+        self.step("dr_failover in Airflow", f"executed: {_states(result.get('states') or {})}; run {rid}: "
+                                            f"{row['status']}; report {report_json.with_suffix('.html')}")
+        return out
 
     def leave_ui_running(self) -> dict[str, Any]:
         """Start `airflow api-server` on 127.0.0.1 with the demo's Airflow home, DAGs, plugin and
@@ -595,7 +629,7 @@ class Demo:
         port = int(os.environ.get("DRT_DEMO_UI_PORT") or free_port())
         password = pysecrets.token_urlsafe(9)
         (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}) + "\n")
-        env = {**airflow_env(home), "DRT_CONFIG": str(ctx.topology_path),
+        env = {**airflow_env(home, log_level="INFO"), "DRT_CONFIG": str(ctx.topology_path),
                "AIRFLOW__CORE__AUTH_MANAGER":
                    "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
@@ -626,6 +660,42 @@ class Demo:
         self.step("UI", f"airflow api-server at {url} (login admin / {password}); the DR page: {url}/dr-toolkit/")
         return {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
                 "running": [r["name"] for r in running], "env_file": str(ctx.workdir / "airflow.env")}
+
+
+def approve_in_airflow(ui: dict[str, Any], dag_id: str, waiting: Callable[[], bool],
+                       deadline_s: float = 1800) -> dict[str, Any]:
+    """Approve the parked ``approval`` task of ``dag_id`` through the api-server's HITL REST API,
+    logged in as the UI's user (what an operator's click in *Required actions* does); polls while
+    ``waiting()``. Returns the answer recorded (its subject), or {} when nothing was asked."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    def call(method: str, path: str, token: str | None, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        req = urllib.request.Request(f"{ui['url']}{path}", method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return dict(json.loads(r.read() or b"{}"))
+
+    give_up = time.monotonic() + deadline_s
+    while waiting() and time.monotonic() < give_up:
+        try:
+            token = call("POST", "/auth/token", None, {"username": ui["user"], "password": ui["password"]})[
+                "access_token"]
+            details = call("GET", f"/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}", token)
+            for d in details.get("hitl_details") or []:
+                ti = d["task_instance"]
+                if d.get("response_received") or ti["task_id"] != "approval":
+                    continue
+                call("PATCH", f"/api/v2/dags/{ti['dag_id']}/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}"
+                              f"/taskInstances/{ti['task_id']}/{ti['map_index']}/hitlDetails", token,
+                     {"chosen_options": ["Approve"], "params_input": {}})
+                return {"subject": d.get("subject"), "body": d.get("body")}
+        except (OSError, KeyError, ValueError, urllib.error.HTTPError):
+            pass  # the api-server busy or the task not parked yet: asked again
+        time.sleep(2)
+    return {}
 
 
 def shlex_quote(v: str) -> str:
@@ -698,10 +768,16 @@ def run(workdir: Path, say: Callable[[str], None], *, ui: bool = False, quiet: b
         after = demo.gate("after draining")
         if after["verdict"] != "GO":
             raise RuntimeError("the gate did not say GO after draining: " + "; ".join(after["reasons"]))
-        if ui:
-            demo.airflow_failover_dry_run()
-        fo = demo.failover()
-        ui_info = demo.leave_ui_running() if ui else None
+        ui_info = None
+        if ui:  # the UI first: the failover runs through Airflow and is approved there
+            ui_info = demo.leave_ui_running()
+            try:
+                fo = demo.airflow_failover(ui_info)
+            except BaseException:
+                demo.keep_running = False  # nothing is left running after a failed demo
+                raise
+        else:
+            fo = demo.failover()
         summary = {"workdir": str(demo.ctx.workdir), "topology": str(demo.ctx.topology_path),
                    "first_check": before["verdict"], "second_check": after["verdict"],
                    "recovery_point": after["recovery_point"], "safe_times": safe_times(after),

@@ -20,6 +20,7 @@ Planned steps, in order (:data:`STEPS`):
                      gate unless ``kafka_apply`` just did, then the active-cluster znode
                      names the cold cluster (written under the epoch)
 11. ``report``       the final report, JSON and HTML, in ``failover.reports_dir``
+                     (:mod:`dr_toolkit.failover.report`; its audit trail ends with this step's event)
 
 Unplanned steps (:data:`UNPLANNED_STEPS`, ``start(..., unplanned=True)``): ``fence_hot`` (refused
 while the hot cluster still answers), ``pause_mirrors`` (record and flag what still mirrors into
@@ -40,7 +41,6 @@ promote and lifts its fence (audited), so scheduled replication runs again.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import os
@@ -48,13 +48,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from dr_toolkit.errors import ConfigError, DrtError
+from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
 from dr_toolkit.failover.model import iso
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
+from dr_toolkit.zk.client import ZkUnreachable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -198,6 +198,8 @@ class Runbook:
         self.access = default_access(access)
         self.unplanned = unplanned
         self._gate: GateResult | None = None  # the gate re-run after approval, in this process
+        self._window: dict[str, Any] | None = None  # unplanned: the loss window read at promotion
+        self._unreachable: ZkUnreachable | None = None  # set by run_step when ZooKeeper did not answer
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -279,7 +281,13 @@ class Runbook:
             name = step.value
             if name in self.results and self.results[name].status == DONE:
                 continue
+            self._unreachable = None
             res = self.run_step(name)
+            if self._unreachable is not None:  # ZooKeeper gone: every later step would wait it out again
+                self.ledger.set_failover_status(self.run_id, "failed", detail=self.summary())
+                exc = self._unreachable
+                raise UnreachableError(f"failover run {self.run_id} stopped at {name}: {exc.what}",
+                                       where=exc.where, hint=exc.hint)
             if res.status == FAILED and not self.execute:
                 status = "failed"  # a dry run goes on: the operator sees every step's answer
                 continue
@@ -315,6 +323,9 @@ class Runbook:
         fn: Callable[[], StepResult] = getattr(self, f"_step_{name}")
         try:
             res = fn()
+        except ZkUnreachable as exc:  # the fencing state cannot be read or written: no step can go on
+            res = StepResult(name, FAILED, {"error": exc.message, "where": exc.where}, exc.message)
+            self._unreachable = exc
         except DrtError as exc:
             res = StepResult(name, FAILED, {"error": exc.message}, exc.message)
         except Exception as exc:
@@ -567,7 +578,10 @@ class Runbook:
                              access=self.access, audit=True, run_id=self.run_id,
                              who=self.who)  # every group at once, shared searches; only audit rows written
         remaps = [{"group": g, "checkpoint_id": newest[g][0]["checkpoint_id"],
-                   "partitions": [{k: p.get(k) for k in ("topic", "partition", "target_offset", "method")}
+                   # before (hot's committed offset) and after (cold's), so the approval and the
+                   # report show what the remap does and how many records may be read again
+                   "partitions": [{k: p.get(k) for k in ("topic", "cold_topic", "partition", "source_offset",
+                                                         "target_offset", "method", "may_reread")}
                                   for p in parts][:200]} for g, parts in planned["groups"].items()][:500]
         detail["groups"] = remaps
         detail["remap"] = {k: planned.get(k) for k in ("duration_s", "distinct_searches", "mm2", "mm2_checkpoints")
@@ -708,6 +722,7 @@ class Runbook:
             if not accepted.get("accept_loss"):
                 return StepResult(step, FAILED, {}, "the data-loss window was not accepted")
             lw = loss_window(self.topology, self.reader_ledger, self.access)
+            self._window = lw
             was = (self.step_event(Step.RECOVERY_POINT, DONE) or {}).get("after_state") or {}
             old, new = was.get("recovery_point_epoch"), lw.get("recovery_point_epoch")
             if old is not None and (new is None or new < old):
@@ -782,83 +797,56 @@ class Runbook:
         if stop is not None:
             return stop
         by = f"{self.who} run {self.run_id}"
+        recovery = self._promotion_recovery()
         with open_fence(self.topology, access=self.access) as fence:
             before = fence.snapshot()
             active = before.get("active") or {}
             if not (active.get("cluster") == cold and active.get("epoch") == epoch):
-                fence.set_active(cold, epoch=epoch, by=by)
+                fence.set_active(cold, epoch=epoch, by=by, recovery_point=recovery["recovery_point"])
             if fence.is_read_only(cold):
                 fence.set_read_only(cold, False, epoch=epoch, by=by)
             after = fence.snapshot()
-        rp = None if self._gate is None or self.unplanned else iso(self._gate.recovery_point)
-        return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": after, "recovery_point": rp},
-                          f"{cold} is the active cluster (epoch {epoch})")
+        rp = recovery["recovery_point"]
+        return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": {**after, "recovery": recovery},
+                                                    "recovery_point": rp},
+                          f"{cold} is the active cluster (epoch {epoch}), recovery point {rp or 'unknown'}")
+
+    def _promotion_recovery(self) -> dict[str, Any]:
+        """The recovery point cold is promoted at (the gate, or for an unplanned run the loss window,
+        read just before promotion), its age and the signal that limits it."""
+        now = time.time()
+        if self.unplanned:
+            lw = self._window or {}
+            comps = [c for c in lw.get("components") or [] if c.get("safe_time") is not None]
+            lim = min(comps, key=lambda c: c["safe_time"]) if comps else None
+            rp = lw.get("recovery_point_epoch")
+            return {"recovery_point": iso(rp), "recovery_point_epoch": rp,
+                    "rpo_s": None if rp is None else round(max(0.0, now - rp), 3),
+                    "limited_by": f"{lim['component']} {lim['name']}" if lim else None, "as_of": iso(now)}
+        g = self._gate
+        if g is None:
+            return {"recovery_point": None, "recovery_point_epoch": None, "rpo_s": None, "limited_by": None,
+                    "as_of": iso(now)}
+        return {"recovery_point": iso(g.recovery_point), "recovery_point_epoch": g.recovery_point,
+                "rpo_s": None if g.rpo_s is None else round(g.rpo_s, 3), "limited_by": g.limiting,
+                "as_of": iso(g.checked_at)}
 
     def _step_report(self) -> StepResult:
-        summary = self.summary()
-        for st in summary["steps"]:  # the report is this step's own output: show it as done
-            if st["name"] == Step.REPORT:
-                st["status"] = DONE if self.execute else PLANNED
-        paths = write_report(self.topology, self.ledger, self.run_id, summary)
-        return StepResult(Step.REPORT, DONE if self.execute else PLANNED, {"after": paths}, f"report {paths['html']}")
+        """Write the report, record this step done, then write it again so its audit trail ends with
+        that event (if the second write fails, the first stays and says the event it ends at)."""
+        from dr_toolkit.failover import report
+
+        names = [s.value for s in self.steps]
+        paths = report.write(self.topology, self.ledger, self.run_id, names)
+        status = DONE if self.execute else PLANNED
+        message = f"report {paths['html']}"
+        self._audit(Step.REPORT, DONE, after=paths, message=message)
+        try:
+            report.write(self.topology, self.ledger, self.run_id, names)
+        except OSError as exc:
+            log.warning("failover report %s: the final rewrite failed (%s); it ends at 'report started'",
+                        paths["html"], exc)
+        return StepResult(Step.REPORT, status, {"after": paths, "recorded": True}, message)
 
 
 ACCEPT_PHRASE_HINT = "the acceptance phrase (CLI: ACCEPT DATA LOSS; library: record_decision(..., accept_loss=True))"
-
-
-# --- the report ---------------------------------------------------------------------------------
-
-
-def reports_dir(topology: Topology) -> Path:
-    return topology.reports_dir()
-
-
-def write_report(topology: Topology, ledger: Ledger, run_id: str, summary: dict[str, Any]) -> dict[str, str]:
-    """Write ``<reports_dir>/<run_id>.json`` and ``.html``: steps, audit trail, gate verdict."""
-    events = ledger.audit_events(run_id=run_id)
-    run = ledger.failover_run(run_id) or {}
-    gate = next((e["after_state"] for e in reversed(events) if e["action"] == "final_gate" and e["after_state"]),
-                None)
-    window = next((e["after_state"] for e in reversed(events) if e["action"] == "recovery_point"
-                   and e["after_state"]), None)
-    decision = next((e["after_state"] for e in reversed(events) if e["action"] == "approval"
-                     and e["status"] in (DONE, REJECTED) and e["after_state"]), None)
-    doc = _scrub({"run": {k: run.get(k) for k in ("run_id", "actor", "reason", "execute", "status", "started_at")},
-                  "summary": summary, "gate": gate, "loss_window": window, "decision": decision,
-                  "audit": [{k: e[k] for k in ("at", "actor", "action", "status", "dry_run", "message",
-                                               "before_state", "after_state")} for e in events]})
-    out = reports_dir(topology)
-    out.mkdir(parents=True, exist_ok=True)
-    jpath, hpath = out / f"{run_id}.json", out / f"{run_id}.html"
-    jpath.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str))
-    esc = html.escape
-    rows = "".join(f"<tr><td>{esc(s['name'])}</td><td class='{esc(s['status'])}'>{esc(s['status'])}</td>"
-                   f"<td>{esc(str(s.get('message') or ''))}</td></tr>" for s in summary.get("steps", []))
-    audit = "".join(f"<tr><td>{esc(iso(e['at']) or '')}</td><td>{esc(str(e['actor']))}</td>"
-                    f"<td>{esc(str(e['action']))}</td><td>{esc(str(e['status']))}</td>"
-                    f"<td>{esc(str(e['message'] or ''))}</td></tr>" for e in doc["audit"])
-    verdict = esc(str((gate or {}).get("verdict", "unplanned: no gate" if window else "not evaluated")))
-    rp = esc(str((gate or window or {}).get("recovery_point") or "unknown"))
-    loss = "".join(f"<tr><td>{esc(str(c['component']))}</td><td>{esc(str(c['name']))}</td>"
-                   f"<td>{esc(str(c.get('safe_time_iso') or 'none'))}</td><td>{esc(str(c.get('basis') or ''))}</td>"
-                   f"<td>{esc(str(c.get('known_missing') or '-'))}</td><td>{esc(str(c.get('unknowable') or ''))}</td>"
-                   f"</tr>" for c in (window or {}).get("components", []))
-    loss_html = ("<h2>Data-loss window (unplanned)</h2><table><tr><th>component</th><th>name</th><th>safe time</th>"
-                 f"<th>basis</th><th>known missing</th><th>unknowable</th></tr>{loss}</table>" if window else "")
-    sigs = "".join(f"<tr><td>{esc(str(s['component']))}</td><td>{esc(str(s['name']))}</td>"
-                   f"<td>{esc(str(s.get('safe_time') or 'none'))}</td><td>{esc(str(s.get('basis') or ''))}</td></tr>"
-                   for s in (gate or {}).get("signals", []))
-    sig_html = ("<h2>Safe time per signal</h2><table><tr><th>component</th><th>name</th><th>safe time</th>"
-                f"<th>basis</th></tr>{sigs}</table>" if sigs else "")
-    hpath.write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>Failover report "
-        f"{esc(run_id)}</title><style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border:1px solid #ccc}}"
-        ".done{background:#dfd}.failed,.rejected{background:#fdd}.planned{background:#eef}</style></head><body>"
-        f"<h1>Failover {esc(topology.hot_name)} &rarr; {esc(topology.cold_name)}</h1>"
-        f"<p>run <code>{esc(run_id)}</code> &middot; {'EXECUTE' if summary.get('execute') else 'DRY RUN'}"
-        f" &middot; reason: {esc(str(run.get('reason') or ''))} &middot; by {esc(str(run.get('actor') or ''))}</p>"
-        f"<p>gate verdict <b id='verdict'>{verdict}</b>, recovery point <b id='recovery-point'>{rp}</b></p>"
-        f"{sig_html}{loss_html}<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>message</th></tr>{rows}</table>"
-        f"<h2>Audit trail</h2><table><tr><th>at</th><th>who</th><th>step</th><th>status</th><th>message</th></tr>"
-        f"{audit}</table></body></html>")
-    return {"json": str(jpath), "html": str(hpath)}

@@ -386,7 +386,8 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
            credentials: Credentials | None = None, peer_credentials: Credentials | None = None,
            ignore_columns: list[str] | None = None, progress: Progress | None = None,
            options: CompareOptions | None = None, access: Access | None = None, spark_master: str | None = None,
-           who: str | None = None, hbase_options: dict[str, Any] | None = None) -> VerifyResult:
+           who: str | None = None, hbase_options: dict[str, Any] | None = None,
+           report_id: str | None = None) -> VerifyResult:
     """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
 
     Two ``hbase://<cluster>/<ns>:<table>`` URIs compare HBase tables cell by cell
@@ -409,7 +410,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
                              hbase_options=hbase_options or {}, recompare_sleep_s=recompare_sleep_s,
                              report_path=report_path, sample_size=sample_size, buckets=buckets, spark=spark,
                              ledger=ledger, name=name, say=say, access=access, spark_master=spark_master, who=who,
-                             started=started)
+                             started=started, report_id=report_id)
     opts = options or CompareOptions()
     key = [k.strip() for k in key if k and k.strip()]
     if not key:
@@ -435,7 +436,7 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
         return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
                        recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, end=end, start=start,
                        ts_column=ts_column, report_path=report_path, ledger=ledger, name=name, who=who,
-                       request=request_of(source, target, key=key, fmt=fmt, peer_format=peer_format, table=table,
+                       report_id=report_id, request=request_of(source, target, key=key, fmt=fmt, peer_format=peer_format, table=table,
                                           peer_table=peer_table, ignore_columns=ignore_columns, ts_column=ts_column,
                                           start=start, options=opts.to_json()))
     except ConfigError:
@@ -454,7 +455,8 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
                   end_time: str | None, hbase_options: dict[str, Any], recompare_sleep_s: float,
                   report_path: str | None, sample_size: int, buckets: int | None, spark: SparkSession | None,
                   ledger: Ledger | None, name: str | None, say: Progress, access: Access | None,
-                  spark_master: str | None, who: str | None, started: float) -> VerifyResult:
+                  spark_master: str | None, who: str | None, started: float,
+                  report_id: str | None = None) -> VerifyResult:
     """Two HBase tables, cell by cell, through the generic pipeline (see :mod:`dr_toolkit.verify.hbase`)."""
     from dr_toolkit.verify import hbase
 
@@ -491,7 +493,7 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
     return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
                    recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, start=start, end=end,
                    ts_column="cell timestamp" if windowed else None, report_path=report_path, ledger=ledger,
-                   name=name, who=who, request=request, samples_hook=hbase.cell_diff,
+                   name=name, who=who, report_id=report_id, request=request, samples_hook=hbase.cell_diff,
                    extra_window={"hbase": scan.to_json(), "families": families,
                                  "verifyrep_args": scan.verifyrep_args()})
 
@@ -499,7 +501,7 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
 def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
             say: Progress, n_buckets: int, recompare_sleep_s: float, sample_size: int, start: float | None,
             end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
-            name: str | None, who: str | None, request: dict[str, Any],
+            name: str | None, who: str | None, request: dict[str, Any], report_id: str | None = None,
             samples_hook: Callable[[dict[str, list[dict[str, Any]]]], dict[str, list[dict[str, Any]]]] | None = None,
             extra_window: dict[str, Any] | None = None) -> VerifyResult:
     from pyspark.sql import functions as F
@@ -598,7 +600,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     counters[C.GOOD] = good
     counters[C.BAD] = sum(counters[k] for k in C.BAD_KINDS)
     finished = time.time()
-    report_id = new_id("verify")
+    report_id = report_id or new_id("verify")
     window: dict[str, Any] = {"ts_column": ts_column, "start": start, "end": end}
     if job.null_ts:
         window["null_ts"] = job.null_ts
@@ -680,7 +682,8 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
     if not isinstance(policy, VerifyPolicy):
         raise ConfigError(f"policy {policy_name!r} is not a verify policy", where=topology.source_file,
                           hint="name one listed under policies.verify")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    report_id = new_id("verify")  # the report file is named with its id's time (one time for both)
+    stamp = report_id.split("-")[1] + "Z"
     report = reports_dir(topology, policy) / f"verify-{policy.name}-{stamp}.html"
     from dr_toolkit.verify.hbase import is_hbase
 
@@ -691,4 +694,4 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
                   ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
                   report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress,
                   options=policy.compare_options(), ignore_columns=list(policy.ignore_columns), access=access,
-                  spark_master=spark_master, who=who)
+                  spark_master=spark_master, who=who, report_id=report_id)

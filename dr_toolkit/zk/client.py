@@ -48,6 +48,10 @@ class ZkError(DrtError):
     """A ZooKeeper operation failed for a reason other than the server being unreachable."""
 
 
+class ZkUnreachable(UnreachableError):
+    """ZooKeeper did not answer (connect or call): the fencing state cannot be read or written."""
+
+
 class ZkNoNode(ZkError):
     """The znode does not exist."""
 
@@ -254,7 +258,7 @@ class ZkClient:
                         raise mapped from None
         except _Lost:
             pass
-        raise UnreachableError(
+        raise ZkUnreachable(
             f"{op} {path}: no answer from ZooKeeper within {retry.deadline_s:g}s "
             f"({type(lost).__name__ if lost else 'timeout'})",
             where=f"zookeeper {self.quorum}",
@@ -314,7 +318,7 @@ class ZkClient:
                     return out
         except _Lost:
             pass
-        raise UnreachableError(
+        raise ZkUnreachable(
             f"{op} of {len(todo)} znodes (e.g. {paths[todo[0]]}): no answer within {retry.deadline_s:g}s "
             f"({type(last).__name__ if last else 'timeout'})",
             where=f"zookeeper {self.quorum}", hint="check that the quorum is up and reachable")
@@ -476,7 +480,7 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = No
         if isinstance(exc, AuthFailedError):
             raise ZkNoAuth("authentication failed", where=f"zookeeper {endpoint.quorum}",
                            hint="check the digest/SASL credentials of the endpoint's conn_id") from None
-        raise UnreachableError(
+        raise ZkUnreachable(
             f"cannot connect within {endpoint.connect_timeout_s:g}s ({type(exc).__name__})",
             where=f"zookeeper {endpoint.quorum}",
             hint="check that the quorum is up and reachable, or raise connect_timeout_s") from None

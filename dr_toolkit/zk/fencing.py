@@ -256,8 +256,11 @@ class Fence:
         return new
 
     # -- the active cluster and the read-only flag -------------------------------------------------
-    def set_active(self, cluster: str, *, epoch: int, by: str) -> dict[str, Any]:
-        rec = {"cluster": cluster, "epoch": epoch, "at": time.time(), "by": by}
+    def set_active(self, cluster: str, *, epoch: int, by: str, recovery_point: str | None = None) -> dict[str, Any]:
+        """Name the active cluster (with the recovery point it was promoted at, when given)."""
+        rec: dict[str, Any] = {"cluster": cluster, "epoch": epoch, "at": time.time(), "by": by}
+        if recovery_point is not None:
+            rec["recovery_point"] = recovery_point
         self.guarded_set(self.active_path, _dump(rec), epoch)
         return rec
 

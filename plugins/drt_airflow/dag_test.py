@@ -23,12 +23,100 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != _HERE]
 
 
-def run_dag(dag_id: str, conf: dict[str, Any] | None = None) -> tuple[str, dict[str, str]]:
+class _TaskLogTee:
+    """This process's stdout and stderr (where Airflow's structlog writes every log line, the
+    operators' own included) through a pipe: each chunk goes on to the original stdout and, while a
+    task runs, also to that task's log file."""
+
+    _MARK = b"\x00drt-task-log-sync\n"
+
+    def __init__(self) -> None:
+        import os
+        import threading
+
+        self._os = os
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        self.out = os.dup(1)
+        os.dup2(w, 1)
+        os.dup2(w, 2)
+        os.close(w)
+        self.file: Any = None
+        self.synced = threading.Event()
+        threading.Thread(target=self._pump, args=(r,), daemon=True, name="drt-task-log-tee").start()
+
+    def _pump(self, r: int) -> None:
+        while chunk := self._os.read(r, 65536):
+            if self._MARK in chunk:
+                chunk = chunk.replace(self._MARK, b"")
+                self._write(chunk)
+                self.synced.set()
+                continue
+            self._write(chunk)
+
+    def _write(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self._os.write(self.out, chunk)
+        if self.file is not None:
+            self.file.write(chunk)
+            self.file.flush()
+
+    def to(self, path: Path | None) -> None:
+        """Everything written so far goes where it went; what follows also to ``path``."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.synced.clear()
+        self._os.write(1, self._MARK)
+        self.synced.wait(10)
+        if self.file is not None:
+            self.file.close()
+        self.file = None if path is None else path.open("ab")
+
+
+def write_task_logs() -> None:
+    """Give every task ``dag.test()`` runs a log file where the UI reads it.
+
+    ``dag.test()`` runs each task in this process (no executor, no worker): it writes no task log
+    file, so the api-server, finding none under ``[logging] base_log_folder``, asks the worker's
+    log server at the task's hostname:8793 — which nobody runs — and the Logs tab says "Could not
+    read served logs". Here each task's lines (the operators' own logs included) also go to the
+    file Airflow's ``FileTaskHandler`` names for that attempt, under the base log folder that the
+    api-server of the same AIRFLOW_HOME reads locally."""
+    import airflow.sdk.definitions.dag as sdk_dag
+    from airflow.configuration import conf
+    from airflow.utils.log.file_task_handler import FileTaskHandler
+
+    inner = sdk_dag._run_task
+    if getattr(inner, "drt_writes_logs", False):
+        return
+    base = conf.get("logging", "base_log_folder")
+    names = FileTaskHandler(base_log_folder=base)
+    tee = _TaskLogTee()
+
+    def run_task(*, ti: Any, task: Any, run_triggerer: bool = False) -> Any:
+        path = Path(base, names._render_filename(ti, ti.try_number))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tee.to(path)
+        try:
+            return inner(ti=ti, task=task, run_triggerer=run_triggerer)
+        finally:
+            tee.to(None)
+
+    run_task.drt_writes_logs = True  # type: ignore[attr-defined]
+    sdk_dag._run_task = run_task
+
+
+def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = DAGS) -> tuple[str, dict[str, str]]:
+    """Run ``dag_id`` (from ``folder``) once with ``dag.test()``, each task's log written where the
+    UI reads it (:func:`write_task_logs`); return the run's state and each task's."""
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(DAGS))
+    write_task_logs()
+    bag = DagBag(dag_folder=str(folder))
     if dag_id not in bag.dags:
-        raise SystemExit(f"DAG {dag_id} not found in {DAGS}: {bag.import_errors}")
+        raise SystemExit(f"DAG {dag_id} not found in {folder}: {bag.import_errors}")
     run = bag.dags[dag_id].test(run_conf=conf or {})
     states = {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id: str(ti.state)
               for ti in run.get_task_instances()}

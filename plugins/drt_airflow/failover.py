@@ -138,6 +138,10 @@ def _last_state(rb: Any, step: str) -> dict[str, Any]:
     return {}
 
 
+def _off(v: Any) -> str:
+    return "none" if v is None else str(v)
+
+
 def approval_question(run_id: str, *, max_rows: int = 20) -> str:
     """What the approver approves, as Markdown for the HITL body: the recovery point, its age (RPO)
     and the signal that limits it, each signal's safe time and basis, the loss window of an
@@ -169,7 +173,9 @@ def approval_question(run_id: str, *, max_rows: int = 20) -> str:
     rows = [(g["group"], p) for g in plan.get("groups") or [] for p in g.get("partitions") or []]
     if rows:
         out.append(f"**Kafka offsets applied on cold after approval** ({len(rows)} partition(s)):")
-        out += [f"- {grp}: {p.get('topic')}[{p.get('partition')}] → {p.get('target_offset')} ({p.get('method')})"
+        out += [f"- {grp}: {p.get('topic')}[{p.get('partition')}] offset {_off(p.get('source_offset'))} on hot → "
+                f"{_off(p.get('target_offset'))} on cold ({p.get('method')}"
+                + (f", may re-read {p['may_reread']}" if p.get("may_reread") else "") + ")"
                 for grp, p in rows[:max_rows]]
         if len(rows) > max_rows:
             out.append(f"- … {len(rows) - max_rows} more (see `drt status` / the audit log)")

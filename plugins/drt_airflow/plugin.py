@@ -121,7 +121,9 @@ def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]
 
 
 def _t(v: float | None) -> str:
-    return "-" if not v else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(v))
+    from dr_toolkit.htmlkit import ts
+
+    return "-" if not v else ts(v)
 
 
 def _lag(v: float | None) -> str:
@@ -130,11 +132,9 @@ def _lag(v: float | None) -> str:
 
 def _dur(v: float) -> str:
     """Seconds as a short duration: 45s, 1.5m, 2h, 1.2d."""
-    v = float(v)
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
-        if v >= size:
-            return f"{v / size:.1f}".rstrip("0").rstrip(".") + unit
-    return f"{v:.0f}s"
+    from dr_toolkit.htmlkit import dur
+
+    return dur(v)
 
 
 _NICE = (1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
@@ -270,58 +270,57 @@ def cluster_state(doc: dict[str, Any]) -> str:
                 + (" (no failover recorded: the hot cluster)" if hot else " (no failover recorded)"))
     who = active.get("by") or "unknown"
     since = _t(active.get("at"))
+    rp = (f", at recovery point <b id='promoted-at'>{e(str(active['recovery_point']))}</b>"
+          if active.get("recovery_point") else "")
     if names.get("cold") and active["cluster"] == names["cold"]:
         return (f"<b id='failed-over'>Failed over</b>: active cluster <b id='active-cluster'>{e(active['cluster'])}</b> "
-                f"since {e(since)}, by {e(str(who))} — the verdict below is about replicating "
+                f"since {e(since)}, by {e(str(who))}{rp} — the verdict below is about replicating "
                 f"{e(str(names.get('hot')))} → {e(str(names.get('cold')))}, which is no longer the direction of "
                 "service")
     return f"Active cluster <b id='active-cluster'>{e(active['cluster'])}</b> since {e(since)}, by {e(str(who))}"
 
 
+_CSS = """
+  .banner { padding: 10px 14px; border-radius: 6px; margin: .8em 0; font-weight: 600; }
+  .banner.breach { background: #E53E3E; color: #FFFFFF; } .banner.ok { background: #C6F6D5; color: #22543D; }
+  .banner.none { background: #EDF2F7; color: #4A5568; font-weight: 400; }
+  #verdict.GO { color: #1a7f37; } #verdict.NO_GO { color: #cf222e; }
+  svg.chart { display: block; border: 1px solid #E2E8F0; border-radius: 6px; margin-bottom: .8em; }
+"""
+
+
 def render(doc: dict[str, Any]) -> str:
-    e = html.escape
+    """The DR page (the shared page shell, style and tables of :mod:`dr_toolkit.htmlkit`)."""
+    from dr_toolkit import htmlkit as H
+
+    e = H.esc
     gate = doc.get("gate") or {}
     verdict = gate.get("verdict", "UNKNOWN")
-    sig_rows = "".join(
-        f"<tr class='{'ok' if s['caught_up'] else 'bad'}' data-component='{e(s['component'])}'>"
-        f"<td>{e(s['component'])}</td><td>{e(s['name'])}</td><td>{'yes' if s['caught_up'] else 'no'}</td>"
-        f"<td>{_lag(s['lag_s'])}</td><td>{e(s.get('safe_time') or 'none')}</td><td>{e(s.get('basis') or '')}</td>"
-        f"<td>{e(s.get('reason') or '')}</td></tr>"
-        for s in gate.get("signals", []))
+    sig_rows = [H.tr([e(s["component"]), e(s["name"]), "yes" if s["caught_up"] else "no", _lag(s["lag_s"]),
+                      e(s.get("safe_time") or "none"), e(s.get("basis") or ""), e(s.get("reason") or "")],
+                     cls="ok" if s["caught_up"] else "bad", attrs={"data-component": s["component"]})
+                for s in gate.get("signals", [])]
     reasons = "".join(f"<li>{e(r)}</li>" for r in gate.get("reasons", []))
-    runs = "".join(
-        f"<tr><td><a href='/dags/{quote(dag_id)}'>{e(dag_id)}</a></td>"
-        f"<td><a href='/dags/{quote(dag_id)}/runs/{quote(r['run_id'], safe='')}'>{e(r['run_id'])}</a></td>"
-        f"<td class='{e(r['state'])}'>{e(r['state'])}</td>"
-        f"<td>{e(r['start_date'] or '-')}</td><td>{e(r['end_date'] or '-')}</td></tr>"
-        for dag_id, rs in doc.get("dag_runs", {}).items() for r in (rs or [])) or \
-        "<tr><td colspan='5'>no runs yet</td></tr>"
+    runs = [[f"<a href='/dags/{quote(dag_id)}'>{e(dag_id)}</a>",
+             f"<a href='/dags/{quote(dag_id)}/runs/{quote(r['run_id'], safe='')}'>{e(r['run_id'])}</a>",
+             f"<td class='{e(r['state'])}'>{e(r['state'])}</td>", e(r["start_date"] or "-"), e(r["end_date"] or "-")]
+            for dag_id, rs in doc.get("dag_runs", {}).items() for r in (rs or [])]
     empty = [d for d, rs in doc.get("dag_runs", {}).items() if not rs]
-    reports = "".join(
-        f"<tr><td>{e(str(r['name'] or r['source']))}</td><td>{r['goodrows']}</td>"
-        f"<td class='{'bad' if r['badrows'] else 'ok'}'>{r['badrows']}</td><td>{_t(r['finished_at'])}</td>"
-        + (f"<td><a href='{URL_PREFIX}/reports/{e(str(r['report_id']))}'>{e(str(r['report_path']))}</a></td></tr>"
-           if r.get("report_path") and r.get("report_id") else "<td>-</td></tr>")
-        for r in doc.get("verify_reports", [])) or \
-        "<tr><td colspan='5'>no verification reports yet</td></tr>"
-    fo = "".join(f"<tr><td>{e(r['run_id'])}</td><td>{e(str(r['status']))}</td>"
-                 f"<td>{'execute' if r['execute'] else 'dry run'}</td><td>{e(str(r['actor']))}</td>"
-                 f"<td>{e(str(r['reason'] or ''))}</td></tr>" for r in doc.get("failover_runs", []))
+    reports = [[e(str(r["name"] or r["source"])), str(r["goodrows"]),
+                f"<td class='{'bad' if r['badrows'] else 'ok'}'>{r['badrows']}</td>", _t(r["finished_at"]),
+                f"<a href='{URL_PREFIX}/reports/{e(str(r['report_id']))}'>{e(str(r['report_path']))}</a>"
+                if r.get("report_path") and r.get("report_id") else "-"]
+               for r in doc.get("verify_reports", [])]
+    fo = [[f"<a href='{URL_PREFIX}/reports/{e(r['run_id'])}'>{e(r['run_id'])}</a>",
+           f"<td class='{e(str(r['status']))}'>{e(str(r['status']))}</td>",
+           "execute" if r["execute"] else "dry run", e(str(r["actor"])), e(str(r["reason"] or ""))]
+          for r in doc.get("failover_runs", [])]
     state_line = cluster_state(doc)
     fence = gate.get("fence") or {}
     epoch = (fence.get("fencing") or {}).get("epoch", "-")
     age = max(0.0, time.time() - float(doc.get("generated_at") or time.time()))
     errors = "".join(f"<li>{e(x)}</li>" for x in doc.get("errors", []))
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>DR status — dr-toolkit</title>
-<style>body{{font-family:Inter,system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1A202C}}
-table{{border-collapse:collapse;margin-bottom:1em}}
-td,th{{border:1px solid #E2E8F0;padding:3px 8px}}.ok{{background:#F0FFF4}}.bad,.failed{{background:#FFF5F5}}
-#verdict.GO{{color:#2F855A}}#verdict.NO_GO{{color:#C53030}}.muted{{color:#718096;font-size:.9em}}
-.banner{{padding:10px 14px;border-radius:6px;margin:.8em 0;font-weight:600}}
-.banner.breach{{background:#E53E3E;color:#FFFFFF}}.banner.ok{{background:#C6F6D5;color:#22543D}}
-.banner.none{{background:#EDF2F7;color:#4A5568;font-weight:400}}
-svg.chart{{display:block;border:1px solid #E2E8F0;border-radius:6px;margin-bottom:.8em}}</style></head><body>
-<h1>DR status</h1>
+    body = f"""<h1>DR status</h1>
 <p id="state">{state_line} (fencing epoch {e(str(epoch))})</p>
 <p>Verdict <b id="verdict" class="{e(verdict)}">{e(verdict)}</b> &middot; recovery point
 <b id="recovery-point">{e(str(gate.get('recovery_point') or 'unknown'))}</b>
@@ -329,33 +328,42 @@ svg.chart{{display:block;border:1px solid #E2E8F0;border-radius:6px;margin-botto
 every {CACHE_S:.0f}s)</span></p>
 <ul id="reasons">{reasons}</ul>
 {render_history(doc)}
-<h2>Signals</h2><table id="signals"><tr><th>component</th><th>name</th><th>caught up</th><th>lag</th>
-<th>safe time</th><th>basis</th><th>why</th></tr>{sig_rows}</table>
-<h2>Last DAG runs</h2><table id="dag-runs"><tr><th>DAG</th><th>run</th><th>state</th><th>started</th>
-<th>ended</th></tr>{runs}</table><p class="muted">no runs yet: {e(', '.join(empty)) or '-'}</p>
-<h2>Last verification reports</h2><table id="verify-reports"><tr><th>dataset</th><th>GOODROWS</th>
-<th>BADROWS</th><th>finished</th><th>report</th></tr>{reports}</table>
-<h2>Failover runs</h2><table id="failover-runs"><tr><th>run</th><th>status</th><th>mode</th><th>who</th>
-<th>reason</th></tr>{fo}</table>
+<h2>Signals</h2>{H.table(["component", "name", "caught up", "lag", "safe time", "basis", "why"], sig_rows,
+                         id="signals")}
+<h2>Last DAG runs</h2>{H.table(["DAG", "run", "state", "started", "ended"], runs, id="dag-runs",
+                               empty="no runs yet")}<p class="muted">no runs yet: {e(', '.join(empty)) or '-'}</p>
+<h2>Last verification reports</h2>{H.table(["dataset", "GOODROWS", "BADROWS", "finished", "report"], reports,
+                                           id="verify-reports", empty="no verification reports yet")}
+<h2>Failover runs</h2>{H.table(["run (its report)", "status", "mode", "who", "reason"], fo, id="failover-runs",
+                               empty="no failover runs yet")}
 <ul id="errors">{errors}</ul>
-<p>Generated {_t(doc.get('generated_at'))} &middot; <span id="live">static</span></p>
-<script>
+<p>Generated {_t(doc.get('generated_at'))} &middot; <span id="live">static</span></p>"""
+    script = f"""<script>
 fetch("{URL_PREFIX}/status.json", {{credentials: "same-origin"}}).then(r => r.json()).then(d => {{
   const v = d.gate ? d.gate.verdict : "UNKNOWN";
   document.getElementById("live").textContent = "live: " + v + " (" + (d.gate ? d.gate.signals.length : 0)
     + " signals)";
 }}).catch(e => {{ document.getElementById("live").textContent = "live update failed: " + e; }});
-</script></body></html>"""
+</script>"""
+    return H.page("DR status — dr-toolkit", body, css=_CSS, script=script)
 
 
 def report_html(report_id: str) -> str | None:
-    """The HTML of the verification report ``report_id`` as the ledger records it, or None."""
+    """The HTML of the verification report or failover run ``report_id`` as the ledger records it
+    (only files the ledger names: a verification report's path, a failover run's report in
+    ``failover.reports_dir``), or None."""
     from drt_airflow.hooks import DrtHook
 
     path = _topology_path()
     if not path:
         return None
-    _topo, _access, ledger = DrtHook(config=path).get_conn()
+    topo, _access, ledger = DrtHook(config=path).get_conn()
+    if ledger.failover_run(report_id) is not None:
+        try:
+            text: str = (topo.reports_dir() / f"{report_id}.html").read_text(encoding="utf-8")
+            return text
+        except OSError:
+            return None
     for r in ledger.verify_reports(limit=1000):
         if r.get("report_id") == report_id and r.get("report_path"):
             try:
@@ -386,7 +394,7 @@ def _app() -> Any:
 
     @app.get("/reports/{report_id}", response_class=HTMLResponse)
     async def report(report_id: str, user: Any = Depends(get_user)) -> HTMLResponse:
-        """A verification report's HTML, by its ledger id (only files the ledger names)."""
+        """A verification report's or a failover run's HTML, by its ledger id (only files the ledger names)."""
         text = await run_in_threadpool(report_html, report_id)
         if text is None:
             return HTMLResponse(f"<p>no report {html.escape(report_id)} in the ledger</p>", status_code=404)

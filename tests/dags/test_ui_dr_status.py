@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
-from tests.support.fixtures_failover import add_verify_report, chromium_dump_dom, write_topology
+from tests.support.fixtures_failover import (
+    add_verify_report,
+    chromium_dump_dom,
+    chromium_screenshot,
+    write_topology,
+)
 from tests.support.png import decode
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow,
@@ -31,22 +33,6 @@ def _api(api, method: str, path: str, body: dict | None = None) -> dict:
                                           "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read() or b"{}")
-
-
-def chromium_screenshot(url: str, out: Path, *, size: str = "1000,1100", budget_ms: int = 15000) -> Path:
-    """Load ``url`` in real headless Chromium (after its scripts and redirects) and save a PNG."""
-    exe = shutil.which("chromium") or "/usr/bin/chromium"
-    profile = tempfile.mkdtemp(prefix="drt-chromium-")
-    try:
-        subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-                        f"--user-data-dir={profile}", f"--window-size={size}",
-                        f"--virtual-time-budget={budget_ms}", f"--screenshot={out}", url],
-                       capture_output=True, text=True, timeout=90)
-        return out
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 PINK, RED, BLUE = (0xD5, 0x3F, 0x8C), (0xE5, 0x3E, 0x3E), (0x31, 0x82, 0xCE)  # SLO line, breach, RPO series

@@ -213,6 +213,25 @@ def test_zookeeper_that_does_not_answer_is_exit_3(tmp_path: Path) -> None:
         assert f"127.0.0.1:{port}" in line
 
 
+def test_failover_run_stops_at_the_first_unreachable_zookeeper(tmp_path: Path) -> None:
+    """`drt failover run` with ZooKeeper down: one error line at the first step that needs it, exit 3
+    (it went on to every later step, each waiting out the same timeout, and said exit 1)."""
+    port = free_port()
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(CLUSTERS.replace("local_root: a}", f"local_root: a, zookeeper: {{quorum: '127.0.0.1:{port}', "
+                                                      "connect_timeout_s: 1, call_timeout_s: 1}}")
+                   + "ledger: {url: 'sqlite:///l.db'}\n")
+    r = drt("--config", str(cfg), "failover", "run", "--reason", "drill", cwd=tmp_path)
+    assert r.returncode == 3, (r.returncode, r.stderr, r.stdout)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("drt: error: ")]
+    assert len(errors) == 1 and "stopped at fence_hot" in errors[0] and f"127.0.0.1:{port}" in errors[0], r.stderr
+    assert (r.stdout + r.stderr).count(f"127.0.0.1:{port}") == 1 and "Traceback" not in r.stderr
+    from dr_toolkit.ledger import Ledger
+
+    runs = Ledger.open(f"sqlite:///{tmp_path / 'l.db'}").failover_runs(limit=5)
+    assert [x["status"] for x in runs] == ["failed"]
+
+
 # --- files ----------------------------------------------------------------------------------------------
 
 def test_topology_not_found_and_bad_yaml_are_exit_2(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -71,6 +72,23 @@ def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> 
         assert code == 200 and "DR status" in page and 'id="verdict"' in page, page[:1000]
         code, runs = _http(f"{ui['url']}/api/v2/dags/dr_failover/dagRuns", token=token)
         assert code == 200 and json.loads(runs)["total_entries"] >= 1, runs[:500]
+        # dr_failover executed through Airflow (not a dry run), approved there by the UI's user
+        run = json.loads(runs)["dag_runs"][0]
+        assert run["state"] == "success" and run["conf"]["dry_run"] is False, run
+        assert s["failover"]["through"] == "airflow" and s["failover"]["run_id"].startswith("failover-manual__")
+        rid = quote(run["dag_run_id"], safe="")
+        code, hitl = _http(f"{ui['url']}/api/v2/dags/dr_failover/dagRuns/{rid}/taskInstances/approval/-1/hitlDetails",
+                           token=token)
+        assert code == 200 and json.loads(hitl)["chosen_options"] == ["Approve"], hitl[:500]
+        assert "Kafka offsets applied on cold after approval" in json.loads(hitl)["body"]
+        # the Logs tab: the task's own lines, read from the shared log folder (not "served logs")
+        code, logs = _http(f"{ui['url']}/api/v2/dags/dr_failover/dagRuns/{rid}/taskInstances/promote_cold/logs/1",
+                           token=token)
+        assert code == 200 and "Could not read served logs" not in logs and "step promote_cold: done" in logs, \
+            logs[:2000]
+        # the failover report over HTTP: styled, with its remap table
+        code, fo_report = _http(f"{ui['url']}/dr-toolkit/reports/{s['failover']['run_id']}", token=token)
+        assert code == 200 and '<table id="kafka-remap">' in fo_report and "<style>" in fo_report, fo_report[:500]
         code, doc = _http(f"{ui['url']}/dr-toolkit/status.json", token=token)
         report_id = json.loads(doc)["verify_reports"][0]["report_id"]
         code, report = _http(f"{ui['url']}/dr-toolkit/reports/{report_id}", token=token)
@@ -103,6 +121,7 @@ def _port_closed(url: str) -> bool:
 WHEEL_CHECK = """
 import json, os, sys
 from pathlib import Path
+from urllib.parse import quote
 import drt_demo.demo as d
 home = Path(sys.argv[1])
 os.environ.update(d.airflow_env(home))

@@ -19,7 +19,7 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import drt, write_topology
+from tests.support.fixtures_failover import assert_failover_report_in_chromium, drt, write_topology
 
 pytestmark = pytest.mark.integration
 
@@ -124,6 +124,38 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
 
     again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
     assert again["status"] == "succeeded" and fence_of(topo)["fencing"]["epoch"] == 1
+
+
+def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail_styled(
+        tmp_path, zk_server, kafka_world) -> None:
+    """The failover report (real ZooKeeper and Kafka pair): per group and partition the offset on hot
+    before the remap, on cold after it, the method and may-reread; the recovery point promoted at
+    (the same as the active-cluster znode's), its RPO and limiting signal; an audit trail that ends
+    with the report's own event; and, in real Chromium, a styled page with the remap table."""
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
+                          kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
+    topo = load_topology(path)
+    ledger = open_ledger(topo)
+    rb = Runbook.start(topo, ledger, reason="report drill", execute=True, approver=lambda req: True, who="alice@ops")
+    out = rb.run()
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
+    report = json.loads((tmp_path / "reports" / f"{rb.run_id}.json").read_text())
+    remap = [(r["group"], r["topic"], r["partition"], r["before"], r["after"], r["may_reread"], r["applied"])
+             for r in report["kafka_remap"]]
+    assert remap == [(kafka_world["group"], kafka_world["topic"], 0, 4, 3 + 4, 0, "applied")], report["kafka_remap"]
+    rec = report["recovery"]
+    assert rec["recovery_point"] and rec["recovery_point"] == fence_of(topo)["active"]["recovery_point"]
+    assert rec["rpo_s"] is not None and rec["limited_by"] in {f"{s['component']} {s['name']}"
+                                                               for s in report["gate"]["signals"]}
+    assert report["outcome"] == "promoted" and [s["status"] for s in report["steps"]] == ["done"] * len(ALL)
+    assert report["audit"][-1]["action"] == "report" and report["audit"][-1]["status"] == "done"
+    assert report["audit_through"]["action"] == "report" and report["audit_through"]["events"] == len(report["audit"])
+    assert {e["action"] for e in report["audit"]} >= {*ALL, "remap", "apply_offsets"}
+    dom = assert_failover_report_in_chromium(tmp_path / "reports" / f"{rb.run_id}.html", tmp_path,
+                                             banner=(0x1A, 0x7F, 0x37), remap_rows=1)  # green: promoted
+    assert "Safe time per signal" in dom and "limits the recovery point" in dom and "(the report itself)" in dom
 
 
 def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:

@@ -227,6 +227,8 @@ def test_ledger_row_watermark_and_policy(spark, tmp_path: Path) -> None:
     r = verify_policy(topo, "orders", ledger, spark=spark)
     assert r.ok and r.counters["GOODROWS"] == 1000
     assert Path(r.report_path).parent == tmp_path / "reports" and Path(r.report_path).exists()
+    # the file name and the report id carry one time (the id's: verify-<yyyymmddThhmmss>-<hex>)
+    assert Path(r.report_path).name == f"verify-orders-{r.report_id.split('-')[1]}Z.html", (r.report_path, r.report_id)
     row = ledger.verify_reports(name="orders")[0]
     assert row["goodrows"] == 1000 and row["badrows"] == 0 and row["report_path"] == r.report_path
     wm = [w for w in ledger.watermarks("verify") if w["name"] == "orders"]

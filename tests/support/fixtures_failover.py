@@ -187,6 +187,42 @@ def chromium_dump_dom(url: str, *, timeout: float = 90, budget_ms: int = 15000) 
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def chromium_screenshot(url: str, out: Path, *, size: str = "1000,1100", budget_ms: int = 15000) -> Path:
+    """Load ``url`` in real headless Chromium (after its scripts and redirects) and save a PNG."""
+    exe = shutil.which("chromium") or "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="drt-chromium-")
+    try:
+        subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
+                        f"--user-data-dir={profile}", f"--window-size={size}",
+                        f"--virtual-time-budget={budget_ms}", f"--screenshot={out}", url],
+                       capture_output=True, text=True, timeout=90)
+        return out
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def assert_failover_report_in_chromium(html_path: Path, out_dir: Path, *, banner: tuple[int, int, int],
+                                       remap_rows: int) -> str:
+    """The failover report as real Chromium renders it: styled (the shared style's coloured header
+    banner fills the top of the screenshot) and holding the Kafka remap table with ``remap_rows``
+    rows. Returns the DOM."""
+    from tests.support.png import decode
+
+    assert shutil.which("chromium"), "Debian chromium is not installed (the report is checked in a real browser)"
+    dom = chromium_dump_dom(html_path.as_uri())
+    assert '<table id="kafka-remap">' in dom, dom[:3000]
+    table = dom.split('<table id="kafka-remap">', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr") == 1 + remap_rows, table
+    img = decode(chromium_screenshot(html_path.as_uri(), out_dir / "failover-report.png"))
+    rows = img.rows_with(banner, 900)  # the header banner spans the page (an unstyled page is white)
+    assert rows and min(rows) == 0 and len(rows) >= 60, (len(rows), out_dir / "failover-report.png")
+    heads = img.rows_with((0xF6, 0xF8, 0xFA), 300)  # the shared style's table heads (#f6f8fa)
+    assert heads and min(heads) > max(rows), out_dir / "failover-report.png"
+    return dom
+
+
 class RealHBaseWorld:
     """The real hot and cold HBase (session pair, peer ``1``, table ``default:orders``) under a topology
     written with ``write_topology(..., hbase_clusters=(hot, cold))``. Lag is real: the peer is
