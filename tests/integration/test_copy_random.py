@@ -9,7 +9,9 @@ step and the operations since the last run.
 Issue 21 added: names with leading and trailing spaces (every kind) and names that are not UTF-8
 (local sources: copied by their bytes between local trees, skipped with a reason into WebHDFS or
 S3); a run whose target another run takes mid-copy (the fencing marker rewritten: it must stop,
-exit 1, on every target); an exclude filter switched on and off between runs, with files staged under the excluded
+exit 1, on every target); between local trees, permissions and times preserved through a
+source chmod/touch and a target's mode/mtime changed behind our back; ``--append-only`` on every
+file in three cases; an exclude filter switched on and off between runs, with files staged under the excluded
 ``landing/`` and published by a rename out of it; and, on local targets, entries planted behind
 our back — a symlink where the source has a directory (pointing outside the target or into the
 source), target-only symlinks, FIFOs and empty directories — and a second run through a symlink
@@ -447,7 +449,15 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
         tgt_uri = cold.uri("/dst")
         tgt_truncate = _truncator(cold)
-    opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap")
+    # between local trees every run also preserves permissions and times: a source chmod/touch
+    # (content unchanged) must reach the target, and a target's mode or mtime changed behind our
+    # back must be put back (DistCp re-applies -p to the files it skips) — issue 21 #8
+    preserve = ["permissions", "times"] if src_kind == tgt_kind == "local" else []
+    # three cases treat every file as append-only (logs): a grown file gets only its tail, any other
+    # change (rewrites, truncations, kills mid-append) still ends with the target equal — issue 21 #10
+    append_only = ["*"] if seed in (13, 19, 20) else []
+    opts = CopyOptions(update=True, delete=True, workers=4, snapshots=src_kind == "webhdfs-snap", preserve=preserve,
+                       append_only=append_only)
     tree = Tree(sfs, sroot, rnd, non_utf8=src_kind == "local", truncate=truncate)
     tree.snapshots = opts.snapshots
     outside = tmp_path / "outside"
@@ -467,6 +477,13 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         if rnd_i:
             for _ in range(rnd.randint(3, 7)):
                 getattr(tree, rnd.choice(Tree.OPS))()
+        attrs = random.Random(seed * 15485863 + rnd_i)  # apart from ``rnd``: the seeded sequences stay as they were
+        if preserve and rnd_i and tree.files:
+            for rel in attrs.sample(sorted(tree.files), min(2, len(tree.files))):  # a chmod / touch on the source
+                os.chmod(os.path.join(sroot, rel), attrs.choice([0o600, 0o640, 0o644, 0o755]))
+                if attrs.random() < 0.5:
+                    os.utime(os.path.join(sroot, rel), (T0 + 50 + rnd_i, T0 + 50 + rnd_i))
+                tree.log.append(f"chmod/touch {rel}")
         if rnd_i and rnd.random() < 0.3:  # the filters change between runs
             opts = opts.model_copy(update={"exclude": [] if opts.exclude else ["landing/*"]})
             tree.log.append(f"exclude now {opts.exclude}")
@@ -491,6 +508,14 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                     old = tfs.read_all(tfs.join(troot, other))
                     if old:
                         rewrite_in_place(tfs, tfs.join(troot, other), tgt_truncate, bytes(b ^ 0x3C for b in old))
+        if preserve and rnd_i and attrs.random() < 0.4:  # the target's mode and mtime changed behind our back
+            held = sorted(tfs.relative(troot, x.path) for x in tfs.list_files(troot))
+            if held:
+                victim = os.path.join(troot, attrs.choice(held))
+                os.chmod(victim, 0o604)
+                os.utime(victim, (T0 - 1000, T0 - 1000))
+                tree.log.append(f"target drift {victim}")
+                what = f"seed {seed} round {rnd_i}: {tree.log}"
         if fault == "lose-state":
             for m in state_dir.rglob("*.jsonl.gz"):
                 m.unlink()
@@ -564,6 +589,10 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
         bad = [k for k in want if got[k] != want[k]]
         assert not bad, (what, r.mode, r.mode_reason, bad)
         assert not list(tfs.list_tmp(troot)), what
+        for k in want if preserve else ():  # permissions and times preserved, drift put back
+            st, tt = os.stat(os.path.join(sroot, k)), os.stat(os.path.join(troot, k))
+            assert (stat.S_IMODE(tt.st_mode), round(tt.st_mtime, 3)) == (stat.S_IMODE(st.st_mode), round(st.st_mtime, 3)), \
+                (what, r.mode, k, oct(tt.st_mode), oct(st.st_mode), tt.st_mtime, st.st_mtime)
         assert sorted(os.listdir(outside)) == ["keep"] and (outside / "keep").read_bytes() == b"outside the target"
         if tgt_kind == "local":  # no directory the source does not have (type changes, deletes), no odd entry
             dirs = {posixpath.relpath(d, troot) for d in tfs.list_dirs(troot)}
