@@ -48,7 +48,9 @@ SERVER_BEAN = "Hadoop:service=HBase,name=RegionServer,sub=Server"
 
 
 def requests(*clusters: HBaseCluster) -> tuple[int, int]:
-    """(read requests, all requests) the clusters' region servers have served so far."""
+    """(read requests, all requests) the clusters' region servers have served so far (after one
+    period of the region servers' metrics, ``hbase.regionserver.metrics.period`` = 5 s)."""
+    time.sleep(6)
     reads = total = 0
     for c in clusters:
         b = c.jmx(SERVER_BEAN)

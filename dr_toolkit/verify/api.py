@@ -223,8 +223,8 @@ def _row_dict(r: Any) -> dict[str, Any]:
     return {} if r is None else {k: _jsonable(v) for k, v in r.asDict().items()}
 
 
-def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: int
-             ) -> dict[str, list[dict[str, Any]]]:
+def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: int,
+             row_dict: Callable[[Any], dict[str, Any]] = _row_dict) -> dict[str, list[dict[str, Any]]]:
     """Per bad kind, up to ``n`` keys (smallest first) with their rows side by side: one read of
     each side, restricted to the samples' buckets."""
     from pyspark.sql import Window
@@ -235,7 +235,7 @@ def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: 
               .filter(F.col("_rank") <= n).localCheckpoint(eager=True))
     rows = sorted(picked.collect(), key=lambda r: r["_rank"])
     buckets = sorted({r[C.BUCKET] for r in rows})
-    s_rows, p_rows = ({tuple(r[C.KEY]): _row_dict(r["row"])
+    s_rows, p_rows = ({tuple(r[C.KEY]): row_dict(r["row"])
                        for r in C.rows_of(C.with_key(C.restrict(h, buckets), key), picked, key, "row").collect()}
                       for h in (hs, hp))
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
@@ -270,6 +270,11 @@ class _Job:
         self.schema = C.SchemaDiff()
         self.null_ts: dict[str, int] = {}
         self.cache_reads = False  # read each side once and keep it (HBase tables: remote scans)
+
+    @staticmethod
+    def row_dict(r: Any) -> dict[str, Any]:
+        """A sampled row as the report shows it."""
+        return _row_dict(r)
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         """Read both sides, check columns, apply the window, align; return the hashed frames."""
@@ -310,7 +315,14 @@ class _Job:
 class _HBaseJob(_Job):
     """An HBase verification: the rows come with their digest computed by the reader from the cells'
     raw bytes (row key included), so ``prepare`` only adds the bucket — no canonical form or JSON
-    text is built in Spark; ``cells`` is kept for the value compare and the samples."""
+    text is built in Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
+
+    @staticmethod
+    def row_dict(r: Any) -> dict[str, Any]:
+        """A sampled row's cells, decoded whole (never cut like a long value)."""
+        from dr_toolkit.verify.hbase import decode_cells
+
+        return {} if r is None else {"cells": decode_cells(r["cells"])}
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         from pyspark.sql import functions as F
@@ -609,7 +621,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
             for k in C.BAD_KINDS:
                 counters[k] = counts.get(k, 0)
             if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
-                samples = _samples(final, hs, hp, key, sample_size)
+                samples = _samples(final, hs, hp, key, sample_size, job.row_dict)
                 if samples_hook is not None:
                     samples = samples_hook(samples)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}

@@ -459,11 +459,13 @@ def string_binary(b: bytes) -> str:
     return "".join(chr(x) if x in _PLAIN else f"\\x{x:02X}" for x in b)
 
 
-def decode_cells(data: bytes | bytearray | str | None) -> list[dict[str, Any]]:
-    """The reader's ``cells`` bytes (``HBaseCells.encodeCells``; hex text once a report has them) as
-    a list of ``{family, qualifier, ts, type, value}`` (texts as ``Bytes.toStringBinary``)."""
+def decode_cells(data: bytes | bytearray | str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The reader's ``cells`` bytes (``HBaseCells.encodeCells``; hex text accepted too) as a list of
+    ``{family, qualifier, ts, type, value}`` (texts as ``Bytes.toStringBinary``); a list is already that."""
     if data is None:
         return []
+    if isinstance(data, list):
+        return data
     b = bytes.fromhex(data) if isinstance(data, str) else bytes(data)
     out, i = [], 0
 
