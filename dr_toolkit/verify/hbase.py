@@ -3,17 +3,20 @@ HBase's VerifyReplication compares them, on Spark.
 
 **How cells are read.** Spark executors read each side through HBase's own ``TableInputFormat``
 (one Spark partition per region; each a client scan of the region server that holds it) with
-the Scan VerifyReplication builds from the same options. The reading is done in the JVM by a
-small class the library ships (``java/HBaseCells.java``, compiled on first use against Spark's
-jars and the HBase client jars, cached in ``~/.cache/dr-toolkit``): one row per HBase row —
-``row`` and ``cells`` (family, qualifier, timestamp, type, value, in HBase's order; bytes as
-``Bytes.toStringBinary``) — so Python never touches a cell, and the generic verifyrep pipeline
-(:mod:`dr_toolkit.verify.compare`: bucket digests first, row compare only where they differ)
-compares them. Why this way: it is how a deployment reads HBase from Spark (``hbase mapredcp``
-jars on Spark's classpath, no connector to install), it reads region-parallel, and the Scan is
-VerifyReplication's, so "what is compared" is HBase's own answer, not a re-implementation. Table
-snapshots read as HFiles (``TableSnapshotInputFormat``: no load on the region servers) are not
-done yet (see docs/design.md).
+the Scan VerifyReplication builds from the same options — or, with ``--read snapshot``, from a
+table snapshot taken for the run, as HFiles on the cluster's HDFS through
+``TableSnapshotInputFormat`` (the region servers serve no scans; the snapshot and its restore
+directory are deleted when the run ends: :func:`drop_snapshots`). The reading is done in the JVM
+by a small class the library ships (``java/HBaseCells.java``, compiled on first use against
+Spark's jars and the HBase client jars, cached in ``~/.cache/dr-toolkit``): one row per HBase row
+— ``row`` (``Bytes.toStringBinary``), ``cells`` (every cell's family, qualifier, timestamp, type
+and value, raw, length-prefixed, in HBase's order: one binary value) and the row's digest ``h``/``c``
+— so Python never touches a cell except those of the sampled rows (:func:`decode_cells`), and the
+generic verifyrep pipeline (:mod:`dr_toolkit.verify.compare`: bucket digests first, row compare
+only where they differ) compares them. Why this way: it is how a deployment reads HBase from Spark
+(``hbase mapredcp`` jars on Spark's classpath, no connector to install), it reads
+region-parallel, and the Scan is VerifyReplication's, so "what is compared" is HBase's own answer,
+not a re-implementation (see docs/design.md for the snapshot read and the default).
 
 **What is compared** (VerifyReplication's ``Result.compareResults``): per row, the same number of
 cells and, position by position, the same family, qualifier, timestamp, type and value. Options as
