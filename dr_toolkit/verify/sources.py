@@ -225,11 +225,10 @@ def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None,
                           where=redact(uri), hint="verify as of a later time (--as-of recovery-point), or run the "
                                                   "copy policy with snapshots: true")
     chosen = max(before, key=lambda n: taken[n])
-    later = sorted((at, n) for n, at in taken.items() if at > taken[chosen])
-    if later:  # a run that listed after it has not finished (a finished run deletes its base's snapshot)
-        raise ConfigError(f"a replication run that listed {root} at {iso(later[-1][0])} (snapshot {later[-1][1]}) "
-                          f"has not finished: cold is being changed", where=redact(uri),
-                          hint="verify again when it has finished")
+    if len(taken) > 1:  # a finished run deletes its base's snapshot: two mean the newest run is still copying
+        at, newest = max((at, n) for n, at in taken.items())
+        raise ConfigError(f"a replication run that listed {root} at {iso(at)} (snapshot {newest}) has not "
+                          f"finished: cold is being changed", where=redact(uri), hint="verify again when it has finished")
     rel = loc.path.rstrip("/")[len(root.rstrip("/")):]
     target = fs.snapshot_path(root, chosen) + rel
     base = loc.uri.rstrip("/")

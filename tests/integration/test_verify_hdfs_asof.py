@@ -83,6 +83,7 @@ def run(cases: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]]:
     return [json.loads(ln[len("RESULT "):]) for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
 
 
+@pytest.mark.timeout(1200)  # one new process: Spark start and three verifications
 def test_files_written_after_t_never_count_and_the_policy_signal_states_t(replicated, tmp_path: Path) -> None:
     src, dst, run_, t = replicated
     path = write_topology(tmp_path, zk=None, verify=[{"name": "tree", "source": src, "target": dst, "key": ["id"],
