@@ -219,15 +219,14 @@ def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None,
             taken[name] = float(st["modificationTime"]) / 1000
     before = [n for n, at in taken.items() if at <= t]
     if not before:
-        newest = max(taken.values(), default=None)
         raise ConfigError(f"no replication snapshot of {root} was taken at or before {iso(t)}"
-                          + (f" (the oldest kept is from {iso(min(taken.values()))})" if newest else " (none kept)"),
+                          + (f" (the oldest kept is from {iso(min(taken.values()))})" if taken else " (none kept)"),
                           where=redact(uri), hint="verify as of a later time (--as-of recovery-point), or run the "
                                                   "copy policy with snapshots: true")
     chosen = max(before, key=lambda n: taken[n])
     if len(taken) > 1:  # a finished run deletes its base's snapshot: two mean the newest run is still copying
-        at, newest = max((at, n) for n, at in taken.items())
-        raise ConfigError(f"a replication run that listed {root} at {iso(at)} (snapshot {newest}) has not "
+        last_at, last = max((at, n) for n, at in taken.items())
+        raise ConfigError(f"a replication run that listed {root} at {iso(last_at)} (snapshot {last}) has not "
                           f"finished: cold is being changed", where=redact(uri), hint="verify again when it has finished")
     rel = loc.path.rstrip("/")[len(root.rstrip("/")):]
     target = fs.snapshot_path(root, chosen) + rel
