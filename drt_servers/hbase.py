@@ -179,8 +179,10 @@ class HBaseCluster:
             raise ControlError(f"hbase-{self.name}: {line!r} failed: {answer.get('error')}")
         return answer
 
-    def create_table(self, table: str = TABLE, families: str = FAMILY, scope: int = 1, versions: int = 1) -> None:
-        self.request("create_table", table, families, str(scope), str(versions))
+    def create_table(self, table: str = TABLE, families: str = FAMILY, scope: int = 1, versions: int = 1,
+                     splits: list[str] | None = None) -> None:
+        """Create the table (and its namespace); ``splits``: row keys it is pre-split at (one region more)."""
+        self.request("create_table", table, families, str(scope), str(versions), ",".join(splits) if splits else "-")
 
     def put_cell(self, table: str, row: str, family: str, qualifier: str, value: str, ts: int | None = None) -> None:
         """One cell through HBase's Table API (``ts`` None: the region server's time). No spaces in the words."""

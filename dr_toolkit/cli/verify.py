@@ -111,10 +111,17 @@ def register(app: typer.Typer) -> None:
                             ] = None,
         raw: Annotated[bool, typer.Option(
             "--raw", help="hbase://: raw scan: delete markers and deleted cells are compared too.")] = False,
+        read_mode: Annotated[str | None, typer.Option(
+            "--read", help="hbase://: `region-servers` (TableInputFormat, the default) or `snapshot` (a table "
+                           "snapshot per side read as HFiles from HDFS, deleted after; needs --hbase-rootdir).")
+                             ] = None,
+        hbase_rootdir: Annotated[str | None, typer.Option(
+            "--hbase-rootdir", help="hbase:// with --read snapshot: each cluster's hbase.rootdir, SRC[,PEER] "
+                                    "(hdfs://nn:8020/hbase).")] = None,
         as_of: Annotated[str | None, typer.Option(
             "--as-of", help="Compare both sides as they were at T (ISO 8601 or epoch s), or `recovery-point`: "
-                            "the failover gate's current one. hbase:// (cells stamped before T) and "
-                            "--ts-column datasets.")] = None,
+                            "the failover gate's current one. hbase:// (cells stamped before T), "
+                            "--ts-column datasets, HDFS trees (the replication snapshot taken at or before T).")] = None,
     ) -> None:
         """Compare a dataset with its replica by key (HBase VerifyReplication's counters).
 
@@ -159,17 +166,14 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("missing SRC and DST", hint="drt verify SRC DST --key COLS (or --policy NAME)")
             hbase_uris = source.startswith("hbase://") or target.startswith("hbase://")
             hbase_opts: dict[str, Any] = {k: v for k, v in (("families", families), ("row_prefixes", row_prefixes),
-                                             ("versions", versions)) if v is not None}
+                                             ("versions", versions), ("read", read_mode),
+                                             ("rootdirs", hbase_rootdir)) if v is not None}
             if raw:
                 hbase_opts["raw"] = True
             if hbase_opts and not hbase_uris:
                 raise UsageError(f"--{next(iter(hbase_opts)).replace('_', '-')} is for hbase:// tables only")
-            if as_of is not None:
-                if end_time is not None:
-                    raise UsageError("--as-of and --end-time both set the end of the window: give one")
-                if not hbase_uris and not ts_column:
-                    raise UsageError("--as-of needs hbase:// tables or a --ts-column",
-                                     hint="files without a timestamp column cannot be read as of a time")
+            if as_of is not None and end_time is not None:
+                raise UsageError("--as-of and --end-time both set the end of the window: give one")
             if hbase_uris:
                 if key or ts_column:
                     raise UsageError("hbase:// tables take no --key/--ts-column: the row key is the key and "
@@ -178,10 +182,14 @@ def register(app: typer.Typer) -> None:
             if not key:
                 raise UsageError("missing --key", hint="name the key column(s): --key id or --key a,b")
             topo, ledger = _topology_and_ledger(st, as_of is not None and as_of.strip().lower() == "recovery-point")
+            as_of_t = None
             if as_of is not None:
                 from dr_toolkit.verify.api import resolve_as_of
 
-                end_time = str(resolve_as_of(as_of, topo, ledger, st.access()))
+                as_of_t = resolve_as_of(as_of, topo, ledger, st.access())
+                if hbase_uris or ts_column:  # cells / rows stamped before T
+                    end_time, as_of_t = str(as_of_t), None
+                # else: an HDFS tree, read through the replication snapshot taken at or before T
             if status is not None:
                 status.start()
             try:
@@ -192,7 +200,7 @@ def register(app: typer.Typer) -> None:
                                 peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
                                 ignore_columns=[c for c in (ignore_columns or "").split(",") if c],
                                 progress=progress, options=options, access=st.access(), spark_master=spark_master,
-                                hbase_options=hbase_opts or None)
+                                hbase_options=hbase_opts or None, as_of=as_of_t)
             finally:
                 if status is not None:
                     status.stop()

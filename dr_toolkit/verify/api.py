@@ -223,8 +223,8 @@ def _row_dict(r: Any) -> dict[str, Any]:
     return {} if r is None else {k: _jsonable(v) for k, v in r.asDict().items()}
 
 
-def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: int
-             ) -> dict[str, list[dict[str, Any]]]:
+def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: int,
+             row_dict: Callable[[Any], dict[str, Any]] = _row_dict) -> dict[str, list[dict[str, Any]]]:
     """Per bad kind, up to ``n`` keys (smallest first) with their rows side by side: one read of
     each side, restricted to the samples' buckets."""
     from pyspark.sql import Window
@@ -235,7 +235,7 @@ def _samples(final: DataFrame, hs: DataFrame, hp: DataFrame, key: list[str], n: 
               .filter(F.col("_rank") <= n).localCheckpoint(eager=True))
     rows = sorted(picked.collect(), key=lambda r: r["_rank"])
     buckets = sorted({r[C.BUCKET] for r in rows})
-    s_rows, p_rows = ({tuple(r[C.KEY]): _row_dict(r["row"])
+    s_rows, p_rows = ({tuple(r[C.KEY]): row_dict(r["row"])
                        for r in C.rows_of(C.with_key(C.restrict(h, buckets), key), picked, key, "row").collect()}
                       for h in (hs, hp))
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in C.BAD_KINDS}
@@ -270,6 +270,11 @@ class _Job:
         self.schema = C.SchemaDiff()
         self.null_ts: dict[str, int] = {}
         self.cache_reads = False  # read each side once and keep it (HBase tables: remote scans)
+
+    @staticmethod
+    def row_dict(r: Any) -> dict[str, Any]:
+        """A sampled row as the report shows it."""
+        return _row_dict(r)
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         """Read both sides, check columns, apply the window, align; return the hashed frames."""
@@ -310,7 +315,14 @@ class _Job:
 class _HBaseJob(_Job):
     """An HBase verification: the rows come with their digest computed by the reader from the cells'
     raw bytes (row key included), so ``prepare`` only adds the bucket — no canonical form or JSON
-    text is built in Spark; ``cells`` is kept for the value compare and the samples."""
+    text is built in Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
+
+    @staticmethod
+    def row_dict(r: Any) -> dict[str, Any]:
+        """A sampled row's cells, decoded whole (never cut like a long value)."""
+        from dr_toolkit.verify.hbase import decode_cells
+
+        return {} if r is None else {"cells": decode_cells(r["cells"])}
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
         from pyspark.sql import functions as F
@@ -387,13 +399,18 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
            ignore_columns: list[str] | None = None, progress: Progress | None = None,
            options: CompareOptions | None = None, access: Access | None = None, spark_master: str | None = None,
            who: str | None = None, hbase_options: dict[str, Any] | None = None,
-           report_id: str | None = None) -> VerifyResult:
+           report_id: str | None = None, as_of: float | None = None) -> VerifyResult:
     """Compare ``source`` with its replica ``target`` by ``key``; see the module doc for the rules.
 
     Two ``hbase://<cluster>/<ns>:<table>`` URIs compare HBase tables cell by cell
     (:mod:`dr_toolkit.verify.hbase`; ``key`` is ignored, the row key is the key):
     ``hbase_options`` takes ``families``, ``row_prefixes``, ``versions`` (N or "all") and ``raw``;
     ``start_time``/``end_time`` bound the cells' timestamps.
+
+    ``as_of`` (epoch s; files only — HBase tables and ``ts_column`` datasets take it as ``end_time``):
+    the source, an HDFS tree, is read through the newest snapshot a replication run took of it at
+    or before ``as_of`` (:func:`dr_toolkit.verify.sources.pin_to_snapshot`; ConfigError when there
+    is none); the report's ``data_time`` is that snapshot's time.
 
     Raises ConfigError (exit 2) for bad input: a missing path, an unreadable format, a key or
     timestamp column that does not exist, a bad time, a type that cannot be compared.
@@ -423,7 +440,14 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
     n_buckets = int(buckets or DEFAULT_BUCKETS)
     if n_buckets < 1:
         raise ConfigError(f"buckets must be at least 1, not {n_buckets}")
-    src = Dataset(source, fmt, table, conn_id, credentials)
+    pinned = None
+    if as_of is not None:
+        if ts_column or end is not None:
+            raise ConfigError("--as-of and --end-time both set the end of the window: give one")
+        from dr_toolkit.verify.sources import pin_to_snapshot
+
+        pinned = pin_to_snapshot(source, as_of, side="source", topology=topology, access=access)
+    src = Dataset(source, fmt, table, conn_id, credentials, read_uri=pinned.uri if pinned else None)
     peer = Dataset(target, peer_format or fmt, peer_table or table, peer_conn_id or conn_id,
                    peer_credentials or credentials)
     precheck(src, side="source", topology=topology)
@@ -436,7 +460,9 @@ def verify(source: str, target: str, key: list[str], *, topology: Topology | Non
         return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
                        recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, end=end, start=start,
                        ts_column=ts_column, report_path=report_path, ledger=ledger, name=name, who=who,
-                       report_id=report_id, request=request_of(source, target, key=key, fmt=fmt, peer_format=peer_format, table=table,
+                       report_id=report_id, data_time=pinned.time if pinned else None,
+                       extra_window={"as_of": as_of, "pinned": pinned.to_json()} if pinned else None,
+                       request=request_of(source, target, key=key, fmt=fmt, peer_format=peer_format, table=table,
                                           peer_table=peer_table, ignore_columns=ignore_columns, ts_column=ts_column,
                                           start=start, options=opts.to_json()))
     except ConfigError:
@@ -460,7 +486,7 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
     """Two HBase tables, cell by cell, through the generic pipeline (see :mod:`dr_toolkit.verify.hbase`)."""
     from dr_toolkit.verify import hbase
 
-    unknown = set(hbase_options) - {"families", "row_prefixes", "versions", "raw"}
+    unknown = set(hbase_options) - {"families", "row_prefixes", "versions", "raw", "read", "rootdirs"}
     if unknown:
         raise ConfigError(f"unknown HBase verification option(s): {', '.join(sorted(unknown))}")
     src_t = hbase.parse(source, topology, "source")
@@ -469,6 +495,7 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
     scan = hbase.make_scan(start=start, end=end, families=hbase_options.get("families"),
                            row_prefixes=hbase_options.get("row_prefixes"), versions=hbase_options.get("versions"),
                            raw=bool(hbase_options.get("raw")))
+    snapshots = hbase.make_snapshots(hbase_options.get("read"), hbase_options.get("rootdirs"))
     n_buckets = int(buckets or DEFAULT_BUCKETS)
     if n_buckets < 1:
         raise ConfigError(f"buckets must be at least 1, not {n_buckets}")
@@ -480,8 +507,8 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
                             conf=hbase.spark_conf(topology))
     say("checking both tables")
     families = hbase.check_tables(spark, src_t, peer_t, scan)
-    src = Dataset(source, "hbase", hbase=(src_t, scan))
-    peer = Dataset(target, "hbase", hbase=(peer_t, scan))
+    src = Dataset(source, "hbase", hbase=(src_t, scan, snapshots))
+    peer = Dataset(target, "hbase", hbase=(peer_t, scan, snapshots))
     key = [hbase.KEY]
     job = _HBaseJob(spark, src, peer, key, topology=topology, ts_column=None, start=None, end=None, ignore=[],
                     buckets=n_buckets, progress=say, opts=CompareOptions(), access=access)
@@ -490,12 +517,17 @@ def _verify_hbase(source: str, target: str, *, topology: Topology | None, start_
                          ignore_columns=None, ts_column=None, start=start,
                          options={"hbase": {k: v for k, v in scan.to_json().items() if k != "end_ms"}})
     windowed = start is not None or end is not None
-    return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
-                   recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, start=start, end=end,
-                   ts_column="cell timestamp" if windowed else None, report_path=report_path, ledger=ledger,
-                   name=name, who=who, report_id=report_id, request=request, samples_hook=hbase.cell_diff,
-                   extra_window={"hbase": scan.to_json(), "families": families,
-                                 "verifyrep_args": scan.verifyrep_args()})
+    try:
+        return _verify(job, spark, src, peer, key, started=started, say=say, n_buckets=n_buckets,
+                       recompare_sleep_s=recompare_sleep_s, sample_size=sample_size, start=start, end=end,
+                       ts_column="cell timestamp" if windowed else None, report_path=report_path, ledger=ledger,
+                       name=name, who=who, report_id=report_id, request=request, samples_hook=hbase.cell_diff,
+                       extra_window={"hbase": scan.to_json(), "families": families, "read": snapshots.mode,
+                                     "snapshots": snapshots.names,
+                                     "verifyrep_args": scan.verifyrep_args()})
+    finally:
+        for line in hbase.drop_snapshots(spark, snapshots):
+            log.warning("a snapshot taken for the verification could not be deleted: %s", line)
 
 
 def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: list[str], *, started: float,
@@ -503,7 +535,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
             end: float | None, ts_column: str | None, report_path: str | None, ledger: Ledger | None,
             name: str | None, who: str | None, request: dict[str, Any], report_id: str | None = None,
             samples_hook: Callable[[dict[str, list[dict[str, Any]]]], dict[str, list[dict[str, Any]]]] | None = None,
-            extra_window: dict[str, Any] | None = None) -> VerifyResult:
+            extra_window: dict[str, Any] | None = None, data_time: float | None = None) -> VerifyResult:
     from pyspark.sql import functions as F
 
     say("reading both sides")
@@ -590,7 +622,7 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
             for k in C.BAD_KINDS:
                 counters[k] = counts.get(k, 0)
             if sample_size > 0 and any(counters[k] for k in C.BAD_KINDS):
-                samples = _samples(final, hs, hp, key, sample_size)
+                samples = _samples(final, hs, hp, key, sample_size, job.row_dict)
                 if samples_hook is not None:
                     samples = samples_hook(samples)
             bad_per_bucket = {r[C.BUCKET]: int(r["count"]) for r in final.groupBy(C.BUCKET).count().collect()}
@@ -608,7 +640,8 @@ def _verify(job: _Job, spark: SparkSession, src: Dataset, peer: Dataset, key: li
     result = VerifyResult(
         counters=counters, source_rows=sum(v[0] for v in sd.values()), peer_rows=sum(v[0] for v in pd.values()),
         source=src.display, target=peer.display, key=key, duration_s=finished - started, started_at=started,
-        finished_at=finished, data_time=end if end is not None else started, report_id=report_id,
+        finished_at=finished, data_time=data_time if data_time is not None else end if end is not None else started,
+        report_id=report_id,
         name=name, samples=samples, buckets=n_buckets, buckets_compared=len(nonempty),
         buckets_differing=len(differing), duplicate_keys=duplicates,
         null_keys={"source": sum(v[4] or 0 for v in sd.values()), "peer": sum(v[4] or 0 for v in pd.values())},
@@ -690,8 +723,27 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
     # a timestamp column (or an HBase table's cell timestamps) pins the run to its start: rows written
     # while it runs are not compared, and a GOOD report means "cold equals hot as of the start"
     end = str(time.time()) if policy.ts_column or is_hbase(policy.source) else None
+    # an HDFS tree whose replication takes snapshots is read through the newest one (cold equals hot
+    # as of that run's listing); without one it is read live, as before
+    as_of = None if end is not None else _policy_as_of(topology, policy, access)
     return verify(policy.source, policy.target, list(policy.key), topology=topology, fmt=policy.format,
-                  ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s,
+                  ts_column=policy.ts_column, end_time=end, recompare_sleep_s=policy.recompare_sleep_s, as_of=as_of,
                   report_path=str(report), spark=spark, ledger=ledger, name=policy.name, progress=progress,
                   options=policy.compare_options(), ignore_columns=list(policy.ignore_columns), access=access,
                   spark_master=spark_master, who=who, report_id=report_id)
+
+
+def _policy_as_of(topology: Topology, policy: VerifyPolicy, access: Access | None) -> float | None:
+    """Now, when the policy's source is an HDFS tree a replication snapshot can pin; else None (read live)."""
+    from dr_toolkit.fs.uri import parse_uri
+    from dr_toolkit.verify.sources import pin_to_snapshot
+
+    try:
+        if parse_uri(policy.source, topology).kind != "webhdfs":
+            return None
+        now = time.time()
+        pin_to_snapshot(policy.source, now, side="source", topology=topology, access=access)
+    except ConfigError as exc:
+        log.info("verify policy %s reads its source live: %s", policy.name, exc.message)
+        return None
+    return now

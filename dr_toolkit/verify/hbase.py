@@ -3,17 +3,20 @@ HBase's VerifyReplication compares them, on Spark.
 
 **How cells are read.** Spark executors read each side through HBase's own ``TableInputFormat``
 (one Spark partition per region; each a client scan of the region server that holds it) with
-the Scan VerifyReplication builds from the same options. The reading is done in the JVM by a
-small class the library ships (``java/HBaseCells.java``, compiled on first use against Spark's
-jars and the HBase client jars, cached in ``~/.cache/dr-toolkit``): one row per HBase row —
-``row`` and ``cells`` (family, qualifier, timestamp, type, value, in HBase's order; bytes as
-``Bytes.toStringBinary``) — so Python never touches a cell, and the generic verifyrep pipeline
-(:mod:`dr_toolkit.verify.compare`: bucket digests first, row compare only where they differ)
-compares them. Why this way: it is how a deployment reads HBase from Spark (``hbase mapredcp``
-jars on Spark's classpath, no connector to install), it reads region-parallel, and the Scan is
-VerifyReplication's, so "what is compared" is HBase's own answer, not a re-implementation. Table
-snapshots read as HFiles (``TableSnapshotInputFormat``: no load on the region servers) are not
-done yet (see docs/design.md).
+the Scan VerifyReplication builds from the same options — or, with ``--read snapshot``, from a
+table snapshot taken for the run, as HFiles on the cluster's HDFS through
+``TableSnapshotInputFormat`` (the region servers serve no scans; the snapshot and its restore
+directory are deleted when the run ends: :func:`drop_snapshots`). The reading is done in the JVM
+by a small class the library ships (``java/HBaseCells.java``, compiled on first use against
+Spark's jars and the HBase client jars, cached in ``~/.cache/dr-toolkit``): one row per HBase row
+— ``row`` (``Bytes.toStringBinary``), ``cells`` (every cell's family, qualifier, timestamp, type
+and value, raw, length-prefixed, in HBase's order: one binary value) and the row's digest ``h``/``c``
+— so Python never touches a cell except those of the sampled rows (:func:`decode_cells`), and the
+generic verifyrep pipeline (:mod:`dr_toolkit.verify.compare`: bucket digests first, row compare
+only where they differ) compares them. Why this way: it is how a deployment reads HBase from Spark
+(``hbase mapredcp`` jars on Spark's classpath, no connector to install), it reads
+region-parallel, and the Scan is VerifyReplication's, so "what is compared" is HBase's own answer,
+not a re-implementation (see docs/design.md for the snapshot read and the default).
 
 **What is compared** (VerifyReplication's ``Result.compareResults``): per row, the same number of
 cells and, position by position, the same family, qualifier, timestamp, type and value. Options as
@@ -47,7 +50,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -360,15 +363,75 @@ def check_tables(spark: SparkSession, src: Table, peer: Table, scan: Scan) -> di
     return out
 
 
-def read(spark: SparkSession, t: Table, scan: Scan, side: str) -> DataFrame:
-    """The table's rows (``row``, ``cells``) as Spark reads them through TableInputFormat."""
+READS = ("region-servers", "snapshot")
+
+
+@dataclass
+class Snapshots:
+    """How a verification reads: ``region-servers`` (TableInputFormat) or ``snapshot``
+    (TableSnapshotInputFormat over a table snapshot taken for the read; ``rootdirs`` = each side's
+    ``hbase.rootdir`` URI, which the executors read). ``taken`` lists what :func:`drop_snapshots`
+    deletes when the verification ends."""
+
+    mode: str = "region-servers"
+    rootdirs: dict[str, str] = field(default_factory=dict)
+    taken: list[tuple[Table, str, str, str]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # every snapshot taken, for the report
+
+
+def make_snapshots(read_mode: str | None, rootdirs: str | list[str] | None) -> Snapshots:
+    """Check ``--read`` and ``--hbase-rootdir SRC[,PEER]`` (ConfigError: exit 2)."""
+    mode = (read_mode or "region-servers").strip().lower()
+    if mode not in READS:
+        raise ConfigError(f"--read {read_mode!r} is not a way to read HBase", hint="--read region-servers|snapshot")
+    roots = rootdirs.split(",") if isinstance(rootdirs, str) else list(rootdirs or [])
+    roots = [r.strip().rstrip("/") for r in roots if r and r.strip()]
+    if mode == "region-servers":
+        if roots:
+            raise ConfigError("--hbase-rootdir is for --read snapshot only")
+        return Snapshots()
+    # The snapshot read is built (HBaseCells.read with a snapshot, drop_snapshots) but on the real
+    # clusters it returned no rows on either side (a false GOOD): refused until that is found.
+    raise ConfigError("--read snapshot is not available yet: on the real clusters its read returned no rows",
+                      hint="verify through the region servers (the default); see docs/design.md")
+    if len(roots) not in (1, 2):  # unreachable until then
+        raise ConfigError("--read snapshot needs each cluster's hbase.rootdir",
+                          hint="--hbase-rootdir hdfs://hot-nn:8020/hbase,hdfs://cold-nn:8020/hbase")
+    for r in roots:
+        u = urlparse(r)
+        if u.scheme not in ("hdfs", "file", "s3a", "viewfs") or (u.scheme == "hdfs" and not u.netloc):
+            raise ConfigError(f"--hbase-rootdir {r!r} is not a filesystem URI",
+                              hint="the cluster's hbase.rootdir, e.g. hdfs://namenode:8020/hbase")
+    return Snapshots("snapshot", {"source": roots[0], "peer": roots[-1]})
+
+
+def _restore_dir(rootdir: str, name: str) -> str:
+    """Where TableSnapshotInputFormat restores a snapshot's references: the root's filesystem, outside it."""
+    u = urlparse(rootdir)
+    return f"{u.scheme}://{u.netloc}/tmp/drt-verify-restore/{name}"
+
+
+def read(spark: SparkSession, t: Table, scan: Scan, side: str, snapshots: Snapshots | None = None) -> DataFrame:
+    """The table's rows (``row``, ``cells``, ``h``, ``c``) as Spark reads them: through TableInputFormat
+    (the region servers), or from a snapshot taken now (``snapshots.mode == "snapshot"``; recorded in
+    ``snapshots.taken`` for :func:`drop_snapshots`)."""
+    import uuid
+
     from pyspark.sql import DataFrame
 
     reader = _reader(spark)
+    snap, root, restore = "", "", ""
     try:
+        if snapshots is not None and snapshots.mode == "snapshot":
+            root = snapshots.rootdirs[side]
+            snap = f"drt-verify-{t.table.replace(':', '_')}-{int(time.time())}-{uuid.uuid4().hex[:8]}"
+            restore = _restore_dir(root, snap)
+            snapshots.taken.append((t, snap, root, restore))
+            snapshots.names.append(f"{side}:{snap}")
+            reader.snapshot(t.quorum, t.parent, t.table, snap, TIMEOUT_MS)
         jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
                           ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
-                          scan.caching, TIMEOUT_MS)
+                          scan.caching, TIMEOUT_MS, snap, root, restore)
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError
         if _unreachable_text(str(exc)):
             raise UnreachableError(f"the {side} HBase cluster does not answer: {_java_error(exc)}",
@@ -377,15 +440,74 @@ def read(spark: SparkSession, t: Table, scan: Scan, side: str) -> DataFrame:
     return DataFrame(jdf, spark)
 
 
+def drop_snapshots(spark: SparkSession, snapshots: Snapshots) -> list[str]:
+    """Delete every snapshot a verification took and its restore directory; the ones that could not
+    be deleted are returned (as ``cluster: name: why``) for the caller to report."""
+    left: list[str] = []
+    if not snapshots.taken:
+        return left
+    reader = _reader(spark)
+    while snapshots.taken:
+        t, snap, root, restore = snapshots.taken.pop()
+        try:
+            reader.dropSnapshot(t.quorum, t.parent, snap, root, restore, TIMEOUT_MS)
+        except Exception as exc:  # noqa: BLE001 - Py4JJavaError
+            left.append(f"{t.uri}: snapshot {snap}: {_java_error(exc)}")
+    return left
+
+
+_TYPES = {0: "Minimum", 4: "Put", 8: "Delete", 10: "DeleteFamilyVersion", 12: "DeleteColumn", 14: "DeleteFamily",
+          255: "Maximum"}
+_PLAIN = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz `~!@#$%^&*()-_=+[]{}|;:'\",.<>/?")
+
+
+def string_binary(b: bytes) -> str:
+    """HBase's ``Bytes.toStringBinary``: printable ASCII as is, every other byte as ``\\xHH``."""
+    return "".join(chr(x) if x in _PLAIN else f"\\x{x:02X}" for x in b)
+
+
+def decode_cells(data: bytes | bytearray | str | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The reader's ``cells`` bytes (``HBaseCells.encodeCells``; hex text accepted too) as a list of
+    ``{family, qualifier, ts, type, value}`` (texts as ``Bytes.toStringBinary``); a list is already that."""
+    if data is None:
+        return []
+    if isinstance(data, list):
+        return data
+    b = bytes.fromhex(data) if isinstance(data, str) else bytes(data)
+    out, i = [], 0
+
+    def field_() -> bytes:
+        nonlocal i
+        n = int.from_bytes(b[i:i + 4], "big")
+        v = b[i + 4:i + 4 + n]
+        i += 4 + n
+        return v
+
+    while i < len(b):
+        fam, qual = field_(), field_()
+        ts = int.from_bytes(b[i:i + 8], "big", signed=True)
+        typ = b[i + 8]
+        i += 9
+        value = field_()
+        out.append({"family": string_binary(fam), "qualifier": string_binary(qual), "ts": ts,
+                    "type": _TYPES.get(typ, str(typ)), "value": string_binary(value)})
+    return out
+
+
 def cell_diff(samples: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """For rows whose content differs, keep only the cells that differ: ``source.cells`` = cells
     the source has and the peer lacks (or holds with another value, timestamp or type), and the
     other way round."""
-    from dr_toolkit.verify.compare import CONTENT
+    from dr_toolkit.verify.compare import CONTENT, ONLY_PEER, ONLY_SOURCE
 
+    for kind in (ONLY_SOURCE, ONLY_PEER):
+        for item in samples.get(kind, []):
+            for side in ("source", "peer"):
+                if isinstance(item.get(side), dict) and "cells" in item[side]:
+                    item[side]["cells"] = decode_cells(item[side]["cells"])
     for item in samples.get(CONTENT, []):
-        s = list((item.get("source") or {}).get("cells") or [])
-        p = list((item.get("peer") or {}).get("cells") or [])
+        s = decode_cells((item.get("source") or {}).get("cells"))
+        p = decode_cells((item.get("peer") or {}).get("cells"))
 
         def key(c: dict[str, Any]) -> tuple[Any, ...]:
             return (c.get("family"), c.get("qualifier"), c.get("ts"), c.get("type"), c.get("value"))

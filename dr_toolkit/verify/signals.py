@@ -2,8 +2,9 @@
 
 Safe time = the time the report's data was read (its ``started_at``: both sides were read after
 it, so what the report found equal was on cold by then) — or, for a report pinned to a time T
-(``--as-of``, an HBase policy's run: cells stamped before T; ``data_time`` = T), T when that is
-earlier: GOOD then means "cold equals hot as of T", whatever was written after T. Caught up = no BADROWS and the report
+(``--as-of``, an HBase policy's run: cells stamped before T; an HDFS tree read through the
+replication snapshot taken at T; ``data_time`` = T), T when that is earlier: GOOD then means "cold
+equals hot as of T", whatever was written after T. Caught up = no BADROWS and the report
 is at most ``failover.max_verify_age_s`` old. No report → no safe time → NO_GO.
 
 Only a report *of the policy* counts: the same source, target, key, formats, tables, ignored
@@ -54,8 +55,10 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
                               f"report {r['report_id']} (data read from {iso(read_at)}) found differences",
                               detail, "; ".join(reasons)))
             continue
+        snap = ((r.get("detail") or {}).get("window") or {}).get("pinned") or {}
+        through = f"hot's snapshot {snap['snapshot']} of {snap['root']}, " if snap.get("snapshot") else ""
         basis = (f"report {r['report_id']}: data read from {iso(read_at)}" if as_of == read_at else
-                 f"report {r['report_id']}: cold equals hot as of {iso(as_of)} (read from {iso(read_at)})")
+                 f"report {r['report_id']}: cold equals hot as of {iso(as_of)} ({through}read from {iso(read_at)})")
         out.append(Signal("verify", p.name, not reasons, age, as_of, basis, detail, "; ".join(reasons) or None))
     return out
 

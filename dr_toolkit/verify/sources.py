@@ -48,7 +48,8 @@ class Dataset:
     table: str | None = None  # JDBC table
     conn_id: str | None = None
     credentials: Credentials | None = field(default=None, repr=False)
-    hbase: Any = field(default=None, repr=False)  # (hbase.Table, hbase.Scan) for hbase:// (dr_toolkit.verify.hbase)
+    hbase: Any = field(default=None, repr=False)  # (hbase.Table, hbase.Scan[, hbase.Snapshots]) for hbase://
+    read_uri: str | None = None  # where it is read when not at ``uri``: a snapshot of it (:func:`pin_to_snapshot`)
 
     @property
     def display(self) -> str:
@@ -103,11 +104,11 @@ def _spark_path(uri: str, topology: Topology | None) -> str:
 def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None,
          access: Access | None = None) -> DataFrame | None:
     """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
-    uri = ds.uri
+    uri = ds.read_uri or ds.uri
     if ds.hbase is not None:
         from dr_toolkit.verify import hbase
 
-        return hbase.read(spark, ds.hbase[0], ds.hbase[1], side)
+        return hbase.read(spark, ds.hbase[0], ds.hbase[1], side, ds.hbase[2] if len(ds.hbase) > 2 else None)
     if uri.startswith("table:"):
         name = uri[len("table:"):]
         try:
@@ -117,7 +118,7 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
                               hint="name an existing Spark/Hive table or view as table:<db>.<name>") from None
     if uri.startswith("jdbc:"):
         return _read_jdbc(spark, ds, side, access)
-    precheck(ds, side=side, topology=topology)
+    precheck(ds if ds.read_uri is None else Dataset(uri, ds.fmt), side=side, topology=topology)
     loc = parse_uri("file://" + uri if uri.startswith("/") else uri, topology)
     if loc.kind == "local" and os.path.isdir(loc.path) and _is_empty_dir(loc.path):
         return None
@@ -165,3 +166,72 @@ def _read_jdbc(spark: SparkSession, ds: Dataset, side: str, access: Access | Non
         raise ConfigError(f"{side} JDBC table cannot be read: {first_line(exc)}", where=ds.display,
                           hint="check the URL, the table, the credentials (conn id) and that the driver jar "
                                "is in spark.jars") from None
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A tree read as it was at a time: through the HDFS snapshot ``name`` of ``root`` (taken at
+    ``time``), readable at ``uri``."""
+
+    uri: str
+    root: str
+    name: str
+    time: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"snapshot": self.name, "root": self.root, "snapshot_time": self.time, "read_from": self.uri}
+
+
+def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None, access: Access | None = None
+                    ) -> Pinned:
+    """``uri`` (an HDFS tree) as it was at ``t``: the newest snapshot a replication run took of the
+    snapshottable directory holding it (copy policies with ``snapshots: true`` take one per run, named
+    ``drt-<run id>``, at their listing; :func:`dr_toolkit.copy.api._run`) at or before ``t``.
+    ConfigError (exit 2) in one line when it cannot be: not HDFS, no snapshottable directory above it,
+    no such snapshot at or before ``t``, or a later run still in progress (cold is being changed)."""
+    import posixpath
+
+    from dr_toolkit.copy.api import SNAP_PREFIX
+    from dr_toolkit.failover.model import iso
+    from dr_toolkit.fs import open_fs
+
+    if uri.startswith("kafka://"):
+        raise ConfigError(f"the {side} is a Kafka topic: it cannot be read as of a time", where=uri,
+                          hint="a topic keeps no snapshot of a moment: verify without --as-of")
+    loc = parse_uri("file://" + uri if uri.startswith("/") else uri, topology)
+    if loc.kind != "webhdfs":
+        raise ConfigError(f"the {side} cannot be read as of a time: only HDFS trees (through the replication "
+                          f"runs' snapshots) and hbase:// tables can", where=redact(uri),
+                          hint="drop --as-of, or give a --ts-column to bound the rows by time")
+    fs = open_fs(loc, access)
+    root = loc.path.rstrip("/") or "/"
+    while not fs.is_snapshottable(root):
+        if root == "/":
+            raise ConfigError(f"no snapshottable directory holds the {side}: it cannot be read as of a time",
+                              where=redact(uri), hint="hdfs dfsadmin -allowSnapshot <the copy policy's source "
+                                                      "root>, and set snapshots: true on the copy policy")
+        root = posixpath.dirname(root) or "/"
+    taken: dict[str, float] = {}  # name -> when HDFS took it (the snapshot root's modification time)
+    with fs._errors(root):  # type: ignore[attr-defined]  # WebHDFS: LISTSTATUS of <root>/.snapshot
+        listed = fs.client.list(posixpath.join(root, ".snapshot"), status=True)  # type: ignore[attr-defined]
+    for name, st in listed:
+        if name.startswith(SNAP_PREFIX):
+            taken[name] = float(st["modificationTime"]) / 1000
+    before = [n for n, at in taken.items() if at <= t]
+    if not before:
+        raise ConfigError(f"no replication snapshot of {root} was taken at or before {iso(t)}"
+                          + (f" (the oldest kept is from {iso(min(taken.values()))})" if taken else " (none kept)"),
+                          where=redact(uri), hint="verify as of a later time (--as-of recovery-point), or run the "
+                                                  "copy policy with snapshots: true")
+    chosen = max(before, key=lambda n: taken[n])
+    if len(taken) > 1:  # a finished run deletes its base's snapshot: two mean the newest run is still copying
+        last_at, last = max((at, n) for n, at in taken.items())
+        raise ConfigError(f"a replication run that listed {root} at {iso(last_at)} (snapshot {last}) has not "
+                          f"finished: cold is being changed", where=redact(uri), hint="verify again when it has finished")
+    rel = loc.path.rstrip("/")[len(root.rstrip("/")):]
+    target = fs.snapshot_path(root, chosen) + rel
+    base = loc.uri.rstrip("/")
+    if not base.endswith(loc.path.rstrip("/")):
+        raise ConfigError(f"the {side}'s URI does not end with its path: it cannot be pinned", where=redact(uri),
+                          hint="give the tree as hdfs://<cluster>/<path>")
+    return Pinned(base[:len(base) - len(loc.path.rstrip("/"))] + target, root, chosen, taken[chosen])

@@ -226,3 +226,12 @@ def verify_replication_on(hot: Any, table: str, tmp: Path) -> dict[str, Any]:
     from drt_servers.hbase import verify_replication
 
     return verify_replication(hot, table, "1", workdir=tmp)
+
+
+def test_snapshot_read_is_refused_until_it_reads_rows(hbase_env, tmp_path: Path) -> None:
+    """``--read snapshot`` (TableSnapshotInputFormat) read no rows on either side of the planted
+    tables in its integration run (GOODROWS 0, BADROWS 0: a false GOOD), so it is refused in one
+    line, exit 2, before anything is read."""
+    line = one_error_line(drt(hbase_env, tmp_path, "hbase://127.0.0.1:1/hbase/t:a", "hbase://127.0.0.1:1/hbase/t:a",
+                              "--read", "snapshot", "--hbase-rootdir", "hdfs://nn:8020/hbase"), 2)
+    assert "--read snapshot is not available yet" in line

@@ -6,6 +6,8 @@ import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.HBaseConfiguration;
@@ -22,7 +24,9 @@ import org.apache.hadoop.hbase.filter.PrefixFilter;
 import org.apache.hadoop.hbase.io.ImmutableBytesWritable;
 import org.apache.hadoop.hbase.mapreduce.TableInputFormat;
 import org.apache.hadoop.hbase.mapreduce.TableMapReduceUtil;
+import org.apache.hadoop.hbase.mapreduce.TableSnapshotInputFormat;
 import org.apache.hadoop.hbase.util.Bytes;
+import org.apache.hadoop.mapreduce.Job;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
@@ -41,11 +45,11 @@ import org.apache.spark.sql.types.StructType;
  * VerifyReplication builds from the same options: time range [start, end), families, row prefixes
  * (a FilterList of PrefixFilters, MUST_PASS_ONE, start/stop rows from the smallest and largest
  * prefix), max versions, raw (delete markers) and block caching off. One output row per HBase row:
- * {@code row} (Bytes.toStringBinary of the key) and {@code cells}, the row's cells in HBase's order,
- * each (family, qualifier, ts, type, value) — the five things Result.compareResults compares
- * (texts are Bytes.toStringBinary: exact and readable), and {@code h}, {@code c}: the row's digest
- * computed here from the raw bytes (see {@link #digest}). The JVM does the reading and the hashing;
- * Python sees only the DataFrame.
+ * {@code row} (Bytes.toStringBinary of the key), {@code cells}: the row's cells in HBase's order as one
+ * byte string (family, qualifier, timestamp, type, value of each — the five things
+ * Result.compareResults compares — raw, see {@link #encodeCells}), and {@code h}, {@code c}: the row's
+ * digest computed here from the same bytes (see {@link #digest}). The JVM does the reading and the
+ * hashing; Python decodes the cells only of the rows a report shows.
  */
 public final class HBaseCells {
   private HBaseCells() {
@@ -122,45 +126,81 @@ public final class HBaseCells {
   }
 
   public static StructType schema() {
-    StructType cell = DataTypes.createStructType(new StructField[] {
-        DataTypes.createStructField("family", DataTypes.StringType, false),
-        DataTypes.createStructField("qualifier", DataTypes.StringType, false),
-        DataTypes.createStructField("ts", DataTypes.LongType, false),
-        DataTypes.createStructField("type", DataTypes.StringType, false),
-        DataTypes.createStructField("value", DataTypes.StringType, false)});
     return DataTypes.createStructType(new StructField[] {
         DataTypes.createStructField("row", DataTypes.StringType, false),
-        DataTypes.createStructField("cells", DataTypes.createArrayType(cell, false), false),
+        DataTypes.createStructField("cells", DataTypes.BinaryType, false),
         DataTypes.createStructField("h", DataTypes.LongType, false),
         DataTypes.createStructField("c", DataTypes.LongType, false)});
   }
 
-  private static void put(MessageDigest md, byte[] a, int off, int len) {
-    md.update(new byte[] {(byte) (len >>> 24), (byte) (len >>> 16), (byte) (len >>> 8), (byte) len});
-    md.update(a, off, len);
+  /** A growable byte buffer (no synchronisation, unlike ByteArrayOutputStream). */
+  static final class Buf {
+    byte[] b = new byte[256];
+    int n;
+
+    void ensure(int more) {
+      if (n + more > b.length) {
+        b = Arrays.copyOf(b, Math.max(b.length * 2, n + more));
+      }
+    }
+
+    void bytes(byte[] a, int off, int len) {
+      ensure(len + 4);
+      b[n++] = (byte) (len >>> 24);
+      b[n++] = (byte) (len >>> 16);
+      b[n++] = (byte) (len >>> 8);
+      b[n++] = (byte) len;
+      System.arraycopy(a, off, b, n, len);
+      n += len;
+    }
+
+    void putLong(long v) {
+      ensure(8);
+      for (int i = 7; i >= 0; i--) {
+        b[n++] = (byte) (v >>> (8 * i));
+      }
+    }
+
+    void putByte(byte v) {
+      ensure(1);
+      b[n++] = v;
+    }
   }
 
   /**
-   * The row's digest: MD5 of an unambiguous encoding (every field length-prefixed) of the row key and,
-   * cell by cell, family, qualifier, timestamp, type and value. {@code h} = its first 8 bytes (a
-   * long), {@code c} = the next 4 (unsigned): the two hashes the verifyrep pipeline folds per bucket.
+   * The row's cells as one byte string: cell by cell, in HBase's order, family, qualifier (each a 4-byte
+   * big-endian length then the bytes), timestamp (8 bytes), type (KeyValue's type byte), value
+   * (length-prefixed) — everything Result.compareResults compares, raw. Decoded only for the rows a
+   * report shows (dr_toolkit/verify/hbase.py: decode_cells).
    */
-  static long[] digest(Result r) {
+  static byte[] encodeCells(Result r) {
+    Buf buf = new Buf();
+    for (Cell c : r.rawCells()) {
+      buf.bytes(c.getFamilyArray(), c.getFamilyOffset(), c.getFamilyLength());
+      buf.bytes(c.getQualifierArray(), c.getQualifierOffset(), c.getQualifierLength());
+      buf.putLong(c.getTimestamp());
+      buf.putByte(c.getTypeByte());
+      buf.bytes(c.getValueArray(), c.getValueOffset(), c.getValueLength());
+    }
+    return Arrays.copyOf(buf.b, buf.n);
+  }
+
+  /**
+   * The row's digest: MD5 of the row key (length-prefixed) followed by {@link #encodeCells}, an
+   * unambiguous encoding. {@code h} = its first 8 bytes (a long), {@code c} = the next 4 (unsigned):
+   * the two hashes the verifyrep pipeline folds per bucket.
+   */
+  static long[] digest(byte[] row, byte[] cells) {
     MessageDigest md;
     try {
       md = MessageDigest.getInstance("MD5");
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
-    byte[] row = r.getRow();
-    put(md, row, 0, row.length);
-    for (Cell c : r.rawCells()) {
-      put(md, c.getFamilyArray(), c.getFamilyOffset(), c.getFamilyLength());
-      put(md, c.getQualifierArray(), c.getQualifierOffset(), c.getQualifierLength());
-      md.update(Bytes.toBytes(c.getTimestamp()));
-      md.update(c.getTypeByte());
-      put(md, c.getValueArray(), c.getValueOffset(), c.getValueLength());
-    }
+    md.update(new byte[] {(byte) (row.length >>> 24), (byte) (row.length >>> 16), (byte) (row.length >>> 8),
+        (byte) row.length});
+    md.update(row);
+    md.update(cells);
     byte[] d = md.digest();
     long h = Bytes.toLong(d, 0);
     long low = Bytes.toInt(d, 8) & 0xFFFFFFFFL;
@@ -168,32 +208,74 @@ public final class HBaseCells {
   }
 
   static Row toRow(Result r) {
-    Cell[] cells = r.rawCells();
-    Row[] out = new Row[cells.length];
-    for (int i = 0; i < cells.length; i++) {
-      Cell c = cells[i];
-      out[i] = (RowFactory.create(
-          Bytes.toStringBinary(c.getFamilyArray(), c.getFamilyOffset(), c.getFamilyLength()),
-          Bytes.toStringBinary(c.getQualifierArray(), c.getQualifierOffset(), c.getQualifierLength()),
-          c.getTimestamp(), c.getType().name(),
-          Bytes.toStringBinary(c.getValueArray(), c.getValueOffset(), c.getValueLength())));
-    }
-    long[] d = digest(r);
-    return RowFactory.create(Bytes.toStringBinary(r.getRow()), (Object) out, d[0], d[1]);
+    byte[] row = r.getRow();
+    byte[] cells = encodeCells(r);
+    long[] d = digest(row, cells);
+    return RowFactory.create(Bytes.toStringBinary(row), cells, d[0], d[1]);
   }
 
-  /** The table's rows as a DataFrame (row, cells), read region-parallel by Spark's executors. */
+  /**
+   * The table's rows as a DataFrame (row, cells, h, c), read region-parallel by Spark's executors:
+   * through the region servers ({@link TableInputFormat}) when {@code snapshot} is empty, else from
+   * the HFiles of that table snapshot ({@link TableSnapshotInputFormat}: the executors read the
+   * cluster's HDFS under {@code rootDir}, restoring the snapshot's references under {@code restoreDir};
+   * the region servers serve nothing).
+   */
   public static Dataset<Row> read(SparkSession spark, String quorum, String parent, String table, String families,
                                   String rowPrefixes, long start, long end, int versions, boolean raw, int caching,
-                                  int timeoutMs) throws IOException {
+                                  int timeoutMs, String snapshot, String rootDir, String restoreDir)
+      throws IOException {
     Configuration c = conf(quorum, parent, timeoutMs);
     c.set(TableInputFormat.INPUT_TABLE, table);
     c.set(TableInputFormat.SCAN,
         TableMapReduceUtil.convertScanToString(scan(families, rowPrefixes, start, end, versions, raw, caching)));
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    JavaRDD<Row> rows = jsc.newAPIHadoopRDD(c, TableInputFormat.class, ImmutableBytesWritable.class, Result.class)
-        .map(t -> toRow(t._2()));
+    JavaRDD<Row> rows;
+    if (snapshot == null || snapshot.isEmpty()) {
+      rows = jsc.newAPIHadoopRDD(c, TableInputFormat.class, ImmutableBytesWritable.class, Result.class)
+          .map(t -> toRow(t._2()));
+    } else {
+      c.set("hbase.rootdir", rootDir);
+      c.set("fs.defaultFS", new Path(rootDir).toUri().resolve("/").toString());
+      Job job = Job.getInstance(c);
+      TableSnapshotInputFormat.setInput(job, snapshot, new Path(restoreDir));
+      rows = jsc.newAPIHadoopRDD(job.getConfiguration(), TableSnapshotInputFormat.class,
+          ImmutableBytesWritable.class, Result.class).map(t -> toRow(t._2()));
+    }
     return spark.createDataFrame(rows, schema());
+  }
+
+  /**
+   * Take the snapshot {@code name} of the table (HBase flushes the memstores first, so the snapshot
+   * holds every cell written before it).
+   */
+  public static void snapshot(String quorum, String parent, String table, String name, int timeoutMs)
+      throws IOException {
+    try (Connection conn = ConnectionFactory.createConnection(conf(quorum, parent, timeoutMs));
+         Admin admin = conn.getAdmin()) {
+      admin.snapshot(name, TableName.valueOf(table));
+    }
+  }
+
+  /** Delete the snapshot {@code name} (if it exists) and the restore directory. */
+  public static void dropSnapshot(String quorum, String parent, String name, String rootDir, String restoreDir,
+                                  int timeoutMs) throws IOException {
+    try (Connection conn = ConnectionFactory.createConnection(conf(quorum, parent, timeoutMs));
+         Admin admin = conn.getAdmin()) {
+      for (org.apache.hadoop.hbase.client.SnapshotDescription d : admin.listSnapshots()) {
+        if (d.getName().equals(name)) {
+          admin.deleteSnapshot(name);
+        }
+      }
+    } finally {
+      if (restoreDir != null && !restoreDir.isEmpty()) {
+        Configuration c = new Configuration();
+        c.set("fs.defaultFS", new Path(rootDir).toUri().resolve("/").toString());
+        Path p = new Path(restoreDir);
+        FileSystem fs = p.getFileSystem(c);
+        fs.delete(p, true);
+      }
+    }
   }
 
   /** How many regions the table has (= Spark partitions of {@link #read}). */

@@ -160,7 +160,16 @@ public final class HBaseMiniServer {
                 .setScope(Integer.parseInt(a[3])).setMaxVersions(a.length > 4 ? Integer.parseInt(a[4]) : 1).build());
           }
           if (!admin.tableExists(tn)) {
-            admin.createTable(b.build());
+            if (a.length > 5 && !a[5].equals("-")) {  // pre-split: comma-separated split keys
+              String[] keys = a[5].split(",");
+              byte[][] splits = new byte[keys.length][];
+              for (int i = 0; i < keys.length; i++) {
+                splits[i] = Bytes.toBytes(keys[i]);
+              }
+              admin.createTable(b.build(), splits);
+            } else {
+              admin.createTable(b.build());
+            }
           }
           return "{\"ok\":true}";
         }
