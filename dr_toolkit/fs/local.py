@@ -6,7 +6,7 @@ import os
 import shutil
 import stat as st
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, FileStatus, FileSystem, Skipped
@@ -257,24 +257,16 @@ class LocalFileSystem(FileSystem):
 
         self.confined(path)
 
-        def uid(name: str) -> int:
+        def numeric(name: str, kind: str, lookup: Callable[[str], int]) -> int:
             try:
-                return pwd.getpwnam(name).pw_uid
+                return lookup(name)
             except KeyError:
                 if name.isdigit():
                     return int(name)
-                raise OSError(f"no user {name!r} on this machine (for {path})") from None
+                raise OSError(f"no {kind} {name!r} on this machine (for {path})") from None
 
-        def gid(name: str) -> int:
-            try:
-                return grp.getgrnam(name).gr_gid
-            except KeyError:
-                if name.isdigit():
-                    return int(name)
-                raise OSError(f"no group {name!r} on this machine (for {path})") from None
-
-        u = uid(attrs["owner"]) if attrs.get("owner") else -1
-        g = gid(attrs["group"]) if attrs.get("group") else -1
+        u = numeric(attrs["owner"], "user", lambda n: pwd.getpwnam(n).pw_uid) if attrs.get("owner") else -1
+        g = numeric(attrs["group"], "group", lambda n: grp.getgrnam(n).gr_gid) if attrs.get("group") else -1
         if u != -1 or g != -1:
             os.chown(path, u, g, follow_symlinks=False)
 
