@@ -89,6 +89,10 @@ public final class HBaseMiniServer {
     conf.setInt("hbase.regionserver.metahandler.count", 2);
     conf.setInt("hbase.master.handler.count", 5);
     conf.setInt("hbase.hstore.compactionThreshold", 100);
+    // A region server the tests kill (abort) whose abort does not finish would otherwise have its
+    // "abort monitor" halt the whole JVM 20 minutes later (hbase.regionserver.abort.timeout,
+    // SystemExitWhenAbortTimeout): master, ZooKeeper and HDFS with it, under whichever test runs then.
+    conf.setLong("hbase.regionserver.abort.timeout", 7L * 24 * 3600 * 1000);
     conf.setInt("dfs.namenode.handler.count", 4);
     conf.setInt("dfs.datanode.handler.count", 4);
     conf.setBoolean("dfs.webhdfs.enabled", true);
