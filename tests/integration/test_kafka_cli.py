@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from tests.support.fixtures_kafka import (
     commit_after_consuming,
     committed,
     create_topic,
+    drt,
     produce,
     unique,
     write_topology,
@@ -23,12 +23,6 @@ from tests.support.fixtures_kafka import (
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def drt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
 
 
 def _one_line(r: subprocess.CompletedProcess[str]) -> str:

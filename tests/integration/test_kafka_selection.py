@@ -5,8 +5,6 @@ checkpoint, the batched remap and the failover gate's Kafka signals run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from tests.support.fixtures_kafka import (
     Rec,
     commit_after_consuming,
     create_topic,
+    drt,
     mirror,
     produce,
     unique,
@@ -30,12 +29,6 @@ from tests.support.fixtures_kafka import (
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-
-def drt(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
 
 
 def test_patterns_select_live_groups_and_topics_exclude_wins(kafka_env, tmp_path: Path) -> None:

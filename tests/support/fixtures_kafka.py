@@ -9,6 +9,8 @@ records are on cold (offset shifts, cold-only records, partial copies).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -258,3 +260,12 @@ def kafka_mirror(kafka_env, tmp_path: Path):  # type: ignore[no-untyped-def]
                          ledger_url=f"sqlite:///{tmp_path}/ledger.db", skew_s=0.07)
     topo = load_topology(cfg)
     return topo, Ledger.open(topo.ledger.url), topic, group, idle, scen
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def drt(*args: str) -> subprocess.CompletedProcess[str]:
+    """``drt ARGS`` as a new process from the checkout (stdout, stderr, exit code)."""
+    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
