@@ -23,10 +23,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.secrets import Credentials, env_name, lookup
+
+if TYPE_CHECKING:
+    from dr_toolkit.topology import Topology
 
 Resolver = Callable[[str], Credentials | None]
 
@@ -104,6 +107,19 @@ class Access:
         if endpoint is None:
             return None
         return self.get(endpoint.conn_id, what=what)
+
+    def endpoint(self, topology: Topology, cluster: str,
+                 kind: Literal["hdfs", "s3", "zookeeper", "kafka"]) -> Credentials | None:
+        """Credentials of cluster ``cluster``'s ``kind`` endpoint: the one place that names it.
+
+        ``None`` when the cluster has no such endpoint or the endpoint names no ``conn_id``; a
+        ConfigError naming ``clusters.<cluster>.<kind>.conn_id`` when the connection is not
+        defined. An unknown cluster is the topology's own ConfigError."""
+        if cluster not in topology.clusters:
+            raise ConfigError(f"cluster {cluster!r} is not in the topology", where="clusters",
+                              hint=f"name one of {', '.join(sorted(topology.clusters))}")
+        ep = getattr(topology.clusters[cluster], kind)
+        return self.for_endpoint(ep, f"clusters.{cluster}.{kind}.conn_id")
 
     def ledger_password(self, conn_id: str | None) -> str | None:
         creds = self.get(conn_id, what="ledger.conn_id")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
-from dr_toolkit.failover.model import Signal, iso, unreadable
+from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access

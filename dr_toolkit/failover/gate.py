@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.failover.model import COMPONENTS, Signal, iso
 from dr_toolkit.failover.signals import read_signals
 from dr_toolkit.secrets import redact
+from dr_toolkit.signal import COMPONENTS, Signal, iso
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit import htmlkit as H
-from dr_toolkit.failover.model import iso
 from dr_toolkit.secrets import redact
+from dr_toolkit.signal import iso
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger

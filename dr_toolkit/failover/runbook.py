@@ -51,9 +51,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
-from dr_toolkit.failover.model import iso
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
+from dr_toolkit.signal import iso
 from dr_toolkit.zk.client import ZkUnreachable
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Caught-up signals: every capability's reader, run concurrently, each within a timeout.
 
-Each capability owns its reader (signature :data:`~dr_toolkit.failover.model.SignalReader`,
+Each capability owns its reader (signature :data:`~dr_toolkit.signal.SignalReader`,
 ``(topology, ledger, access, now) -> list[Signal]``); this module only holds the registry
 :data:`READERS` and runs them. A reader that fails or does not answer in time gives NO_GO
 signals (``unreadable``) naming the reason: it can never let the gate say GO. An unreachable
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from dr_toolkit.copy.signals import hdfs_signals
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
-from dr_toolkit.failover.model import COMPONENTS, Signal, SignalReader, unreadable
 from dr_toolkit.hbase.signals import hbase_signals
 from dr_toolkit.kafka.signals import kafka_signals
+from dr_toolkit.signal import COMPONENTS, Signal, SignalReader, unreadable
 from dr_toolkit.verify.signals import verify_signals
 
 if TYPE_CHECKING:

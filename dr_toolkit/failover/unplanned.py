@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import why as _why
-from dr_toolkit.failover.model import iso
+from dr_toolkit.signal import iso
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -51,7 +51,7 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
         ep = hot.zookeeper.model_copy(update={"connect_timeout_s": min(timeout_s, hot.zookeeper.connect_timeout_s),
                                               "call_timeout_s": min(timeout_s, hot.zookeeper.call_timeout_s)})
         try:
-            creds = access.for_endpoint(ep, f"clusters.{topology.hot_name}.zookeeper.conn_id")
+            creds = access.endpoint(topology, topology.hot_name, "zookeeper")
             with zk_session(ep, credentials=creds) as zk:
                 zk.exists("/")
             out["zookeeper"] = True
@@ -62,7 +62,7 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
         from dr_toolkit.kafka.client import KafkaCluster
 
         try:
-            creds = access.for_endpoint(hot.kafka, f"clusters.{topology.hot_name}.kafka.conn_id")
+            creds = access.endpoint(topology, topology.hot_name, "kafka")
             with KafkaCluster(hot.kafka.bootstrap_servers, credentials=creds,
                               timeout_s=min(timeout_s, hot.kafka.timeout_s), role="hot") as k:
                 k.topics()
@@ -121,7 +121,7 @@ def _kafka(topology: Topology, access: Access) -> list[dict[str, Any]]:
     skew = skew_ms(topology) / 1000.0  # the hot cluster's declared producer clock-skew bound
     out: list[dict[str, Any]] = []
     try:
-        creds = access.for_endpoint(cold, f"clusters.{topology.cold_name}.kafka.conn_id")
+        creds = access.endpoint(topology, topology.cold_name, "kafka")
         with KafkaCluster(cold.bootstrap_servers, credentials=creds, timeout_s=cold.timeout_s, role="cold") as k:
             counts = k.topics()
             for t in topics:

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
-from dr_toolkit.failover.model import Signal, iso, unreadable
 from dr_toolkit.hbase.encoding import PeerConfig, full_table
+from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -245,7 +245,7 @@ def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float
 
     out: list[Signal] = []
     try:
-        creds = access.for_endpoint(ep, f"clusters.{topology.hot_name}.zookeeper.conn_id")
+        creds = access.endpoint(topology, topology.hot_name, "zookeeper")
         with zk_session(ep, credentials=creds) as zk:
             for p in policies:
                 try:

@@ -21,8 +21,8 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import why
-from dr_toolkit.failover.model import Signal, iso, unreadable
 from dr_toolkit.secrets import redact
+from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.failover.model import Signal, iso, unreadable
+from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access

@@ -192,8 +192,8 @@ def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None,
     import posixpath
 
     from dr_toolkit.copy.api import SNAP_PREFIX
-    from dr_toolkit.failover.model import iso
     from dr_toolkit.fs import open_fs
+    from dr_toolkit.signal import iso
 
     if uri.startswith("kafka://"):
         raise ConfigError(f"the {side} is a Kafka topic: it cannot be read as of a time", where=uri,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from dr_toolkit.failover.gate import GO, NO_GO, decide, recovery_point
-from dr_toolkit.failover.model import Signal, unreadable
+from dr_toolkit.signal import Signal, unreadable
 from dr_toolkit.topology import parse_topology
 
 TOPO = parse_topology("""

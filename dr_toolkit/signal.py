@@ -1,4 +1,4 @@
-"""The gate's vocabulary, shared by every capability: a :class:`Signal`.
+"""The gate's vocabulary, shared by every capability and kept below them all: a :class:`Signal`.
 
 Each capability reads its own signals (``dr_toolkit/copy/signals.py``,
 ``dr_toolkit/kafka/signals.py``, ``dr_toolkit/hbase/signals.py``,
