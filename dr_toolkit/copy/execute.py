@@ -244,30 +244,32 @@ def _read_back(ctx: CopyContext, path: str, sha: str) -> str:
     return f"{DIGEST_ALGO} read back = {DIGEST_ALGO} of the source bytes read"
 
 
-def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Source, sha: str | None = None) -> str:
+def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Source,
+                    sha: str | None = None) -> tuple[str, str | None]:
     """Check the written file: its length, and its checksum where the target offers one
     comparable with the streamed CRC32C or with the source's own; a local target is read back
-    and compared with the SHA-256 of the source bytes read. Returns the basis."""
+    and compared with the SHA-256 of the source bytes read. Returns the basis and the target's
+    own checksum when one was read (a rename keeps it: the committed file's checksum)."""
     t = ctx.tgt_fs.stat(path)
     if t is None or t.size != n:
         raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
     if ctx.tgt_fs.kind == "local" and sha is not None:
-        return _read_back(ctx, path, sha)
+        return _read_back(ctx, path, sha), None
     if not ctx.tgt_fs.cheap_checksum:
-        return "length; CRC32C streamed"
+        return "length; CRC32C streamed", None
     c = ctx.tgt_fs.checksum(path)
     if c is None:
-        return "length; CRC32C streamed"
+        return "length; CRC32C streamed", None
     if c.algorithm == CONTENT_ALGO:
         if c.value != digest:
             raise OSError(f"verification failed: checksum of {path} is {c.value}, streamed {digest}")
-        return f"target {CONTENT_ALGO}"
+        return f"target {CONTENT_ALGO}", str(c)
     sc = Checksum.parse(src.checksum)
     if sc is not None and sc.comparable(c):
         if sc != c:
             raise OSError(f"verification failed: {c.algorithm} of {path} differs from the source's")
-        return f"target {c.algorithm} = source {c.algorithm}"
-    return f"length; target offers {c.algorithm} only (not comparable)"
+        return f"target {c.algorithm} = source {c.algorithm}", str(c)
+    return f"length; target offers {c.algorithm} only (not comparable)", str(c)
 
 
 def _matched(info: _Source) -> str:
@@ -342,11 +344,15 @@ def _after(ctx: CopyContext, dst: str, mtime: float) -> tuple[float | None, str 
     return (t.mtime if t else None), (t.version if t else None)
 
 
-def _own_checksum(ctx: CopyContext, dst: str) -> str | None:
+def _own_checksum(ctx: CopyContext, dst: str, known: str | None) -> str | None:
     """The target's own checksum after commit, recorded where its change token is no content
-    token (HDFS: a later run checks it, since TRUNCATE + APPEND + SETTIMES keep fileId and mtime)."""
+    token (HDFS: a later run checks it, since TRUNCATE + APPEND + SETTIMES keep fileId and mtime).
+    ``known``: the one the verification of the written file already read (the rename into place
+    keeps it), so the NameNode is not asked twice for the same file."""
     if ctx.tgt_fs.content_token or not ctx.tgt_fs.cheap_checksum:
         return None
+    if known is not None:
+        return known
     try:
         c = ctx.tgt_fs.checksum(dst)
     except (OSError, DrtError):
@@ -370,7 +376,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         n = ctx.tgt_fs.write_verified(dst, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc,
                                                    counter), before_commit, size_hint=size)
         digest = crc.hexdigest()
-        verified = _verify_written(ctx, dst, n, digest, got[0]) + _matched(got[0])
+        verified = _verify_written(ctx, dst, n, digest, got[0])[0] + _matched(got[0])
         tm, tv = _after(ctx, dst, mtime)
         return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{crc.sha.hexdigest()}", tm, "copy",
                        version=version,
@@ -383,6 +389,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             # a source that moved while it was read says so (SourceChanged: re-copied as it is now)
             _check_source(ctx, src, size, mtime, version, size, "")
             raise
+        tck: str | None = None
         if fast is not None:  # the written file was read back and matched the source bytes read
             n, digest, sha = fast
             info = _check_source(ctx, src, size, mtime, version, n, digest, sha=sha)
@@ -395,14 +402,15 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             sha = crc.sha.hexdigest()
             info = _check_source(ctx, src, size, mtime, version, n, digest,
                                  crc.hdfs.checksum() if crc.hdfs is not None else None, sha=sha)
-            verified = _verify_written(ctx, tmp, n, digest, info, sha) + _matched(info)
+            basis, tck = _verify_written(ctx, tmp, n, digest, info, sha)
+            verified = basis + _matched(info)
         _finish(ctx, task, tmp)
         _fence(ctx)
         _place(ctx, tmp, dst)
     tm, tv = _after(ctx, dst, mtime)
     return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "copy", version=info.version,
                    schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
-                   tchecksum=_own_checksum(ctx, dst))
+                   tchecksum=_own_checksum(ctx, dst, tck))
 
 
 def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
@@ -458,7 +466,7 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
             n = counter[0]
             digest, sha = h.hexdigest(), h.sha.hexdigest()
             info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
-            verified = _verify_written(ctx, tmp, task.offset + n, digest, info, sha)
+            verified, tck = _verify_written(ctx, tmp, task.offset + n, digest, info, sha)
             _finish(ctx, task, tmp)
             _fence(ctx)
             _place(ctx, tmp, dst)
@@ -475,19 +483,19 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
                 raise OSError(f"{tmp}: {got.size if got else 'no'} bytes written of the {n} appended")
             _fence(ctx)
             ctx.tgt_fs.concat(dst, tmp)  # type: ignore[attr-defined]
-        verified = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
+        verified, tck = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
         _finish(ctx, task, dst)
     else:
         _fence(ctx)
         n = ctx.tgt_fs.write(dst, _stream(ctx, tail(), h, counter), append=True)
         digest, sha = h.hexdigest(), h.sha.hexdigest()
         info = _check_source(ctx, src, size, mtime, version, task.offset + n, digest, sha=sha)
-        verified = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
+        verified, tck = _verify_written(ctx, dst, task.offset + n, digest, info, sha)
         _finish(ctx, task, dst)
     tm, tv = _after(ctx, dst, mtime)
     return Outcome(task.rel, True, n, task.offset + n, mtime, f"{DIGEST_ALGO}:{sha}", tm, "append",
                    version=info.version, schecksum=info.checksum, tversion=tv, open=info.open, verified=verified,
-                   tchecksum=_own_checksum(ctx, dst))
+                   tchecksum=_own_checksum(ctx, dst, tck))
 
 
 # per file: 3 tries, 0.4 s then 0.8 s apart (the run's cancel event is the sleep: SIGTERM cuts it short)
