@@ -92,7 +92,7 @@ def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition:
 def consume_part_way(bootstrap: str, group: str, topics: dict[str, int], fraction: float = 0.6,
                      records_per_partition: int = 60, timeout_s: float = 10.0) -> dict[str, int]:
     """Commit the group at ``fraction`` of each partition (as a consumer part-way through would)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     offsets = []
@@ -100,6 +100,20 @@ def consume_part_way(bootstrap: str, group: str, topics: dict[str, int], fractio
         for part in range(parts):
             # Vary the position per partition so some land inside a run of equal timestamps.
             offsets.append(TopicPartition(topic, part, int(records_per_partition * fraction) + part))
-    c.commit(offsets=offsets, asynchronous=False)
-    c.close()
+    deadline = time.monotonic() + 6 * timeout_s
+    try:
+        while True:  # a new broker's group coordinator may still be loading: retried, as a consumer would
+            try:
+                c.commit(offsets=offsets, asynchronous=False)
+                break
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                busy = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._WAIT_COORD)
+                if not (isinstance(err, KafkaError) and (err.code() in busy or err.retriable())) \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        c.close()
     return {f"{tp.topic}[{tp.partition}]": tp.offset for tp in offsets}
