@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.failover.runbook import STEPS, Runbook, Step, StepStatus
 from dr_toolkit.ledger import open_ledger
@@ -24,6 +25,7 @@ from tests.support.fixtures_failover import assert_failover_report_in_chromium, 
 pytestmark = pytest.mark.integration
 
 ALL = [s.value for s in STEPS]
+ACCESS = Access.from_env()  # built at the edge, as the CLI and the Airflow hook build theirs
 __all__ = ["fence_of"]  # used by tests/dags/test_dag_failover.py
 
 
@@ -93,7 +95,8 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
         asked.append((req, committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1)))
         return True
 
-    rb = Runbook.start(topo, ledger, reason="datacenter A lost power", execute=True, approver=approve, who="alice@ops")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="datacenter A lost power", execute=True, approver=approve,
+                       who="alice@ops")
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert [s["name"] for s in out["steps"]] == ALL
@@ -122,7 +125,8 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
     assert checks and all(c["actor"] == "alice@ops" for c in checks)  # the executed run's gates are history
     assert "Safe time per signal" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
 
-    again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
+    again = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS,
+                           approver=lambda req: pytest.fail("asked twice")).run()
     assert again["status"] == "succeeded" and fence_of(topo)["fencing"]["epoch"] == 1
 
 
@@ -138,7 +142,8 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="report drill", execute=True, approver=lambda req: True, who="alice@ops")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="report drill", execute=True, approver=lambda req: True,
+                       who="alice@ops")
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     report = json.loads((tmp_path / "reports" / f"{rb.run_id}.json").read_text())
@@ -199,23 +204,29 @@ def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_s
     assert len(ev) == 1 and ev[0]["actor"] == os_identity() and ev[0]["after_state"]["approved"] is False
 
 
+def _decision(ledger, run_id: str, status: str) -> dict | None:
+    """The run's approval event with ``status``, as the ledger holds it (None when there is none)."""
+    return next((e for e in ledger.audit_events(run_id=run_id, component="failover")
+                 if e["action"] == "approval" and e["status"] == status), None)
+
+
 def test_decision_api_restricts_approvers_and_audits_a_rejection(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server, failover={"approvers": ["alice", "bob"]})
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="hitl", execute=True, who="airflow:dag")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="hitl", execute=True, who="airflow:dag")
     assert rb.run()["status"] == "waiting_approval"
-    rb = Runbook.resume(topo, ledger, rb.run_id)
+    rb = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS)
     with pytest.raises(ConfigError, match="'mallory' may not decide"):
         rb.record_decision(True, "mallory")
-    assert rb.step_event("approval", "done") is None
+    assert _decision(ledger, rb.run_id, "done") is None
     res = rb.record_decision(False, "bob", "not during the sale")
     assert res.status == StepStatus.REJECTED
-    ev = rb.step_event("approval", "rejected")
+    ev = _decision(ledger, rb.run_id, "rejected")
     assert ev["actor"] == "bob" and ev["after_state"]["comment"] == "not during the sale" and ev["at"]
     with pytest.raises(ConfigError, match="already has a decision"):
         rb.record_decision(True, "alice")
-    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS).run()
     assert out["status"] == "aborted" and fence_of(topo)["active"] is None
 
 
@@ -227,7 +238,7 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
     (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n<v>hdfs://hot/x</v>\n")
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="lint", execute=True, who="alice")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="lint", execute=True, who="alice")
     assert rb.run()["status"] == "waiting_approval"
     req = rb.approval_request()
     ids = [f["id"] for f in req["findings"]]
@@ -236,8 +247,8 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
         rb.record_decision(True, "alice", acknowledged=ids[:1])
     res = rb.record_decision(True, "alice", "known: rewritten at start-up", acknowledged=ids)
     assert res.status == StepStatus.DONE
-    assert rb.step_event("approval", "done")["after_state"]["acknowledged"] == sorted(ids)
-    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    assert _decision(ledger, rb.run_id, "done")["after_state"]["acknowledged"] == sorted(ids)
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS).run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert fence_of(topo)["active"]["cluster"] == "cold"
 
@@ -316,13 +327,14 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
     assert ("final_gate", "done") in _events(ledger)[1]
     w.lag(7)  # a new write on hot after the final gate said GO
     asked = []
-    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True).run()
+    out = Runbook.resume(topo, ledger, run_id, access=ACCESS, approver=lambda req: asked.append(req) or True).run()
     assert out["status"] == "failed"
     steps = {s["name"]: s for s in out["steps"]}
     assert steps["approval"]["status"] == "failed" and "bytes left to ship" in steps["approval"]["message"]
     assert asked == [] and fence_of(topo)["active"] is None  # nobody was asked; nothing promoted
     w.drain()
-    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True, who="dave").run()
+    out = Runbook.resume(topo, ledger, run_id, access=ACCESS, approver=lambda req: asked.append(req) or True,
+                         who="dave").run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert len(asked) == 1 and fence_of(topo)["active"]["cluster"] == "cold"
     promote = next(e for e in ledger.audit_events(run_id=run_id, component="failover")
@@ -334,7 +346,7 @@ def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_
     path, topo = simple(tmp_path, zk_server)
     ledger = open_ledger(topo)
     w = worlds(topo, lagging=True)
-    rb = Runbook.start(topo, ledger, reason="timeout test", execute=True, approver=lambda req: True,
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="timeout test", execute=True, approver=lambda req: True,
                        drain_timeout_s=1, poll_s=0.2)
     out = rb.run()
     assert out["status"] == "failed"
@@ -343,7 +355,7 @@ def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_
     assert steps["wait_drain"]["message"].startswith("not drained after 1s: hbase 1:")
     assert steps["promote_cold"]["status"] == "pending" and fence_of(topo)["active"] is None
     w.drain()
-    out = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: True).run()
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS, approver=lambda req: True).run()
     assert out["status"] == "succeeded" and fence_of(topo)["active"]["cluster"] == "cold"
 
 
@@ -351,9 +363,9 @@ def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_pat
     path, topo = simple(tmp_path, zk_server)
     ledger = open_ledger(topo)
     worlds(topo)
-    rb = Runbook.start(topo, ledger, reason="first operator", execute=True, approver=lambda req: True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="first operator", execute=True, approver=lambda req: True)
     assert rb.run(until="approval")["status"] == "running"
-    other = Runbook.start(topo, ledger, reason="second operator", execute=True)
+    other = Runbook.start(topo, ledger, access=ACCESS, reason="second operator", execute=True)
     assert other.run_step("fence_hot").status == "done"
     res = rb.run_step("promote_cold")
     assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
@@ -370,7 +382,7 @@ def test_abort_after_the_fence_lifts_it_audited_and_replication_runs_again(tmp_p
     (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="abort test", execute=True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="abort test", execute=True)
     assert rb.run(until="wait_drain")["status"] == "running"
     assert fence_of(topo)["read_only"] == ["hot"]
     with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
@@ -416,7 +428,7 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     worlds(topo)
     ledger = open_ledger(topo)
     (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
-    rb = Runbook.start(topo, ledger, reason="final copy test", execute=True, approver=lambda req: True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="final copy test", execute=True, approver=lambda req: True)
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert (tmp_path / "cold" / "warehouse" / "orders" / "part-1.json").read_text() == \
