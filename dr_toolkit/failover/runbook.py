@@ -155,9 +155,9 @@ class RunState:
     execute: bool
     unplanned: bool = False
     events: tuple[Mapping[str, Any], ...] = ()
-    after: Mapping[str, Mapping[str, Any]] = _NONE
-    messages: Mapping[str, str | None] = _NONE
-    statuses: Mapping[str, str] = _NONE
+    after: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _NONE)
+    messages: Mapping[str, str | None] = field(default_factory=lambda: _NONE)
+    statuses: Mapping[str, str] = field(default_factory=lambda: _NONE)
     rejected: bool = False  # the approval was rejected
     aborted: bool = False  # an abort was recorded
     epoch: int | None = None  # the fencing epoch fence_hot took (executed runs)

@@ -163,26 +163,59 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
     assert "Safe time per signal" in dom and "limits the recovery point" in dom and "(the report itself)" in dom
 
 
+def _znodes(ep, root: str) -> dict[str, bytes]:
+    """Every znode under ``root`` with its data ({} when ``root`` does not exist)."""
+    out: dict[str, bytes] = {}
+    with connect(ep) as zk:
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            if zk.exists(path) is None:
+                continue
+            out[path] = zk.get(path)[0]
+            todo += [f"{path}/{c}" for c in zk.get_children(path)]
+    return out
+
+
 def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:
+    """Nothing in the ledger but the journal (every other table row for row, whatever writes it: the
+    dry run is rolled back in the ledger's transactions), nothing in ZooKeeper (hot's and cold's),
+    nothing on the clusters (cold's HDFS target, cold's Kafka group offsets)."""
+    from tests.integration.test_failover_dry_run_ledger import JOURNAL, rows
+    from tests.support.fixtures_kafka import committed
+
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
                           hbase_clusters=worlds.clusters,
                           hbase=[{"name": "hb", "peer_id": "1"}],
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
+    (tmp_path / "hot" / "warehouse").mkdir(parents=True)
+    (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     topo = load_topology(path)
     worlds(topo, lagging=True)
     ledger = open_ledger(topo)
+    zk_before = {role: _znodes(c.zookeeper, c.zookeeper.dr_root) for role, c in (("hot", topo.hot), ("cold", topo.cold))}
+    cold_offsets = committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1)
+    tables = {t: v for t, v in rows(ledger).items() if t not in JOURNAL}
     r = drt("--json", "failover", "run", "--reason", "drill", config=path)
     doc = json.loads(r.stdout)
     steps = {s["name"]: s for s in doc["steps"]}
     assert doc["dry_run"] is True and set(steps) == set(ALL)
     assert steps["wait_drain"]["status"] == "planned" and "bytes left to ship" in steps["wait_drain"]["message"]
+    assert steps["final_copy"]["message"] == "dry-run copy plan"
     assert steps["promote_cold"]["message"] == "would promote cold"
     assert fence_of(topo) == {"fencing": {"epoch": 0, "fenced_cluster": None, "at": None, "by": None},
                               "active": None, "read_only": []}
+    assert {role: _znodes(c.zookeeper, c.zookeeper.dr_root)
+            for role, c in (("hot", topo.hot), ("cold", topo.cold))} == zk_before == {"hot": {}, "cold": {}}
     assert ledger.latest_checkpoint(kafka_world["group"]) == []  # no checkpoint rows
     assert ledger.watermarks() == []  # no proven-drain or last-seen records either
-    assert ledger.runs() == [] and ledger.verify_reports() == []
+    assert ledger.runs() == [] and ledger.verify_reports() == [] and ledger.gate_checks() == []
+    assert {t: v for t, v in rows(ledger).items() if t not in JOURNAL} == tables
     assert all(e["dry_run"] for e in ledger.audit_events(run_id=doc["run_id"]))
+    assert ledger.failover_run(doc["run_id"])["status"] == doc["status"] != "running"  # the run's record is written
+    assert not (tmp_path / "cold" / "warehouse" / "a.txt").exists()
+    assert committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1) == cold_offsets
 
 
 def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_server, worlds) -> None:
@@ -437,3 +470,69 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
                       and e["status"] == "done")
     assert verify_evt["after_state"]["results"][0]["BADROWS"] == 0
     assert verify_evt["after_state"]["results"][0]["GOODROWS"] == 21
+
+
+def test_each_step_reads_the_run_once_and_shares_one_fence_session(tmp_path, zk_server, monkeypatch) -> None:
+    """The runbook folds its state from the audit log once per step (one read of the run's events,
+    the events it records folded in without reading them back), and its fencing calls within a step
+    share one ZooKeeper session (a real ZooKeeper; the HDFS policy on the local file system)."""
+    import sys
+    from contextlib import ExitStack
+
+    import dr_toolkit.zk.client as zk_client
+    import dr_toolkit.zk.fencing as fencing
+    from dr_toolkit.failover.runbook import FenceSession
+
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address,
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
+    (tmp_path / "hot" / "warehouse").mkdir(parents=True)
+    (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
+    topo = load_topology(path)
+    ledger = open_ledger(topo)
+    current = ["-"]
+    reads: dict[str, int] = {}
+    sessions: dict[str, int] = {}
+    audit_events, open_fence, zk_session = ledger.audit_events, fencing.open_fence, zk_client.zk_session
+
+    def counted_reads(**kw):  # type: ignore[no-untyped-def]
+        if kw.get("component") == "failover":
+            reads[current[0]] = reads.get(current[0], 0) + 1
+        return audit_events(**kw)
+
+    def counted_fence(*a, **kw):  # type: ignore[no-untyped-def]
+        if sys._getframe(1).f_globals["__name__"] == "dr_toolkit.failover.runbook":
+            sessions[current[0]] = sessions.get(current[0], 0) + 1
+        return open_fence(*a, **kw)
+
+    monkeypatch.setattr(ledger, "audit_events", counted_reads)
+    monkeypatch.setattr(fencing, "open_fence", counted_fence)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="counting", execute=True, approver=lambda req: True)
+    run_step = rb.run_step
+
+    def one_step(name):  # type: ignore[no-untyped-def]
+        current[0] = str(name)
+        try:
+            return run_step(name)
+        finally:
+            current[0] = "-"
+
+    monkeypatch.setattr(rb, "run_step", one_step)
+    out = rb.run()
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
+    assert reads == dict.fromkeys(ALL, 1)
+    assert sessions == {"fence_hot": 1, "final_copy": 1, "promote_cold": 1}  # the writers' guard and writes
+    assert rb.state.epoch == 1 and rb.state.done >= set(ALL)  # folded in as recorded: nothing read back
+
+    opened: list[object] = []
+
+    def counted_session(*a, **kw):  # type: ignore[no-untyped-def]
+        opened.append(a)
+        return zk_session(*a, **kw)
+
+    monkeypatch.setattr(zk_client, "zk_session", counted_session)
+    with ExitStack() as stack:
+        fence = FenceSession(topo, ACCESS, stack)
+        assert fence() is fence() and fence().state().epoch == 1
+    assert len(opened) == 1
