@@ -266,8 +266,6 @@ def may_decide(who: str, approvers: list[str] | tuple[str, ...]) -> bool:
     return False
 
 
-
-
 class Runbook:
     """One failover run. Create with :meth:`start` or :meth:`resume`."""
 

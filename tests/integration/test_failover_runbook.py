@@ -177,12 +177,30 @@ def _znodes(ep, root: str) -> dict[str, bytes]:
     return out
 
 
+def _committed_once_ready(address: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets, asked again while the broker's group coordinator is not ready
+    (a broker started for this session answers NOT_COORDINATOR until it is)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from tests.support.fixtures_kafka import committed
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return committed(address, group, topic, 1)
+        except KafkaException as exc:
+            retriable = exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                               KafkaError.COORDINATOR_NOT_AVAILABLE)
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:
     """Nothing in the ledger but the journal (every other table row for row, whatever writes it: the
     dry run is rolled back in the ledger's transactions), nothing in ZooKeeper (hot's and cold's),
     nothing on the clusters (cold's HDFS target, cold's Kafka group offsets)."""
     from tests.integration.test_failover_dry_run_ledger import JOURNAL, rows
-    from tests.support.fixtures_kafka import committed
 
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
                           hbase_clusters=worlds.clusters,
@@ -195,7 +213,6 @@ def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world,
     worlds(topo, lagging=True)
     ledger = open_ledger(topo)
     zk_before = {role: _znodes(c.zookeeper, c.zookeeper.dr_root) for role, c in (("hot", topo.hot), ("cold", topo.cold))}
-    cold_offsets = committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1)
     tables = {t: v for t, v in rows(ledger).items() if t not in JOURNAL}
     r = drt("--json", "failover", "run", "--reason", "drill", config=path)
     doc = json.loads(r.stdout)
@@ -215,7 +232,7 @@ def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world,
     assert all(e["dry_run"] for e in ledger.audit_events(run_id=doc["run_id"]))
     assert ledger.failover_run(doc["run_id"])["status"] == doc["status"] != "running"  # the run's record is written
     assert not (tmp_path / "cold" / "warehouse" / "a.txt").exists()
-    assert committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1) == cold_offsets
+    assert _committed_once_ready(kafka_world["cold"], kafka_world["group"], kafka_world["topic"]).get(0, -1001) < 0
 
 
 def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_server, worlds) -> None:
