@@ -546,6 +546,7 @@ class Demo:
                            f"a fresh checkpoint of group {GROUP}")
 
     def failover(self) -> dict[str, Any]:
+        from dr_toolkit.access import Access
         from dr_toolkit.failover.runbook import Runbook
 
         topo = self.topology()
@@ -559,7 +560,7 @@ class Demo:
             return {"approved": True, "acknowledged": acks, "comment": "drt demo"}
 
         rb = Runbook.start(topo, self.ledger(), reason="drt demo: hot-to-cold drill", execute=True,
-                           approver=approve, who="drt-demo")
+                           approver=approve, who="drt-demo", access=Access.from_env())
         out = rb.run()
         self.ctx.summary["failover"] = out
         report = rb.results.get("report")

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError
+
+if TYPE_CHECKING:
+    from dr_toolkit.topology import Topology
 
 
 def _ago(s: float | None) -> str:
@@ -60,6 +64,55 @@ def _render_lint(d: dict[str, Any]) -> None:
                           highlight=False)
 
 
+def _typed_approver(topo: Topology, *, acks: list[str], yes: bool, accept_loss: bool, json_out: bool
+                    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The CLI's approver: the typed confirmation (each lint finding acknowledged, the cold cluster's
+    name typed, for an unplanned run the acceptance phrase), decided as the login user."""
+    from dr_toolkit.failover.runbook import os_identity
+    from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
+
+    def approver(req: dict[str, Any]) -> dict[str, Any]:
+        findings = req.get("findings") or []
+        ids = [f["id"] for f in findings]
+        given = ids if "all" in acks else [i for i in acks if i in ids]
+        if yes:
+            return {"approved": True, "acknowledged": given, "accept_loss": accept_loss,
+                    "comment": "--yes-i-am-sure", "who": os_identity()}
+        if not sys.stdin.isatty() and json_out:
+            raise ConfigError("promotion needs a typed confirmation",
+                              hint="run interactively, or pass --yes-i-am-sure")
+        if req.get("unplanned"):
+            lw = req.get("loss_window") or {}
+            err_console.print(f"[bold red]UNPLANNED failover[/]: recovery point {lw.get('recovery_point')}")
+            for c in lw.get("components", []):
+                err_console.print(f"  {c['component']} {c['name']}: safe time {c.get('safe_time_iso') or 'none'} "
+                                  f"— lost: {c['window']}; known missing: {c.get('known_missing') or '-'}; "
+                                  f"unknowable: {c.get('unknowable')}", markup=False, highlight=False)
+        err_console.print(f"About to make [bold]{topo.cold_name}[/] the active cluster "
+                          f"(recovery point {req.get('recovery_point') or 'unknown'}).")
+        for f in findings:
+            if f["id"] in given:
+                continue
+            err_console.print(f"metadata lint: {f['id']}: {f['kind']} {f['value']}: {f['excerpt']}",
+                              markup=False, highlight=False)
+            typed = typer.prompt("Type 'ack' to acknowledge this finding", default="", show_default=False,
+                                 err=True)
+            if typed.strip() == "ack":
+                given.append(f["id"])
+        loss_ok = False
+        if req.get("unplanned"):
+            typed = typer.prompt(f"Type '{ACCEPT_PHRASE}' to accept the data-loss window above", default="",
+                                 show_default=False, err=True)
+            loss_ok = typed.strip() == ACCEPT_PHRASE
+        typed = typer.prompt(f"Type the cold cluster's name ({topo.cold_name}) to promote it",
+                             default="", show_default=False, err=True)
+        ok = typed.strip() == topo.cold_name and (loss_ok or not req.get("unplanned"))
+        return {"approved": ok, "acknowledged": given, "accept_loss": loss_ok, "who": os_identity(),
+                "comment": "typed confirmation" if ok else "confirmation not typed"}
+
+    return approver
+
+
 def register(app: typer.Typer) -> None:
     fo = typer.Typer(help="Fail over from the hot cluster to the cold one: gate, runbook, lint.",
                      no_args_is_help=True)
@@ -104,57 +157,18 @@ def register(app: typer.Typer) -> None:
                 help="Seconds to wait for drain [default: failover.drain_timeout_s].")] = None,
             ) -> None:
         """The failover runbook: fence, drain, copy, verify, Kafka offsets, gate, approval, promote, report."""
-        from dr_toolkit.failover.runbook import Runbook, os_identity
-        from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
+        from dr_toolkit.failover.runbook import Runbook
 
         st = state(ctx)
-        topo, ledger = st.topology(), st.ledger()
-        acks = list(acknowledge or [])
-
-        def approver(req: dict[str, Any]) -> dict[str, Any]:
-            findings = req.get("findings") or []
-            ids = [f["id"] for f in findings]
-            given = ids if "all" in acks else [i for i in acks if i in ids]
-            if yes:
-                return {"approved": True, "acknowledged": given, "accept_loss": accept_loss,
-                        "comment": "--yes-i-am-sure", "who": os_identity()}
-            if not sys.stdin.isatty() and st.json:
-                raise ConfigError("promotion needs a typed confirmation",
-                                  hint="run interactively, or pass --yes-i-am-sure")
-            if req.get("unplanned"):
-                lw = req.get("loss_window") or {}
-                err_console.print(f"[bold red]UNPLANNED failover[/]: recovery point {lw.get('recovery_point')}")
-                for c in lw.get("components", []):
-                    err_console.print(f"  {c['component']} {c['name']}: safe time {c.get('safe_time_iso') or 'none'} "
-                                      f"— lost: {c['window']}; known missing: {c.get('known_missing') or '-'}; "
-                                      f"unknowable: {c.get('unknowable')}", markup=False, highlight=False)
-            err_console.print(f"About to make [bold]{topo.cold_name}[/] the active cluster "
-                              f"(recovery point {req.get('recovery_point') or 'unknown'}).")
-            for f in findings:
-                if f["id"] in given:
-                    continue
-                err_console.print(f"metadata lint: {f['id']}: {f['kind']} {f['value']}: {f['excerpt']}",
-                                  markup=False, highlight=False)
-                typed = typer.prompt("Type 'ack' to acknowledge this finding", default="", show_default=False,
-                                     err=True)
-                if typed.strip() == "ack":
-                    given.append(f["id"])
-            loss_ok = False
-            if req.get("unplanned"):
-                typed = typer.prompt(f"Type '{ACCEPT_PHRASE}' to accept the data-loss window above", default="",
-                                     show_default=False, err=True)
-                loss_ok = typed.strip() == ACCEPT_PHRASE
-            typed = typer.prompt(f"Type the cold cluster's name ({topo.cold_name}) to promote it",
-                                 default="", show_default=False, err=True)
-            ok = typed.strip() == topo.cold_name and (loss_ok or not req.get("unplanned"))
-            return {"approved": ok, "acknowledged": given, "accept_loss": loss_ok, "who": os_identity(),
-                    "comment": "typed confirmation" if ok else "confirmation not typed"}
-
-        kw: dict[str, Any] = {"approver": approver, "drain_timeout_s": drain_timeout, "access": st.access()}
+        topo, ledger, access = st.topology(), st.ledger(), st.access()
+        approver = _typed_approver(topo, acks=list(acknowledge or []), yes=yes, accept_loss=accept_loss,
+                                   json_out=st.json)
         if resume:
-            rb = Runbook.resume(topo, ledger, resume, execute=execute if execute else None, **kw)
+            rb = Runbook.resume(topo, ledger, resume, access=access, execute=execute if execute else None,
+                                approver=approver, drain_timeout_s=drain_timeout)
         else:
-            rb = Runbook.start(topo, ledger, reason=reason or "", execute=execute, unplanned=unplanned, **kw)
+            rb = Runbook.start(topo, ledger, access=access, reason=reason or "", execute=execute,
+                               unplanned=unplanned, approver=approver, drain_timeout_s=drain_timeout)
         if not st.json:
             err_console.print(f"failover run {rb.run_id} ({'EXECUTE' if rb.execute else 'dry run'}"
                               f"{', unplanned' if rb.unplanned else ''})")

@@ -37,7 +37,8 @@ def reports_dir(topology: Topology) -> Path:
     return topology.reports_dir()
 
 
-def _scrub(value: Any) -> Any:
+def scrub(value: Any) -> Any:
+    """Round-trip through JSON with every string redacted (no secret reaches the ledger or a report)."""
     return json.loads(redact(json.dumps(value, default=str)))
 
 
@@ -156,7 +157,7 @@ def build(topology: Topology, ledger: Ledger, run_id: str, steps: list[str]) -> 
     audit = [{k: e.get(k) for k in ("at", "actor", "component", "action", "status", "dry_run", "message",
                                     "before_state", "after_state")} for e in events]
     last = audit[-1] if audit else None
-    doc: dict[str, Any] = _scrub({
+    doc: dict[str, Any] = scrub({
         "run": {k: run.get(k) for k in ("run_id", "actor", "reason", "execute", "status", "started_at")},
         "hot": topology.hot_name, "cold": topology.cold_name, "unplanned": unplanned,
         "outcome": _outcome(step_rows, execute), "steps": step_rows,

@@ -30,13 +30,23 @@ cold), ``recovery_point`` (from what cold holds, with the data-loss window per c
 ``promote_cold`` (the recovery point is recomputed and must not be earlier than the accepted one),
 ``report``.
 
-Nothing changes unless ``execute`` is true (dry run: every step says what it would do, and the
-only rows written are the run's record and audit events — the signal readers and the Kafka remap
-get a ledger that drops every other write). Each step is idempotent and recorded in the ledger's
-audit events (who, what, when, before/after); ``resume(run_id)`` skips the steps recorded done for
-that run and redoes the rest. Writer steps run under the fencing epoch taken in ``fence_hot`` and
-stop with FencedError if someone fenced again since. ``abort(reason)`` ends a run that did not
-promote and lifts its fence (audited), so scheduled replication runs again.
+**State.** What the run did is its audit events in the ledger (who, what, when, before/after). A
+step reads them once, at its start, and folds them into a :class:`RunState` (an immutable value:
+the steps done, the fencing epoch taken, the approval, the lint findings, ...); the runbook
+decides from that value, and folds each event it records into it. ``resume(run_id)`` skips the
+steps recorded done for that run and redoes the rest. Steps are dispatched by a table
+(:class:`Step` → function).
+
+**Dry run.** Nothing changes unless ``execute`` is true: every step says what it would do, and the
+runbook and every capability it calls write through the ledger's dry-run view
+(:meth:`dr_toolkit.ledger.store.Ledger.dry_run`), where every transaction except the journal's
+(the run's record and audit events) is rolled back — whatever method wrote it.
+
+**Fencing.** Each step opens at most one ZooKeeper session of its own on the fencing znodes (on
+first use; shared by every fencing call of the step, closed when the step ends). Writer steps run
+under the fencing epoch taken in ``fence_hot`` and stop with FencedError if someone fenced again
+since. ``abort(reason)`` ends a run that did not promote and lifts its fence (audited), so
+scheduled replication runs again.
 """
 
 from __future__ import annotations
@@ -45,12 +55,15 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, cast
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+from dr_toolkit.failover.report import scrub
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import iso
@@ -61,6 +74,7 @@ if TYPE_CHECKING:
     from dr_toolkit.failover.gate import GateResult
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
+    from dr_toolkit.zk.fencing import Fence
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +120,8 @@ Approver = Callable[[dict[str, Any]], "bool | dict[str, Any]"]
 """``approver(request) -> bool`` or ``{"approved": bool, "acknowledged": [finding ids], "comment": str,
 "accept_loss": bool}``; ``request`` is :meth:`Runbook.approval_request`."""
 
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
 
 @dataclass
 class StepResult:
@@ -118,9 +134,83 @@ class StepResult:
         return {"name": self.name, "status": self.status, "message": self.message, "detail": self.detail}
 
 
-def _scrub(value: Any) -> Any:
-    """Round-trip through JSON with every string redacted (no secret reaches the ledger or a report)."""
-    return json.loads(redact(json.dumps(value, default=str)))
+@dataclass(frozen=True)
+class RunRecord:
+    """The run as it was started: its id, whether it executes, why, planned or unplanned."""
+
+    run_id: str
+    execute: bool
+    reason: str = ""
+    unplanned: bool = False
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What a run's audit events say, folded once (:meth:`fold`); the runbook decides from this.
+
+    ``after`` holds each step's after-state from its newest ``done`` event (recorded in the run's
+    mode), ``statuses`` each action's last status other than ``started``. A value: extending it
+    (:meth:`with_event`) makes a new one."""
+
+    execute: bool
+    unplanned: bool = False
+    events: tuple[Mapping[str, Any], ...] = ()
+    after: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _NONE)
+    messages: Mapping[str, str | None] = field(default_factory=lambda: _NONE)
+    statuses: Mapping[str, str] = field(default_factory=lambda: _NONE)
+    rejected: bool = False  # the approval was rejected
+    aborted: bool = False  # an abort was recorded
+    epoch: int | None = None  # the fencing epoch fence_hot took (executed runs)
+    fenced_at: float | None = None  # when fence_hot fenced hot (executed runs)
+
+    @classmethod
+    def fold(cls, events: Iterable[Mapping[str, Any]], *, execute: bool, unplanned: bool = False) -> RunState:
+        """The state after ``events`` (a run's failover audit events, oldest first)."""
+        evs = tuple(MappingProxyType(dict(e)) for e in events)
+        after: dict[str, Mapping[str, Any]] = {}
+        messages: dict[str, str | None] = {}
+        statuses: dict[str, str] = {}
+        rejected = aborted = False
+        for e in evs:
+            action, status, state = str(e["action"]), str(e["status"]), e.get("after_state")
+            if action == "run" and status == "started":
+                unplanned = bool((state or {}).get("unplanned"))
+            aborted = aborted or action == "abort"
+            rejected = rejected or (action == Step.APPROVAL and status == REJECTED)
+            if status != "started":
+                statuses[action] = status
+            if status == DONE and bool(e["dry_run"]) != execute:
+                after[action] = state if isinstance(state, dict) else {}
+                messages[action] = e.get("message")
+        fencing = (after.get(Step.FENCE_HOT) or {}).get("fencing") if execute else None
+        return cls(execute=execute, unplanned=unplanned, events=evs, after=MappingProxyType(after),
+                   messages=MappingProxyType(messages), statuses=MappingProxyType(statuses), rejected=rejected,
+                   aborted=aborted, epoch=int(fencing["epoch"]) if fencing else None,
+                   fenced_at=float(fencing["at"]) if fencing else None)
+
+    def with_event(self, event: Mapping[str, Any]) -> RunState:
+        """This state with one more event (one the runbook just recorded): no ledger read."""
+        return RunState.fold((*self.events, event), execute=self.execute, unplanned=self.unplanned)
+
+    @property
+    def done(self) -> frozenset[str]:
+        """The steps (and actions) recorded done in this run."""
+        return frozenset(self.after)
+
+    @property
+    def decided(self) -> bool:
+        """A human approved or rejected."""
+        return Step.APPROVAL in self.after or self.rejected
+
+    @property
+    def approval(self) -> Mapping[str, Any] | None:
+        """The approval's record (by, at, acknowledged, accept_loss, ...); None unless approved."""
+        return self.after.get(Step.APPROVAL)
+
+    @property
+    def lint_findings(self) -> list[dict[str, Any]]:
+        """The metadata lint's findings (each with its ``id``, as the approver acknowledges it)."""
+        return list((self.after.get(Step.METADATA_LINT) or {}).get("findings") or [])
 
 
 def _jsonable(obj: Any) -> Any:
@@ -128,20 +218,20 @@ def _jsonable(obj: Any) -> Any:
     return to_json() if callable(to_json) else obj
 
 
-class DryRunLedger:
-    """The ledger as a dry run sees it: reads pass through, audit events and the run's own record are
-    written, every other write (checkpoints, watermarks, runs, manifests, reports) is dropped."""
+class FenceSession:
+    """One step's ZooKeeper session on the fencing znodes: opened on first use, shared by every
+    fencing call of the step, closed when the step ends (``stack``)."""
 
-    _DROPPED = frozenset({"add_checkpoint", "set_watermark", "start_run", "finish_run", "add_manifest",
-                          "add_verify_report"})
+    def __init__(self, topology: Topology, access: Access, stack: ExitStack) -> None:
+        self._topology, self._access, self._stack = topology, access, stack
+        self._fence: Fence | None = None
 
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
+    def __call__(self) -> Fence:
+        if self._fence is None:
+            from dr_toolkit.zk.fencing import open_fence
 
-    def __getattr__(self, name: str) -> Any:
-        if name in self._DROPPED:
-            return lambda *a, **k: None
-        return getattr(self._ledger, name)
+            self._fence = self._stack.enter_context(open_fence(self._topology, access=self._access))
+        return self._fence
 
 
 def lint_id(finding: dict[str, Any]) -> str:
@@ -179,24 +269,20 @@ def may_decide(who: str, approvers: list[str] | tuple[str, ...]) -> bool:
 class Runbook:
     """One failover run. Create with :meth:`start` or :meth:`resume`."""
 
-    def __init__(self, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool,
-                 reason: str = "", who: str | None = None, approver: Approver | None = None,
-                 poll_s: float = 1.0, drain_timeout_s: float | None = None,
-                 access: Access | None = None, unplanned: bool = False) -> None:
-        from dr_toolkit.access import default_access
-
+    def __init__(self, topology: Topology, ledger: Ledger, run: RunRecord, *, access: Access,
+                 who: str | None = None, approver: Approver | None = None, poll_s: float = 1.0,
+                 drain_timeout_s: float | None = None) -> None:
         self.topology = topology
-        self.ledger = ledger
-        self.run_id = run_id
-        self.execute = execute
-        self.reason = reason
+        # the dry run is decided here, once: every write but the journal's is rolled back in the ledger
+        self.ledger = ledger if run.execute else ledger.dry_run()
+        self.run_id, self.execute, self.reason, self.unplanned = run.run_id, run.execute, run.reason, run.unplanned
+        self.access = access
         self.who = who or actor()
         self.approver = approver
         self.poll_s = poll_s
         self.drain_timeout_s = topology.failover.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         self.results: dict[str, StepResult] = {}
-        self.access = default_access(access)
-        self.unplanned = unplanned
+        self.state = RunState(execute=run.execute, unplanned=run.unplanned)
         self._gate: GateResult | None = None  # the gate re-run after approval, in this process
         self._window: dict[str, Any] | None = None  # unplanned: the loss window read at promotion
         self._unreachable: ZkUnreachable | None = None  # set by run_step when ZooKeeper did not answer
@@ -205,14 +291,9 @@ class Runbook:
     def steps(self) -> tuple[Step, ...]:
         return UNPLANNED_STEPS if self.unplanned else STEPS
 
-    @property
-    def reader_ledger(self) -> Ledger:
-        """The ledger the signal readers and the Kafka remap get (writes dropped in a dry run)."""
-        return self.ledger if self.execute else cast("Ledger", DryRunLedger(self.ledger))
-
     # -- creation ----------------------------------------------------------------------------------
     @classmethod
-    def start(cls, topology: Topology, ledger: Ledger, *, reason: str, execute: bool = False,
+    def start(cls, topology: Topology, ledger: Ledger, *, access: Access, reason: str, execute: bool = False,
               run_id: str | None = None, unplanned: bool = False, **kw: Any) -> Runbook:
         if not reason.strip():
             raise ConfigError("a failover needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
@@ -221,11 +302,11 @@ class Runbook:
         ledger.audit(component=COMPONENT, action="run", dry_run=not execute, status="started", run_id=rid,
                      target=topology.cold_name, after={"reason": reason, "execute": execute, "unplanned": unplanned},
                      message=f"{kind} {topology.hot_name} -> {topology.cold_name}", who=kw.get("who"))
-        return cls(topology, ledger, rid, execute=execute, reason=reason, unplanned=unplanned, **kw)
+        return cls(topology, ledger, RunRecord(rid, execute, reason, unplanned), access=access, **kw)
 
     @classmethod
-    def resume(cls, topology: Topology, ledger: Ledger, run_id: str, *, execute: bool | None = None,
-               **kw: Any) -> Runbook:
+    def resume(cls, topology: Topology, ledger: Ledger, run_id: str, *, access: Access,
+               execute: bool | None = None, **kw: Any) -> Runbook:
         row = ledger.failover_run(run_id)
         if row is None:
             raise ConfigError(f"no failover run {run_id!r} in the ledger", where=ledger.url,
@@ -234,44 +315,31 @@ class Runbook:
         if execute is not None and execute != was:
             raise ConfigError(f"run {run_id} was started {'with' if was else 'without'} --execute",
                               hint="resume it the same way, or start a new run")
-        if row["status"] == "aborted" and any(e["action"] == "abort" for e in
-                                              ledger.audit_events(run_id=run_id, component=COMPONENT)):
+        state = RunState.fold(ledger.audit_events(run_id=run_id, component=COMPONENT), execute=was)
+        if row["status"] == "aborted" and state.aborted:
             raise ConfigError(f"run {run_id} was aborted", hint="start a new run")
-        started = next((e for e in ledger.audit_events(run_id=run_id, component=COMPONENT)
-                        if e["action"] == "run" and e["status"] == "started"), None)
-        unplanned = bool(((started or {}).get("after_state") or {}).get("unplanned"))
-        rb = cls(topology, ledger, run_id, execute=was, reason=row["reason"] or "", unplanned=unplanned, **kw)
-        for name in rb.done_steps():
-            rb.results[name] = StepResult(name, DONE, {"earlier": True}, "done earlier in this run")
+        rb = cls(topology, ledger, RunRecord(run_id, was, row["reason"] or "", state.unplanned), access=access, **kw)
+        rb.state = state
+        for step in rb.steps:
+            if step in state.done:
+                rb.results[step] = StepResult(step, DONE, {"earlier": True}, "done earlier in this run")
         ledger.set_failover_status(run_id, "running")
         return rb
 
     # -- ledger state ------------------------------------------------------------------------------
-    def events(self) -> list[dict[str, Any]]:
-        return self.ledger.audit_events(run_id=self.run_id, component=COMPONENT)
-
-    def done_steps(self) -> list[str]:
-        done = {e["action"] for e in self.events() if e["status"] == DONE and bool(e["dry_run"]) != self.execute}
-        return [s.value for s in self.steps if s.value in done]
-
-    def step_event(self, name: str, status: str) -> dict[str, Any] | None:
-        for e in reversed(self.events()):
-            if e["action"] == name and e["status"] == status:
-                return dict(e)
-        return None
-
-    @property
-    def epoch(self) -> int | None:
-        e = self.step_event(Step.FENCE_HOT, DONE)
-        if e and e["after_state"] and self.execute:
-            return int(e["after_state"]["fencing"]["epoch"])
-        return None
-
     def _audit(self, name: str, status: str, *, before: Any = None, after: Any = None,
                message: str | None = None, who: str | None = None) -> None:
+        """Record one event of this run and fold it into :attr:`state`."""
+        before, after = scrub(before), scrub(after)
         self.ledger.audit(component=COMPONENT, action=str(name), dry_run=not self.execute, status=status,
-                          run_id=self.run_id, target=self.topology.cold_name, before=_scrub(before),
-                          after=_scrub(after), message=message, who=who or self.who)
+                          run_id=self.run_id, target=self.topology.cold_name, before=before,
+                          after=after, message=message, who=who or self.who)
+        self.state = self.state.with_event({"action": str(name), "status": status, "dry_run": not self.execute,
+                                            "after_state": after, "message": redact(message) if message else None})
+
+    def _result(self, step: Step, detail: dict[str, Any], message: str | None = None) -> StepResult:
+        """A step that went through: done, or in a dry run planned."""
+        return StepResult(step, DONE if self.execute else PLANNED, detail, message)
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, *, until: str | None = None) -> dict[str, Any]:
@@ -282,7 +350,7 @@ class Runbook:
             if name in self.results and self.results[name].status == DONE:
                 continue
             self._unreachable = None
-            res = self.run_step(name)
+            res = self.run_step(step)
             if self._unreachable is not None:  # ZooKeeper gone: every later step would wait it out again
                 self.ledger.set_failover_status(self.run_id, "failed", detail=self.summary())
                 exc = self._unreachable
@@ -307,36 +375,43 @@ class Runbook:
         return out
 
     def run_step(self, name: str) -> StepResult:
-        if name not in [s.value for s in self.steps]:
+        """Run the step ``name`` (a :class:`Step`) unless this run recorded it done: the run's audit
+        events are read once, here, into :attr:`state`; the step's fencing calls share one session."""
+        try:
+            step: Step | None = Step(name)
+        except ValueError:
+            step = None
+        if step is None or step not in self.steps:
             raise ConfigError(f"unknown runbook step {name!r}",
                               hint=f"steps: {', '.join(s.value for s in self.steps)}")
-        done = self.step_event(name, DONE)
-        if done is not None and bool(done["dry_run"]) != self.execute:
-            res = StepResult(name, DONE, {"earlier": True}, "done earlier in this run")
-            self.results[name] = res
+        self.state = RunState.fold(self.ledger.audit_events(run_id=self.run_id, component=COMPONENT),
+                                   execute=self.execute, unplanned=self.unplanned)
+        if step in self.state.done:
+            res = StepResult(step, DONE, {"earlier": True}, "done earlier in this run")
+            self.results[step] = res
             return res
-        if name == Step.APPROVAL and self.step_event(name, REJECTED) is not None:
-            res = StepResult(name, REJECTED, {}, "rejected earlier in this run")
-            self.results[name] = res
+        if step == Step.APPROVAL and self.state.rejected:
+            res = StepResult(step, REJECTED, {}, "rejected earlier in this run")
+            self.results[step] = res
             return res
-        self._audit(name, "started")
-        fn: Callable[[], StepResult] = getattr(self, f"_step_{name}")
+        self._audit(step, "started")
         try:
-            res = fn()
+            with ExitStack() as stack:
+                res = STEP_FUNCTIONS[step](self, FenceSession(self.topology, self.access, stack))
         except ZkUnreachable as exc:  # the fencing state cannot be read or written: no step can go on
-            res = StepResult(name, FAILED, {"error": exc.message, "where": exc.where}, exc.message)
+            res = StepResult(step, FAILED, {"error": exc.message, "where": exc.where}, exc.message)
             self._unreachable = exc
         except DrtError as exc:
-            res = StepResult(name, FAILED, {"error": exc.message}, exc.message)
+            res = StepResult(step, FAILED, {"error": exc.message}, exc.message)
         except Exception as exc:
-            log.debug("step %s crashed", name, exc_info=True)
-            res = StepResult(name, FAILED, {"error": f"{type(exc).__name__}: {exc}"}, f"{type(exc).__name__}: {exc}")
-        res.detail = _scrub(res.detail)
+            log.debug("step %s crashed", step, exc_info=True)
+            res = StepResult(step, FAILED, {"error": f"{type(exc).__name__}: {exc}"}, f"{type(exc).__name__}: {exc}")
+        res.detail = scrub(res.detail)
         if res.status != WAITING and not res.detail.get("recorded"):
             final = DONE if res.status in (DONE, PLANNED) else res.status
-            self._audit(name, final, before=res.detail.get("before"), after=res.detail.get("after", res.detail),
+            self._audit(step, final, before=res.detail.get("before"), after=res.detail.get("after", res.detail),
                         message=res.message, who=res.detail.get("decided_by"))
-        self.results[name] = res
+        self.results[step] = res
         return res
 
     def summary(self) -> dict[str, Any]:
@@ -347,14 +422,11 @@ class Runbook:
                 "unplanned": self.unplanned, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
                 "steps": steps}
 
-    def _writer_guard(self) -> None:
+    def _writer_guard(self, fence: FenceSession) -> None:
         """Writer steps: refuse to write when someone fenced again since this run's fence."""
-        if not self.execute or self.epoch is None:
+        if not self.execute or self.state.epoch is None:
             return
-        from dr_toolkit.zk.fencing import open_fence
-
-        with open_fence(self.topology, access=self.access) as fence:
-            fence.check_epoch(self.epoch)
+        fence().check_epoch(self.state.epoch)
 
     # -- abort -------------------------------------------------------------------------------------
     def abort(self, reason: str, *, who: str | None = None) -> dict[str, Any]:
@@ -363,13 +435,13 @@ class Runbook:
         if not reason.strip():
             raise ConfigError("an abort needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
         who = who or self.who
-        if self.step_event(Step.PROMOTE_COLD, DONE) is not None and self.execute:
+        if Step.PROMOTE_COLD in self.state.done and self.execute:
             raise ConfigError(f"run {self.run_id} already promoted {self.topology.cold_name}",
                               hint="undoing a promotion is a failback: run a failover in the other direction")
         before: dict[str, Any] = {}
         after: dict[str, Any] = {}
         message = f"aborted by {who}: {reason}"
-        epoch = self.epoch
+        epoch = self.state.epoch
         if self.execute and epoch is not None:
             from dr_toolkit.zk.fencing import open_fence
 
@@ -391,16 +463,12 @@ class Runbook:
                     message += (f"; fence left as is (epoch {st.epoch}, fenced {st.fenced_cluster!r}: "
                                 f"not this run's epoch {epoch})")
                 after = fence.snapshot()
-        self.ledger.audit(component=COMPONENT, action="abort", dry_run=not self.execute, status=DONE,
-                          run_id=self.run_id, target=self.topology.cold_name, before=_scrub(before),
-                          after=_scrub({**after, "reason": reason}), message=message, who=who)
+        self._audit("abort", DONE, before=before, after={**after, "reason": reason}, message=message, who=who)
         self.ledger.set_failover_status(self.run_id, "aborted", detail=self.summary())
         return {"run_id": self.run_id, "status": "aborted", "message": message, "fence": after}
 
     # -- the steps -------------------------------------------------------------------------------
-    def _step_fence_hot(self) -> StepResult:
-        from dr_toolkit.zk.fencing import open_fence
-
+    def _step_fence_hot(self, fence: FenceSession) -> StepResult:
         hot = self.topology.hot_name
         by = f"{self.who} run {self.run_id}"
         probe: dict[str, Any] | None = None
@@ -413,24 +481,24 @@ class Runbook:
                 return StepResult(Step.FENCE_HOT, FAILED, {"probe": probe},
                                   f"the hot cluster still answers ({', '.join(up)}): use the planned failover "
                                   "(`drt failover run` without --unplanned), which drains and proves it")
-        with open_fence(self.topology, access=self.access) as fence:
-            before = fence.snapshot()
-            st = fence.state()
-            if not self.execute:
-                return StepResult(Step.FENCE_HOT, PLANNED, {"before": before, "probe": probe, "after": {
-                    "would": f"bump the fencing epoch {st.epoch} -> {st.epoch + 1} and mark {hot} read-only"}})
-            if st.fenced_cluster == hot and self.run_id in (st.by or ""):
-                pass  # fenced by this run already (killed before the audit record): keep that epoch
-            else:
-                st = fence.bump(fenced_cluster=hot, by=by)
-            fence.set_read_only(hot, True, epoch=st.epoch, by=by)
-            after = fence.snapshot()
+        f = fence()
+        before = f.snapshot()
+        st = f.state()
+        if not self.execute:
+            return StepResult(Step.FENCE_HOT, PLANNED, {"before": before, "probe": probe, "after": {
+                "would": f"bump the fencing epoch {st.epoch} -> {st.epoch + 1} and mark {hot} read-only"}})
+        if st.fenced_cluster == hot and self.run_id in (st.by or ""):
+            pass  # fenced by this run already (killed before the audit record): keep that epoch
+        else:
+            st = f.bump(fenced_cluster=hot, by=by)
+        f.set_read_only(hot, True, epoch=st.epoch, by=by)
+        after = f.snapshot()
         return StepResult(Step.FENCE_HOT, DONE, {"before": before, "after": after, "probe": probe},
                           f"{hot} fenced at epoch {st.epoch}: the toolkit's writers now refuse hot; stop hot's own "
                           "clients (HDFS writers, Kafka producers, HBase clients) — the gate counts whatever they "
                           "still write, so the drain waits for it")
 
-    def _step_pause_mirrors(self) -> StepResult:
+    def _step_pause_mirrors(self, fence: FenceSession) -> StepResult:
         """Stop and flag what still mirrors into cold: the toolkit's replication refuses to run once
         hot is fenced; external mirrors (MirrorMaker, HBase's sink) are flagged for the operator."""
         topo = self.topology
@@ -446,39 +514,31 @@ class Runbook:
         if not self.execute:
             return StepResult(Step.PAUSE_MIRRORS, PLANNED, {"after": {"would_pause": paused}},
                               "would flag the mirrors into cold as paused")
-        epoch = self.epoch
+        epoch = self.state.epoch
         if epoch is None:
             return StepResult(Step.PAUSE_MIRRORS, FAILED, {}, "the hot cluster was not fenced by this run")
-        from dr_toolkit.zk.fencing import open_fence
-
         rec = {"epoch": epoch, "at": time.time(), "by": f"{self.who} run {self.run_id}", "paused": paused}
-        with open_fence(self.topology, access=self.access) as fence:
-            fence.guarded_set(f"{fence.root}/mirrors-paused", json.dumps(rec, sort_keys=True).encode(), epoch)
+        f = fence()
+        f.guarded_set(f"{f.root}/mirrors-paused", json.dumps(rec, sort_keys=True).encode(), epoch)
         return StepResult(Step.PAUSE_MIRRORS, DONE, {"after": rec},
                           "mirrors into cold paused/flagged (" + "; ".join(
                               f"{k}: {str(v['how']).split(':')[0]}" for k, v in paused.items()) + ")")
 
-    def _step_recovery_point(self) -> StepResult:
+    def _step_recovery_point(self, _fence: FenceSession) -> StepResult:
         from dr_toolkit.failover.unplanned import loss_window
 
-        lw = loss_window(self.topology, self.reader_ledger, self.access)
+        lw = loss_window(self.topology, self.ledger, self.access)
         msg = (f"recovery point {lw['recovery_point'] or 'unknown'} (from what cold holds)"
                + (f"; unbounded: {', '.join(lw['unbounded'])}" if lw["unbounded"] else ""))
-        return StepResult(Step.RECOVERY_POINT, DONE if self.execute else PLANNED, {"after": lw}, msg)
-
-    def _fenced_at(self) -> float | None:
-        e = self.step_event(Step.FENCE_HOT, DONE)
-        if e and e["after_state"] and self.execute:
-            return float(e["after_state"]["fencing"]["at"])
-        return None
+        return self._result(Step.RECOVERY_POINT, {"after": lw}, msg)
 
     def drain_state(self) -> tuple[list[Any], list[str], dict[str, Any]]:
         """HBase queues and the Kafka mirror: (signals, reasons not drained, detail); nothing is recorded."""
         from dr_toolkit.failover.gate import decide
         from dr_toolkit.failover.signals import read_signals
 
-        fenced_at = self._fenced_at()
-        sigs = read_signals(self.topology, self.reader_ledger, self.access, components=("hbase", "kafka"))
+        fenced_at = self.state.fenced_at
+        sigs = read_signals(self.topology, self.ledger, self.access, components=("hbase", "kafka"))
         # Drain is about data in flight: the consumer groups' checkpoint coverage (group:<g>
         # signals) is not, and the kafka_offsets step checkpoints them after the drain.
         sigs = [s for s in sigs if not (s.component == "kafka" and s.detail.get("kind") == "group")]
@@ -486,13 +546,13 @@ class Runbook:
         return sigs, reasons, {"signals": [s.to_json() for s in sigs], "reasons": reasons,
                                "fenced_at": iso(fenced_at)}
 
-    def _step_wait_drain(self) -> StepResult:
+    def _step_wait_drain(self, _fence: FenceSession) -> StepResult:
         deadline = time.monotonic() + self.drain_timeout_s
         while True:
             sigs, reasons, detail = self.drain_state()
             if not reasons:
-                return StepResult(Step.WAIT_DRAIN, DONE if self.execute else PLANNED, detail,
-                                  "HBase queues and the Kafka mirror are drained" if sigs else "nothing to drain")
+                return self._result(Step.WAIT_DRAIN, detail,
+                                    "HBase queues and the Kafka mirror are drained" if sigs else "nothing to drain")
             if not self.execute:
                 return StepResult(Step.WAIT_DRAIN, PLANNED, detail, "would wait for: " + "; ".join(reasons))
             if time.monotonic() >= deadline:
@@ -500,20 +560,19 @@ class Runbook:
                                   f"not drained after {self.drain_timeout_s:g}s: " + "; ".join(reasons))
             time.sleep(self.poll_s)
 
-    def _step_final_copy(self) -> StepResult:
+    def _step_final_copy(self, fence: FenceSession) -> StepResult:
         policies = self.topology.policies.hdfs
         if not policies:
-            return StepResult(Step.FINAL_COPY, DONE if self.execute else PLANNED, {"policies": []},
-                              "no HDFS policies")
+            return self._result(Step.FINAL_COPY, {"policies": []}, "no HDFS policies")
         from dr_toolkit.copy import api
 
-        self._writer_guard()
+        self._writer_guard(fence)
         out: list[Any] = []
         failed = 0
         changing: list[str] = []
         for p in policies:
-            results = api.replicate_policy(self.topology, p.name, self.reader_ledger,
-                            dry_run=not self.execute, fence_epoch=self.epoch, access=self.access)
+            results = api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute,
+                                           fence_epoch=self.state.epoch, access=self.access)
             for r in results:
                 j = _jsonable(r)
                 out.append({"policy": p.name, **j})
@@ -526,13 +585,13 @@ class Runbook:
             return StepResult(Step.FINAL_COPY, FAILED, {"results": out},
                               "the source kept changing while it was listed (" + ", ".join(changing[:5])
                               + "): stop hot's writers, then resume")
-        return StepResult(Step.FINAL_COPY, DONE if self.execute else PLANNED, {"results": out},
-                          f"{len(out)} policy targets copied" if self.execute else "dry-run copy plan")
+        return self._result(Step.FINAL_COPY, {"results": out},
+                            f"{len(out)} policy targets copied" if self.execute else "dry-run copy plan")
 
-    def _step_final_verify(self) -> StepResult:
+    def _step_final_verify(self, _fence: FenceSession) -> StepResult:
         policies = self.topology.policies.verify
         if not policies:
-            return StepResult(Step.FINAL_VERIFY, DONE if self.execute else PLANNED, {}, "no verification policies")
+            return self._result(Step.FINAL_VERIFY, {}, "no verification policies")
         if not self.execute:
             return StepResult(Step.FINAL_VERIFY, PLANNED, {"policies": [p.name for p in policies]},
                               "would verify " + ", ".join(p.name for p in policies))
@@ -555,11 +614,11 @@ class Runbook:
         # groups_regex: hot's live groups, or (hot gone) the checkpointed ones the patterns select
         return protected_groups(self.topology, ledger=self.ledger, access=self.access)[0]
 
-    def _step_kafka_offsets(self) -> StepResult:
+    def _step_kafka_offsets(self, _fence: FenceSession) -> StepResult:
         """Checkpoint (executed, planned runs: hot still answers) and remap — a plan; nothing on cold."""
         groups = self._groups()
         if not groups:
-            return StepResult(Step.KAFKA_OFFSETS, DONE if self.execute else PLANNED, {}, "no Kafka groups")
+            return self._result(Step.KAFKA_OFFSETS, {}, "no Kafka groups")
         from dr_toolkit.kafka import api
 
         detail: dict[str, Any] = {}
@@ -574,7 +633,7 @@ class Runbook:
 
         newest = self.ledger.latest_checkpoints(groups)
         missing = [g for g in groups if not newest.get(g)]
-        planned = remap_many(self.topology, self.reader_ledger, [g for g in groups if g not in missing],
+        planned = remap_many(self.topology, self.ledger, [g for g in groups if g not in missing],
                              access=self.access, audit=True, run_id=self.run_id,
                              who=self.who)  # every group at once, shared searches; only audit rows written
         remaps = [{"group": g, "checkpoint_id": newest[g][0]["checkpoint_id"],
@@ -594,23 +653,22 @@ class Runbook:
         msg = f"offsets remapped for {len(remaps)} group(s) (applied after approval)"
         if missing:
             msg += f"; never checkpointed (not carried over): {', '.join(missing)}"
-        return StepResult(Step.KAFKA_OFFSETS, DONE if self.execute else PLANNED, detail, msg)
+        return self._result(Step.KAFKA_OFFSETS, detail, msg)
 
-    def _step_final_gate(self) -> StepResult:
+    def _step_final_gate(self, _fence: FenceSession) -> StepResult:
         from dr_toolkit.failover.gate import check
 
-        res = check(self.topology, self.reader_ledger, access=self.access, who=self.who,
+        res = check(self.topology, self.ledger, access=self.access, who=self.who,
                     record=f"runbook:{self.run_id}" if self.execute else None)  # a dry run records nothing
         self._gate = res  # the approval in this process is asked on this answer
         detail = res.to_json()
         if res.go:
-            return StepResult(Step.FINAL_GATE, DONE if self.execute else PLANNED, detail,
-                              f"GO; recovery point {detail['recovery_point']}")
+            return self._result(Step.FINAL_GATE, detail, f"GO; recovery point {detail['recovery_point']}")
         if not self.execute:
             return StepResult(Step.FINAL_GATE, PLANNED, detail, "NO_GO now: " + "; ".join(res.reasons))
         return StepResult(Step.FINAL_GATE, FAILED, detail, "NO_GO: " + "; ".join(res.reasons))
 
-    def _step_metadata_lint(self) -> StepResult:
+    def _step_metadata_lint(self, _fence: FenceSession) -> StepResult:
         from dr_toolkit.failover.lint import lint
 
         res = lint(self.topology)
@@ -619,28 +677,21 @@ class Runbook:
         msg = (f"{n} hot-cluster value(s) in replicated metadata, e.g. {findings[0]['path']}:"
                f"{findings[0]['line']} ({findings[0]['value']}); each must be acknowledged at approval" if n else
                f"no hot-cluster values in {res['files_scanned']} metadata/config files")
-        return StepResult(Step.METADATA_LINT, DONE if self.execute else PLANNED,
-                          {"after": {"clean": res["clean"], "files_scanned": res["files_scanned"],
-                                     "findings": findings}}, msg)
-
-    def lint_findings(self) -> list[dict[str, Any]]:
-        e = self.step_event(Step.METADATA_LINT, DONE)
-        return list(((e or {}).get("after_state") or {}).get("findings") or [])
+        return self._result(Step.METADATA_LINT, {"after": {"clean": res["clean"], "files_scanned": res["files_scanned"],
+                                                           "findings": findings}}, msg)
 
     def approval_request(self) -> dict[str, Any]:
-        gate = self._gate.to_json() if self._gate is not None else \
-            ((self.step_event(Step.FINAL_GATE, DONE) or {}).get("after_state") or None)
-        lint = self.step_event(Step.METADATA_LINT, DONE)
-        rp = self.step_event(Step.RECOVERY_POINT, DONE)
-        window = (rp or {}).get("after_state") if rp else None
+        st = self.state
+        gate = self._gate.to_json() if self._gate is not None else (st.after.get(Step.FINAL_GATE) or None)
+        window = st.after.get(Step.RECOVERY_POINT)
         return {"run_id": self.run_id, "hot": self.topology.hot_name, "cold": self.topology.cold_name,
                 "reason": self.reason, "unplanned": self.unplanned,
                 "recovery_point": (window or {}).get("recovery_point") if self.unplanned
                 else (gate or {}).get("recovery_point"),
                 "gate": None if gate is None else {k: gate.get(k) for k in ("verdict", "recovery_point", "reasons",
                                                                              "fenced_at", "checked_at")},
-                "loss_window": window, "metadata_lint": lint["message"] if lint else None,
-                "findings": self.lint_findings(), "approvers": list(self.topology.failover.approvers)}
+                "loss_window": window, "metadata_lint": st.messages.get(Step.METADATA_LINT),
+                "findings": st.lint_findings, "approvers": list(self.topology.failover.approvers)}
 
     def record_decision(self, approved: bool, who: str, comment: str | None = None, *,
                         acknowledged: list[str] | tuple[str, ...] = (), accept_loss: bool = False) -> StepResult:
@@ -657,9 +708,9 @@ class Runbook:
                                    "os:<login user>, Airflow as airflow:<user>; $DRT_ACTOR is only a label)")
         if not self.execute:
             raise ConfigError(f"run {self.run_id} is a dry run: there is no promotion to decide on")
-        if self.step_event(Step.APPROVAL, DONE) is not None or self.step_event(Step.APPROVAL, REJECTED) is not None:
+        if self.state.decided:
             raise ConfigError(f"run {self.run_id} already has a decision", hint="start a new run to decide again")
-        findings = self.lint_findings()
+        findings = self.state.lint_findings
         ack = set(acknowledged)
         if approved:
             left = [f["id"] for f in findings if f["id"] not in ack]
@@ -682,7 +733,7 @@ class Runbook:
         self.results[Step.APPROVAL] = res
         return res
 
-    def _step_approval(self) -> StepResult:
+    def _step_approval(self, _fence: FenceSession) -> StepResult:
         if not self.execute:
             return StepResult(Step.APPROVAL, PLANNED, {}, "would ask a human to approve the promotion")
         if not self.unplanned:
@@ -707,7 +758,7 @@ class Runbook:
     def _regate(self) -> GateResult:
         from dr_toolkit.failover.gate import check
 
-        self._gate = check(self.topology, self.reader_ledger, access=self.access, who=self.who,
+        self._gate = check(self.topology, self.ledger, access=self.access, who=self.who,
                            record=f"runbook:{self.run_id}" if self.execute else None)
         return self._gate
 
@@ -717,13 +768,11 @@ class Runbook:
         if self.unplanned:
             from dr_toolkit.failover.unplanned import loss_window
 
-            appr = self.step_event(Step.APPROVAL, DONE)
-            accepted = ((appr or {}).get("after_state") or {})
-            if not accepted.get("accept_loss"):
+            if not (self.state.approval or {}).get("accept_loss"):
                 return StepResult(step, FAILED, {}, "the data-loss window was not accepted")
-            lw = loss_window(self.topology, self.reader_ledger, self.access)
+            lw = loss_window(self.topology, self.ledger, self.access)
             self._window = lw
-            was = (self.step_event(Step.RECOVERY_POINT, DONE) or {}).get("after_state") or {}
+            was = self.state.after.get(Step.RECOVERY_POINT) or {}
             old, new = was.get("recovery_point_epoch"), lw.get("recovery_point_epoch")
             if old is not None and (new is None or new < old):
                 return StepResult(step, FAILED, {"loss_window": lw},
@@ -737,12 +786,12 @@ class Runbook:
                               "NO_GO at promotion time: " + "; ".join(self._gate.reasons))
         return None
 
-    def _step_kafka_apply(self) -> StepResult:
+    def _step_kafka_apply(self, fence: FenceSession) -> StepResult:
         groups = self._groups()
         if not self.execute:
             return StepResult(Step.KAFKA_APPLY, PLANNED, {"groups": groups},
                               f"would apply the remapped offsets of {len(groups)} group(s) after approval")
-        if self.step_event(Step.APPROVAL, DONE) is None:
+        if self.state.approval is None:
             return StepResult(Step.KAFKA_APPLY, FAILED, {}, "no human approval recorded for this run")
         stop = self._pre_promotion_check(Step.KAFKA_APPLY, fresh=True)
         if stop is not None:
@@ -753,8 +802,8 @@ class Runbook:
             return StepResult(Step.KAFKA_APPLY, DONE, {"gate": gate}, "no Kafka groups")
         from dr_toolkit.kafka.batch import apply_many, remap_many
 
-        self._writer_guard()
-        plan = (self.step_event(Step.KAFKA_OFFSETS, DONE) or {}).get("after_state") or {}
+        self._writer_guard(fence)
+        plan = self.state.after.get(Step.KAFKA_OFFSETS) or {}
         skip = set(plan.get("not_checkpointed") or [])
         todo = [g for g in groups if g not in skip]
         # the same remap as the plan (same checkpoints, same cold data), all groups at once, then
@@ -775,19 +824,17 @@ class Runbook:
                           f"offsets applied for {len(out) - len(skip)} group(s) after a fresh "
                           + ("recovery-point check" if self.unplanned else "GO"))
 
-    def _step_promote_cold(self) -> StepResult:
-        from dr_toolkit.zk.fencing import open_fence
-
+    def _step_promote_cold(self, fence: FenceSession) -> StepResult:
         cold = self.topology.cold_name
         if not self.execute:
             return StepResult(Step.PROMOTE_COLD, PLANNED, {"after": {"would": f"set the active cluster to {cold}"}},
                               f"would promote {cold}")
-        if self.step_event(Step.APPROVAL, DONE) is None:
+        if self.state.approval is None:
             return StepResult(Step.PROMOTE_COLD, FAILED, {}, "no human approval recorded for this run")
-        epoch = self.epoch
+        epoch = self.state.epoch
         if epoch is None:
             return StepResult(Step.PROMOTE_COLD, FAILED, {}, "the hot cluster was not fenced by this run")
-        if self._groups() and self.step_event(Step.KAFKA_APPLY, DONE) is None:
+        if self._groups() and Step.KAFKA_APPLY not in self.state.done:
             # offsets are applied in one place only (kafka_apply, after approval and a fresh gate)
             return StepResult(Step.PROMOTE_COLD, FAILED, {},
                               "kafka_apply has not completed for this run: run it before promote_cold")
@@ -798,14 +845,14 @@ class Runbook:
             return stop
         by = f"{self.who} run {self.run_id}"
         recovery = self._promotion_recovery()
-        with open_fence(self.topology, access=self.access) as fence:
-            before = fence.snapshot()
-            active = before.get("active") or {}
-            if not (active.get("cluster") == cold and active.get("epoch") == epoch):
-                fence.set_active(cold, epoch=epoch, by=by, recovery_point=recovery["recovery_point"])
-            if fence.is_read_only(cold):
-                fence.set_read_only(cold, False, epoch=epoch, by=by)
-            after = fence.snapshot()
+        f = fence()
+        before = f.snapshot()
+        active = before.get("active") or {}
+        if not (active.get("cluster") == cold and active.get("epoch") == epoch):
+            f.set_active(cold, epoch=epoch, by=by, recovery_point=recovery["recovery_point"])
+        if f.is_read_only(cold):
+            f.set_read_only(cold, False, epoch=epoch, by=by)
+        after = f.snapshot()
         rp = recovery["recovery_point"]
         return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": {**after, "recovery": recovery},
                                                     "recovery_point": rp},
@@ -831,14 +878,13 @@ class Runbook:
                 "rpo_s": None if g.rpo_s is None else round(g.rpo_s, 3), "limited_by": g.limiting,
                 "as_of": iso(g.checked_at)}
 
-    def _step_report(self) -> StepResult:
+    def _step_report(self, _fence: FenceSession) -> StepResult:
         """Write the report, record this step done, then write it again so its audit trail ends with
         that event (if the second write fails, the first stays and says the event it ends at)."""
         from dr_toolkit.failover import report
 
         names = [s.value for s in self.steps]
         paths = report.write(self.topology, self.ledger, self.run_id, names)
-        status = DONE if self.execute else PLANNED
         message = f"report {paths['html']}"
         self._audit(Step.REPORT, DONE, after=paths, message=message)
         try:
@@ -846,7 +892,25 @@ class Runbook:
         except OSError as exc:
             log.warning("failover report %s: the final rewrite failed (%s); it ends at 'report started'",
                         paths["html"], exc)
-        return StepResult(Step.REPORT, status, {"after": paths, "recorded": True}, message)
+        return self._result(Step.REPORT, {"after": paths, "recorded": True}, message)
 
+
+StepFunction = Callable[[Runbook, FenceSession], StepResult]
+STEP_FUNCTIONS: Mapping[Step, StepFunction] = MappingProxyType({
+    Step.FENCE_HOT: Runbook._step_fence_hot,
+    Step.PAUSE_MIRRORS: Runbook._step_pause_mirrors,
+    Step.WAIT_DRAIN: Runbook._step_wait_drain,
+    Step.FINAL_COPY: Runbook._step_final_copy,
+    Step.FINAL_VERIFY: Runbook._step_final_verify,
+    Step.RECOVERY_POINT: Runbook._step_recovery_point,
+    Step.KAFKA_OFFSETS: Runbook._step_kafka_offsets,
+    Step.FINAL_GATE: Runbook._step_final_gate,
+    Step.METADATA_LINT: Runbook._step_metadata_lint,
+    Step.APPROVAL: Runbook._step_approval,
+    Step.KAFKA_APPLY: Runbook._step_kafka_apply,
+    Step.PROMOTE_COLD: Runbook._step_promote_cold,
+    Step.REPORT: Runbook._step_report,
+})
+"""What each step does: ``STEP_FUNCTIONS[step](runbook, fence_session)`` (every :class:`Step` has one)."""
 
 ACCEPT_PHRASE_HINT = "the acceptance phrase (CLI: ACCEPT DATA LOSS; library: record_decision(..., accept_loss=True))"

@@ -10,6 +10,7 @@ command that does not open it (`drt --help`, a bare `drt distcp`) must not pay f
 
 from __future__ import annotations
 
+import copy
 import getpass
 import json
 import os
@@ -144,6 +145,17 @@ class Ledger:
         self.engine = engine
         # set by open_ledger(create=False): the SQLite file that does not exist (this one is empty)
         self.missing: str | None = None
+        # set by dry_run(): every transaction is rolled back at its end, the journal's excepted
+        self.drops_writes = False
+
+    def dry_run(self) -> Ledger:
+        """This ledger as a dry run writes to it: the same database, reads as usual, and every
+        transaction rolled back at its end except the journal's (the audit log and the failover
+        run's record: :meth:`audit`, :meth:`start_failover_run`, :meth:`set_failover_status`).
+        Decided in :meth:`_tx`, so a write method added later is dropped without being listed."""
+        view = copy.copy(self)
+        view.drops_writes = True
+        return view
 
     # -- connection ------------------------------------------------------------------------
     @classmethod
@@ -216,8 +228,9 @@ class Ledger:
         return self.engine.url.render_as_string(hide_password=True)
 
     @contextmanager
-    def _tx(self) -> Iterator[Any]:
-        """One transaction. A database that cannot be reached, read or written (server down, a
+    def _tx(self, *, journal: bool = False) -> Iterator[Any]:
+        """One transaction (rolled back at its end in a :meth:`dry_run` view unless ``journal``).
+        A database that cannot be reached, read or written (server down, a
         file that is not a database, a locked or full disk) is one UnreachableError (exit 3);
         integrity errors (the lease race) and programming errors pass through unchanged."""
         from sqlalchemy.exc import DatabaseError, IntegrityError, ProgrammingError
@@ -225,6 +238,8 @@ class Ledger:
         try:
             with self.engine.begin() as conn:
                 yield conn
+                if self.drops_writes and not journal:
+                    conn.rollback()
         except DatabaseError as exc:
             if isinstance(exc, (IntegrityError, ProgrammingError)):
                 raise
@@ -251,10 +266,10 @@ class Ledger:
             v = conn.execute(text("SELECT MAX(version) FROM schema_version")).scalar()
         return int(v or 0)
 
-    def _insert(self, table: str, row: Mapping[str, Any]) -> None:
+    def _insert(self, table: str, row: Mapping[str, Any], *, journal: bool = False) -> None:
         cols = ", ".join(row)
         params = ", ".join(f":{c}" for c in row)
-        with self._tx() as conn:
+        with self._tx(journal=journal) as conn:
             conn.execute(text(f"INSERT INTO {table} ({cols}) VALUES ({params})"), dict(row))
 
     def _query(self, sql: str, **params: Any) -> list[Row]:
@@ -407,12 +422,13 @@ class Ledger:
                            who: str | None = None) -> str:
         run_id = run_id or new_id("failover")
         self._insert("failover_runs", {"run_id": run_id, "actor": who or actor(), "reason": reason,
-                                       "execute": int(execute), "status": "running", "started_at": time.time()})
+                                       "execute": int(execute), "status": "running", "started_at": time.time()},
+                     journal=True)
         return run_id
 
     def set_failover_status(self, run_id: str, status: str, detail: Any = None) -> None:
         finished = time.time() if status in ("succeeded", "failed", "aborted") else None
-        with self._tx() as conn:
+        with self._tx(journal=True) as conn:
             conn.execute(text("UPDATE failover_runs SET status=:s, finished_at=:f, detail=COALESCE(:d, detail) "
                               "WHERE run_id=:r"), {"s": status, "f": finished, "d": _dump(detail), "r": run_id})
 
@@ -435,7 +451,7 @@ class Ledger:
             "event_id": event_id, "run_id": run_id, "component": component, "action": action,
             "target": target, "actor": who or actor(), "dry_run": int(dry_run), "status": status,
             "before_state": _dump(before), "after_state": _dump(after),
-            "message": redact(message) if message else None, "at": time.time()})
+            "message": redact(message) if message else None, "at": time.time()}, journal=True)
         return event_id
 
     def audit_events(self, *, run_id: str | None = None, component: str | None = None,

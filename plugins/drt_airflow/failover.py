@@ -78,16 +78,16 @@ class FailoverStepOperator(BaseOperator):
             if isinstance(answer.get("responded_by_user"), dict):
                 u = answer["responded_by_user"]
                 who = str(u.get("name") or u.get("id") or "unknown")
-            if rb.step_event("approval", "done") is None and rb.step_event("approval", "rejected") is None:
+            if not rb.state.decided:
                 rb.record_decision(chosen == ["Approve"], f"airflow:{who}", "answered in Airflow",
-                                   acknowledged=[f["id"] for f in rb.lint_findings()])
+                                   acknowledged=[f["id"] for f in rb.state.lint_findings])
             if chosen != ["Approve"]:
                 from airflow.sdk.exceptions import AirflowSkipException
 
                 raise AirflowSkipException(f"failover run {self.run_id} rejected by airflow:{who}: nothing promoted")
         res = rb.run_step(self.step)
         if self.step == "report":
-            statuses = {e["action"]: e["status"] for e in rb.events() if e["status"] != "started"}
+            statuses = rb.state.statuses
             final = ("aborted" if statuses.get("approval") == "rejected" else
                      "failed" if any(s == "failed" for s in statuses.values()) else
                      "succeeded" if statuses.get("promote_cold") == "done" or not rb.execute else "aborted")
@@ -130,14 +130,6 @@ class DrainedSensor(BaseSensorOperator):
         return res.status in ("done", "planned")
 
 
-def _last_state(rb: Any, step: str) -> dict[str, Any]:
-    """The after-state of the newest audit event of ``step`` that did not fail (done or planned)."""
-    for e in reversed(rb.events()):
-        if e["action"] == step and e["status"] in ("done", "planned"):
-            return dict(e.get("after_state") or {})
-    return {}
-
-
 def _off(v: Any) -> str:
     return "none" if v is None else str(v)
 
@@ -151,7 +143,7 @@ def approval_question(run_id: str, *, max_rows: int = 20) -> str:
     topo, access, ledger = _hook().get_conn()
     rb = Runbook.resume(topo, ledger, run_id, access=access)
     req = rb.approval_request()
-    gate = _last_state(rb, "final_gate")
+    gate = dict(rb.state.after.get("final_gate") or {})
     out = [f"**Promote {req['cold']}** (failover run `{run_id}`, "
            + ("UNPLANNED" if req.get("unplanned") else "planned: hot fenced first") + f"). Reason: {req['reason']}."]
     rpo = gate.get("rpo_s")
@@ -169,7 +161,7 @@ def approval_question(run_id: str, *, max_rows: int = 20) -> str:
         out.append("| signal | safe time | basis |\n|---|---|---|")
         out[-1] += "".join(f"\n| {s['component']} {s['name']} | {s.get('safe_time') or 'none'} | "
                            f"{(s.get('basis') or '').replace('|', '/')} |" for s in signals[:max_rows])
-    plan = _last_state(rb, "kafka_offsets")
+    plan = dict(rb.state.after.get("kafka_offsets") or {})
     rows = [(g["group"], p) for g in plan.get("groups") or [] for p in g.get("partitions") or []]
     if rows:
         out.append(f"**Kafka offsets applied on cold after approval** ({len(rows)} partition(s)):")

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.failover.runbook import STEPS, Runbook, Step, StepStatus
 from dr_toolkit.ledger import open_ledger
@@ -24,6 +25,7 @@ from tests.support.fixtures_failover import assert_failover_report_in_chromium, 
 pytestmark = pytest.mark.integration
 
 ALL = [s.value for s in STEPS]
+ACCESS = Access.from_env()  # built at the edge, as the CLI and the Airflow hook build theirs
 __all__ = ["fence_of"]  # used by tests/dags/test_dag_failover.py
 
 
@@ -93,7 +95,8 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
         asked.append((req, committed(kafka_world["cold"], kafka_world["group"], kafka_world["topic"], 1)))
         return True
 
-    rb = Runbook.start(topo, ledger, reason="datacenter A lost power", execute=True, approver=approve, who="alice@ops")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="datacenter A lost power", execute=True, approver=approve,
+                       who="alice@ops")
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert [s["name"] for s in out["steps"]] == ALL
@@ -122,7 +125,8 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
     assert checks and all(c["actor"] == "alice@ops" for c in checks)  # the executed run's gates are history
     assert "Safe time per signal" in (tmp_path / "reports" / f"{rb.run_id}.html").read_text()
 
-    again = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: pytest.fail("asked twice")).run()
+    again = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS,
+                           approver=lambda req: pytest.fail("asked twice")).run()
     assert again["status"] == "succeeded" and fence_of(topo)["fencing"]["epoch"] == 1
 
 
@@ -138,7 +142,8 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="report drill", execute=True, approver=lambda req: True, who="alice@ops")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="report drill", execute=True, approver=lambda req: True,
+                       who="alice@ops")
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     report = json.loads((tmp_path / "reports" / f"{rb.run_id}.json").read_text())
@@ -158,26 +163,76 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
     assert "Safe time per signal" in dom and "limits the recovery point" in dom and "(the report itself)" in dom
 
 
+def _znodes(ep, root: str) -> dict[str, bytes]:
+    """Every znode under ``root`` with its data ({} when ``root`` does not exist)."""
+    out: dict[str, bytes] = {}
+    with connect(ep) as zk:
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            if zk.exists(path) is None:
+                continue
+            out[path] = zk.get(path)[0]
+            todo += [f"{path}/{c}" for c in zk.get_children(path)]
+    return out
+
+
+def _committed_once_ready(address: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets, asked again while the broker's group coordinator is not ready
+    (a broker started for this session answers NOT_COORDINATOR until it is)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from tests.support.fixtures_kafka import committed
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return committed(address, group, topic, 1)
+        except KafkaException as exc:
+            retriable = exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                               KafkaError.COORDINATOR_NOT_AVAILABLE)
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world, worlds) -> None:
+    """Nothing in the ledger but the journal (every other table row for row, whatever writes it: the
+    dry run is rolled back in the ledger's transactions), nothing in ZooKeeper (hot's and cold's),
+    nothing on the clusters (cold's HDFS target, cold's Kafka group offsets)."""
+    from tests.integration.test_failover_dry_run_ledger import JOURNAL, rows
+
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
                           hbase_clusters=worlds.clusters,
                           hbase=[{"name": "hb", "peer_id": "1"}],
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
+    (tmp_path / "hot" / "warehouse").mkdir(parents=True)
+    (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     topo = load_topology(path)
     worlds(topo, lagging=True)
     ledger = open_ledger(topo)
+    zk_before = {role: _znodes(c.zookeeper, c.zookeeper.dr_root) for role, c in (("hot", topo.hot), ("cold", topo.cold))}
+    tables = {t: v for t, v in rows(ledger).items() if t not in JOURNAL}
     r = drt("--json", "failover", "run", "--reason", "drill", config=path)
     doc = json.loads(r.stdout)
     steps = {s["name"]: s for s in doc["steps"]}
     assert doc["dry_run"] is True and set(steps) == set(ALL)
     assert steps["wait_drain"]["status"] == "planned" and "bytes left to ship" in steps["wait_drain"]["message"]
+    assert steps["final_copy"]["message"] == "dry-run copy plan"
     assert steps["promote_cold"]["message"] == "would promote cold"
     assert fence_of(topo) == {"fencing": {"epoch": 0, "fenced_cluster": None, "at": None, "by": None},
                               "active": None, "read_only": []}
+    assert {role: _znodes(c.zookeeper, c.zookeeper.dr_root)
+            for role, c in (("hot", topo.hot), ("cold", topo.cold))} == zk_before == {"hot": {}, "cold": {}}
     assert ledger.latest_checkpoint(kafka_world["group"]) == []  # no checkpoint rows
     assert ledger.watermarks() == []  # no proven-drain or last-seen records either
-    assert ledger.runs() == [] and ledger.verify_reports() == []
+    assert ledger.runs() == [] and ledger.verify_reports() == [] and ledger.gate_checks() == []
+    assert {t: v for t, v in rows(ledger).items() if t not in JOURNAL} == tables
     assert all(e["dry_run"] for e in ledger.audit_events(run_id=doc["run_id"]))
+    assert ledger.failover_run(doc["run_id"])["status"] == doc["status"] != "running"  # the run's record is written
+    assert not (tmp_path / "cold" / "warehouse" / "a.txt").exists()
+    assert _committed_once_ready(kafka_world["cold"], kafka_world["group"], kafka_world["topic"]).get(0, -1001) < 0
 
 
 def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_server, worlds) -> None:
@@ -199,23 +254,29 @@ def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_s
     assert len(ev) == 1 and ev[0]["actor"] == os_identity() and ev[0]["after_state"]["approved"] is False
 
 
+def _decision(ledger, run_id: str, status: str) -> dict | None:
+    """The run's approval event with ``status``, as the ledger holds it (None when there is none)."""
+    return next((e for e in ledger.audit_events(run_id=run_id, component="failover")
+                 if e["action"] == "approval" and e["status"] == status), None)
+
+
 def test_decision_api_restricts_approvers_and_audits_a_rejection(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server, failover={"approvers": ["alice", "bob"]})
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="hitl", execute=True, who="airflow:dag")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="hitl", execute=True, who="airflow:dag")
     assert rb.run()["status"] == "waiting_approval"
-    rb = Runbook.resume(topo, ledger, rb.run_id)
+    rb = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS)
     with pytest.raises(ConfigError, match="'mallory' may not decide"):
         rb.record_decision(True, "mallory")
-    assert rb.step_event("approval", "done") is None
+    assert _decision(ledger, rb.run_id, "done") is None
     res = rb.record_decision(False, "bob", "not during the sale")
     assert res.status == StepStatus.REJECTED
-    ev = rb.step_event("approval", "rejected")
+    ev = _decision(ledger, rb.run_id, "rejected")
     assert ev["actor"] == "bob" and ev["after_state"]["comment"] == "not during the sale" and ev["at"]
     with pytest.raises(ConfigError, match="already has a decision"):
         rb.record_decision(True, "alice")
-    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS).run()
     assert out["status"] == "aborted" and fence_of(topo)["active"] is None
 
 
@@ -227,7 +288,7 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
     (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n<v>hdfs://hot/x</v>\n")
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="lint", execute=True, who="alice")
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="lint", execute=True, who="alice")
     assert rb.run()["status"] == "waiting_approval"
     req = rb.approval_request()
     ids = [f["id"] for f in req["findings"]]
@@ -236,8 +297,8 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
         rb.record_decision(True, "alice", acknowledged=ids[:1])
     res = rb.record_decision(True, "alice", "known: rewritten at start-up", acknowledged=ids)
     assert res.status == StepStatus.DONE
-    assert rb.step_event("approval", "done")["after_state"]["acknowledged"] == sorted(ids)
-    out = Runbook.resume(topo, ledger, rb.run_id).run()
+    assert _decision(ledger, rb.run_id, "done")["after_state"]["acknowledged"] == sorted(ids)
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS).run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert fence_of(topo)["active"]["cluster"] == "cold"
 
@@ -316,13 +377,14 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
     assert ("final_gate", "done") in _events(ledger)[1]
     w.lag(7)  # a new write on hot after the final gate said GO
     asked = []
-    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True).run()
+    out = Runbook.resume(topo, ledger, run_id, access=ACCESS, approver=lambda req: asked.append(req) or True).run()
     assert out["status"] == "failed"
     steps = {s["name"]: s for s in out["steps"]}
     assert steps["approval"]["status"] == "failed" and "bytes left to ship" in steps["approval"]["message"]
     assert asked == [] and fence_of(topo)["active"] is None  # nobody was asked; nothing promoted
     w.drain()
-    out = Runbook.resume(topo, ledger, run_id, approver=lambda req: asked.append(req) or True, who="dave").run()
+    out = Runbook.resume(topo, ledger, run_id, access=ACCESS, approver=lambda req: asked.append(req) or True,
+                         who="dave").run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert len(asked) == 1 and fence_of(topo)["active"]["cluster"] == "cold"
     promote = next(e for e in ledger.audit_events(run_id=run_id, component="failover")
@@ -334,7 +396,7 @@ def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_
     path, topo = simple(tmp_path, zk_server)
     ledger = open_ledger(topo)
     w = worlds(topo, lagging=True)
-    rb = Runbook.start(topo, ledger, reason="timeout test", execute=True, approver=lambda req: True,
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="timeout test", execute=True, approver=lambda req: True,
                        drain_timeout_s=1, poll_s=0.2)
     out = rb.run()
     assert out["status"] == "failed"
@@ -343,7 +405,7 @@ def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_
     assert steps["wait_drain"]["message"].startswith("not drained after 1s: hbase 1:")
     assert steps["promote_cold"]["status"] == "pending" and fence_of(topo)["active"] is None
     w.drain()
-    out = Runbook.resume(topo, ledger, rb.run_id, approver=lambda req: True).run()
+    out = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS, approver=lambda req: True).run()
     assert out["status"] == "succeeded" and fence_of(topo)["active"]["cluster"] == "cold"
 
 
@@ -351,9 +413,9 @@ def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_pat
     path, topo = simple(tmp_path, zk_server)
     ledger = open_ledger(topo)
     worlds(topo)
-    rb = Runbook.start(topo, ledger, reason="first operator", execute=True, approver=lambda req: True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="first operator", execute=True, approver=lambda req: True)
     assert rb.run(until="approval")["status"] == "running"
-    other = Runbook.start(topo, ledger, reason="second operator", execute=True)
+    other = Runbook.start(topo, ledger, access=ACCESS, reason="second operator", execute=True)
     assert other.run_step("fence_hot").status == "done"
     res = rb.run_step("promote_cold")
     assert res.status == "failed" and "stale fencing epoch 1" in (res.message or "")
@@ -370,7 +432,7 @@ def test_abort_after_the_fence_lifts_it_audited_and_replication_runs_again(tmp_p
     (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     worlds(topo)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="abort test", execute=True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="abort test", execute=True)
     assert rb.run(until="wait_drain")["status"] == "running"
     assert fence_of(topo)["read_only"] == ["hot"]
     with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
@@ -416,7 +478,7 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     worlds(topo)
     ledger = open_ledger(topo)
     (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
-    rb = Runbook.start(topo, ledger, reason="final copy test", execute=True, approver=lambda req: True)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="final copy test", execute=True, approver=lambda req: True)
     out = rb.run()
     assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
     assert (tmp_path / "cold" / "warehouse" / "orders" / "part-1.json").read_text() == \
@@ -425,3 +487,69 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
                       and e["status"] == "done")
     assert verify_evt["after_state"]["results"][0]["BADROWS"] == 0
     assert verify_evt["after_state"]["results"][0]["GOODROWS"] == 21
+
+
+def test_each_step_reads_the_run_once_and_shares_one_fence_session(tmp_path, zk_server, monkeypatch) -> None:
+    """The runbook folds its state from the audit log once per step (one read of the run's events,
+    the events it records folded in without reading them back), and its fencing calls within a step
+    share one ZooKeeper session (a real ZooKeeper; the HDFS policy on the local file system)."""
+    import sys
+    from contextlib import ExitStack
+
+    import dr_toolkit.zk.client as zk_client
+    import dr_toolkit.zk.fencing as fencing
+    from dr_toolkit.failover.runbook import FenceSession
+
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address,
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}])
+    (tmp_path / "hot" / "warehouse").mkdir(parents=True)
+    (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
+    topo = load_topology(path)
+    ledger = open_ledger(topo)
+    current = ["-"]
+    reads: dict[str, int] = {}
+    sessions: dict[str, int] = {}
+    audit_events, open_fence, zk_session = ledger.audit_events, fencing.open_fence, zk_client.zk_session
+
+    def counted_reads(**kw):  # type: ignore[no-untyped-def]
+        if kw.get("component") == "failover":
+            reads[current[0]] = reads.get(current[0], 0) + 1
+        return audit_events(**kw)
+
+    def counted_fence(*a, **kw):  # type: ignore[no-untyped-def]
+        if sys._getframe(1).f_globals["__name__"] == "dr_toolkit.failover.runbook":
+            sessions[current[0]] = sessions.get(current[0], 0) + 1
+        return open_fence(*a, **kw)
+
+    monkeypatch.setattr(ledger, "audit_events", counted_reads)
+    monkeypatch.setattr(fencing, "open_fence", counted_fence)
+    rb = Runbook.start(topo, ledger, access=ACCESS, reason="counting", execute=True, approver=lambda req: True)
+    run_step = rb.run_step
+
+    def one_step(name):  # type: ignore[no-untyped-def]
+        current[0] = str(name)
+        try:
+            return run_step(name)
+        finally:
+            current[0] = "-"
+
+    monkeypatch.setattr(rb, "run_step", one_step)
+    out = rb.run()
+    assert out["status"] == "succeeded", [(s["name"], s["status"], s.get("message")) for s in out["steps"]]
+    assert reads == dict.fromkeys(ALL, 1)
+    assert sessions == {"fence_hot": 1, "final_copy": 1, "promote_cold": 1}  # the writers' guard and writes
+    assert rb.state.epoch == 1 and rb.state.done >= set(ALL)  # folded in as recorded: nothing read back
+
+    opened: list[object] = []
+
+    def counted_session(*a, **kw):  # type: ignore[no-untyped-def]
+        opened.append(a)
+        return zk_session(*a, **kw)
+
+    monkeypatch.setattr(zk_client, "zk_session", counted_session)
+    with ExitStack() as stack:
+        fence = FenceSession(topo, ACCESS, stack)
+        assert fence() is fence() and fence().state().epoch == 1
+    assert len(opened) == 1

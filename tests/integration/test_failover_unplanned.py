@@ -16,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.failover.gate import check
 from dr_toolkit.failover.runbook import UNPLANNED_STEPS, Runbook, os_identity
@@ -101,7 +102,8 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
 
 def test_unplanned_is_refused_while_the_hot_cluster_answers(disaster) -> None:
     topo, ledger = disaster["topo"], disaster["ledger"]
-    out = Runbook.start(topo, ledger, reason="not really a disaster", execute=True, unplanned=True).run()
+    out = Runbook.start(topo, ledger, access=Access.from_env(), reason="not really a disaster", execute=True,
+                        unplanned=True).run()
     assert out["status"] == "failed"
     assert "the hot cluster still answers" in out["steps"][0]["message"]
     assert fence_of(topo)["fencing"]["epoch"] == 0
@@ -127,7 +129,7 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert fence_of(topo)["active"] is None  # not promoted without the acceptance
 
     run_id = doc["run_id"]
-    rb = Runbook.resume(topo, ledger, run_id)
+    rb = Runbook.resume(topo, ledger, run_id, access=Access.from_env())
     req = rb.approval_request()
     lw = req["loss_window"]
     comps = {(c["component"], c["name"]): c for c in lw["components"]}

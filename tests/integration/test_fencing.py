@@ -204,6 +204,7 @@ def test_abort_after_promotion_is_refused_even_when_the_ledger_missed_the_promot
     """A run killed right after it made cold active (the znode written, the ledger row not): an abort
     must read the active-cluster znode, not only the ledger, and keep hot fenced. Fence.lift refuses
     too (the backstop: the active znode's version is checked in the lift's transaction)."""
+    from dr_toolkit.access import Access
     from dr_toolkit.errors import ConfigError
     from dr_toolkit.failover.runbook import Runbook
     from dr_toolkit.ledger import open_ledger
@@ -211,9 +212,9 @@ def test_abort_after_promotion_is_refused_even_when_the_ledger_missed_the_promot
 
     _path, topo = _hdfs_topology(tmp_path, zk_server)
     ledger = open_ledger(topo)
-    rb = Runbook.start(topo, ledger, reason="killed after promotion", execute=True)
+    rb = Runbook.start(topo, ledger, reason="killed after promotion", execute=True, access=Access.from_env())
     rb.run(until="fence_hot")
-    assert rb.epoch == 1
+    assert rb.state.epoch == 1
     with open_fence(topo) as fence:
         fence.set_active(topo.cold_name, epoch=1, by=f"run {rb.run_id}")  # ... and the process dies here
     with pytest.raises(ConfigError, match="already the active cluster"):
