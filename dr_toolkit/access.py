@@ -133,8 +133,3 @@ class Access:
         """What was resolved (ids only, never values): for logs and the audit trail."""
         with self._lock:
             return {"source": self.source, "connections": sorted(self._cache)}
-
-
-def default_access(access: Access | None) -> Access:
-    """``access`` or, when the caller gave none, connections from the environment."""
-    return access if access is not None else Access.from_env()
