@@ -36,6 +36,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/deptry .
+	$(VENV)/bin/lint-imports  # the layers and no import cycles: [tool.importlinter] in pyproject.toml
 
 typecheck: lint
 

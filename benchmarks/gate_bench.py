@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from dr_toolkit.access import Access  # noqa: E402
 from dr_toolkit.failover.gate import check  # noqa: E402
 from dr_toolkit.failover.signals import COMPONENTS, read_signals  # noqa: E402
 from dr_toolkit.kafka import signals as kafka_signals  # noqa: E402
@@ -82,12 +83,12 @@ def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, que
     path = work / "drt.yaml"
     path.write_text(yaml.safe_dump(doc))
     topo = load_topology(path)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     for p in hdfs:
-        replicate_policy(topo, p["name"], ledger)
+        replicate_policy(topo, p["name"], ledger, access=Access.from_env())
     ep = topo.hot.zookeeper
     assert ep is not None and topo.cold.zookeeper is not None
-    with connect(ep) as z:
+    with connect(ep, credentials=None) as z:
         add_peer(z, "1", topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent)
         lay = Layout(ep.hbase_znode_parent)
         for s in range(queues):
@@ -149,19 +150,19 @@ def main() -> None:
             print(f"set-up: {args.partitions} Kafka partitions, {args.queues} HBase queues, {args.policies} HDFS "
                   f"policies in {time.perf_counter() - t0:.1f}s")
             topo = load_topology(path)
-            ledger = open_ledger(topo)
+            ledger = open_ledger(topo, Access.from_env())
             gate_t, base_t = [], []
             parallel = getattr(kafka_signals, "PARALLEL", None)
             for _ in range(args.repeat):
                 t = time.perf_counter()
-                res = check(topo, ledger, timeout_s=120)
+                res = check(topo, ledger, timeout_s=120, access=Access.from_env())
                 gate_t.append(time.perf_counter() - t)
                 # baseline: one component after the other, one Kafka topic after the other
                 if parallel is not None:
                     kafka_signals.PARALLEL = 1  # type: ignore[attr-defined, unused-ignore]
                 t = time.perf_counter()
                 for c in COMPONENTS:
-                    read_signals(topo, ledger, components=(c,), timeout_s=120)
+                    read_signals(topo, ledger, Access.from_env(), components=(c,), timeout_s=120)
                 base_t.append(time.perf_counter() - t)
                 if parallel is not None:
                     kafka_signals.PARALLEL = parallel  # type: ignore[attr-defined, unused-ignore]
@@ -172,7 +173,7 @@ def main() -> None:
                 print(f"  HBase basis: {hb[0].basis}")
             for c in COMPONENTS:
                 t = time.perf_counter()
-                read_signals(topo, ledger, components=(c,), timeout_s=120)
+                read_signals(topo, ledger, Access.from_env(), components=(c,), timeout_s=120)
                 print(f"  component {c:<6} alone: {time.perf_counter() - t:.2f}s")
             g, b = min(gate_t), min(base_t)
             print(f"failover check (concurrent): {g:.2f}s   baseline (components and topics one at a time): {b:.2f}s   "

@@ -30,6 +30,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import yaml  # noqa: E402
 from gate_bench import produce_one_per_partition  # noqa: E402
 
+from dr_toolkit.access import Access  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -91,9 +93,9 @@ def main() -> None:
         path = work / "drt.yaml"
         path.write_text(yaml.safe_dump(doc))
         topo = load_topology(path)
-        ledger = open_ledger(topo)
+        ledger = open_ledger(topo, Access.from_env())
         for p in hdfs:
-            replicate_policy(topo, str(p["name"]), ledger)
+            replicate_policy(topo, str(p["name"]), ledger, access=Access.from_env())
         print(f"set-up: {args.partitions} partitions, {args.policies} HDFS policies, table {TABLE}:{FAMILY} "
               f"replicated, in {time.perf_counter() - t0:.1f}s")
 
@@ -101,21 +103,21 @@ def main() -> None:
         res = None
         for _ in range(args.repeat):
             t = time.perf_counter()
-            res = check(topo, ledger, timeout_s=120)
+            res = check(topo, ledger, timeout_s=120, access=Access.from_env())
             gate_t.append(time.perf_counter() - t)
             t = time.perf_counter()
             for c in COMPONENTS:
-                read_signals(topo, ledger, components=(c,), timeout_s=120)
+                read_signals(topo, ledger, Access.from_env(), components=(c,), timeout_s=120)
             base_t.append(time.perf_counter() - t)
         assert res is not None
         print(f"gate verdict {res.verdict} over {len(res.signals)} signals"
               + ("" if res.go else f" — {res.reasons[:3]}"))
         for c in COMPONENTS:
             t = time.perf_counter()
-            read_signals(topo, ledger, components=(c,), timeout_s=120)
+            read_signals(topo, ledger, Access.from_env(), components=(c,), timeout_s=120)
             print(f"  component {c:<6} alone: {time.perf_counter() - t:.2f}s")
         g, b = min(gate_t), min(base_t)
-        print(f"check() in-process: {g:.2f}s   baseline (components one at a time): {b:.2f}s   ratio {g / b:.2f}")
+        print(f"check(access=Access.from_env()) in-process: {g:.2f}s   baseline (components one at a time): {b:.2f}s   ratio {g / b:.2f}")
         ends = []
         r = None
         for _ in range(args.repeat):

@@ -115,7 +115,7 @@ def main() -> int:
         print(f"populated {args.servers} servers × {args.peers} peers × {args.wals} WALs "
               f"({args.servers * args.peers * args.wals} WAL znodes) in {time.perf_counter() - t:.1f}s")
         ep = ZooKeeperEndpoint(quorum=address, hbase_znode_parent=parent, call_timeout_s=60)
-        with connect(ep) as zk:
+        with connect(ep, credentials=None) as zk:
             replication_status(zk, parent)  # warm-up
             ours = []
             for _ in range(args.repeat):

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dr_toolkit.access import Access
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.kafka.remap import probe_budget
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         f"ledger: {{url: 'sqlite:///{work}/ledger.db'}}\n")
     from dr_toolkit.ledger import open_ledger
 
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     t0 = time.monotonic()
     ck = api.checkpoint(topo, ledger)
     ck_s = time.monotonic() - t0

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from dr_toolkit.access import Access
 from dr_toolkit.kafka import batch
 from dr_toolkit.kafka.remap import probe_budget
 from dr_toolkit.topology import parse_topology
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
         f"ledger: {{url: 'sqlite:///{work}/ledger.db'}}\n")
     from dr_toolkit.ledger import open_ledger
 
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     groups = list(committed)
 
     t0 = time.monotonic()

@@ -29,7 +29,7 @@ from dr_toolkit.errors import ConfigError
 from dr_toolkit.secrets import Credentials, env_name, lookup
 
 if TYPE_CHECKING:
-    from dr_toolkit.topology import Topology
+    from dr_toolkit.topology import Cluster, Topology
 
 Resolver = Callable[[str], Credentials | None]
 
@@ -118,8 +118,12 @@ class Access:
         if cluster not in topology.clusters:
             raise ConfigError(f"cluster {cluster!r} is not in the topology", where="clusters",
                               hint=f"name one of {', '.join(sorted(topology.clusters))}")
-        ep = getattr(topology.clusters[cluster], kind)
-        return self.for_endpoint(ep, f"clusters.{cluster}.{kind}.conn_id")
+        return self.cluster_endpoint(cluster, topology.clusters[cluster], kind)
+
+    def cluster_endpoint(self, name: str, cluster: Cluster,
+                         kind: Literal["hdfs", "s3", "zookeeper", "kafka"]) -> Credentials | None:
+        """:meth:`endpoint` for a cluster already looked up (a resolved location's ``cluster_config``)."""
+        return self.for_endpoint(getattr(cluster, kind), f"clusters.{name}.{kind}.conn_id")
 
     def ledger_password(self, conn_id: str | None) -> str | None:
         creds = self.get(conn_id, what="ledger.conn_id")
@@ -129,8 +133,3 @@ class Access:
         """What was resolved (ids only, never values): for logs and the audit trail."""
         with self._lock:
             return {"source": self.source, "connections": sorted(self._cache)}
-
-
-def default_access(access: Access | None) -> Access:
-    """``access`` or, when the caller gave none, connections from the environment."""
-    return access if access is not None else Access.from_env()

@@ -383,6 +383,10 @@ class Demo:
         self.logs = self.ctx.workdir / "logs"
         self.quiet = QuietStderr() if quiet else None
         self.keep_running = False
+        from dr_toolkit.access import Access
+
+        # the demo is an edge: its credentials value is built once (AIRFLOW_CONN_* of its environment)
+        self.access = Access.from_env()
 
     def step(self, title: str, detail: str = "") -> None:
         self.ctx.say(f"[{elapsed(self.t0):>6}] {title}" + (f" — {detail}" if detail else ""))
@@ -420,7 +424,7 @@ class Demo:
     def ledger(self) -> Any:
         from dr_toolkit.ledger import open_ledger
 
-        return open_ledger(self.topology())
+        return open_ledger(self.topology(), self.access)
 
     def hdfs_client(self, c: Any) -> Any:
         from hdfs import InsecureClient
@@ -461,7 +465,7 @@ class Demo:
         states = run_dag_logged("dr_hbase_replication", self.logs)
         self.step("HBase replication", f"DAG dr_hbase_replication: {_states(states)} (peer 1, table scopes, "
                                        "queues)")
-        res = check(self.topology(), self.ledger(), components=("hbase",))
+        res = check(self.topology(), self.ledger(), access=self.access, components=("hbase",))
         hb = next(s for s in res.signals if s.component == "hbase")
         self.step("HBase shipped", f"{hb.basis}" if hb.caught_up else f"not proven: {hb.reason}")
 
@@ -508,7 +512,7 @@ class Demo:
     def gate(self, label: str) -> dict[str, Any]:
         from dr_toolkit.failover.gate import check
 
-        res = check(self.topology(), self.ledger()).to_json()
+        res = check(self.topology(), self.ledger(), access=self.access).to_json()
         self.step(f"failover check ({label})", f"{res['verdict']}, recovery point {res['recovery_point']} "
                                                f"(limited by {res.get('recovery_point_from')})")
         safe = safe_times(res)
@@ -534,19 +538,18 @@ class Demo:
         hb_hot.enable_peer("1")
         rows = hb_cold.wait_rows(HBASE_ROWS + HBASE_LATE_ROWS, table=HBASE_TABLE, timeout=180)
         topo = self.topology()
-        results = replicate_policy(topo, "warehouse", self.ledger())
+        results = replicate_policy(topo, "warehouse", self.ledger(), access=self.access)
         r = results[0].to_json()
         # a fresh checkpoint of the group, as the scheduled dr_kafka_offsets would take: the one taken
         # before the verification ages past failover.max_lag_s on a loaded machine (verify: ~1 min)
         from dr_toolkit.kafka import api
 
-        api.checkpoint(topo, self.ledger(), groups=[GROUP])
+        api.checkpoint(topo, self.ledger(), groups=[GROUP], access=self.access)
         self.step("drain", f"MirrorMaker 2 resumed and caught up; HBase peer enabled, cold has {rows:,} rows; "
                            f"incremental copy ({r['mode']}) {r['files_copied']} files / {r['bytes_copied']:,} bytes; "
                            f"a fresh checkpoint of group {GROUP}")
 
     def failover(self) -> dict[str, Any]:
-        from dr_toolkit.access import Access
         from dr_toolkit.failover.runbook import Runbook
 
         topo = self.topology()
@@ -560,7 +563,7 @@ class Demo:
             return {"approved": True, "acknowledged": acks, "comment": "drt demo"}
 
         rb = Runbook.start(topo, self.ledger(), reason="drt demo: hot-to-cold drill", execute=True,
-                           approver=approve, who="drt-demo", access=Access.from_env())
+                           approver=approve, who="drt-demo", access=self.access)
         out = rb.run()
         self.ctx.summary["failover"] = out
         report = rb.results.get("report")

@@ -68,7 +68,7 @@ def _metavar(p: Any) -> str:
 
 def global_options_epilog() -> str:
     """The global options, as every command's help lists them (the same lines as `drt --help`)."""
-    from dr_toolkit.cli.main import GLOBAL_OPTIONS
+    from dr_toolkit.cli.options import GLOBAL_OPTIONS
 
     width = max(len(k) for k, _ in GLOBAL_OPTIONS) + 2
     return "\b\nGlobal options (before or after the command):\n" + "\n".join(

@@ -52,6 +52,12 @@ err_console = cast("Console", _LazyConsole(stderr=True))
 out_console = cast("Console", _LazyConsole(stderr=False))
 
 
+def _env_access() -> Access:
+    from dr_toolkit.access import Access
+
+    return Access.from_env()
+
+
 @dataclass
 class State:
     config: str | None = None
@@ -59,14 +65,11 @@ class State:
     verbose: int = 0
     _topology: Topology | None = field(default=None, repr=False)
     _ledger: Ledger | None = field(default=None, repr=False)
-    _access: Access | None = field(default=None, repr=False)
+    _access: Access = field(default_factory=_env_access, repr=False)
 
     def access(self) -> Access:
-        """Credentials for every endpoint: ``AIRFLOW_CONN_<CONN_ID>`` from the environment."""
-        if self._access is None:
-            from dr_toolkit.access import Access
-
-            self._access = Access.from_env()
+        """Credentials for every endpoint: ``AIRFLOW_CONN_<CONN_ID>`` from the environment — the CLI
+        is one edge where the access value is built, once per command."""
         return self._access
 
     def topology(self) -> Topology:

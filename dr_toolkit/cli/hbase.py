@@ -19,6 +19,7 @@ from dr_toolkit.topology import Cluster, ZooKeeperEndpoint
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import HBasePolicy
 
 ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="Cluster name in the topology [default: hot].")]
@@ -40,6 +41,7 @@ class Target:
     cluster: Cluster | None
     ledger: Ledger | None
     policies: list[HBasePolicy]
+    credentials: Credentials | None = None  # the topology endpoint's conn_id, resolved by the CLI's access
 
     @property
     def endpoint(self) -> ZooKeeperEndpoint:
@@ -66,6 +68,7 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
             raise
     c: Cluster | None = None
     ep: ZooKeeperEndpoint | None
+    creds: Credentials | None = None
     if zk:
         if cluster:
             raise UsageError("--cluster and --zk do not go together", hint="name the cluster or give its quorum")
@@ -85,6 +88,8 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
             raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file,
                               hint="add clusters.<name>.zookeeper.quorum, or pass --zk")
         ep = c.zookeeper
+        if need_zk:
+            creds = st.access().endpoint(topo, name, "zookeeper")
         if parent and ep is not None:
             ep = ep.model_copy(update={"hbase_znode_parent": parent})
     upd: dict[str, Any] = {}
@@ -96,7 +101,7 @@ def _target(ctx: typer.Context, cluster: str | None, zk: str | None, parent: str
     if upd and ep is not None:
         ep = ep.model_copy(update=upd)
     ledger = st.ledger() if (need_ledger and topo is not None) else None
-    return Target(ep, c, ledger, list(topo.policies.hbase) if topo is not None else [])
+    return Target(ep, c, ledger, list(topo.policies.hbase) if topo is not None else [], creds)
 
 
 def _render_changes(data: dict[str, Any]) -> None:
@@ -155,7 +160,7 @@ def register(app: typer.Typer) -> None:
 
         tg = _target(ctx, cluster, zk, parent, version, timeout, need_ledger=True)
         own = [tg.endpoint.cluster_key]
-        with zk_session(tg.endpoint) as z:
+        with zk_session(tg.endpoint, credentials=tg.credentials) as z:
             kw: dict[str, Any] = {"znode_parent": tg.parent, "hbase_version": tg.version, "dry_run": dry_run,
                                   "ledger": tg.ledger, "shell": tg.cluster.hbase_shell if tg.cluster else None}
             if action == "add":
@@ -201,7 +206,7 @@ def register(app: typer.Typer) -> None:
 
         tg = _target(ctx, cluster, None, None, None, timeout, need_ledger=True)
         desired = peers_from_topology(state(ctx).topology())
-        with zk_session(tg.endpoint) as z:
+        with zk_session(tg.endpoint, credentials=tg.credentials) as z:
             results = converge_peers(z, desired, znode_parent=tg.parent, hbase_version=tg.version,
                                      remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger,
                                      shell=tg.cluster.hbase_shell if tg.cluster else None)
@@ -221,7 +226,7 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.zk.client import zk_session
 
         tg = _target(ctx, cluster, zk, znode_parent, None, timeout)
-        with zk_session(tg.endpoint, read_only=True) as z:
+        with zk_session(tg.endpoint, credentials=tg.credentials, read_only=True) as z:
             data = [p.to_json() for p in list_peers(z, tg.parent)]
         emit(ctx, data, _render_peers)
 
@@ -289,7 +294,7 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.zk.client import zk_session
 
         tg = _target(ctx, cluster, zk, znode_parent, None, timeout)
-        with zk_session(tg.endpoint, read_only=True) as z:
+        with zk_session(tg.endpoint, credentials=tg.credentials, read_only=True) as z:
             st = replication_status(z, tg.parent, peers=list(peer) if peer else None, settle_s=settle)
         emit(ctx, st.to_json(), _render_status)
         if not st.caught_up:

@@ -6,7 +6,8 @@ subcommand, on every command. Exit codes: 0 ok; 1 the operation ran and found a 
 stderr (``drt: error: …``); an unexpected exception is one line naming it as a bug (exit 1),
 with its traceback under ``-vv``.
 
-Start-up is kept small: this module imports nothing beyond the standard library; `drt` and
+Start-up is kept small: this module imports nothing beyond the standard library (and the global
+options' table, :mod:`dr_toolkit.cli.options`); `drt` and
 `drt --help` are answered from the table below, and a command imports typer and its own
 module only (see :mod:`dr_toolkit.cli.app`).
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import TYPE_CHECKING
+
+from dr_toolkit.cli.options import GLOBAL_FLAGS, GLOBAL_OPTIONS, GLOBAL_VALUED, HELP_FLAGS
 
 if TYPE_CHECKING:
     from dr_toolkit.errors import DrtError
@@ -38,16 +41,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "drain, GO, fail over."),
 }
 
-GLOBAL_FLAGS = ("--json", "--verbose", "-v", "-vv", "-vvv")
-GLOBAL_VALUED = ("--config", "-c")
-HELP_FLAGS = ("-h", "--help")
-
-GLOBAL_OPTIONS = (
-    ("-c, --config PATH", "Topology file [env DRT_CONFIG; default: ./drt.yaml]."),
-    ("--json", "Machine output (JSON) on stdout; logs go to stderr."),
-    ("-v, --verbose", "More logging (-vv: debug, and the traceback of an internal error)."),
-    ("-h, --help", "Show this message and exit."),
-)
 
 
 def hoist_globals(argv: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ import bisect
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -163,11 +163,8 @@ class _Side:
             self.fence()
 
 
-def _resolve(source: str, target: str, topology: Topology | None, access: Access | None,
-             creds: tuple[Credentials | None, Credentials | None] | None = None) -> tuple[_Side, _Side]:
+def _resolve(source: str, target: str, topology: Topology | None, access: Access) -> tuple[_Side, _Side]:
     """Parse and check both ends; raise ConfigError (exit 2) before anything is written."""
-    from dr_toolkit.fs import open_fs_credentials
-
     src = parse_uri(source, topology)
     tgt = parse_uri(target, topology)
     if src.contains(tgt):
@@ -176,11 +173,11 @@ def _resolve(source: str, target: str, topology: Topology | None, access: Access
     if tgt.contains(src):
         raise ConfigError(f"the source {source} lies inside the target {target}",
                           hint="choose a target that does not contain the source")
-    sfs = open_fs_credentials(src, creds[0]) if creds else open_fs(src, access)
+    sfs = open_fs(src, access)
     st = sfs.stat(src.path)
     if st is None:
         raise ConfigError(f"the source {source} does not exist", hint="check the path (nothing was copied)")
-    tfs = open_fs_credentials(tgt, creds[1]) if creds else open_fs(tgt, access)
+    tfs = open_fs(tgt, access)
     t = tfs.stat(tgt.path) if tgt.path else None
     if t is not None and not t.is_dir:
         raise ConfigError(f"the target {target} is a file", hint="name a directory to copy into")
@@ -742,11 +739,10 @@ def _confirm_by_checksum(src: _Side, read_root: str, plan: Plan, src_files: dict
                 plan.basis[f"{key}, and the source's own checksum as recorded"] = left - cut
 
 
-def distcp(source: str, target: str, *, topology: Topology | None = None, ledger: Ledger | None = None,
-           options: CopyOptions | None = None, dry_run: bool = False, policy: str | None = None,
-           progress: Progress | None = None, access: Access | None = None, spark_master: str | None = None,
+def distcp(source: str, target: str, *, access: Access, topology: Topology | None = None,
+           ledger: Ledger | None = None, options: CopyOptions | None = None, dry_run: bool = False,
+           policy: str | None = None, progress: Progress | None = None, spark_master: str | None = None,
            cancel: threading.Event | None = None, fence_epoch: int | None = None,
-           credentials: tuple[Credentials | None, Credentials | None] | None = None,
            diff: tuple[str, str] | None = None, rdiff: tuple[str, str] | None = None) -> CopyResult:
     """Copy the tree at ``source`` to ``target`` (DistCp semantics; see the module doc).
 
@@ -757,8 +753,8 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
 
     ``cancel``: set it (e.g. from a SIGTERM handler) to stop the run: in-flight files are
     abandoned (their temp files removed, nothing half-visible) and the run is recorded
-    ``interrupted``. ``credentials``: already-resolved (source, target) credentials (old
-    callers); otherwise each endpoint's ``conn_id`` is looked up through ``access``.
+    ``interrupted``. Each endpoint's ``conn_id`` is looked up through ``access`` (the fencing
+    ZooKeeper's too).
 
     ``diff=(S1, S2)`` (DistCp ``-diff S1 S2``, with ``update``): the tree is read from the
     source's existing snapshot S2; when the target's last run was at S1 only the NameNode's diff
@@ -775,7 +771,7 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
 
         assert_copy_allowed(topology, parse_uri(source, topology).cluster, parse_uri(target, topology).cluster,
                             epoch=fence_epoch, access=access)
-    src, tgt = _resolve(source, target, topology, access, credentials)
+    src, tgt = _resolve(source, target, topology, access)
     log_fs: _LogDir | None = None
     try:
         _check_options(src, tgt, options)
@@ -787,7 +783,7 @@ def distcp(source: str, target: str, *, topology: Topology | None = None, ledger
         state = StateStore.open(state_uri, src.loc.uri, tgt.loc.uri, topology, access)
         try:
             check_outside(state.loc, src.loc, tgt.loc)
-            creds = credentials or (credentials_for(src.loc, access), credentials_for(tgt.loc, access))
+            creds = (credentials_for(src.loc, access), credentials_for(tgt.loc, access))
             ev = cancel or threading.Event()
             if dry_run:
                 return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
@@ -874,7 +870,7 @@ class _LogDir:
         self.fs, self.root = fs, root
 
 
-def _open_log_dir(uri: str, topology: Topology | None, access: Access | None, src: _Side, tgt: _Side) -> _LogDir:
+def _open_log_dir(uri: str, topology: Topology | None, access: Access, src: _Side, tgt: _Side) -> _LogDir:
     """The -log directory (a path or URI), made now: a bad one is refused before anything is copied
     (one inside the source or target too: the logs would be copied, or deleted by --delete)."""
     loc = parse_uri(uri, topology)
@@ -928,7 +924,7 @@ def distcp_sources(sources: list[str], target: str, **kw: Any) -> list[CopyResul
     dests = []
     for s in sources:  # every source looked at before any is copied
         loc = parse_uri(s, kw.get("topology"))
-        sfs = open_fs(loc, kw.get("access"))
+        sfs = open_fs(loc, kw["access"])
         try:
             st = sfs.stat(loc.path)
         finally:
@@ -1317,24 +1313,22 @@ def _policy(topology: Topology, name: str) -> HdfsPolicy:
 
 
 def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dry_run: bool = False,
-                     engine: str | None = None, progress: Progress | None = None, access: Access | None = None,
-                     fence_epoch: int | None = None, cancel: threading.Event | None = None,
-                     credentials: Mapping[str, Credentials | None] | None = None) -> list[CopyResult]:
+                     access: Access, engine: str | None = None, progress: Progress | None = None,
+                     fence_epoch: int | None = None, cancel: threading.Event | None = None) -> list[CopyResult]:
     """Run one HDFS policy: one copy per target (each acknowledged separately) under the
     ledger lease ``policy:<name>`` (and each target's ``copy-target:<uri>`` lease, the one
     `drt distcp` takes); records runs, manifests and each target's watermark.
 
     Once the hot cluster is fenced, a run is refused (FencedError) unless it holds the current
-    ``fence_epoch`` — the failover runbook's final copy. ``credentials`` (cluster name ->
-    Credentials) is the old shape; prefer ``access``."""
+    ``fence_epoch`` — the failover runbook's final copy. Every endpoint's credentials (the
+    fencing ZooKeeper's too) come from ``access``."""
     pol = _policy(topology, policy_name)
     options = pol.options if engine is None else pol.options.model_copy(update={"engine": engine})
     results: list[CopyResult] = []
     with ledger.lease(f"policy:{policy_name}"):
         for target in pol.targets:
             r = distcp(pol.source, target, topology=topology, ledger=ledger, options=options, dry_run=dry_run,
-                       policy=policy_name, progress=progress, access=access, cancel=cancel, fence_epoch=fence_epoch,
-                       credentials=_creds(topology, pol.source, target, credentials))
+                       policy=policy_name, progress=progress, access=access, cancel=cancel, fence_epoch=fence_epoch)
             if not dry_run and r.ok and r.watermark is not None:
                 ledger.set_watermark("hdfs", f"{policy_name}:{target}", r.watermark, {
                     "manifest_id": r.manifest_id, "run_id": r.run_id, "mode": r.mode,
@@ -1343,24 +1337,14 @@ def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dr
     return results
 
 
-def _creds(topology: Topology, source: str, target: str, by_cluster: Mapping[str, Credentials | None] | None
-           ) -> tuple[Credentials | None, Credentials | None] | None:
-    if not by_cluster:
-        return None
-    a, b = parse_uri(source, topology).cluster, parse_uri(target, topology).cluster
-    return (by_cluster.get(a) if a else None), (by_cluster.get(b) if b else None)
-
-
-def probe(topology: Topology, policy_name: str, target: str, ledger: Ledger,
-          access: Access | None = None) -> CopyResult:
+def probe(topology: Topology, policy_name: str, target: str, ledger: Ledger, access: Access) -> CopyResult:
     """What a run of one policy target would do now (a dry run: planned, nothing copied)."""
     pol = _policy(topology, policy_name)
     return distcp(pol.source, target, topology=topology, ledger=ledger, options=pol.options, dry_run=True,
                   policy=policy_name, access=access)
 
 
-def pending(topology: Topology, policy_name: str, ledger: Ledger, access: Access | None = None
-            ) -> list[dict[str, Any]]:
+def pending(topology: Topology, policy_name: str, ledger: Ledger, access: Access) -> list[dict[str, Any]]:
     """Per target: what a run would copy now (planned, nothing copied), its watermark and last run."""
     pol = _policy(topology, policy_name)
     marks = {w["name"]: w for w in ledger.watermarks("hdfs")}

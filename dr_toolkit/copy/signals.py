@@ -63,7 +63,7 @@ def _descends(ledger: Ledger, newest: str, ancestor: str) -> bool:
     return False
 
 
-def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now: float) -> list[Signal]:
+def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
     """One signal per HDFS policy target (name ``<policy>:<target>``); see the module doc."""
     from dr_toolkit.copy.api import probe
     from dr_toolkit.fs.uri import parse_uri
@@ -130,7 +130,7 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access | None, now:
 
 
 def cold_holds(topology: Topology, ledger: Ledger, policy: HdfsPolicy, target: str, manifest_id: str,
-               access: Access | None) -> tuple[list[str] | None, str]:
+               access: Access) -> tuple[list[str] | None, str]:
     """For an unplanned failover (hot unreachable): does cold still hold what the run that wrote
     ``manifest_id`` put there? Reads the manifest (state location) and lists cold only; returns
     the paths the manifest lists that are missing on cold or of another size, and a note — or

@@ -89,7 +89,7 @@ class StateStore:
 
     @classmethod
     def open(cls, uri: str, source: str, target: str, topology: Topology | None,
-             access: Access | None = None) -> StateStore:
+             access: Access) -> StateStore:
         from dr_toolkit.fs import open_fs
 
         loc = parse_uri(uri, topology)

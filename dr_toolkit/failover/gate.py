@@ -96,7 +96,7 @@ class GateResult:
         }
 
 
-def read_fence(topology: Topology, access: Access | None = None) -> tuple[dict[str, Any], str | None]:
+def read_fence(topology: Topology, access: Access) -> tuple[dict[str, Any], str | None]:
     """The fencing snapshot ({} when no ZooKeeper is configured) and an error, if unreadable."""
     if not (topology.cold.zookeeper or topology.hot.zookeeper):
         return {}, None
@@ -203,20 +203,17 @@ def record_check(ledger: Ledger, res: GateResult, *, source: str, who: str | Non
     return res.recorded
 
 
-def check(topology: Topology, ledger: Ledger, *, components: tuple[str, ...] = COMPONENTS,
-          timeout_s: float | None = None, access: Access | None = None, now: float | None = None,
+def check(topology: Topology, ledger: Ledger, *, access: Access, components: tuple[str, ...] = COMPONENTS,
+          timeout_s: float | None = None, now: float | None = None,
           record: str | None = None, who: str | None = None) -> GateResult:
     """Read every signal and the fencing state, and decide GO / NO_GO. With ``record`` (where the
     check runs: ``cli``, ``dag:<dag>.<task>``, ``ui``) the check is written to ``gate_checks``."""
     import concurrent.futures as cf
 
-    from dr_toolkit.access import default_access
-
-    acc = default_access(access)
     now = time.time() if now is None else now
     with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="drt-fence") as ex:
-        fut = ex.submit(read_fence, topology, acc)
-        signals = read_signals(topology, ledger, acc, components=components, timeout_s=timeout_s, now=now)
+        fut = ex.submit(read_fence, topology, access)
+        signals = read_signals(topology, ledger, access, components=components, timeout_s=timeout_s, now=now)
         fence, fence_error = fut.result()
     res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence

@@ -59,14 +59,11 @@ def default_timeout(topology: Topology) -> float:
     return max(eps or [10.0]) + 5.0
 
 
-def read_signals(topology: Topology, ledger: Ledger, access: Access | None = None, *,
+def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
                  components: tuple[str, ...] = COMPONENTS, timeout_s: float | None = None,
                  now: float | None = None) -> list[Signal]:
     """Read the components' signals concurrently; a component that does not answer within
     ``timeout_s`` (default: the largest endpoint timeout + 5 s) gives NO_GO signals saying so."""
-    from dr_toolkit.access import default_access
-
-    acc = default_access(access)
     now = time.time() if now is None else now
     timeout_s = default_timeout(topology) if timeout_s is None else timeout_s
     def failed(c: str, why: str) -> list[Signal]:
@@ -75,7 +72,7 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access | None = Non
         return [unreadable(c, n, why) for n in names(topology, c) or [c]]
 
     ex = cf.ThreadPoolExecutor(max_workers=max(1, len(components)), thread_name_prefix="drt-signal")
-    futs = {c: ex.submit(READERS[c], topology, ledger, acc, now) for c in components}
+    futs = {c: ex.submit(READERS[c], topology, ledger, access, now) for c in components}
     out: list[Signal] = []
     deadline = time.monotonic() + timeout_s
     for c, fut in futs.items():

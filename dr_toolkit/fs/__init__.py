@@ -15,33 +15,29 @@ __all__ = ["Checksum", "DiffEntry", "FileStatus", "FileSystem", "Location", "is_
            "parse_uri", "tmp_name"]
 
 
-def credentials_for(loc: Location, access: Access | None = None) -> Credentials | None:
-    """The credentials of ``loc``'s topology endpoint (its ``conn_id``) from ``access``."""
-    from dr_toolkit.access import default_access
-
+def credentials_for(loc: Location, access: Access) -> Credentials | None:
+    """The credentials of ``loc``'s topology endpoint (its cluster's ``hdfs``/``s3`` ``conn_id``) from
+    ``access``; ``None`` for a location outside the topology, a local one, or an endpoint without one."""
     cfg = loc.cluster_config
-    if cfg is None:
+    if cfg is None or loc.cluster is None:
         return None
-    if loc.kind == "webhdfs" and cfg.hdfs is not None:
-        return default_access(access).for_endpoint(cfg.hdfs, f"clusters.{loc.cluster}.hdfs.conn_id")
-    if loc.kind == "s3" and cfg.s3 is not None:
-        return default_access(access).for_endpoint(cfg.s3, f"clusters.{loc.cluster}.s3.conn_id")
+    if loc.kind == "webhdfs":
+        return access.cluster_endpoint(loc.cluster, cfg, "hdfs")
+    if loc.kind == "s3":
+        return access.cluster_endpoint(loc.cluster, cfg, "s3")
     return None
 
 
-def open_fs(loc: Location, access: Access | None = None) -> FileSystem:
+def open_fs(loc: Location, access: Access) -> FileSystem:
     """The filesystem ``loc`` lives on, with the credentials of its topology endpoint's
-    ``conn_id`` from ``access`` (default: ``AIRFLOW_CONN_*`` in the environment). An endpoint
-    without a ``conn_id`` gets none (S3: the default AWS chain)."""
-    if loc.kind == "webhdfs":
-        from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
-
-        return WebHdfsFileSystem.from_location(loc, access)
+    ``conn_id`` from ``access``. An endpoint without a ``conn_id`` gets none (S3: the default
+    AWS chain)."""
     return open_fs_credentials(loc, credentials_for(loc, access))
 
 
 def open_fs_credentials(loc: Location, creds: Credentials | None) -> FileSystem:
-    """:func:`open_fs` with credentials already resolved (Spark executors get them pickled)."""
+    """:func:`open_fs` with credentials already resolved (Spark executors get them pickled): the
+    one place each filesystem client is built."""
     cfg = loc.cluster_config
     if loc.kind == "local":
         from dr_toolkit.fs.local import LocalFileSystem

@@ -45,8 +45,6 @@ from dr_toolkit.fs.base import (
 )
 
 if TYPE_CHECKING:
-    from dr_toolkit.access import Access
-    from dr_toolkit.fs.uri import Location
     from dr_toolkit.secrets import Credentials
 
 _DIFF_TYPES = {"CREATE": "+", "DELETE": "-", "MODIFY": "M", "RENAME": "R"}
@@ -101,18 +99,6 @@ class WebHdfsFileSystem(FileSystem):
         if credentials is not None and credentials.password and not kerberos:
             # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
             self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
-
-    @classmethod
-    def from_location(cls, loc: Location, access: Access | None = None) -> WebHdfsFileSystem:
-        """The filesystem of a resolved ``webhdfs`` location, credentials from ``access``
-        (the cluster's ``hdfs.conn_id``; a named but undefined connection is a ConfigError)."""
-        from dr_toolkit.access import default_access
-
-        cfg = loc.cluster_config
-        h = cfg.hdfs if cfg else None
-        creds = default_access(access).for_endpoint(h, f"clusters.{loc.cluster}.hdfs.conn_id") if h else None
-        return cls(loc.namenodes, user=h.user if h else None, kerberos=bool(h and h.kerberos),
-                   timeout_s=h.timeout_s if h else 30.0, credentials=creds)
 
     # -- errors ------------------------------------------------------------------------------------
     @contextmanager

@@ -61,7 +61,7 @@ def actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bool = True,
+def open_ledger(topology: Topology, access: Access, *, migrate: bool = True,
                 create: bool = True) -> Ledger:
     """The one way to open a topology's ledger: ``ledger.url`` (relative SQLite paths against the
     topology file's folder), the password from ``ledger.conn_id`` through ``access``.
@@ -70,8 +70,6 @@ def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bo
     ledger whose file does not exist is neither created nor is its directory; an empty ledger in
     a temporary directory (removed at exit) answers instead, and :attr:`Ledger.missing` names
     the file that does not exist."""
-    from dr_toolkit.access import default_access
-
     base = Path(topology.source_file).resolve().parent if topology.source_file else None
     if not create:
         path = sqlite_file(topology.ledger.url, base)
@@ -80,7 +78,7 @@ def open_ledger(topology: Topology, access: Access | None = None, *, migrate: bo
             empty.missing = str(path)
             return empty
     conn_id = topology.ledger.conn_id
-    password = default_access(access).ledger_password(conn_id) if conn_id else None
+    password = access.ledger_password(conn_id) if conn_id else None
     return Ledger.open(topology.ledger.url, migrate=migrate, password=password, base_dir=base)
 
 

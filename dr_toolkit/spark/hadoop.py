@@ -216,8 +216,7 @@ def _locations(topology: Topology | None, uris: Sequence[str | Location]) -> lis
 
 
 # -- conf ---------------------------------------------------------------------------------------
-def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location],
-                      access: Access | None = None) -> dict[str, str]:
+def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location]) -> dict[str, str]:
     """Spark conf keys needed to read ``uris``; never a secret (safe for the UI and logs).
 
     Merge it under the user's conf with :func:`merge_spark_conf` (user keys win, list keys
@@ -228,7 +227,7 @@ def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location],
     shim = False
     for loc in _locations(topology, uris):
         if loc.kind == "s3":
-            _s3a_conf(loc, conf, access)
+            _s3a_conf(loc, conf)
             continue
         if loc.kind != "webhdfs":
             continue
@@ -271,7 +270,7 @@ def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location],
     return conf
 
 
-def _s3a_conf(loc: Location, conf: dict[str, str], access: Access | None) -> None:
+def _s3a_conf(loc: Location, conf: dict[str, str]) -> None:
     s3 = loc.cluster_config.s3 if loc.cluster_config is not None else None
     prefix = f"spark.hadoop.fs.s3a.bucket.{loc.bucket}."
     conf.setdefault("spark.hadoop.fs.s3a.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
@@ -290,29 +289,25 @@ def _s3a_conf(loc: Location, conf: dict[str, str], access: Access | None) -> Non
         conf[prefix + "aws.credentials.provider"] = S3A_ENV_PROVIDER
 
 
-def spark_secret_env(topology: Topology | None, uris: Sequence[str | Location],
-                     access: Access | None = None) -> dict[str, str]:
+def spark_secret_env(topology: Topology | None, uris: Sequence[str | Location], access: Access) -> dict[str, str]:
     """Environment variables with the S3 credentials of ``uris`` (for S3A's env provider).
 
     Put them into the driver's environment before its JVM starts and into the executors'
     environment; never into Spark conf. Empty when nothing needs credentials. One job can
     carry one AWS credential set: buckets with different connections are a ConfigError."""
-    from dr_toolkit.access import default_access
-
     env: dict[str, str] = {}
     chosen: str | None = None
-    acc = None
     for loc in _locations(topology, uris):
-        s3 = loc.cluster_config.s3 if loc.kind == "s3" and loc.cluster_config is not None else None
-        if s3 is None or not s3.conn_id:
+        cfg = loc.cluster_config if loc.kind == "s3" and loc.cluster is not None else None
+        s3 = cfg.s3 if cfg is not None else None
+        if cfg is None or loc.cluster is None or s3 is None or not s3.conn_id:
             continue
         if chosen is not None and chosen != s3.conn_id:
             raise ConfigError(f"one Spark job cannot read S3 with two connections ({chosen!r}, {s3.conn_id!r})",
                               hint="verify one side at a time, or give both buckets the same connection or "
                                    "an instance profile")
         chosen = s3.conn_id
-        acc = acc or default_access(access)
-        creds = acc.for_endpoint(s3, f"clusters.{loc.cluster}.s3.conn_id")
+        creds = access.cluster_endpoint(loc.cluster, cfg, "s3")
         if creds is None:
             continue
         if not creds.login or not creds.password:

@@ -107,7 +107,9 @@ def _hadoop_conf(topology: Topology | None, uris: Sequence[str], access: Access 
         from dr_toolkit.spark.hadoop import spark_hadoop_conf, spark_secret_env  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # pragma: no cover - before the Hadoop client module is merged
         return {}, {}
-    return dict(spark_hadoop_conf(topology, list(uris), access)), dict(spark_secret_env(topology, list(uris), access))
+    if access is None:  # a programming error: the caller reads endpoints without the credentials value
+        raise TypeError("get_session(uris=...) needs access= (the credentials of the uris' endpoints)")
+    return dict(spark_hadoop_conf(topology, list(uris))), dict(spark_secret_env(topology, list(uris), access))
 
 
 def _merge(user: Mapping[str, str], ours: Mapping[str, str]) -> dict[str, str]:

@@ -9,15 +9,16 @@ Usage::
 
     from dr_toolkit.zk.client import connect, zk_session
 
-    with zk_session(cluster.zookeeper) as zk:
+    creds = access.endpoint(topology, "hot", "zookeeper")
+    with zk_session(cluster.zookeeper, credentials=creds) as zk:
         data, stat = zk.get("/hbase/replication/peers/1")
 
-Authentication comes from a :class:`~dr_toolkit.secrets.Credentials` value (``login`` and
-``password`` give a digest identity; ``extra["auth"]`` may hold ``"user:pass"``,
-``{"scheme": "digest", "credential": "user:pass"}`` or a list of those; ``extra["sasl"]``
-is passed to kazoo as ``sasl_options``), or from ``secrets.lookup(endpoint.conn_id)`` when no
-credentials are passed. When authentication is configured, every znode this client creates
-gets ``creator-all + world-read`` ACLs: never world-writable.
+Authentication comes from the :class:`~dr_toolkit.secrets.Credentials` value the caller resolved
+(through :class:`dr_toolkit.access.Access`; ``None``: no authentication) — this module never looks
+a credential up itself. ``login`` and ``password`` give a digest identity; ``extra["auth"]`` may
+hold ``"user:pass"``, ``{"scheme": "digest", "credential": "user:pass"}`` or a list of those;
+``extra["sasl"]`` is passed to kazoo as ``sasl_options``. When authentication is configured,
+every znode this client creates gets ``creator-all + world-read`` ACLs: never world-writable.
 
 Kazoo's node errors are translated into :class:`ZkNoNode`, :class:`ZkNodeExists`,
 :class:`ZkNotEmpty` and :class:`ZkBadVersion` so callers need not import kazoo.
@@ -441,19 +442,16 @@ def _kazoo_logger(auth: Sequence[tuple[str, str]] = ()) -> logging.Logger:
     return lg
 
 
-def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = None, retry: Retry | None = None,
+def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, retry: Retry | None = None,
             read_only: bool = False) -> ZkClient:
-    """Start a session on ``endpoint.quorum`` within ``endpoint.connect_timeout_s``.
+    """Start a session on ``endpoint.quorum`` within ``endpoint.connect_timeout_s``, authenticated
+    with ``credentials`` (resolved by the caller from the endpoint's ``conn_id``; ``None``: none).
 
     Unreachable → :class:`UnreachableError` naming the quorum (exit 3), never a hang.
     """
     from kazoo.client import KazooClient
     from kazoo.exceptions import AuthFailedError
 
-    if credentials is None and endpoint.conn_id:
-        from dr_toolkit.secrets import lookup
-
-        credentials = lookup(endpoint.conn_id)
     auth = auth_entries(credentials)
     sasl = dict(credentials.extra.get("sasl") or {}) if credentials and credentials.extra else {}
     kw: dict[str, Any] = {}
@@ -488,9 +486,10 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None = No
 
 
 @contextmanager
-def zk_session(endpoint: ZooKeeperEndpoint, **kw: Any) -> Iterator[ZkClient]:
-    """``with zk_session(endpoint) as zk: ...`` — :func:`connect`, then close on exit."""
-    client = connect(endpoint, **kw)
+def zk_session(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, retry: Retry | None = None,
+               read_only: bool = False) -> Iterator[ZkClient]:
+    """``with zk_session(endpoint, credentials=creds) as zk: ...`` — :func:`connect`, then close on exit."""
+    client = connect(endpoint, credentials=credentials, retry=retry, read_only=read_only)
     try:
         yield client
     finally:

@@ -285,22 +285,20 @@ class Fence:
 
 
 @contextmanager
-def open_fence(topology: Topology, *, access: Access | None = None) -> Iterator[Fence]:
+def open_fence(topology: Topology, *, access: Access) -> Iterator[Fence]:
     """A :class:`Fence` on the topology's fencing ZooKeeper (UnreachableError when it is down).
 
-    Credentials: the endpoint's ``conn_id`` resolved through ``access`` (default: the environment)."""
-    from dr_toolkit.access import default_access
+    Credentials: the endpoint's ``conn_id`` resolved through ``access``."""
     from dr_toolkit.zk.client import zk_session
 
     ep = fencing_endpoint(topology)
-    which = "cold" if topology.cold.zookeeper is not None else "hot"
-    name = topology.cold_name if which == "cold" else topology.hot_name
-    creds = default_access(access).for_endpoint(ep, f"clusters.{name}.zookeeper.conn_id")
+    name = topology.cold_name if topology.cold.zookeeper is not None else topology.hot_name
+    creds = access.endpoint(topology, name, "zookeeper")
     with zk_session(ep, credentials=creds) as zk:
         yield Fence(zk, ep.dr_root)
 
 
-def assert_offsets_apply_allowed(topology: Topology, *, access: Access | None = None) -> None:
+def assert_offsets_apply_allowed(topology: Topology, *, access: Access) -> None:
     """For writers of consumer offsets onto the cold cluster (`drt kafka remap --apply`, the
     runbook's apply): refuse (FencedError) once the cold cluster is the active one — its groups'
     offsets then belong to the consumers running on it, and a remap from the old hot cluster's
@@ -322,20 +320,8 @@ def assert_offsets_apply_allowed(topology: Topology, *, access: Access | None = 
                               where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}")
 
 
-def assert_replication_allowed(topology: Topology, *, epoch: int | None = None,
-                               access: Access | None = None) -> None:
-    """For hot → cold writers (scheduled replication): refuse once the hot cluster is fenced.
-
-    After the hot cluster is fenced the cold one is being (or has been) promoted, and a
-    scheduled copy would overwrite or delete what is now live data. Only the failover
-    runbook's own final copy goes on, holding the current ``epoch``. Topologies without any
-    ZooKeeper have no fencing state and are not checked.
-    """
-    assert_copy_allowed(topology, topology.hot_name, topology.cold_name, epoch=epoch, access=access)
-
-
 def assert_copy_allowed(topology: Topology, source_cluster: str | None, target_cluster: str | None, *,
-                        epoch: int | None = None, access: Access | None = None) -> None:
+                        access: Access, epoch: int | None = None) -> None:
     """For every copy into a cluster of the topology (`drt replicate`, `drt distcp`, the runbook):
     refuse (FencedError) to write into a read-only or fenced cluster, and — for hot → cold — once
     the hot cluster is fenced (unless the writer holds the current ``epoch``: the runbook's final

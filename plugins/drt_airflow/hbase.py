@@ -30,8 +30,11 @@ def _endpoint(cluster: str | None, zk_conn_id: str | None) -> tuple[Any, Any, An
     c = topo.clusters.get(name)
     if c is None or c.zookeeper is None:
         raise ConfigError(f"cluster {name!r} has no zookeeper section", where=topo.source_file)
-    creds = hook.access().get(zk_conn_id or c.zookeeper.conn_id, what=f"clusters.{name}.zookeeper.conn_id")
-    return topo, c, creds, hook.access()
+    access = hook.access()
+    # the operator's zk_conn_id names another connection for this endpoint; else the topology's
+    creds = (access.get(zk_conn_id, what=f"the operator's zk_conn_id for cluster {name!r}") if zk_conn_id
+             else access.endpoint(topo, name, "zookeeper"))
+    return topo, c, creds, access
 
 
 def _selected(topo: Any, policies: Sequence[str] | None) -> list[Any]:

@@ -34,7 +34,7 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
     from dr_toolkit.zk.client import connect
 
     topo = load_topology(hbase_topology)
-    with connect(topo.hot.zookeeper) as z:
+    with connect(topo.hot.zookeeper, credentials=None) as z:
         p = read_peer(z, "1", hbase_parent)
     assert p is not None and p.cluster_key == COLD_KEY and p.state == "ENABLED"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.fs import open_fs
 from dr_toolkit.ledger import Ledger
 from tests.support.fixtures_copy import sample_tree, tree_digest, write_copy_topology
@@ -21,7 +22,7 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
                                                capfd: pytest.CaptureFixture[str]) -> None:
     from tests.support.airflow import load_dag
 
-    fs = open_fs(webhdfs.location("/data"))
+    fs = open_fs(webhdfs.location("/data"), Access.from_env())
     for rel, data in sample_tree(6).items():
         fs.write_bytes(webhdfs.p(f"/data/{rel}"), data)
     ledger_url = f"sqlite:///{tmp_path}/ledger.db"

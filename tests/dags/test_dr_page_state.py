@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.topology import load_topology
 from tests.support.fixtures_failover import add_verify_report, write_topology
 from tests.support.procs import free_port
@@ -41,7 +42,7 @@ def test_after_a_failover_the_page_says_failed_over_by_whom_and_when(airflow_hom
     assert re.search(r"<a href='/dags/dr_rpo_watch/runs/manual__[^']+'>manual__", html)
     assert re.search(r"live check of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, \d+s ago; re-run at most\s+every 60s", html)
 
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         st = fence.bump(fenced_cluster="hot", by="alice@ops")
         fence.set_active("cold", epoch=st.epoch, by="alice@ops")
     html = _page(monkeypatch, path)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.copy.state import FENCE_NAME, take_fence
 from dr_toolkit.errors import LeaseHeld
@@ -92,15 +93,15 @@ def test_a_local_run_stops_when_its_token_is_taken_and_the_next_run_converges(tm
     def take_over(kind: str, n: int) -> None:  # called by the copying thread as bytes are streamed
         state["events"] = state.get("events", 0) + (kind == "bytes")
         if state["events"] == 4 and "held" not in state:
-            take_fence(open_fs(loc), str(dst.resolve()), "copy:other-host:0001")
+            take_fence(open_fs(loc, Access.from_env()), str(dst.resolve()), "copy:other-host:0001")
             state["held"] = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
 
     with pytest.raises(LeaseHeld) as e:
-        distcp(f"file://{src}", f"file://{dst}", options=opts, progress=take_over)
+        distcp(f"file://{src}", f"file://{dst}", options=opts, progress=take_over, access=Access.from_env())
     assert e.value.exit_code == 1 and "another run took the target" in str(e.value)
     after = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
     assert after == state["held"] and 0 < len(after) < 10  # nothing placed after the token was taken
     assert (dst / FENCE_NAME).read_text().split()[:2] == ["2", "copy:other-host:0001"]  # not removed: not ours
-    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True))
+    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True), access=Access.from_env())
     assert r.ok and r.files_copied == 10 - len(after)
     assert tree_digest(dst) == tree_digest(src) and not (dst / FENCE_NAME).exists()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import pending, replicate_policy
 from dr_toolkit.errors import LeaseHeld
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def policy_env(tmp_path: Path, webhdfs: Any, s3_bucket: str, s3_server: Any) -> dict[str, Any]:
-    fs = open_fs(webhdfs.location("/data"))
+    fs = open_fs(webhdfs.location("/data"), Access.from_env())
     files = sample_tree(10)
     for rel, data in files.items():
         fs.write_bytes(webhdfs.p(f"/data/{rel}"), data)
@@ -37,11 +38,11 @@ def policy_env(tmp_path: Path, webhdfs: Any, s3_bucket: str, s3_server: Any) -> 
 
 def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict[str, Any]) -> None:
     topo, ledger = policy_env["topo"], policy_env["ledger"]
-    before = pending(topo, "warehouse", ledger)
+    before = pending(topo, "warehouse", ledger, Access.from_env())
     assert [p["files_pending"] for p in before] == [10, 10]
     assert all(p["watermark"] is None and p["last_run_status"] is None for p in before)
 
-    results = replicate_policy(topo, "warehouse", ledger)
+    results = replicate_policy(topo, "warehouse", ledger, access=Access.from_env())
     assert [r.mode for r in results] == ["bootstrap", "bootstrap"]
     assert all(r.files_copied == 10 and r.ok for r in results)
     assert tree_digest(policy_env["cold"] / "data") == {k: __import__("hashlib").md5(v).hexdigest()
@@ -60,10 +61,10 @@ def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict
     assert all(w["watermark"] == r.watermark for w, r in zip(marks.values(), results, strict=False))
 
     policy_env["fs"].write_bytes(policy_env["hdfs"].p("/data/late.bin"), b"late")
-    after = pending(topo, "warehouse", ledger)
+    after = pending(topo, "warehouse", ledger, Access.from_env())
     assert [(p["files_pending"], p["bytes_pending"], p["last_run_status"]) for p in after] == [
         (1, 4, "succeeded"), (1, 4, "succeeded")]
-    again = replicate_policy(topo, "warehouse", ledger)
+    again = replicate_policy(topo, "warehouse", ledger, access=Access.from_env())
     assert [(r.mode, r.files_copied) for r in again] == [("fast-forward", 1), ("fast-forward", 1)]
     assert all(r.base_manifest_id == b.manifest_id for r, b in zip(again, results, strict=True))
 
@@ -71,7 +72,7 @@ def test_replicate_policy_records_runs_manifests_and_watermarks(policy_env: dict
 def test_policy_lease_refuses_a_second_concurrent_run(policy_env: dict[str, Any]) -> None:
     topo, ledger = policy_env["topo"], policy_env["ledger"]
     with ledger.lease("policy:warehouse"), pytest.raises(LeaseHeld):
-        replicate_policy(topo, "warehouse", ledger)
+        replicate_policy(topo, "warehouse", ledger, access=Access.from_env())
     assert ledger.runs(policy="warehouse") == []
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy import api as copy_api
 from dr_toolkit.copy import execute
 from dr_toolkit.copy import state as copy_state
@@ -429,24 +430,24 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
     # -- source ---------------------------------------------------------------------------------
     if src_kind == "local":
         src_uri = f"file://{tmp_path}/src"
-        sfs, sroot = open_fs(parse_uri(src_uri)), f"{tmp_path}/src"
+        sfs, sroot = open_fs(parse_uri(src_uri), Access.from_env()), f"{tmp_path}/src"
     else:
         hot = request.getfixturevalue("hot_dir")
-        sfs, sroot = open_fs(hot.location("/src")), hot.p("/src")
+        sfs, sroot = open_fs(hot.location("/src"), Access.from_env()), hot.p("/src")
         hot.allow_snapshot("/src")
         src_uri = hot.uri("/src")
         truncate = _truncator(hot)
     # -- target ---------------------------------------------------------------------------------
     if tgt_kind == "local":
         tgt_uri = f"file://{tmp_path}/dst"
-        tfs, troot = open_fs(parse_uri(tgt_uri)), f"{tmp_path}/dst"
+        tfs, troot = open_fs(parse_uri(tgt_uri), Access.from_env()), f"{tmp_path}/dst"
     elif tgt_kind == "s3":
         bucket = request.getfixturevalue("s3_bucket")
         tgt_uri = f"s3://{bucket}/dst"
-        tfs, troot = open_fs(parse_uri(tgt_uri)), "dst"
+        tfs, troot = open_fs(parse_uri(tgt_uri), Access.from_env()), "dst"
     else:
         cold = request.getfixturevalue("cold_dir")
-        tfs, troot = open_fs(cold.location("/dst")), cold.p("/dst")
+        tfs, troot = open_fs(cold.location("/dst"), Access.from_env()), cold.p("/dst")
         tgt_uri = cold.uri("/dst")
         tgt_truncate = _truncator(cold)
     # between local trees every run also preserves permissions and times: a source chmod/touch
@@ -521,7 +522,7 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                 m.unlink()
         if fault == "fail" and tree.files:
             fail.victims = set(rnd.sample(sorted(tree.files), min(2, len(tree.files))))
-            r = distcp(src_uri, tgt_uri, options=opts)
+            r = distcp(src_uri, tgt_uri, options=opts, access=Access.from_env())
             modes.add(r.mode)
             assert r.files_failed >= 1 or not (fail.victims & set(f.get("path") for f in r.failures)), what
             fail.victims = set()
@@ -530,7 +531,7 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
             monkeypatch.setattr(copy_state, "time", clock)
             ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
             try:
-                distcp(src_uri, tgt_uri, options=opts, ledger=ledger, progress=clock.pause_after(rnd.randint(1, 3)))
+                distcp(src_uri, tgt_uri, options=opts, ledger=ledger, progress=clock.pause_after(rnd.randint(1, 3)), access=Access.from_env())
             except LeaseHeld as exc:
                 assert "lost the lease" in str(exc) and clock.offset, (what, str(exc))
             else:  # only a run that never reached the pause may finish
@@ -547,14 +548,14 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                     taken.append(str(got.token))
 
             try:
-                distcp(src_uri, tgt_uri, options=opts, progress=take)
+                distcp(src_uri, tgt_uri, options=opts, progress=take, access=Access.from_env())
             except LeaseHeld as exc:  # exit 1, never 0: it places nothing more once the marker is not its own
                 assert taken and "another run took the target" in str(exc), (what, str(exc))
             else:  # only a run that copied no byte may finish
                 assert not taken, f"a run whose target another run took went on to exit 0: {what}"
         if fault == "kill":
             with pytest.raises((KeyboardInterrupt, DrtError)):
-                distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)))
+                distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)), access=Access.from_env())
                 raise KeyboardInterrupt("the run finished before the kill")
         refused: list[str] = []
 
@@ -562,13 +563,13 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                        opts: CopyOptions = opts) -> None:  # a run through an alias of the target, meanwhile
             if fault == "alias" and kind == "plan" and not refused:
                 with pytest.raises(LeaseHeld) as e:
-                    distcp(src_uri, f"file://{alias}", options=opts)
+                    distcp(src_uri, f"file://{alias}", options=opts, access=Access.from_env())
                 refused.append(str(e.value))
 
         mid = random.Random(seed * 7919 + rnd_i)  # a directory renamed during the walk (live listings)
         undo = (_rename_during_the_walk(monkeypatch, tree, mid) if src_kind != "webhdfs-snap" and rnd_i
                 and mid.random() < 0.35 else None)
-        r = distcp(src_uri, tgt_uri, options=opts, progress=second_run)
+        r = distcp(src_uri, tgt_uri, options=opts, progress=second_run, access=Access.from_env())
         if undo is not None:
             undo()
             what = f"seed {seed} round {rnd_i} (a directory renamed during the walk): {tree.log}"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy import execute
 from dr_toolkit.copy.api import distcp
@@ -67,7 +68,7 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
     """A link swapped in after the plan (between listing and writing): the write through it is
     refused (the file fails with one clear line, the next run converges), nothing outside."""
     make_tree(tmp_path / "src", {"d/f1": b"1"})
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD).ok
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env()).ok
     make_tree(tmp_path / "src", {"d/f2": b"two"})
     (tmp_path / "outside").mkdir()
 
@@ -77,10 +78,10 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
             (tmp_path / "dst/d").rmdir()
             os.symlink(tmp_path / "outside", tmp_path / "dst/d")
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=plant)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=plant, access=Access.from_env())
     assert os.listdir(tmp_path / "outside") == []
     assert r.files_failed == 1 and "is a symlink in the target" in r.failures[0]["error"], r.failures
-    r2 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD)
+    r2 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env())
     assert r2.ok and tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     assert os.listdir(tmp_path / "outside") == []
 
@@ -89,7 +90,7 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
 def test_delete_removes_and_reports_target_only_symlinks_fifos_and_directories(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     make_tree(tmp_path / "src", {"a": b"a", "k/b": b"b"})
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD).ok
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env()).ok
     os.symlink(tmp_path / "src/a", tmp_path / "dst/ln")
     os.symlink(tmp_path / "nowhere", tmp_path / "dst/k/dangling")
     os.mkfifo(tmp_path / "dst/pipe")
@@ -125,7 +126,7 @@ def test_a_source_name_that_is_not_utf8_is_copied_by_its_bytes(tmp_path: Path, m
 # -- items 3 and 5: snapshot-diff staging names, whitespace in names (real HDFS) ----------------------
 def _hdfs_src(hot_dir: Any, files: dict[str, bytes]) -> Any:
     hot_dir.allow_snapshot("/s")
-    fs = open_fs(hot_dir.location("/s"))
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
     for rel, data in files.items():
         fs.write_bytes(hot_dir.p(f"/s/{rel}"), data)
     return fs
@@ -139,12 +140,12 @@ def test_staged_moves_never_share_a_name_even_when_every_hash_prefix_collides(
     _hdfs_src(hot_dir, files)
     opts = CopyOptions(update=True, delete=True, snapshots=True)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
     import dr_toolkit.fs.base as base
 
     monkeypatch.setattr(base, "run_tag", lambda run_id: "c0111de0")  # every prefix collides
     hot_dir.rename("/s/big", "/s/moved")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_renamed == 24, (r.mode_reason, r.failures)
     assert hot_dir.tree("/s") == {k.replace("big/", "moved/"): v for k, v in files.items()}
     assert _all_bytes(dst) == hot_dir.tree("/s")
@@ -156,13 +157,13 @@ def test_snapshot_diff_paths_keep_leading_and_trailing_spaces(tmp_path: Path, ho
                              "keep/a.csv": b"a"})
     opts = CopyOptions(update=True, delete=True, snapshots=True)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
     fs.write_bytes(hot_dir.p("/s/ lead/x.csv"), b"under a directory with a leading space")
     fs.write_bytes(hot_dir.p("/s/report .csv "), b"r2, longer")
     hot_dir.rename("/s/b.csv", "/s/a.csv ")
     fs.delete(hot_dir.p("/s/x "))
     fs.write_bytes(hot_dir.p("/s/keep/ c.csv"), b"c")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     want = hot_dir.tree("/s")
     assert sorted(want) == sorted([" lead/x.csv", "a.csv ", "keep/ c.csv", "keep/a.csv", "report .csv ", "x"])
@@ -227,12 +228,12 @@ def test_hdfs_to_local_the_recorded_state_is_a_sha256_not_a_crc(tmp_path: Path, 
     """HDFS source unchanged (its MD5MD5CRC32C as recorded), local target rewritten to bytes with
     the recorded CRC32C: the target's SHA-256 no longer matches, the file is copied again."""
     data = os.urandom(7000)
-    fs = open_fs(hot_dir.location("/s"))
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
     fs.write_bytes(hot_dir.p("/s/f.bin"), data)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env()).ok
     (dst / "f.bin").write_bytes(forge_same_crc32c(data))
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())
     assert r.ok and r.mode == "reconcile" and r.files_copied == 1, (r.mode_reason, r.basis)
     assert (dst / "f.bin").read_bytes() == data
 
@@ -255,7 +256,7 @@ def test_local_bytes_read_back_are_compared_with_the_source_bytes_read(tmp_path:
                         f.write(b"\0" * 8)
                     hit.append(p)
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=corrupt)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=corrupt, access=Access.from_env())
     assert hit and r.ok, r.failures
     assert (tmp_path / "dst/d/f.bin").read_bytes() == data
     assert hashlib.sha256((tmp_path / "dst/d/f.bin").read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
@@ -278,11 +279,11 @@ def test_a_file_whose_copy_failed_and_whose_directory_is_then_renamed_is_copied(
 
     monkeypatch.setattr(execute, "_copy_full", fail_b)
     monkeypatch.setattr(execute, "ATTEMPTS", 1)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
     assert r.files_failed == 1
     monkeypatch.setattr(execute, "_copy_full", real)
     hot_dir.rename("/s/d", "/s/e")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert _all_bytes(dst) == hot_dir.tree("/s") == {"e/a": b"a", "e/b": b"bbbb", "top": b"t"}
 
@@ -304,14 +305,14 @@ def test_a_failed_file_renamed_itself_and_through_a_renamed_parent_is_copied(
 
     monkeypatch.setattr(execute, "_copy_full", fail_b)
     monkeypatch.setattr(execute, "ATTEMPTS", 1)
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP).files_failed == 1
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env()).files_failed == 1
     hot_dir.rename("/s/d/x/b", "/s/d/y/b2")  # the pending file itself
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)  # fails again: pending under its new name
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # fails again: pending under its new name
     assert r.files_failed == 1 and "snapshot diff" in r.mode_reason, r.mode_reason
     monkeypatch.setattr(execute, "_copy_full", real)
     hot_dir.rename("/s/d/y/b2", "/s/d/x/b3")
     hot_dir.rename("/s/d", "/s/e")  # and its parent, in the same diff
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert _all_bytes(dst) == hot_dir.tree("/s") == {"e/x/b3": b"bbbb", "e/x/a": b"a", "e/y/c": b"c"}
 
@@ -320,13 +321,13 @@ def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_p
     fs = _hdfs_src(hot_dir, {"data/old.csv": b"old"})
     opts = CopyOptions(update=True, delete=True, snapshots=True, exclude=["landing/*"])
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
     fs.write_bytes(hot_dir.p("/s/landing/new.csv"), b"staged, then published")
     fs.write_bytes(hot_dir.p("/s/landing/batch/p1.csv"), b"part 1")
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok  # nothing to copy: excluded
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok  # nothing to copy: excluded
     hot_dir.rename("/s/landing/new.csv", "/s/data/new.csv")
     hot_dir.rename("/s/landing/batch", "/s/data/batch")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert _all_bytes(dst) == {"data/old.csv": b"old", "data/new.csv": b"staged, then published",
                                "data/batch/p1.csv": b"part 1"}
@@ -336,12 +337,12 @@ def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> No
     _hdfs_src(hot_dir, {"a.csv": b"a", "b.txt": b"b", "d/c.txt": b"c"})
     dst = tmp_path / "dst"
     assert distcp(hot_dir.uri("/s"), f"file://{dst}",
-                  options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"])).ok
+                  options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"]), access=Access.from_env()).ok
     assert _all_bytes(dst) == {"a.csv": b"a"}
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
     assert r.ok and "filters changed" in r.mode_reason, r.mode_reason
     assert _all_bytes(dst) == hot_dir.tree("/s")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)  # same filters again: the diff is used
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # same filters again: the diff is used
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0
 
 
@@ -372,7 +373,7 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path, target: st
 
         def temps() -> list[Any]:
             return [k for k in cold.cluster.client().list(cold.p("/dst")) if k.startswith(".drt-tmp.")]
-    assert distcp(f"file://{tmp_path}/src", dst, options=opts).ok
+    assert distcp(f"file://{tmp_path}/src", dst, options=opts, access=Access.from_env()).ok
     tail = os.urandom(10 << 20)  # three chunks: the kill comes after the first was written
     with open(tmp_path / "src/app.log", "ab") as f:
         f.write(tail)
@@ -385,9 +386,9 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path, target: st
                 raise KeyboardInterrupt("killed mid-append")
 
     with pytest.raises(KeyboardInterrupt):
-        distcp(f"file://{tmp_path}/src", dst, options=opts, progress=kill)
+        distcp(f"file://{tmp_path}/src", dst, options=opts, progress=kill, access=Access.from_env())
     assert held() == {"app.log": old}
-    r = distcp(f"file://{tmp_path}/src", dst, options=opts)
+    r = distcp(f"file://{tmp_path}/src", dst, options=opts, access=Access.from_env())
     assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
     assert held() == {"app.log": old + tail} and temps() == []
 
@@ -423,12 +424,12 @@ def test_runs_through_aliases_of_one_target_exclude_each_other(tmp_path: Path) -
         if kind != "plan" or refused:
             return
         with pytest.raises(LeaseHeld) as e1:
-            distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD)
+            distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD, access=Access.from_env())
         with pytest.raises(LeaseHeld) as e2:
-            distcp("hdfs://hot/data", "hdfs://cold/dst", topology=topo, ledger=ledger, options=UPD)
+            distcp("hdfs://hot/data", "hdfs://cold/dst", topology=topo, ledger=ledger, options=UPD, access=Access.from_env())
         refused.extend([str(e1.value), str(e2.value)])
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=meanwhile)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=meanwhile, access=Access.from_env())
     assert r.ok and len(refused) == 2, refused
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     # and with the ledger holding the lease: the plain-path run through the alias is refused too
@@ -437,11 +438,11 @@ def test_runs_through_aliases_of_one_target_exclude_each_other(tmp_path: Path) -
     def meanwhile2(kind: str, n: int) -> None:
         if kind == "plan" and not with_ledger:
             with pytest.raises(LeaseHeld) as e:
-                distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD)
+                distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD, access=Access.from_env())
             with_ledger.append(str(e.value))
 
     assert distcp("hdfs://hot/data", "hdfs://cold/dst", topology=topo, ledger=ledger, options=UPD,
-                  progress=meanwhile2).ok and with_ledger
+                  progress=meanwhile2, access=Access.from_env()).ok and with_ledger
 
 
 def test_a_run_paused_past_its_lease_stops_without_writing(tmp_path: Path) -> None:
@@ -502,13 +503,13 @@ def _rewrite_in_place(d: Any, rel: str, data: bytes) -> None:
 
 
 def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tmp_path: Path, hot_dir: Any) -> None:
-    fs = open_fs(hot_dir.location("/s"))
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
     fs.write_bytes(hot_dir.p("/s/f.bin"), b"A" * 5000)
     fs.write_bytes(hot_dir.p("/s/g.bin"), b"untouched")
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env()).ok
     _rewrite_in_place(hot_dir, "/s/f.bin", b"B" * 5000)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.files_copied == 1, (r.mode_reason, r.basis)
     assert _all_bytes(dst) == hot_dir.tree("/s") == {"f.bin": b"B" * 5000, "g.bin": b"untouched"}
 
@@ -516,11 +517,11 @@ def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tm
 def test_an_hdfs_target_rewritten_in_place_keeping_its_fileid_is_repaired(tmp_path: Path, cold_dir: Any) -> None:
     make_tree(tmp_path / "src", {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
     uri = cold_dir.uri("/dst")
-    assert distcp(f"file://{tmp_path}/src", uri, options=UPD).ok
-    r = distcp(f"file://{tmp_path}/src", uri, options=UPD)
+    assert distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env()).ok
+    r = distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.files_copied == 0, r.mode_reason
     _rewrite_in_place(cold_dir, "/dst/f.bin", b"B" * 5000)
-    r = distcp(f"file://{tmp_path}/src", uri, options=UPD)
+    r = distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env())
     assert r.ok and r.mode == "reconcile" and "rewritten in place" in r.mode_reason and r.files_copied == 1, \
         r.mode_reason
     assert cold_dir.tree("/dst") == {"f.bin": b"A" * 5000, "g.bin": b"untouched"}
@@ -532,26 +533,26 @@ def test_preserve_is_reapplied_when_the_target_drifts(tmp_path: Path) -> None:
     os.chmod(tmp_path / "src/a", 0o640)
     os.utime(tmp_path / "src/a", (1_600_000_000, 1_600_000_000))
     opts = CopyOptions(update=True, delete=True, preserve=["permissions", "times"])
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts).ok
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env()).ok
     os.chmod(tmp_path / "dst/a", 0o666)  # behind our back
     os.utime(tmp_path / "dst/a", (1_700_000_000, 1_700_000_000))
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
     assert r.ok and r.files_copied == 0 and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
     st = os.stat(tmp_path / "dst/a")
     assert oct(st.st_mode & 0o777) == "0o640" and st.st_mtime == 1_600_000_000
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.attributes_reapplied == 0, r.mode_reason
 
 
 def test_a_chmod_on_an_hdfs_source_is_applied_with_preserve(tmp_path: Path, hot_dir: Any) -> None:
-    fs = open_fs(hot_dir.location("/s"))
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
     fs.write_bytes(hot_dir.p("/s/f"), b"f")
     fs.set_permission(hot_dir.p("/s/f"), "644")
     opts = CopyOptions(update=True, delete=True, preserve=["permissions"])
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
     fs.set_permission(hot_dir.p("/s/f"), "600")  # fileId, size and mtime unchanged
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r.ok and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
     assert oct(os.stat(dst / "f").st_mode & 0o777) == "0o600"
 
@@ -564,7 +565,7 @@ def test_the_namenodes_snapshot_diff_does_not_report_an_in_place_rewrite(tmp_pat
 
     _hdfs_src(hot_dir, {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP).ok
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env()).ok
 
     def blocks() -> list[tuple[int, int, int]]:  # the NameNode's LocatedBlocks: (block id, generation stamp, bytes)
         r = requests.get(f"{hot_dir.active_url}/webhdfs/v1{hot_dir.p('/s/f.bin')}",
@@ -578,9 +579,9 @@ def test_the_namenodes_snapshot_diff_does_not_report_an_in_place_rewrite(tmp_pat
     # what docs/design.md says of a cheaper content token: the block list changes though fileId,
     # size and mtime do not (one NameNode call per file: O(files), not usable by an O(changes) run)
     assert blocks() != before
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
     assert r.ok and "(0 entries)" in r.mode_reason and r.files_copied == 0, (r.mode_reason, r.basis)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD)  # the listing mode: the checksum differs
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())  # the listing mode: the checksum differs
     assert r.ok and r.files_copied == 1 and _all_bytes(dst) == hot_dir.tree("/s"), (r.mode_reason, r.basis)
 
 
@@ -588,11 +589,11 @@ def test_excluded_target_files_in_the_way_of_a_type_change_are_removed(tmp_path:
     """Found by the randomized test: the target keeps excluded files under landing/ (filters pass
     over them); the source's landing becomes a file: the directory goes, the file is copied."""
     make_tree(tmp_path / "src", {"landing/x": b"x", "a": b"a"})
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD).ok
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env()).ok
     (tmp_path / "src/landing/x").unlink()
     (tmp_path / "src/landing").rmdir()
     (tmp_path / "src/landing").write_bytes(b"now a file")
     opts = CopyOptions(update=True, delete=True, exclude=["landing/*"])
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts)
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
     assert r.ok, r.failures
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")

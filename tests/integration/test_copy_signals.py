@@ -84,17 +84,17 @@ def test_unreachable_side_is_an_unreadable_signal(env: dict[str, Any], tmp_path:
 def test_entries_on_hot_that_are_never_replicated_leave_no_safe_time(env: dict[str, Any]) -> None:
     """Issue 20 #15: a symlink or a file named like the tool's temp files on hot is passed over by
     every run — it is never on cold, so the gate must not say GO (it only counted them)."""
-    replicate_policy(env["topo"], "wh", env["ledger"])
+    replicate_policy(env["topo"], "wh", env["ledger"], access=Access.from_env())
     assert _one(env).caught_up
     link = env["hot"] / "latest.csv"
     link.symlink_to(next(p for p in env["hot"].rglob("*") if p.is_file()))
     tmp = env["hot"] / ".drt-tmp.deadbeef.0123456789abcdef"
     tmp.write_text("a file whose name looks like ours")
-    replicate_policy(env["topo"], "wh", env["ledger"])
+    replicate_policy(env["topo"], "wh", env["ledger"], access=Access.from_env())
     sig = _one(env)
     assert not sig.caught_up and sig.safe_time is None
     assert "2 entries on hot are never replicated" in (sig.reason or "") and "symlink" in (sig.reason or ""), sig.reason
     link.unlink()
     tmp.unlink()
-    replicate_policy(env["topo"], "wh", env["ledger"])
+    replicate_policy(env["topo"], "wh", env["ledger"], access=Access.from_env())
     assert _one(env).caught_up

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
@@ -78,15 +79,15 @@ def _seed(fs: FileSystem, root: str) -> None:
 
 def _run_chain(src_uri: str, src_fs: FileSystem, src_root: str, dst: Path, topology: Any = None,
                opened: Callable[[], list[str]] | None = None) -> list[Any]:
-    dst_fs = open_fs(parse_uri(f"file://{dst}"))
-    r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS)
+    dst_fs = open_fs(parse_uri(f"file://{dst}"), Access.from_env())
+    r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS, access=Access.from_env())
     assert r.mode == "bootstrap" and r.files_failed == 0
     assert digest(dst_fs, str(dst)) == digest(src_fs, src_root)
     results = [r]
     for name, mutate, changed in _steps():
         mutate(src_fs, src_root)
         before = len(opened()) if opened else 0
-        r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS)
+        r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS, access=Access.from_env())
         served = opened()[before:] if opened else []
         assert r.files_failed == 0, (name, r.failures)
         assert r.mode == "fast-forward", (name, r.mode_reason)
@@ -112,14 +113,14 @@ def _run_chain(src_uri: str, src_fs: FileSystem, src_root: str, dst: Path, topol
 
 def test_sync_chain_local_to_local(tmp_path: Path) -> None:
     src = tmp_path / "src"
-    fs = open_fs(parse_uri(f"file://{src}"))
+    fs = open_fs(parse_uri(f"file://{src}"), Access.from_env())
     _seed(fs, str(src))
     _run_chain(f"file://{src}", fs, str(src), tmp_path / "dst")
 
 
 def test_sync_chain_hdfs_snapshots_to_local(tmp_path: Path, webhdfs: Any) -> None:
     """Source on a real HDFS, snapshottable: each run diffs its snapshot against the last one."""
-    fs = open_fs(webhdfs.location("/data"))
+    fs = open_fs(webhdfs.location("/data"), Access.from_env())
     root = webhdfs.p("/data")
     _seed(fs, root)
     webhdfs.allow_snapshot("/data")
@@ -141,16 +142,16 @@ def test_sync_chain_hdfs_snapshots_to_local(tmp_path: Path, webhdfs: Any) -> Non
 
 
 def test_sync_chain_hdfs_snapshot_gone_falls_back_to_reconcile(tmp_path: Path, webhdfs: Any) -> None:
-    fs = open_fs(webhdfs.location("/data"))
+    fs = open_fs(webhdfs.location("/data"), Access.from_env())
     root = webhdfs.p("/data")
     _seed(fs, root)
     webhdfs.allow_snapshot("/data")
     uri = webhdfs.uri("/data")
-    r = distcp(uri, f"file://{tmp_path}/dst", options=OPTS)
+    r = distcp(uri, f"file://{tmp_path}/dst", options=OPTS, access=Access.from_env())
     assert r.source_snapshot
     fs.delete_snapshot(root, r.source_snapshot)
     _w(fs, root, "late.txt", b"late", T0 + 999)
-    r2 = distcp(uri, f"file://{tmp_path}/dst", options=OPTS)
+    r2 = distcp(uri, f"file://{tmp_path}/dst", options=OPTS, access=Access.from_env())
     assert r2.mode == "reconcile" and "snapshot" in r2.mode_reason and "gone" in r2.mode_reason
     assert r2.files_copied == 1
-    assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst")), f"{tmp_path}/dst") == digest(fs, root)
+    assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst"), Access.from_env()), f"{tmp_path}/dst") == digest(fs, root)

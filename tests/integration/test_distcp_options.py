@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from tests.support.fixtures_copy import make_tree, tree_digest
 
@@ -122,7 +123,7 @@ def test_list_threads_list_the_same_files_and_directory_tokens_as_one_walk(
     (tmp_path / "src/empty").mkdir()
     for uri in (hot_dir.uri("/src"), str(tmp_path / "src")):
         loc = parse_uri(uri)
-        fs = open_fs(loc)
+        fs = open_fs(loc, Access.from_env())
         seen = []
         for n in (1, 4):
             tokens: dict[str, Any] = {}

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.failover.gate import check
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
@@ -28,13 +29,13 @@ class World:
                                    verify=[{"name": "orders", "source": "hdfs://hot/o", "target": "hdfs://cold/o",
                                             "key": ["id"]}], hbase_clusters=clusters)
         self.topo = load_topology(self.path)
-        self.ledger = open_ledger(self.topo)
+        self.ledger = open_ledger(self.topo, Access.from_env())
         add_verify_report(self.ledger, "orders")
         self.hot, self.cold = clusters
         self.hb = RealHBaseWorld(self.topo, *clusters)
 
     def check(self, **kw):
-        return check(self.topo, self.ledger, **kw)
+        return check(self.topo, self.ledger, access=Access.from_env(), **kw)
 
     def close(self) -> None:
         self.hb.close()
@@ -114,7 +115,7 @@ def test_queue_size_alone_never_gives_go_after_the_fence(world) -> None:
         assert hb.detail["basis"] == "queue-size" and "queue size only" in hb.basis
         assert res.verdict == "NO_GO" and "cannot read table descriptors" in reasons(res)
         assert hb.safe_time is not None  # the last proven drain (ledger)
-        with open_fence(world.topo) as fence:
+        with open_fence(world.topo, access=Access.from_env()) as fence:
             fence.bump(fenced_cluster="hot", by="test")
         res = world.check()
         assert res.verdict == "NO_GO" and "before the fence" in reasons(res)
@@ -206,11 +207,11 @@ def test_zookeeper_stopped_is_no_go_with_the_reason_and_cli_exits_1(tmp_path, zk
                           verify=[{"name": "orders", "source": "hdfs://hot/o", "target": "hdfs://cold/o",
                                    "key": ["id"]}])
     topo = load_topology(path)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     add_verify_report(ledger, "orders")
     zk_server.stop()
     try:
-        res = check(topo, ledger, timeout_s=30)
+        res = check(topo, ledger, timeout_s=30, access=Access.from_env())
         assert res.verdict == "NO_GO" and res.recovery_point is None
         hb = hbase(res)
         assert not hb.caught_up and "zookeeper" in (hb.reason or "").lower()

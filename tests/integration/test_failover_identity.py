@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.failover.runbook import may_decide, os_identity
 
 pytestmark = pytest.mark.integration
@@ -63,6 +64,6 @@ def test_the_login_user_listed_as_an_approver_decides_at_the_cli(tmp_path, zk_se
     assert r.returncode == 0, r.stderr + r.stdout
     out = json.loads(r.stdout)
     assert {s["name"]: s["status"] for s in out["steps"]}["promote_cold"] == "done"
-    ev = next(e for e in open_ledger(load_topology(path)).audit_events(run_id=out["run_id"])
+    ev = next(e for e in open_ledger(load_topology(path), Access.from_env()).audit_events(run_id=out["run_id"])
               if e["action"] == "approval" and e["status"] == "done")
     assert ev["actor"] == f"os:{me}" and ev["after_state"]["by"] == f"os:{me}"

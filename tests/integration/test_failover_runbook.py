@@ -31,7 +31,7 @@ __all__ = ["fence_of"]  # used by tests/dags/test_dag_failover.py
 
 def fence_of(topo) -> dict:
     ep = topo.cold.zookeeper
-    with connect(ep) as zk:
+    with connect(ep, credentials=None) as zk:
         return Fence(zk, ep.dr_root).snapshot()
 
 
@@ -86,7 +86,7 @@ def test_full_failover_with_execute_applies_offsets_only_after_gate_and_approval
                           hbase=[{"name": "hb", "peer_id": "1"}],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     worlds(topo)
     asked = []
 
@@ -141,7 +141,7 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
     path = write_topology(tmp_path, zk=zk_server.address, kafka_hot=kafka_world["hot"], kafka_cold=kafka_world["cold"],
                           kafka=[{"name": "stream", "topics": [kafka_world["topic"]], "groups": [kafka_world["group"]]}])
     topo = load_topology(path)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="report drill", execute=True, approver=lambda req: True,
                        who="alice@ops")
     out = rb.run()
@@ -211,7 +211,7 @@ def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world,
     (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     topo = load_topology(path)
     worlds(topo, lagging=True)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     zk_before = {role: _znodes(c.zookeeper, c.zookeeper.dr_root) for role, c in (("hot", topo.hot), ("cold", topo.cold))}
     tables = {t: v for t, v in rows(ledger).items() if t not in JOURNAL}
     r = drt("--json", "failover", "run", "--reason", "drill", config=path)
@@ -246,7 +246,7 @@ def test_rejection_typed_at_the_cli_is_audited_and_never_promotes(tmp_path, zk_s
     assert "approval" in r.stdout and "rejected" in r.stdout
     snap = fence_of(topo)
     assert snap["active"] is None and snap["fencing"]["epoch"] == 1  # fenced, never promoted
-    ev = [e for e in open_ledger(topo).audit_events(component="failover") if e["action"] == "approval"
+    ev = [e for e in open_ledger(topo, Access.from_env()).audit_events(component="failover") if e["action"] == "approval"
           and e["status"] == "rejected"]
     # the decision is the login user's ($DRT_ACTOR is only a label: issue 20 #14)
     from dr_toolkit.failover.runbook import os_identity
@@ -263,7 +263,7 @@ def _decision(ledger, run_id: str, status: str) -> dict | None:
 def test_decision_api_restricts_approvers_and_audits_a_rejection(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server, failover={"approvers": ["alice", "bob"]})
     worlds(topo)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="hitl", execute=True, who="airflow:dag")
     assert rb.run()["status"] == "waiting_approval"
     rb = Runbook.resume(topo, ledger, rb.run_id, access=ACCESS)
@@ -287,7 +287,7 @@ def test_lint_findings_block_promotion_unless_each_is_acknowledged(tmp_path, zk_
     conf.mkdir(parents=True)
     (conf / "core-site.xml").write_text("<value>hdfs://hot/warehouse</value>\n<v>hdfs://hot/x</v>\n")
     worlds(topo)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="lint", execute=True, who="alice")
     assert rb.run()["status"] == "waiting_approval"
     req = rb.approval_request()
@@ -322,7 +322,7 @@ def _events(ledger):
 
 def test_killed_mid_way_then_resumed_completes_without_repeating_finished_steps(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server, failover={"drain_timeout_s": 120})
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     w = worlds(topo, lagging=True)  # the drain will wait for this WAL
     proc = subprocess.Popen([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "--json",
                              "failover", "run", "--execute", "--yes-i-am-sure", "--reason", "kill test"],
@@ -358,7 +358,7 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
     """An earlier GO is never trusted: a write that hot accepted after the final gate (a region server
     that ignored the fence) must stop the promotion on resume, until it is shipped."""
     path, topo = simple(tmp_path, zk_server)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     w = worlds(topo)
     proc = subprocess.Popen([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(path), "failover", "run",
                              "--execute", "--reason", "approval kill"], stdin=subprocess.PIPE,
@@ -394,7 +394,7 @@ def test_killed_at_approval_then_resumed_after_a_new_write_reruns_the_gate(tmp_p
 
 def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     w = worlds(topo, lagging=True)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="timeout test", execute=True, approver=lambda req: True,
                        drain_timeout_s=1, poll_s=0.2)
@@ -411,7 +411,7 @@ def test_drain_timeout_fails_the_step_and_a_resume_after_draining_completes(tmp_
 
 def test_a_run_whose_fence_was_superseded_is_refused_by_the_writer_steps(tmp_path, zk_server, worlds) -> None:
     path, topo = simple(tmp_path, zk_server)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     worlds(topo)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="first operator", execute=True, approver=lambda req: True)
     assert rb.run(until="approval")["status"] == "running"
@@ -431,12 +431,12 @@ def test_abort_after_the_fence_lifts_it_audited_and_replication_runs_again(tmp_p
     (tmp_path / "hot" / "warehouse").mkdir(parents=True)
     (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     worlds(topo)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="abort test", execute=True)
     assert rb.run(until="wait_drain")["status"] == "running"
     assert fence_of(topo)["read_only"] == ["hot"]
     with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
-        replicate_policy(topo, "wh", ledger)
+        replicate_policy(topo, "wh", ledger, access=Access.from_env())
     r = drt("--json", "failover", "abort", rb.run_id, config=path)
     assert r.returncode == 2 and "needs a reason" in r.stderr
     r = drt("--json", "failover", "abort", rb.run_id, "--reason", "false alarm", config=path,
@@ -449,7 +449,7 @@ def test_abort_after_the_fence_lifts_it_audited_and_replication_runs_again(tmp_p
     assert ev["actor"] == "erin@ops" and ev["after_state"]["reason"] == "false alarm"
     assert ev["before_state"]["fencing"]["epoch"] == 1
     assert ledger.failover_run(rb.run_id)["status"] == "aborted"
-    assert replicate_policy(topo, "wh", ledger)[0].ok  # scheduled replication runs again
+    assert replicate_policy(topo, "wh", ledger, access=Access.from_env())[0].ok  # scheduled replication runs again
     res = rb.run_step("promote_cold")  # the aborted run's writers hold a retired epoch
     assert res.status == "failed" and fence_of(topo)["active"] is None
     r = drt("--json", "failover", "run", "--execute", "--resume", rb.run_id, "--yes-i-am-sure", config=path)
@@ -476,7 +476,7 @@ def test_executed_failover_runs_the_final_copy_and_verification(tmp_path, zk_ser
     (orders / "part-0.json").write_text("".join(json.dumps({"id": i, "v": f"x{i}"}) + "\n" for i in range(20)))
     topo = load_topology(path)
     worlds(topo)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     (orders / "part-1.json").write_text(json.dumps({"id": 99, "v": "late"}) + "\n")
     rb = Runbook.start(topo, ledger, access=ACCESS, reason="final copy test", execute=True, approver=lambda req: True)
     out = rb.run()

@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.failover.gate import check
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
@@ -325,13 +326,13 @@ def test_no_stated_safe_time_is_ever_ahead_of_what_cold_holds(
                 hot.kill_region_server(0)
                 hot.start_region_server()
             elif op == "copy":
-                replicate_policy(topo, "wh", ledger, fence_epoch=epoch)
+                replicate_policy(topo, "wh", ledger, fence_epoch=epoch, access=Access.from_env())
             else:
                 if epoch is None and rng.random() < 0.15:
-                    with open_fence(topo) as fence:  # fenced: hot's own clients keep writing
+                    with open_fence(topo, access=Access.from_env()) as fence:  # fenced: hot's own clients keep writing
                         epoch = fence.bump(fenced_cluster=topo.hot_name, by="torture").epoch
                     log[-1] = "fence"
-                res = check(topo, ledger)
+                res = check(topo, ledger, access=Access.from_env())
                 verify(res, step)
                 log[-1] += f" check:{res.verdict}"
             assert not writer.errors, writer.errors
@@ -345,11 +346,11 @@ def test_no_stated_safe_time_is_ever_ahead_of_what_cold_holds(
         hot.enable_peer("1")
     for p in range(PARTITIONS):
         mirrored[p] = mirror(kafka_hot.address, kafka_cold.address, topic, p, mirrored[p]).next_offset
-    replicate_policy(topo, "wh", ledger, fence_epoch=epoch)
+    replicate_policy(topo, "wh", ledger, fence_epoch=epoch, access=Access.from_env())
     cold.wait_rows(hot.count(), timeout=180)
     deadline = time.monotonic() + 180
     while True:
-        res = check(topo, ledger)
+        res = check(topo, ledger, access=Access.from_env())
         verify(res, STEPS)
         if res.verdict == "GO" or time.monotonic() > deadline:
             break
@@ -375,20 +376,20 @@ def test_a_run_that_copied_an_open_file_states_no_new_safe_time(tmp_path, hdfs_h
         cold_extra={"hdfs": {"namenodes": hdfs_cold.namenodes, "user": "hdfs"}})
     topo = load_topology(path)
     ledger = Ledger.open(topo.ledger.url)
-    (first,) = replicate_policy(topo, "wh", ledger)
+    (first,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
     assert first.ok and first.files_open == 0
     hot_dir.open_for_write("/data/log", b"x" * 300)  # the NameNode learns 300 (first hflush of the block)
     hot_dir.hflush("/data/log", b"y" * 600)  # readers see 900; the NameNode still says 300
     acked = time.time()
     time.sleep(0.05)
-    (second,) = replicate_policy(topo, "wh", ledger)
+    (second,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
     assert second.ok and second.files_open == 1 and cold_dir.stat("/data/log")["length"] == 300
     (sig,) = hdfs_signals(topo, ledger, None, time.time())
     # the hflushed bytes were acknowledged before the second run's listing, and cold lacks them
     assert sig.safe_time is None or sig.safe_time < acked, (sig.safe_time, acked, sig.basis)
     assert sig.safe_time == first.source_time, sig.basis
     hot_dir.close_file("/data/log")
-    (third,) = replicate_policy(topo, "wh", ledger)
+    (third,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
     assert third.ok and third.files_open == 0
     (sig,) = hdfs_signals(topo, ledger, None, time.time())
     assert sig.safe_time == third.source_time and sig.caught_up, (sig.reason, sig.basis)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 
 def fence_of(topo) -> dict:
     ep = topo.cold.zookeeper
-    with connect(ep) as zk:
+    with connect(ep, credentials=None) as zk:
         return Fence(zk, ep.dr_root).snapshot()
 
 
@@ -64,7 +64,7 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
                                      "dr_root": f"/drt-hot-{uuid.uuid4().hex[:8]}",
                                      "connect_timeout_s": 2, "call_timeout_s": 2}})
         topo = load_topology(path)
-        ledger = open_ledger(topo)
+        ledger = open_ledger(topo, Access.from_env())
         from dr_toolkit.copy.api import replicate_policy
         from dr_toolkit.kafka.api import checkpoint
 
@@ -72,7 +72,7 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
         src = tmp_path / "hot" / "warehouse"
         src.mkdir(parents=True)
         (src / "a.csv").write_text("1\n")
-        replicate_policy(topo, "wh", ledger)
+        replicate_policy(topo, "wh", ledger, access=Access.from_env())
         # Kafka: 5 records on hot, 3 mirrored; the group consumed 2 and was checkpointed
         for addr in (hot_kafka.address, kafka_cold.address):
             create_topic(addr, topic, 1)
@@ -84,10 +84,10 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
         checkpoint(topo, ledger, groups=[group])
         # HBase: drained and proven by a gate check, then rows put on hot that never ship (peer disabled)
         world = hbase_worlds(topo)
-        assert check(topo, ledger, components=("hbase",)).verdict == "GO"
+        assert check(topo, ledger, components=("hbase",), access=Access.from_env()).verdict == "GO"
         hbase_written = time.time()
         world.lag(10)  # 10 rows of 100-byte values
-        res = check(topo, ledger, components=("hbase",))  # the last check sees them queued
+        res = check(topo, ledger, components=("hbase",), access=Access.from_env())  # the last check sees them queued
         behind = next(s for s in res.signals if s.component == "hbase").detail["bytes_behind"]
         assert res.verdict == "NO_GO" and isinstance(behind, int) and behind >= 10 * 100, res.reasons
         (src / "late.csv").write_text("2\n")
@@ -116,7 +116,7 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     topo, ledger, path = disaster["topo"], disaster["ledger"], disaster["path"]
     disaster["lose_hot"]()
     # the planned gate can never say GO now
-    assert check(topo, ledger, timeout_s=20).verdict == "NO_GO"
+    assert check(topo, ledger, timeout_s=20, access=Access.from_env()).verdict == "NO_GO"
 
     r = drt("--json", "failover", "run", "--unplanned", "--execute", "--yes-i-am-sure", "--reason", "site A lost",
             config=path, env={"DRT_ACTOR": "frank@ops"}, timeout=300)

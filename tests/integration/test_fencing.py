@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import FencedError
 from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import connect
@@ -21,7 +22,7 @@ def fence(zk_server):
         zk_server.start()
     ep = ZooKeeperEndpoint(quorum=zk_server.address, dr_root=f"/drt-{uuid.uuid4().hex[:8]}",
                            connect_timeout_s=5, call_timeout_s=5)
-    client = connect(ep)
+    client = connect(ep, credentials=None)
     yield Fence(client, ep.dr_root)
     client.close()
 
@@ -93,15 +94,15 @@ def test_copies_into_the_fenced_read_only_cluster_are_refused(tmp_path, zk_serve
         zk_server.start()
     hdfs = [{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"]}]
     topo = load_topology(write_topology(tmp_path, zk=zk_server.address, hdfs=hdfs))
-    assert_copy_allowed(topo, "cold", "hot")  # nothing fenced yet
-    with open_fence(topo) as fence:
+    assert_copy_allowed(topo, "cold", "hot", access=Access.from_env())  # nothing fenced yet
+    with open_fence(topo, access=Access.from_env()) as fence:
         st = fence.bump(fenced_cluster="hot", by="op")
         fence.set_read_only("hot", True, epoch=st.epoch, by="op")
     with pytest.raises(FencedError, match="cluster 'hot' is fenced"):
-        assert_copy_allowed(topo, "cold", "hot")
-    assert_copy_allowed(topo, "hot", "cold", epoch=st.epoch)  # the runbook's final copy, under the current epoch
+        assert_copy_allowed(topo, "cold", "hot", access=Access.from_env())
+    assert_copy_allowed(topo, "hot", "cold", epoch=st.epoch, access=Access.from_env())  # the runbook's final copy, under the current epoch
     with pytest.raises(FencedError, match="stale fencing epoch 0"):
-        assert_copy_allowed(topo, "hot", "cold", epoch=0)
+        assert_copy_allowed(topo, "hot", "cold", epoch=0, access=Access.from_env())
 
 
 def test_scheduled_replication_refused_once_hot_is_fenced(tmp_path, zk_server) -> None:
@@ -122,17 +123,17 @@ def test_scheduled_replication_refused_once_hot_is_fenced(tmp_path, zk_server) -
     src.mkdir(parents=True, exist_ok=True)
     (src / "a.txt").write_text("before the fence")
     policy = topo.policies.hdfs[0].name
-    assert replicate_policy(topo, policy, ledger)[0].ok
-    with open_fence(topo) as fence:
+    assert replicate_policy(topo, policy, ledger, access=Access.from_env())[0].ok
+    with open_fence(topo, access=Access.from_env()) as fence:
         epoch = fence.bump(fenced_cluster=topo.hot_name, by="test").epoch
     (src / "b.txt").write_text("written after the fence")
     with pytest.raises(FencedError, match="replication into the cold cluster is stopped"):
-        replicate_policy(topo, policy, ledger)
-    assert replicate_policy(topo, policy, ledger, dry_run=True)[0].ok  # counting changes nothing
-    results = replicate_policy(topo, policy, ledger, fence_epoch=epoch)
+        replicate_policy(topo, policy, ledger, access=Access.from_env())
+    assert replicate_policy(topo, policy, ledger, dry_run=True, access=Access.from_env())[0].ok  # counting changes nothing
+    results = replicate_policy(topo, policy, ledger, fence_epoch=epoch, access=Access.from_env())
     assert results[0].ok and results[0].files_copied == 1
     with pytest.raises(FencedError, match="stale fencing epoch"):
-        replicate_policy(topo, policy, ledger, fence_epoch=epoch - 1)
+        replicate_policy(topo, policy, ledger, fence_epoch=epoch - 1, access=Access.from_env())
 
 
 def test_an_epoch_that_was_never_issued_is_refused(fence) -> None:
@@ -211,15 +212,15 @@ def test_abort_after_promotion_is_refused_even_when_the_ledger_missed_the_promot
     from dr_toolkit.zk.fencing import open_fence
 
     _path, topo = _hdfs_topology(tmp_path, zk_server)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, Access.from_env())
     rb = Runbook.start(topo, ledger, reason="killed after promotion", execute=True, access=Access.from_env())
     rb.run(until="fence_hot")
     assert rb.state.epoch == 1
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         fence.set_active(topo.cold_name, epoch=1, by=f"run {rb.run_id}")  # ... and the process dies here
     with pytest.raises(ConfigError, match="already the active cluster"):
         rb.abort("false alarm")
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         snap = fence.snapshot()
         assert snap["fencing"]["epoch"] == 1 and snap["fencing"]["fenced_cluster"] == "hot"
         assert snap["read_only"] == ["hot"]
@@ -288,7 +289,7 @@ def test_distcp_into_a_fenced_or_promoted_cluster_is_refused(tmp_path, zk_server
 
     r = drt("distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete")
     assert r.returncode == 0, r.stderr
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         st = fence.bump(fenced_cluster="hot", by="test")
         fence.set_read_only("hot", True, epoch=st.epoch, by="test")
     (tmp_path / "cold" / "data" / "written-on-cold.txt").write_text("new data on the cluster being promoted")
@@ -299,12 +300,12 @@ def test_distcp_into_a_fenced_or_promoted_cluster_is_refused(tmp_path, zk_server
     assert r.returncode == 1 and "cluster 'hot' is fenced" in r.stderr, r.stderr
     r = drt("distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete", "--dry-run")
     assert r.returncode == 0 and json.loads(r.stdout)["files_deleted"] == 1, r.stderr
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         fence.set_active("cold", epoch=st.epoch, by="test promotion")
     from dr_toolkit.copy.api import distcp
 
     with pytest.raises(FencedError, match="'cold' is the active cluster"):
-        distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, fence_epoch=st.epoch)
+        distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, fence_epoch=st.epoch, access=Access.from_env())
     assert (tmp_path / "cold" / "data" / "written-on-cold.txt").exists()
 
 
@@ -334,7 +335,7 @@ def test_offsets_are_never_applied_onto_a_promoted_cold_cluster(tmp_path, zk_ser
 
     r = drt("kafka", "remap", "--group", "billing", "--apply")
     assert r.returncode == 3, r.stderr  # not promoted: the apply goes on and meets the dead brokers
-    with open_fence(topo) as fence:
+    with open_fence(topo, access=Access.from_env()) as fence:
         st = fence.bump(fenced_cluster="hot", by="test")
         fence.set_active("cold", epoch=st.epoch, by="test promotion")
     r = drt("kafka", "remap", "--group", "billing", "--apply")
@@ -342,6 +343,6 @@ def test_offsets_are_never_applied_onto_a_promoted_cold_cluster(tmp_path, zk_ser
     assert "Traceback" not in r.stderr
     with pytest.raises(FencedError, match="is the active cluster"):
         apply_many(topo, None, {"billing": [{"cold_topic": "orders", "partition": 0, "target_offset": 5,
-                                             "method": "exact"}]})
+                                             "method": "exact"}]}, access=Access.from_env())
     r = drt("kafka", "remap", "--group", "billing")  # a dry run is not refused: it goes on to the (dead) brokers
     assert r.returncode == 3 and "active cluster" not in r.stderr, r.stderr

@@ -12,6 +12,7 @@ from typing import Any
 import google_crc32c
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.fs.base import tmp_name
 
@@ -23,13 +24,13 @@ KINDS = ["local", "webhdfs", "s3"]
 def anyfs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileSystem, str]]:
     kind = request.param
     if kind == "local":
-        yield open_fs(parse_uri(f"file://{tmp_path}/root")), f"{tmp_path}/root"
+        yield open_fs(parse_uri(f"file://{tmp_path}/root"), Access.from_env()), f"{tmp_path}/root"
     elif kind == "webhdfs":
         d = request.getfixturevalue("hot_dir")
-        yield open_fs(d.location("/root")), d.p("/root")
+        yield open_fs(d.location("/root"), Access.from_env()), d.p("/root")
     else:
         bucket = request.getfixturevalue("s3_bucket")
-        yield open_fs(parse_uri(f"s3://{bucket}/root")), "root"
+        yield open_fs(parse_uri(f"s3://{bucket}/root"), Access.from_env()), "root"
 
 
 def test_write_stat_read_checksum(anyfs: tuple[FileSystem, str]) -> None:
@@ -68,7 +69,7 @@ def test_listing_is_recursive_and_reports_what_it_skips(anyfs: tuple[FileSystem,
 
 
 def test_local_listing_reports_links_and_empty_dirs(tmp_path: Path) -> None:
-    fs = open_fs(parse_uri(str(tmp_path)))
+    fs = open_fs(parse_uri(str(tmp_path)), Access.from_env())
     (tmp_path / "d").mkdir()
     (tmp_path / "f").write_bytes(b"x")
     (tmp_path / "empty").mkdir()
@@ -110,7 +111,7 @@ def test_rename_onto_a_directory_is_refused(anyfs: tuple[FileSystem, str]) -> No
 def test_s3_writes_become_visible_only_after_verification(s3_bucket: str) -> None:
     from dr_toolkit.fs.s3 import MAX_PARTS, PART_SIZE, part_size
 
-    fs = open_fs(parse_uri(f"s3://{s3_bucket}/v"))
+    fs = open_fs(parse_uri(f"s3://{s3_bucket}/v"), Access.from_env())
     data = os.urandom(PART_SIZE * 2 + 5)
 
     for body in (data, data[:1000]):  # multipart (parts in parallel) and a single PUT
@@ -177,7 +178,7 @@ def test_append_times_permissions_where_supported(anyfs: tuple[FileSystem, str])
 
 
 def test_webhdfs_snapshots_and_diff(hot_dir: Any) -> None:
-    fs = open_fs(hot_dir.location("/snap"))
+    fs = open_fs(hot_dir.location("/snap"), Access.from_env())
     snap = hot_dir.p("/snap")
     for rel in ("keep", "gone", "dir/moved", "mod"):
         fs.write_bytes(f"{snap}/{rel}", rel.encode())
@@ -201,7 +202,7 @@ def test_webhdfs_snapshots_and_diff(hot_dir: Any) -> None:
 
 
 def test_webhdfs_fails_over_between_namenodes(hot_dir: Any) -> None:
-    fs = open_fs(hot_dir.location("/ha"))
+    fs = open_fs(hot_dir.location("/ha"), Access.from_env())
     ha = hot_dir.p("/ha")
     fs.write_bytes(f"{ha}/f", b"one")
     hot_dir.failover()  # the other namenode becomes active

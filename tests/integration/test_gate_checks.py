@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.failover.gate import check, slo_breach
 from dr_toolkit.ledger import SCHEMA_VERSION, Ledger
 from dr_toolkit.topology import load_topology
@@ -102,9 +103,9 @@ def test_gate_records_when_asked_and_a_read_only_ledger_keeps_the_verdict(tmp_pa
     topo = load_topology(path)
     lg = Ledger.open(topo.ledger.url)
     add_verify_report(lg, "t", age_s=600, source="hdfs://hot/t", target="hdfs://cold/t")
-    res = check(topo, lg)  # not asked: nothing recorded
+    res = check(topo, lg, access=Access.from_env())  # not asked: nothing recorded
     assert res.recorded is None and lg.gate_checks() == []
-    res = check(topo, lg, record="test:unit", who="ops@x")
+    res = check(topo, lg, record="test:unit", who="ops@x", access=Access.from_env())
     [row] = lg.gate_checks()
     assert row["check_id"] == res.recorded and row["source"] == "test:unit" and row["actor"] == "ops@x"
     assert row["rpo_s"] == pytest.approx(res.rpo_s) and row["rpo_s"] >= 600
@@ -114,7 +115,7 @@ def test_gate_records_when_asked_and_a_read_only_ledger_keeps_the_verdict(tmp_pa
     from sqlalchemy import create_engine
 
     ro = Ledger(create_engine(f"sqlite:///file:{tmp_path / 'ledger.db'}?mode=ro&uri=true"))  # refuses writes
-    res = check(topo, ro, record="test:ro")
+    res = check(topo, ro, record="test:ro", access=Access.from_env())
     assert res.verdict == "GO" and res.recorded is None
     assert res.record_error and "not recorded" in res.record_error and "\n" not in res.record_error
     assert len(lg.gate_checks()) == 1
@@ -149,16 +150,16 @@ def test_only_a_report_of_the_policy_itself_counts_for_the_verification_signal(t
     lg = Ledger.open(topo.ledger.url)
     mine = {"source": "hdfs://hot/t", "target": "hdfs://cold/t"}
     add_verify_report(lg, "t", bad=3, age_s=30, **mine)
-    res = check(topo, lg)
+    res = check(topo, lg, access=Access.from_env())
     assert res.verdict == "NO_GO" and "verify t: last verification found 3 bad rows" in res.reasons
     for other in ({"start_time": time.time() - 3600, **mine}, {"source": "hdfs://hot/t/2026", "target": mine["target"]},
                   {"key": ("id", "day"), **mine}):
         add_verify_report(lg, "t", bad=0, **other)  # named like the policy, asks something else
-        res = check(topo, lg)
+        res = check(topo, lg, access=Access.from_env())
         assert res.verdict == "NO_GO" and "verify t: last verification found 3 bad rows" in res.reasons, other
     lg2 = Ledger.open(f"sqlite:///{tmp_path / 'other.db'}")
     add_verify_report(lg2, "t", bad=0, start_time=time.time() - 3600, **mine)
-    res = check(topo, lg2)
+    res = check(topo, lg2, access=Access.from_env())
     assert res.verdict == "NO_GO" and any("ask something else: a start time" in r for r in res.reasons), res.reasons
     add_verify_report(lg, "t", bad=0, **mine)
-    assert check(topo, lg).verdict == "GO"
+    assert check(topo, lg, access=Access.from_env()).verdict == "GO"

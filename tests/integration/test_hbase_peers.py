@@ -191,7 +191,7 @@ def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, z
                 acls, _ = z.get_acls(path)
                 assert not is_world_writable(acls), (path, acls)
         # a client without the credentials can read but not change the peers
-        with connect(zk_endpoint) as anon:
+        with connect(zk_endpoint, credentials=None) as anon:
             assert len(hp.list_peers(anon, hbase_parent)) == 3
             from dr_toolkit.zk.client import ZkNoAuth
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_hdfs import HdfsDir
@@ -30,7 +31,7 @@ def test_an_open_file_hflushed_past_the_namenode_length_is_never_reported_fully_
     st = hot_dir.stat("/logs/app.log")
     assert st is not None and st["length"] == 1500 and len(hot_dir.read("/logs/app.log")) == 1600
     dst = tmp_path / "dst"
-    r = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True))
+    r = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True), access=Access.from_env())
     # the copy holds what the NameNode reported (1500 bytes: a prefix), and the run says the file
     # is open: copied again by the next run, never reported fully copied
     assert (dst / "app.log").read_bytes() == b"a" * 1500
@@ -38,7 +39,7 @@ def test_an_open_file_hflushed_past_the_namenode_length_is_never_reported_fully_
     assert r.open_files[0]["copied_bytes"] == 1500 and "readers may already see more" in r.open_files[0]["reason"]
     # the writer closes it: the next run copies every byte and the file is no longer open
     hot_dir.close_file("/logs/app.log")
-    r2 = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True))
+    r2 = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True), access=Access.from_env())
     assert r2.ok and r2.files_open == 0 and r2.files_failed == 0
     assert (dst / "app.log").read_bytes() == b"a" * 1500 + b"b" * 100
 
@@ -52,19 +53,19 @@ def test_a_file_reopened_for_append_is_never_taken_as_unchanged(hot_dir: HdfsDir
         hot_dir.allow_snapshot("/d")
     opts = CopyOptions(update=True, delete=True, snapshots=snapshots)
     dst = tmp_path / "dst"
-    r1 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts)
+    r1 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r1.ok and r1.files_copied == 2
     before = hot_dir.stat("/d/log")
     hot_dir.open_for_write("/d/log", b"1" * 100, append=True)  # reopened: the NameNode learns 1100
     during = hot_dir.stat("/d/log")
     assert before is not None and during is not None
     assert during["modificationTime"] == before["modificationTime"] and during["fileId"] == before["fileId"]
-    r2 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts)
+    r2 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r2.files_failed == 0 and r2.files_open == 1, (r2.files_open, r2.open_files, r2.mode_reason)
     hot_dir.hflush("/d/log", b"2" * 100)  # same block: length, mtime, fileId as the NameNode had them
     after = hot_dir.stat("/d/log")
     assert after is not None and (after["length"], after["modificationTime"]) == (1100, before["modificationTime"])
-    r3 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts)
+    r3 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
     held = (dst / "log").read_bytes()
     # the target is behind the readable source: the run must not claim the file is done (with
     # snapshots, the NameNode's diff lists nothing: the hflush changed no inode)
@@ -72,6 +73,6 @@ def test_a_file_reopened_for_append_is_never_taken_as_unchanged(hot_dir: HdfsDir
         len(held), r3.files_open, r3.files_failed, r3.mode, r3.mode_reason)
     assert (dst / "log").read_bytes().startswith(b"0" * 1000 + b"1" * 100)
     hot_dir.close_file("/d/log")
-    r4 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts)
+    r4 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r4.ok and r4.files_open == 0 and r4.files_failed == 0
     assert (dst / "log").read_bytes() == b"0" * 1000 + b"1" * 100 + b"2" * 100

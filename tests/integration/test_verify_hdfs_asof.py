@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.topology import CopyOptions
@@ -40,7 +41,7 @@ def replicated(hot_dir: Any, cold_dir: Any) -> tuple[str, str, Any, float]:
     hot_dir.write("/s/part-0.json", rows(0, 25))
     hot_dir.write("/s/part-1.json", rows(25, 50))
     src, dst = hot_dir.uri("/s"), cold_dir.uri("/s")
-    run = distcp(src, dst, options=SNAP)
+    run = distcp(src, dst, options=SNAP, access=Access.from_env())
     assert run.ok and run.source_snapshot, run.failures
     time.sleep(0.05)
     t = time.time()
@@ -57,15 +58,14 @@ from dr_toolkit.verify.api import verify, verify_policy
 cases = json.loads(sys.argv[1])
 for c in cases:
     if c.get("policy"):
-        from dr_toolkit.access import default_access
         from dr_toolkit.ledger import open_ledger
         from dr_toolkit.topology import load_topology
         from dr_toolkit.verify.signals import verify_signals
 
         topo = load_topology(c["policy"])
-        ledger = open_ledger(topo)
+        ledger = open_ledger(topo, Access.from_env())
         r = verify_policy(topo, "tree", ledger)
-        [sig] = verify_signals(topo, ledger, default_access(None), time.time())
+        [sig] = verify_signals(topo, ledger, Access.from_env(), time.time())
         out = {**r.to_json(), "signal": {"caught_up": sig.caught_up, "safe_time": sig.safe_time, "basis": sig.basis}}
     else:
         out = verify(c["src"], c["dst"], ["id"], fmt="json", as_of=c.get("as_of")).to_json()

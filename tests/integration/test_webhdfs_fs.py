@@ -17,6 +17,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.base import UnderConstruction
 from dr_toolkit.fs.hdfs_checksum import EMPTY, Md5Md5Crc32c, md5md5crc32c
 from dr_toolkit.fs.uri import parse_uri
@@ -264,8 +265,8 @@ clusters:
     topo = load_topology(cfg)
     loc = parse_uri("hdfs://hot/data", topo)
     with pytest.raises(ConfigError, match="hot_webhdfs"):
-        WebHdfsFileSystem.from_location(loc, Access.none())
-    fs = WebHdfsFileSystem.from_location(loc, Access.from_mapping({"hot_webhdfs": Credentials(login="etl")}))
+        open_fs(loc, Access.none())
+    fs = open_fs(loc, Access.from_mapping({"hot_webhdfs": Credentials(login="etl")}))
     assert fs.client._session.params["user.name"] == "etl"
     fs.write(hot_dir.p("/data/x"), [b"1"])
     assert fs.checksum(hot_dir.p("/data/x")) == md5md5crc32c(b"1", 134217728)

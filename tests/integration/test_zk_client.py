@@ -27,14 +27,14 @@ def test_unreachable_quorum_is_named_and_never_hangs() -> None:
     quorum = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
     ep = ZooKeeperEndpoint(quorum=quorum, connect_timeout_s=1.5)
     with pytest.raises(UnreachableError) as ei:
-        connect(ep)
+        connect(ep, credentials=None)
     assert quorum in str(ei.value) and ei.value.exit_code == 3
 
 
 def test_call_while_zookeeper_is_down_fails_within_deadline_then_recovers(zk_server, zk_endpoint, hbase_parent
                                                                           ) -> None:
     ep = zk_endpoint.model_copy(update={"call_timeout_s": 1.0})
-    with zk_session(ep, retry=Retry(tries=3, deadline_s=2.0)) as z:
+    with zk_session(ep, retry=Retry(tries=3, deadline_s=2.0), credentials=None) as z:
         z.ensure_path(f"{hbase_parent}/a")
         try:
             zk_server.stop()
@@ -47,7 +47,7 @@ def test_call_while_zookeeper_is_down_fails_within_deadline_then_recovers(zk_ser
 
 
 def test_call_retries_through_a_restart(zk_server, zk_endpoint, hbase_parent) -> None:
-    with zk_session(zk_endpoint, retry=Retry(tries=100, backoff_s=0.1, max_backoff_s=0.5, deadline_s=30)) as z:
+    with zk_session(zk_endpoint, retry=Retry(tries=100, backoff_s=0.1, max_backoff_s=0.5, deadline_s=30), credentials=None) as z:
         z.ensure_path(hbase_parent)
         zk_server.stop()
         t = threading.Timer(1.0, zk_server.start)
@@ -74,7 +74,7 @@ def test_digest_auth_gives_creator_all_world_read(zk_endpoint, hbase_parent, cre
             acls, _ = z.get_acls(path)
             assert not is_world_writable(acls)
             assert {a.id.scheme for a in acls} == {"digest", "world"}
-    with connect(zk_endpoint) as anon:
+    with connect(zk_endpoint, credentials=None) as anon:
         assert anon.get(f"{hbase_parent}/x/y/z")[0] == b"1"  # world-read
         with pytest.raises(ZkNoAuth):
             anon.set(f"{hbase_parent}/x/y/z", b"2")
@@ -93,7 +93,7 @@ def test_errors_transactions_and_read_only(zkc, hbase_parent) -> None:
         zkc.transaction().create(f"{hbase_parent}/b").create(f"{hbase_parent}/a").commit()
     assert zkc.exists(f"{hbase_parent}/b") is None
     assert zkc.get_many([f"{hbase_parent}/a", f"{hbase_parent}/nope"])[1] is None
-    with connect(zkc.endpoint, read_only=True) as ro:
+    with connect(zkc.endpoint, read_only=True, credentials=None) as ro:
         assert ro.get(f"{hbase_parent}/a")[0] == b"1"
         with pytest.raises(ConfigError, match="read-only"):
             ro.set(f"{hbase_parent}/a", b"2")
@@ -116,7 +116,7 @@ def test_calls_survive_session_expiry(zk_server, zk_endpoint, hbase_parent) -> N
     session id); the next calls retry until kazoo has a new session, then succeed."""
     from kazoo.client import KazooClient
 
-    with zk_session(zk_endpoint, retry=Retry(tries=50, backoff_s=0.1, max_backoff_s=0.5, deadline_s=20)) as z:
+    with zk_session(zk_endpoint, retry=Retry(tries=50, backoff_s=0.1, max_backoff_s=0.5, deadline_s=20), credentials=None) as z:
         z.ensure_path(hbase_parent)
         z.create(f"{hbase_parent}/eph", b"", ephemeral=True)
         old_session = z.kazoo.client_id[0]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dr_toolkit.access import Access
 from tests.support.procs import free_port, port_open
 
 
@@ -259,9 +260,8 @@ class RealHBaseWorld:
         if not self.hot.list_peers()["1"]["enabled"]:
             self.hot.enable_peer("1")
         self.cold.wait_rows(self.hot.count(), timeout=timeout)
-        from dr_toolkit.access import default_access
 
-        fs, root = hot_fs(self.topo, default_access(None), self.topo.policies.hbase[0].hbase_rootdir)
+        fs, root = hot_fs(self.topo, Access.from_env(), self.topo.policies.hbase[0].hbase_rootdir)
         deadline = time.monotonic() + timeout
         with self.zk() as zk:
             while not replication_status(zk, self.parent, wal_length=fs_wal_length(fs, root)).proven:
@@ -271,7 +271,7 @@ class RealHBaseWorld:
     def zk(self) -> Any:
         from dr_toolkit.zk.client import connect
 
-        return connect(self.topo.hot.zookeeper)
+        return connect(self.topo.hot.zookeeper, credentials=None)
 
     def close(self) -> None:
         from tests.support.fixtures_hbase import restore_hbase

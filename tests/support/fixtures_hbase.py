@@ -52,7 +52,7 @@ def zkc(zk_endpoint: ZooKeeperEndpoint) -> Iterator[Any]:
     """dr-toolkit's own client (dr_toolkit.zk.client) on the test ZooKeeper."""
     from dr_toolkit.zk.client import connect
 
-    client = connect(zk_endpoint)
+    client = connect(zk_endpoint, credentials=None)
     yield client
     try:
         client.close()
@@ -119,7 +119,7 @@ def hot_zk(hbase_hot: Any) -> Iterator[Any]:
     """dr-toolkit's own ZooKeeper client on the real hot cluster's ZooKeeper."""
     from dr_toolkit.zk.client import connect
 
-    client = connect(hbase_endpoint(hbase_hot))
+    client = connect(hbase_endpoint(hbase_hot), credentials=None)
     yield client
     try:
         client.close()

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from dr_toolkit.access import Access, default_access
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.secrets import Credentials, env_name, lookup, redact
 from dr_toolkit.topology import parse_topology
@@ -120,11 +120,22 @@ def test_summary_and_repr_hold_no_secret() -> None:
     assert "sekret" not in json.dumps(access.summary())
 
 
-def test_default_access_reads_the_environment_only_when_none_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    given = Access.none()
-    assert default_access(given) is given
-    monkeypatch.setenv("AIRFLOW_CONN_X1", "http://u:p@h:1")
-    assert (default_access(None).get("x1") or Credentials()).password == "p"
+def test_a_location_gets_its_endpoint_credentials_under_the_endpoints_label() -> None:
+    """A resolved location's credentials come from its cluster's endpoint through the one lookup
+    (``Access.endpoint``/``cluster_endpoint``): named ``clusters.<name>.<kind>.conn_id`` when missing."""
+    from dr_toolkit.fs import credentials_for
+    from dr_toolkit.fs.uri import parse_uri
+
+    topo = parse_topology(TOPO)
+    access = Access.from_mapping({"aws_dr": Credentials("AKIA1", "sekret"), "webhdfs_dr": Credentials("hdfs")})
+    assert credentials_for(parse_uri("s3://corp-dr-archive/x", topo), access) == Credentials("AKIA1", "sekret")
+    assert credentials_for(parse_uri("hdfs://dr/x", topo), access) == access.endpoint(topo, "dr", "hdfs")
+    assert credentials_for(parse_uri("file:///tmp/x", topo), Access.none()) is None
+    with pytest.raises(ConfigError) as e:
+        credentials_for(parse_uri("hdfs://prod/x", topo), access)
+    assert e.value.where == "clusters.prod.hdfs.conn_id = 'webhdfs_prod'"
+    with pytest.raises(ConfigError, match="cluster 'nowhere' is not in the topology"):
+        access.endpoint(topo, "nowhere", "zookeeper")
 
 
 @pytest.mark.parametrize(("text", "secret"), [

@@ -108,7 +108,7 @@ def test_s3a_conf_has_no_secret_and_env_carries_it(tmp_path: Path, monkeypatch: 
     t = topo(tmp_path)
     access = Access.from_mapping({"hot_s3": Credentials(login="AKIAEXAMPLE", password=SECRET,
                                                         extra={"aws_session_token": "tok-123"})})
-    conf = spark_hadoop_conf(t, ["s3://hot-bucket/data"], access)
+    conf = spark_hadoop_conf(t, ["s3://hot-bucket/data"])
     b = "spark.hadoop.fs.s3a.bucket.hot-bucket."
     assert conf[b + "endpoint"] == "http://minio.example:9000" and conf[b + "path.style.access"] == "true"
     assert conf[b + "endpoint.region"] == "eu-west-1"
