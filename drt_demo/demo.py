@@ -538,9 +538,10 @@ class Demo:
         r = results[0].to_json()
         # a fresh checkpoint of the group, as the scheduled dr_kafka_offsets would take: the one taken
         # before the verification ages past failover.max_lag_s on a loaded machine (verify: ~1 min)
+        from dr_toolkit.access import Access
         from dr_toolkit.kafka import api
 
-        api.checkpoint(topo, self.ledger(), groups=[GROUP])
+        api.checkpoint(topo, self.ledger(), groups=[GROUP], access=Access.from_env())
         self.step("drain", f"MirrorMaker 2 resumed and caught up; HBase peer enabled, cold has {rows:,} rows; "
                            f"incremental copy ({r['mode']}) {r['files_copied']} files / {r['bytes_copied']:,} bytes; "
                            f"a fresh checkpoint of group {GROUP}")

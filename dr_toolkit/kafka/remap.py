@@ -32,10 +32,11 @@ import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from dr_toolkit.errors import DrtError
 from dr_toolkit.kafka.client import Record
+from dr_toolkit.kafka.rows import Position
 
 # Records read in one sequential scan at most (runs of identical timestamps, the skew window).
 MAX_SCAN = 20_000
@@ -122,10 +123,8 @@ class RemapResult:
     matched_offset: int | None = None
     proven_by: int | None = None  # the offset whose record proves the target safe (None: log start)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"target_offset": self.target_offset, "method": self.method, "probes": self.probes,
-                "duplicate_window": list(self.duplicate_window) if self.duplicate_window else None,
-                "may_reread": (self.duplicate_window[1] - self.duplicate_window[0]) if self.duplicate_window else 0}
+    def position(self) -> Position:
+        return Position(self.target_offset, self.method, self.probes, self.duplicate_window)
 
 
 def probe_budget(n: int) -> int:

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import FencedError
 from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import connect
@@ -341,6 +342,6 @@ def test_offsets_are_never_applied_onto_a_promoted_cold_cluster(tmp_path, zk_ser
     assert "Traceback" not in r.stderr
     with pytest.raises(FencedError, match="is the active cluster"):
         apply_many(topo, None, {"billing": [{"cold_topic": "orders", "partition": 0, "target_offset": 5,
-                                             "method": "exact"}]})
+                                             "method": "exact"}]}, access=Access.from_env())
     r = drt("kafka", "remap", "--group", "billing")  # a dry run is not refused: it goes on to the (dead) brokers
     assert r.returncode == 3 and "active cluster" not in r.stderr, r.stderr

@@ -3,7 +3,7 @@ fast path) and the search agree, and neither takes hot's trimmed log start as a 
 
 from __future__ import annotations
 
-from dr_toolkit.kafka import api
+from dr_toolkit.kafka import lag
 from tests.unit.test_kafka_search import ListPartition
 
 A = (5_000, "fp-a")  # identical records: same timestamp, same fingerprint
@@ -12,11 +12,11 @@ SKEW = 1_000
 
 def _lag(hot: ListPartition, cold: ListPartition) -> dict:  # type: ignore[type-arg]
     marks = (100.0, (hot.lo, hot.hi), (cold.lo, cold.hi))
-    return api.partition_lag(hot, cold, "t", 0, "t", SKEW, marks=marks)  # type: ignore[arg-type]
+    return lag.partition_lag(hot, cold, "t", 0, "t", SKEW, marks=marks)  # type: ignore[arg-type]
 
 
 def _tails(hot: ListPartition, cold: ListPartition) -> bool:
-    return api._tails_match(hot.recs, cold.recs, hot.lo, cold.lo, (hot.lo, hot.hi), cold.lo, SKEW)
+    return lag._tails_match(hot.recs, cold.recs, hot.lo, cold.lo, (hot.lo, hot.hi), cold.lo, SKEW)
 
 
 def test_two_identical_records_and_one_copy_is_one_behind() -> None:
