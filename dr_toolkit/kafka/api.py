@@ -49,7 +49,7 @@ def lag(topology: Topology | None, *, access: Access, topics: list[str] | None =
         source_bootstrap: str | None = None, target_bootstrap: str | None = None) -> dict[str, Any]:
     """Parity and mirror lag per partition, by offsets (see :func:`dr_toolkit.kafka.lag.lag`)."""
     mirror = Mirror.of(topology, access, source_bootstrap=source_bootstrap, target_bootstrap=target_bootstrap)
-    return _lag.lag(mirror, topics)
+    return _lag.lag(mirror, topics).to_json()
 
 
 def _newest(mirror: Mirror, ledger: Ledger | None, group: str, *, fresh: bool, store: bool,

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.kafka.client import KafkaCluster, Record
 from dr_toolkit.kafka.mirror import DEFAULT_SKEW_S, Mirror, partition_counts
 from dr_toolkit.kafka.remap import WINDOW, Anchor, count_identical_before, remap_partition, safe_floor
+from dr_toolkit.kafka.rows import LagReport, LagRow
 
 
-def lag(mirror: Mirror, topics: list[str] | None = None) -> dict[str, Any]:
+def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
     """Parity and mirror lag per partition, by offsets (the failover gate's input).
 
     Per partition: ``records_behind`` — hot records not (provably) on cold, never 0 while hot
@@ -30,7 +32,7 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> dict[str, Any]:
     if not topics and not mirror.uses_patterns("topics"):
         raise ConfigError("no topics to check", hint="list topics under policies.kafka[].topics or pass --topic")
     skew = mirror.skew_ms
-    out: list[dict[str, Any]] = []
+    out: list[LagRow] = []
     notes: list[str] = []
     with mirror.client("hot") as hot, mirror.client("cold") as cold:
         if not topics:  # topics_regex: the hot cluster's topics they select now
@@ -65,17 +67,8 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> dict[str, Any]:
                 try:
                     out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p))))
                 except DrtError as exc:
-                    out.append({"topic": t, "partition": p, "hot_end": None, "cold_end": None,
-                                "records_behind": None, "seconds_behind": None, "oldest_unmirrored_ts": None,
-                                "safe_time": None, "basis": "unreadable", "method": "error", "error": exc.message})
-    checked_at = time.time()
-    behind = [r["seconds_behind"] for r in out if r["seconds_behind"] is not None]
-    safe = [r["safe_time"] for r in out]
-    return {"checked_at": checked_at, "topics": topics, "partitions": out, "selection_notes": notes,
-            "caught_up": all(r["records_behind"] == 0 for r in out),
-            "max_seconds_behind": max(behind) if behind else 0.0,
-            "safe_time": None if any(s is None for s in safe) or not safe else min(safe),
-            "max_clock_skew_s": skew / 1000.0}
+                    out.append(LagRow(t, p, None, None, None, None, None, None, "unreadable", "error", exc.message))
+    return LagReport(time.time(), topics, out, notes, skew / 1000.0)
 
 
 def _end(marks: Any) -> int | None:
@@ -145,17 +138,16 @@ def _tails_match(hot_w: list[Record], cold_w: list[Record], hs: int, cs: int, ho
     return kh is not None and kh == _identical_before_last(cold_w, cs == clo, skew)
 
 
-def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) -> dict[str, Any]:
-    return {"topic": t, "partition": p, "hot_end": hot_end, "cold_end": cold_end, "records_behind": 0,
-            "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at, "method": "exact",
-            "basis": ("caught up: cold's newest record is hot's last (timestamp, fingerprint and identical-"
-                      f"record count); cold holds hot's records up to hot's end offset read at {read_at:.3f}")}
+def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) -> LagRow:
+    return LagRow(t, p, hot_end, cold_end, safe_time=read_at, method="exact", basis=(
+        "caught up: cold's newest record is hot's last (timestamp, fingerprint and identical-record count); "
+        f"cold holds hot's records up to hot's end offset read at {read_at:.3f}"))
 
 
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
                   skew: int = int(DEFAULT_SKEW_S * 1000),
                   marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None,
-                  stable_end: int | None = None) -> dict[str, Any]:
+                  stable_end: int | None = None) -> LagRow:
     """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
     holds then was on hot before hot's end was read. ``marks``: (the time before hot's ends were
     read, hot's (start, end), cold's (start, end)) read in that order by the caller;
@@ -178,16 +170,13 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
     else:
         read_at, (hlo, hhi), (clo, chi) = marks
     lso = hhi if stable_end is None else max(hlo, min(int(stable_end), hhi))
-    row: dict[str, Any] = {"topic": t, "partition": p, "hot_end": hhi, "cold_end": chi, "records_behind": 0,
-                           "seconds_behind": 0.0, "oldest_unmirrored_ts": None, "safe_time": read_at,
-                           "basis": "", "method": "empty"}
+    row = LagRow(t, p, hhi, chi, safe_time=read_at)
     cold_new = cold.record_at(ct, p, chi - 1, chi) if chi > clo else None
     if cold_new is None and chi > clo:  # the end offset is a marker: the last data record before it
         window = list(cold.read(ct, p, max(clo, chi - WINDOW), chi))
         cold_new = window[-1] if window else None
     if hhi <= hlo:
-        row["basis"] = "hot partition empty when its end offset was read"
-        return row
+        return replace(row, basis="hot partition empty when its end offset was read")
     if cold_new is None:
         q, method, basis = hlo, "cold_empty", "cold holds no record of this partition"
     else:
@@ -207,10 +196,9 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
             method = "skew_bound"
             basis = f"cold's newest record not located exactly; bounded by the clock-skew bound ({skew / 1000:g}s)"
     behind = max(0, hhi - q)
-    row.update(records_behind=behind, method=method)
+    row = replace(row, records_behind=behind, method=method)
     if behind == 0:
-        row["basis"] = f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}"
-        return row
+        return replace(row, basis=f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}")
     oldest = hot.record_at(t, p, q, lso) if q < lso else None
     if oldest is None and lso < hhi:
         # Nothing committed between q and the open transaction: the oldest unmirrored record is
@@ -221,13 +209,11 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
         if oldest is None:
             raise hot.unreachable(f"read_uncommitted fetch of {t}[{p}] at offset {max(q, lso)}")
     if oldest is None:  # nothing readable after q (markers only): caught up as far as data goes
-        row.update(records_behind=0, basis="only control records are unmirrored")
-        return row
+        return replace(row, records_behind=0, basis="only control records are unmirrored")
     ts = oldest.timestamp / 1000.0
     safe = min(read_at, ts - skew / 1000.0)
-    row.update(oldest_unmirrored_ts=ts, safe_time=safe, seconds_behind=max(0.0, read_at - safe),
-               basis=f"{basis}; {behind} hot record(s) unmirrored, the oldest stamped {ts:.3f} "
-                     f"(safe time = that − the {skew / 1000:g}s skew bound)")
-    return row
+    return replace(row, oldest_unmirrored_ts=ts, safe_time=safe, seconds_behind=max(0.0, read_at - safe),
+                   basis=f"{basis}; {behind} hot record(s) unmirrored, the oldest stamped {ts:.3f} "
+                         f"(safe time = that − the {skew / 1000:g}s skew bound)")
 
 

@@ -120,3 +120,55 @@ def offsets_of(rows: list[RemapRow]) -> dict[tuple[str, int], int]:
 
 def offsets_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, int]:
     return {f"{t}[{p}]": o for (t, p), o in sorted(offsets.items())}
+
+
+@dataclass(frozen=True)
+class LagRow:
+    """One partition's mirror lag: hot records not (provably) on cold and the safe time."""
+
+    topic: str
+    partition: int
+    hot_end: int | None
+    cold_end: int | None
+    records_behind: int | None = 0
+    seconds_behind: float | None = 0.0
+    oldest_unmirrored_ts: float | None = None
+    safe_time: float | None = None
+    basis: str = ""
+    method: str = "empty"  # exact | skew_bound | cold_empty | empty | error
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["error"] is None:
+            del d["error"]
+        return d
+
+
+@dataclass(frozen=True)
+class LagReport:
+    checked_at: float
+    topics: list[str]
+    partitions: list[LagRow]
+    selection_notes: list[str]
+    max_clock_skew_s: float
+
+    @property
+    def caught_up(self) -> bool:
+        return all(r.records_behind == 0 for r in self.partitions)
+
+    @property
+    def max_seconds_behind(self) -> float:
+        behind = [r.seconds_behind for r in self.partitions if r.seconds_behind is not None]
+        return max(behind) if behind else 0.0
+
+    @property
+    def safe_time(self) -> float | None:
+        safe = [r.safe_time for r in self.partitions]
+        return None if not safe or any(s is None for s in safe) else min(s for s in safe if s is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked_at": self.checked_at, "topics": self.topics,
+                "partitions": [r.to_json() for r in self.partitions], "selection_notes": self.selection_notes,
+                "caught_up": self.caught_up, "max_seconds_behind": self.max_seconds_behind,
+                "safe_time": self.safe_time, "max_clock_skew_s": self.max_clock_skew_s}

@@ -26,6 +26,7 @@ from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
+    from dr_toolkit.kafka.rows import LagReport
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
@@ -36,28 +37,27 @@ def _why(exc: BaseException) -> str:
     return redact(why(exc))
 
 
-def topic_signal(topic: str, doc: dict[str, Any], now: float) -> Signal:
-    parts = [p for p in doc.get("partitions", []) if p.get("topic") == topic]
+def topic_signal(topic: str, report: LagReport, now: float) -> Signal:
+    parts = [p for p in report.partitions if p.topic == topic]
     if not parts:
         return unreadable("kafka", topic, f"no partitions reported for topic {topic}")
-    errors = [str(p["error"]) for p in parts if p.get("error")]
-    behind = sum(int(p.get("records_behind") or 0) for p in parts)
+    errors = [p.error for p in parts if p.error]
+    behind = sum(p.records_behind or 0 for p in parts)
     detail: dict[str, Any] = {"kind": "topic", "partitions": len(parts), "records_behind": behind,
-                              "checked_at": doc.get("checked_at"), "max_clock_skew_s": doc.get("max_clock_skew_s")}
+                              "checked_at": report.checked_at, "max_clock_skew_s": report.max_clock_skew_s}
     if errors:
         return Signal("kafka", topic, False, None, None, "unreadable", {**detail, "errors": errors[:5]},
                       f"cannot read lag of {len(errors)} partition(s): {errors[0]}")
-    safes = [p.get("safe_time") for p in parts]
-    if any(s is None for s in safes):
+    safes = [(p.safe_time, p) for p in parts]
+    if any(s is None for s, _ in safes):
         return Signal("kafka", topic, False, None, None, "no safe time for a partition", detail,
                       "a partition has no safe time")
-    worst = min(parts, key=lambda p: float(p["safe_time"]))
-    safe = float(worst["safe_time"])
-    detail["worst_partition"] = worst["partition"]
-    basis = f"partition {worst['partition']}: {worst.get('basis', '')}"
+    safe, worst = min(((float(s or 0.0), p) for s, p in safes), key=lambda x: x[0])
+    detail["worst_partition"] = worst.partition
+    basis = f"partition {worst.partition}: {worst.basis}"
     if behind == 0:
         return Signal("kafka", topic, True, max(0.0, now - safe), safe, basis, detail)
-    lagging = sum(1 for p in parts if int(p.get("records_behind") or 0))
+    lagging = sum(1 for p in parts if p.records_behind)
     return Signal("kafka", topic, False, max(0.0, now - safe), safe, basis, detail,
                   f"{behind} hot record(s) not yet on cold in {lagging} partition(s)")
 
