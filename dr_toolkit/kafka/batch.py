@@ -22,13 +22,12 @@ if TYPE_CHECKING:
     from dr_toolkit.topology import Topology
 
 
-def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, access: Access,
-               target_bootstrap: str | None = None, workers: int = WORKERS, audit: bool = False,
-               run_id: str | None = None, who: str | None = None) -> dict[str, Any]:
+def remap_many(topology: Topology, ledger: Ledger, groups: list[str], *, access: Access, workers: int = WORKERS,
+               audit: bool = False, run_id: str | None = None, who: str | None = None) -> dict[str, Any]:
     """Remap (dry run) ``groups`` from their newest checkpoints, each distinct anchor once;
     ``audit``: one ``planned`` remap row per group in the ledger. Returns ``{groups: {group:
     [partition rows]}, missing, duration_s, distinct_searches, fetches, records_read, mm2…}``."""
-    mirror = Mirror.of(topology, access, target_bootstrap=target_bootstrap)
+    mirror = Mirror.of(topology, access)
     newest = ledger.latest_checkpoints(groups)
     missing = [g for g, r in newest.items() if not r]
     with mirror.client("cold") as cold:
@@ -41,17 +40,16 @@ def remap_many(topology: Topology | None, ledger: Ledger, groups: list[str], *, 
             **done.mm2}
 
 
-def apply_many(topology: Topology | None, ledger: Ledger | None, remapped: dict[str, list[dict[str, Any]]], *,
-               access: Access, force: bool = False, target_bootstrap: str | None = None,
-               run_id: str | None = None, who: str | None = None, workers: int = WORKERS) -> dict[str, Any]:
+def apply_many(topology: Topology, ledger: Ledger | None, remapped: dict[str, list[dict[str, Any]]], *,
+               access: Access, force: bool = False, run_id: str | None = None, who: str | None = None,
+               workers: int = WORKERS) -> dict[str, Any]:
     """Apply the remapped offsets of many groups (``remap_many``'s ``groups``), each
     all-or-nothing, the groups' requests overlapped; one audit row per group."""
-    if topology is not None:  # never onto a promoted (or read-only) cold cluster
-        from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
+    from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
 
-        assert_offsets_apply_allowed(topology, access=access)
+    assert_offsets_apply_allowed(topology, access=access)  # never onto a promoted (or read-only) cold cluster
     t0 = time.monotonic()
-    mirror = Mirror.of(topology, access, target_bootstrap=target_bootstrap)
+    mirror = Mirror.of(topology, access)
     todo = {g: {(r["cold_topic"], int(r["partition"])): int(r["target_offset"]) for r in rows
                 if r["target_offset"] is not None and r["method"] != "none"} for g, rows in remapped.items()}
     with mirror.client("cold") as cold:
