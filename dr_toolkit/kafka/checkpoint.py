@@ -20,14 +20,11 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.kafka.client import KafkaCluster, Record
 from dr_toolkit.kafka.mirror import WORKERS, ClientPool, Mirror, marks_of, partition_counts, run_all
-from dr_toolkit.kafka.remap import NEXT_PREFIX, WINDOW, count_identical_before
+from dr_toolkit.kafka.remap import DUP_SEP, NEXT_PREFIX, WINDOW, count_identical_before
 from dr_toolkit.kafka.rows import TRIMMED, Checkpoint
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
-
-DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
-
 
 @dataclass(frozen=True)
 class CheckpointRun:

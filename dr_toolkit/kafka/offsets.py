@@ -26,6 +26,7 @@ from dr_toolkit.errors import DrtError, ProblemFound, UnreachableError
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.kafka.mirror import WORKERS, ClientPool, Mirror, marks_of, run_all
 from dr_toolkit.kafka.remap import (
+    DUP_SEP,
     NEXT_PREFIX,
     Anchor,
     MemoryPartition,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
 
 EMPTY_GROUP_STATES = ("EMPTY", "DEAD")
-DUP_SEP = "#k="
 
 # One search: (cold topic, partition, no commit, fingerprint, timestamp, taken_at when no fingerprint, trimmed)
 Key = tuple[str, int, bool, str | None, int | None, float | None, bool]
@@ -126,8 +126,9 @@ def remap(mirror: Mirror, cold: KafkaCluster, checkpoints: Mapping[str, list[Che
         def whole(tp: tuple[str, int]) -> dict[Key, Position]:
             """Every target of one partition from one sequential read of it (when the searches
             would cost more fetches); searched one by one if that read fails."""
-            reader: PartitionReader = pool.get()
-            compacted = pool.get().compacted(tp[0])
+            live = pool.get()
+            reader: PartitionReader = live
+            compacted = live.compacted(tp[0])
             try:
                 reader = MemoryPartition.load(reader, tp[0], tp[1], *marks[tp])
             except DrtError:

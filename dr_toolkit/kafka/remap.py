@@ -45,6 +45,7 @@ WINDOW = 64  # records read before a committed offset at checkpoint time
 # Prefix of a checkpoint fingerprint taken from the record AT the committed offset (the first
 # unconsumed one) — used when no record was consumed before it (offset 0, log start).
 NEXT_PREFIX = "@next:"
+DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
 
 
 class PartitionReader(Protocol):
