@@ -98,8 +98,10 @@ WHOLE_READ_MAX = 100_000  # records of one partition held in memory at most
 
 
 def worth_reading_whole(targets: int, n: int) -> bool:
-    """Read the partition's ``n`` records once for ``targets`` searches, instead of searching?"""
-    return 0 < n <= WHOLE_READ_MAX and 4 + n / 500 < targets * probe_budget(n)
+    """Read the partition's ``n`` records once for ``targets`` searches, instead of searching?
+    Never for one search (one group's remap): the bound overstates what a search costs (the
+    index's guess usually ends it in a few fetches), and a whole read fetches every record."""
+    return targets > 1 and 0 < n <= WHOLE_READ_MAX and 4 + n / 500 < targets * probe_budget(n)
 
 
 @dataclass(frozen=True)

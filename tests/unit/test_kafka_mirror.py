@@ -68,3 +68,11 @@ def test_rows_turn_into_the_ledger_rows_and_the_remap_json() -> None:
                            "source_timestamp": 1000, "target_offset": 9, "method": "skew_bound", "probes": 4,
                            "duplicate_window": [9, 12], "may_reread": 3, "mm2_target": None}
     assert RemapRow("t", "t", 0, None, None, Position(None, "none")).offset is None
+
+
+def test_one_search_on_a_partition_is_never_a_whole_read() -> None:
+    """One group's remap (one target per partition) searches the live partition, as the per-group
+    path did: a whole read pays every record for what a few probes answer."""
+    from dr_toolkit.kafka.remap import worth_reading_whole
+
+    assert not worth_reading_whole(1, 500) and worth_reading_whole(2, 500)
