@@ -199,7 +199,8 @@ class Mirror:
             ct = self.cold_topic(t)
             if n != cold_have[ct]:
                 raise ConfigError(f"partition count mismatch for topic {t!r}: hot has {n}{basis}, "
-                                  f"cold has {cold_have[ct]} ({ct})", where=f"{self.hot.bootstrap} / {cold.bootstrap}",
+                                  f"cold has {cold_have[ct]} ({ct})",
+                                  where=" / ".join(b for b in (self.hot.bootstrap, cold.bootstrap) if b),
                                   hint="offsets can only be carried over between equal partition counts: "
                                        "make the cold topic match the hot one and re-mirror it")
 
