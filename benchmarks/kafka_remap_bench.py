@@ -33,9 +33,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr_toolkit.access import Access
-from dr_toolkit.kafka import api
+from dr_toolkit.kafka import api, offsets
 from dr_toolkit.kafka.client import KafkaCluster
+from dr_toolkit.kafka.mirror import Mirror
 from dr_toolkit.kafka.remap import probe_budget
+from dr_toolkit.kafka.rows import Checkpoint
 from dr_toolkit.topology import parse_topology
 from tests.support import servers
 
@@ -109,12 +111,14 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
 
     ledger = open_ledger(topo, Access.from_env())
     t0 = time.monotonic()
-    ck = api.checkpoint(topo, ledger)
+    ck = api.checkpoint(topo, ledger, access=Access.from_env())
     ck_s = time.monotonic() - t0
     t0 = time.monotonic()
-    with KafkaCluster(cold, timeout_s=120, role="cold") as rc:  # the remap step of api.remap, counted
-        res = {"partitions": api.remap_rows(rc, ledger.latest_checkpoint(group), topo)}
-        remap_fetches, remap_records = rc.fetches, rc.records_read
+    mirror = Mirror.of(topo, Access.from_env())
+    with mirror.client("cold") as rc:  # the remap step of api.remap, counted
+        done = offsets.remap(mirror, rc, {group: [Checkpoint.from_row(r) for r in ledger.latest_checkpoint(group)]})
+    res = {"partitions": [r.to_json() for r in done.groups[group].rows]}
+    remap_fetches, remap_records = done.fetches, done.records_read
     remap_s = time.monotonic() - t0
 
     wrong, worst, worst_p, over = 0, 0, -1, 0

@@ -34,7 +34,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from dr_toolkit.access import Access
-from dr_toolkit.kafka import batch
+from dr_toolkit.kafka import api, batch
 from dr_toolkit.kafka.remap import probe_budget
 from dr_toolkit.topology import parse_topology
 from tests.support import servers
@@ -119,14 +119,14 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     groups = list(committed)
 
     t0 = time.monotonic()
-    ck = batch.checkpoint_many(topo, ledger, groups)
+    ck = api.checkpoint(topo, ledger, groups=groups, access=Access.from_env())
     ck_s = time.monotonic() - t0
     t0 = time.monotonic()
-    rm = batch.remap_many(topo, ledger, groups)
+    rm = batch.remap_many(topo, ledger, groups, access=Access.from_env())
     rm_s = time.monotonic() - t0
 
     t0 = time.monotonic()
-    ap_res = batch.apply_many(topo, ledger, rm["groups"], run_id="scale-bench")
+    ap_res = batch.apply_many(topo, ledger, rm["groups"], run_id="scale-bench", access=Access.from_env())
     ap_s = time.monotonic() - t0
     cold_admin = AdminClient({"bootstrap.servers": cold, **QUIET})
     check = rng.sample(groups, min(50, G))
@@ -153,11 +153,11 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     sample = rng.sample(groups, min(args.serial_sample, G))
     t0 = time.monotonic()
     for g in sample:
-        batch.checkpoint_many(topo, ledger, [g], workers=1)
+        api.checkpoint(topo, ledger, groups=[g], workers=1, access=Access.from_env())
     serial_ck = (time.monotonic() - t0) / len(sample) * G
     t0 = time.monotonic()
     for g in sample:
-        batch.remap_many(topo, ledger, [g], workers=1)
+        batch.remap_many(topo, ledger, [g], workers=1, access=Access.from_env())
     serial_rm = (time.monotonic() - t0) / len(sample) * G
 
     print(f"groups translated / requested: {translated:,} / {G:,}"

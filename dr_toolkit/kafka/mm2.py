@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from dr_toolkit.kafka.client import KafkaCluster
+from dr_toolkit.kafka.rows import Position, RemapRow
 
 
 def encode_sync(topic: str, partition: int, upstream: int, downstream: int) -> tuple[bytes, bytes]:
@@ -120,47 +121,48 @@ def read_all_checkpoints(cold: KafkaCluster, topic: str, groups: set[str] | None
     return out
 
 
-def cross_check_checkpoints(parts: list[dict[str, Any]], cps: dict[tuple[str, int], tuple[int, int]]) -> int:
+def cross_check_checkpoints(rows: list[RemapRow], cps: dict[tuple[str, int], tuple[int, int]],
+                            ) -> tuple[list[RemapRow], int]:
     """As :func:`cross_check`, with MM2's checkpoints of the group: a checkpoint whose upstream
     offset is at most the committed offset we remapped translates it (re-read only)."""
 
-    def translate(r: dict[str, Any]) -> int | None:
-        cp = cps.get((str(r.get("cold_topic") or r["topic"]), int(r["partition"])))
-        if cp is None or cp[0] > int(r["source_offset"]):
+    def translate(r: RemapRow) -> int | None:
+        cp = cps.get((r.cold_topic, r.partition))
+        if cp is None or r.source_offset is None or cp[0] > r.source_offset:
             return None
         return cp[1]
 
-    return _cross(parts, translate, "mm2_checkpoint")
+    return _cross(rows, translate, "mm2_checkpoint")
 
 
-def cross_check(parts: list[dict[str, Any]], syncs: OffsetSyncs) -> int:
+def cross_check(rows: list[RemapRow], syncs: OffsetSyncs) -> tuple[list[RemapRow], int]:
     """Add MM2's translation to each remapped partition and use it where the search could not
     prove the exact position (MM2's answer only re-reads, so the later of two safe positions is
     safe). An ``exact`` target earlier than MM2's is a disagreement (MM2 would skip records by
-    the search's proof): reported, the search's answer kept. Returns the disagreements."""
-    return _cross(parts, lambda r: syncs.translate(r["topic"], r["partition"], int(r["source_offset"])),
-                  "mm2_target")
+    the search's proof): reported, the search's answer kept. Returns the rows and the
+    disagreements."""
+    return _cross(rows, lambda r: syncs.translate(r.topic, r.partition, int(r.source_offset or 0)), "mm2_target")
 
 
-def _cross(parts: list[dict[str, Any]], translate: Any, field: str) -> int:
+def _cross(rows: list[RemapRow], translate: Callable[[RemapRow], int | None], field: str,
+           ) -> tuple[list[RemapRow], int]:
     disagreements = 0
-    for r in parts:
-        off = r.get("source_offset")
-        if off is None or r.get("target_offset") is None:
+    out: list[RemapRow] = []
+    for r in rows:
+        ours = r.target_offset
+        if r.source_offset is None or ours is None:
+            out.append(r)
             continue
         m = translate(r)
-        r[field] = m
-        if m is None:
-            continue
-        ours = int(r["target_offset"])
-        if r["method"] == "exact":
-            if m > ours:
+        r = (replace(r, checked=r.checked | {field}, mm2_target=m) if field == "mm2_target"
+             else replace(r, checked=r.checked | {field}, mm2_checkpoint=m))
+        if m is not None and m > ours:
+            if r.method == "exact":
                 disagreements += 1
-                r["mm2_disagrees"] = f"MM2 ({field}) translates to {m}, after the proven position {ours}"
-        elif m > ours:
-            window = r.get("duplicate_window")
-            r.update(target_offset=m, method="mm2", probes=r.get("probes", 0))
-            if window:
-                r["duplicate_window"] = [m, window[1]] if window[1] > m else None
-                r["may_reread"] = max(0, window[1] - m) if window[1] > m else 0
-    return disagreements
+                r = replace(r, mm2_disagrees=f"MM2 ({field}) translates to {m}, after the proven position {ours}")
+            else:
+                w = r.position.duplicate_window
+                r = replace(r, position=Position(m, "mm2", r.position.probes,
+                                                 (m, w[1]) if w is not None and w[1] > m else None))
+        out.append(r)
+    return out, disagreements

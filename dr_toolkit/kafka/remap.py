@@ -32,10 +32,11 @@ import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from dr_toolkit.errors import DrtError
 from dr_toolkit.kafka.client import Record
+from dr_toolkit.kafka.rows import Position
 
 # Records read in one sequential scan at most (runs of identical timestamps, the skew window).
 MAX_SCAN = 20_000
@@ -44,6 +45,7 @@ WINDOW = 64  # records read before a committed offset at checkpoint time
 # Prefix of a checkpoint fingerprint taken from the record AT the committed offset (the first
 # unconsumed one) — used when no record was consumed before it (offset 0, log start).
 NEXT_PREFIX = "@next:"
+DUP_SEP = "#k="  # fingerprint column: "<fp>#k=<identical records before it>" (or "#k=?" unknown)
 
 
 class PartitionReader(Protocol):
@@ -96,8 +98,10 @@ WHOLE_READ_MAX = 100_000  # records of one partition held in memory at most
 
 
 def worth_reading_whole(targets: int, n: int) -> bool:
-    """Read the partition's ``n`` records once for ``targets`` searches, instead of searching?"""
-    return 0 < n <= WHOLE_READ_MAX and 4 + n / 500 < targets * probe_budget(n)
+    """Read the partition's ``n`` records once for ``targets`` searches, instead of searching?
+    Never for one search (one group's remap): the bound overstates what a search costs (the
+    index's guess usually ends it in a few fetches), and a whole read fetches every record."""
+    return targets > 1 and 0 < n <= WHOLE_READ_MAX and 4 + n / 500 < targets * probe_budget(n)
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,8 @@ class RemapResult:
     matched_offset: int | None = None
     proven_by: int | None = None  # the offset whose record proves the target safe (None: log start)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"target_offset": self.target_offset, "method": self.method, "probes": self.probes,
-                "duplicate_window": list(self.duplicate_window) if self.duplicate_window else None,
-                "may_reread": (self.duplicate_window[1] - self.duplicate_window[0]) if self.duplicate_window else 0}
+    def position(self) -> Position:
+        return Position(self.target_offset, self.method, self.probes, self.duplicate_window)
 
 
 def probe_budget(n: int) -> int:

@@ -2,7 +2,7 @@
 
 - **One signal per protected topic** — the policies' topics and every other topic a protected
   group has committed on hot (minus ``exclude_topics``: those offsets are carried over too) —
-  from :func:`dr_toolkit.kafka.api.lag` (offsets, never
+  from :func:`dr_toolkit.kafka.lag.lag` (offsets, never
   the newest timestamps). Caught up when no partition has hot records missing on cold; its
   ``safe_time`` is the minimum of the partitions' safe times (each: the time hot's end offset
   was read when caught up, else the oldest unmirrored record's timestamp minus the declared
@@ -26,6 +26,7 @@ from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
+    from dr_toolkit.kafka.rows import LagReport
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
@@ -36,28 +37,27 @@ def _why(exc: BaseException) -> str:
     return redact(why(exc))
 
 
-def topic_signal(topic: str, doc: dict[str, Any], now: float) -> Signal:
-    parts = [p for p in doc.get("partitions", []) if p.get("topic") == topic]
+def topic_signal(topic: str, report: LagReport, now: float) -> Signal:
+    parts = [p for p in report.partitions if p.topic == topic]
     if not parts:
         return unreadable("kafka", topic, f"no partitions reported for topic {topic}")
-    errors = [str(p["error"]) for p in parts if p.get("error")]
-    behind = sum(int(p.get("records_behind") or 0) for p in parts)
+    errors = [p.error for p in parts if p.error]
+    behind = sum(p.records_behind or 0 for p in parts)
     detail: dict[str, Any] = {"kind": "topic", "partitions": len(parts), "records_behind": behind,
-                              "checked_at": doc.get("checked_at"), "max_clock_skew_s": doc.get("max_clock_skew_s")}
+                              "checked_at": report.checked_at, "max_clock_skew_s": report.max_clock_skew_s}
     if errors:
         return Signal("kafka", topic, False, None, None, "unreadable", {**detail, "errors": errors[:5]},
                       f"cannot read lag of {len(errors)} partition(s): {errors[0]}")
-    safes = [p.get("safe_time") for p in parts]
-    if any(s is None for s in safes):
+    safes = [(p.safe_time, p) for p in parts]
+    if any(s is None for s, _ in safes):
         return Signal("kafka", topic, False, None, None, "no safe time for a partition", detail,
                       "a partition has no safe time")
-    worst = min(parts, key=lambda p: float(p["safe_time"]))
-    safe = float(worst["safe_time"])
-    detail["worst_partition"] = worst["partition"]
-    basis = f"partition {worst['partition']}: {worst.get('basis', '')}"
+    safe, worst = min(((float(s or 0.0), p) for s, p in safes), key=lambda x: x[0])
+    detail["worst_partition"] = worst.partition
+    basis = f"partition {worst.partition}: {worst.basis}"
     if behind == 0:
         return Signal("kafka", topic, True, max(0.0, now - safe), safe, basis, detail)
-    lagging = sum(1 for p in parts if int(p.get("records_behind") or 0))
+    lagging = sum(1 for p in parts if p.records_behind)
     return Signal("kafka", topic, False, max(0.0, now - safe), safe, basis, detail,
                   f"{behind} hot record(s) not yet on cold in {lagging} partition(s)")
 
@@ -94,9 +94,11 @@ def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[st
 
 def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
     """Every Kafka signal of the gate (see the module doc)."""
-    from dr_toolkit.kafka import api
+    from dr_toolkit.kafka.lag import lag
+    from dr_toolkit.kafka.mirror import Mirror
 
-    groups = api.policy_groups(topology)
+    mirror = Mirror.of(topology, access)
+    groups = mirror.policy_groups()
     committed: dict[str, set[tuple[str, int]]] = {}
     hot_error: str | None = None
     live_topics: list[str] = []
@@ -104,25 +106,25 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     patterns = any(p.groups_regex or p.topics_regex for p in topology.policies.kafka)
     if groups or patterns:
         try:
-            with api.cluster(topology, "hot", access=access) as hot:
+            with mirror.client("hot") as hot:
                 if patterns:  # MM2-style selection: resolved against hot's live groups and topics
-                    groups, notes = api.protected_groups(topology, hot)
-                    if any(p.topics_regex for p in topology.policies.kafka):
+                    groups, notes = mirror.protected_groups(hot)
+                    if mirror.uses_patterns("topics"):
                         live_topics = sorted(hot.topics())
-                        notes += api.unmatched_patterns(topology, topics=live_topics)
+                        notes += mirror.unmatched_patterns(topics=live_topics)
                 for g in groups:
-                    committed[g] = {tp for tp in hot.committed(g) if not api.topic_excluded(topology, g, tp[0])}
+                    committed[g] = {tp for tp in hot.committed(g) if not mirror.topic_excluded(g, tp[0])}
         except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
             hot_error = _why(exc)
             if patterns:  # the groups the patterns select among those checkpointed before
                 with contextlib.suppress(Exception):  # an unreadable ledger is reported per group below
-                    groups = api.policy_groups(topology, ledger.checkpointed_groups())
+                    groups = mirror.policy_groups(ledger.checkpointed_groups())
                     notes.append(f"hot cluster unreachable: groups_regex resolved against the {len(groups)} "
                                  "checkpointed group(s) in the ledger")
     # The offsets of every committed topic are carried over (the checkpoint holds them all), so
     # every such topic's mirror lag is gated too, not only the policies' topics: a group resumed
     # on a copy that lacks records would skip them.
-    topics = list(dict.fromkeys([*api.policy_topics(topology, available=live_topics),
+    topics = list(dict.fromkeys([*mirror.policy_topics(available=live_topics),
                                  *sorted({t for tps in committed.values() for t, _p in tps})]))
     out: list[Signal] = []
     if hot_error is not None and any(p.topics_regex for p in topology.policies.kafka):
@@ -131,7 +133,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                    for p in topology.policies.kafka if p.topics_regex)
     if topics:
         with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
-            futs = {t: ex.submit(api.lag, topology, topics=[t], access=access) for t in topics}
+            futs = {t: ex.submit(lag, mirror, [t]) for t in topics}
             for t, fut in futs.items():
                 try:
                     out.append(topic_signal(t, fut.result(), now))

@@ -5,7 +5,8 @@ An Airflow Kafka connection (``conn_type: kafka``, apache-airflow-providers-apac
 keeps the librdkafka client configuration in its extra (``bootstrap.servers``,
 ``security.protocol``, ``sasl.*``). It is passed to the library as a Credentials value and
 mapped to the client config there; it is never logged or returned to XCom. Each cluster's
-connection id comes from the operator's argument or the topology (``clusters.<c>.kafka.conn_id``).
+connection id comes from the operator's argument (standing in for the endpoint's, its
+``bootstrap.servers`` for the endpoint's brokers) or the topology (``clusters.<c>.kafka.conn_id``).
 """
 
 from __future__ import annotations
@@ -21,33 +22,28 @@ from dr_toolkit.errors import UnreachableError
 log = logging.getLogger(__name__)
 
 
-def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> dict[str, Any]:
-    """Credentials (per role) and bootstrap overrides from the Kafka connections."""
-    from drt_airflow.hooks import DrtHook, connection_credentials
+def _cluster_args(hot_conn_id: str | None, cold_conn_id: str | None) -> tuple[Any, Any]:
+    """The topology and the hook's one access value. An operator's connection stands in for its
+    cluster's Kafka endpoint: the endpoint's ``conn_id`` becomes it, and its extra's
+    ``bootstrap.servers`` (when set) the endpoint's brokers."""
+    from dr_toolkit.topology import KafkaEndpoint
+    from drt_airflow.hooks import DrtHook
 
     hook = DrtHook()
-    topo = hook.topology()
-    creds: dict[str, Any] = {}
-    boots: dict[str, str | None] = {"hot": None, "cold": None}
-    for role, conn_id in (("hot", hot_conn_id), ("cold", cold_conn_id)):
-        endpoint = (topo.hot if role == "hot" else topo.cold).kafka
-        cid = conn_id or (endpoint.conn_id if endpoint else None)
-        c = hook.access().get(cid) if cid else None
-        creds[role] = c
-        if c is not None and c.extra.get("bootstrap.servers"):
-            boots[role] = str(c.extra["bootstrap.servers"])
-    from dr_toolkit.access import Access
-
-    # The library looks credentials up by the topology endpoints' conn_id: an operator's
-    # override connection stands in for its endpoint's.
-    override = {}
-    for role in ("hot", "cold"):
-        endpoint = (topo.hot if role == "hot" else topo.cold).kafka
-        if endpoint is not None and endpoint.conn_id and creds[role] is not None:
-            override[endpoint.conn_id] = creds[role]
-    access = Access.from_resolver(lambda cid: override.get(cid) or connection_credentials(cid), "Airflow connections")
-    return {"topology": topo, "access": access, "source_bootstrap": boots["hot"],
-            "target_bootstrap": boots["cold"]}
+    topo, access = hook.topology(), hook.access()
+    clusters = dict(topo.clusters)
+    for name, conn_id in ((topo.hot_name, hot_conn_id), (topo.cold_name, cold_conn_id)):
+        creds = access.get(conn_id) if conn_id else None
+        if creds is None:
+            continue
+        boot = str(creds.extra.get("bootstrap.servers") or "")
+        ep = clusters[name].kafka
+        if ep is None and not boot:
+            continue
+        ep = (ep.model_copy(update={"conn_id": conn_id, **({"bootstrap_servers": boot} if boot else {})})
+              if ep is not None else KafkaEndpoint(bootstrap_servers=boot, conn_id=conn_id))
+        clusters[name] = clusters[name].model_copy(update={"kafka": ep})
+    return topo.model_copy(update={"clusters": clusters}), access
 
 
 def run_checkpoint(groups: Sequence[str] | None = None, hot_conn_id: str | None = None) -> dict[str, Any]:
@@ -55,10 +51,8 @@ def run_checkpoint(groups: Sequence[str] | None = None, hot_conn_id: str | None 
     from dr_toolkit.kafka import api
     from dr_toolkit.ledger import open_ledger
 
-    a = _cluster_args(hot_conn_id, None)
-    ledger = open_ledger(a["topology"], a["access"])
-    out = api.checkpoint(a["topology"], ledger, groups=list(groups) if groups else None,
-                         access=a["access"], source_bootstrap=a["source_bootstrap"])
+    topo, access = _cluster_args(hot_conn_id, None)
+    out = api.checkpoint(topo, open_ledger(topo, access), groups=list(groups) if groups else None, access=access)
     no_commit = sum(1 for r in out["partitions"] if r["committed_offset"] is None)
     log.info("checkpoint %s: %d group(s), %d partition(s), %d without a commit, %.2fs", out["checkpoint_id"],
              len(out["groups"]), len(out["partitions"]), no_commit, out["duration_s"])
@@ -71,9 +65,8 @@ def run_lag(topics: Sequence[str] | None = None, hot_conn_id: str | None = None,
     """Parity and mirror lag (the library's dict: topics, partitions, caught_up, max_seconds_behind)."""
     from dr_toolkit.kafka import api
 
-    a = _cluster_args(hot_conn_id, cold_conn_id)
-    out = api.lag(a["topology"], topics=list(topics) if topics else None, access=a["access"],
-                  source_bootstrap=a["source_bootstrap"], target_bootstrap=a["target_bootstrap"])
+    topo, access = _cluster_args(hot_conn_id, cold_conn_id)
+    out = api.lag(topo, topics=list(topics) if topics else None, access=access)
     log.info("mirror lag: caught_up=%s max_seconds_behind=%.1f over %d partition(s)", out["caught_up"],
              out["max_seconds_behind"], len(out["partitions"]))
     return out
@@ -132,10 +125,9 @@ class KafkaRemapOperator(BaseOperator):
         from dr_toolkit.kafka import api
         from dr_toolkit.ledger import open_ledger
 
-        a = _cluster_args(self.hot_conn_id, self.cold_conn_id)
-        return api.remap(a["topology"], open_ledger(a["topology"], a["access"]), self.group, apply=self.apply,
-                         force=self.force, target_bootstrap=a["target_bootstrap"], run_id=self.run_id,
-                         access=a["access"])
+        topo, access = _cluster_args(self.hot_conn_id, self.cold_conn_id)
+        return api.remap(topo, open_ledger(topo, access), self.group, apply=self.apply, force=self.force,
+                         run_id=self.run_id, access=access)
 
 
 class KafkaMirrorCaughtUpSensor(BaseSensorOperator):

@@ -81,7 +81,7 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
         produce(hot_kafka.address, topic, 0, recs)
         produce(kafka_cold.address, topic, 0, recs[:3])
         commit_after_consuming(hot_kafka.address, group, topic, {0: 2})
-        checkpoint(topo, ledger, groups=[group])
+        checkpoint(topo, ledger, groups=[group], access=Access.from_env())
         # HBase: drained and proven by a gate check, then rows put on hot that never ship (peer disabled)
         world = hbase_worlds(topo)
         assert check(topo, ledger, components=("hbase",), access=Access.from_env()).verdict == "GO"

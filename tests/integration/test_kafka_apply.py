@@ -10,9 +10,11 @@ import time
 import pytest
 from confluent_kafka import Consumer
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ProblemFound, UnreachableError
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.client import KafkaCluster
+from dr_toolkit.kafka.offsets import apply_offsets
 from tests.support.fixtures_kafka import QUIET, committed, create_topic, unique
 
 pytestmark = pytest.mark.integration
@@ -24,8 +26,8 @@ def _expected(scen) -> dict[int, int]:  # type: ignore[no-untyped-def]
 
 def test_apply_writes_every_partition_and_audits_before_after(kafka_mirror) -> None:
     topo, ledger, topic, group, _idle, scen = kafka_mirror
-    api.checkpoint(topo, ledger)
-    res = api.remap(topo, ledger, group, apply=True, run_id="failover-test-1")
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    res = api.remap(topo, ledger, group, apply=True, run_id="failover-test-1", access=Access.from_env())
     assert res["applied"] is True
     cold = topo.cold.kafka.bootstrap_servers
     got = committed(cold, group, topic, len(scen))
@@ -36,7 +38,7 @@ def test_apply_writes_every_partition_and_audits_before_after(kafka_mirror) -> N
     assert [(e["action"], e["status"], e["dry_run"]) for e in ev] == [("apply_offsets", "done", 0)]
     assert ev[0]["before_state"] == {} and ev[0]["after_state"][f"{topic}[0]"] == want[0]
     # Applying again is a no-op move (same offsets), not a backward one.
-    assert api.remap(topo, ledger, group, apply=True)["applied"] is True
+    assert api.remap(topo, ledger, group, apply=True, access=Access.from_env())["applied"] is True
 
 
 def test_apply_refuses_a_group_with_members_and_writes_nothing(kafka_mirror) -> None:
@@ -50,7 +52,7 @@ def test_apply_refuses_a_group_with_members_and_writes_nothing(kafka_mirror) -> 
         member.poll(0.2)
     try:
         with pytest.raises(ProblemFound, match="not empty on the cold cluster"):
-            api.remap(topo, ledger, group, apply=True)
+            api.remap(topo, ledger, group, apply=True, access=Access.from_env())
     finally:
         member.close()
     assert all(o < 0 for o in committed(cold, group, topic, len(scen)).values())
@@ -64,9 +66,9 @@ def test_apply_refuses_a_backward_move_unless_forced(kafka_mirror) -> None:
     ahead = {(topic, 0): 10_000, (topic, 1): 1}  # partition 0 is ahead of the remap, 1 behind it
     assert c.commit(group, ahead) == {k: None for k in ahead}
     with pytest.raises(ProblemFound, match=r"backwards \(.*\[0\] 10000→"):
-        api.remap(topo, ledger, group, apply=True)
+        api.remap(topo, ledger, group, apply=True, access=Access.from_env())
     assert committed(cold, group, topic, len(scen)) == {p: ahead.get((topic, p), -1001) for p in scen}
-    res = api.remap(topo, ledger, group, apply=True, force=True)
+    res = api.remap(topo, ledger, group, apply=True, force=True, access=Access.from_env())
     assert res["applied"] and committed(cold, group, topic, len(scen))[0] == _expected(scen)[0]
     c.close()
 
@@ -89,7 +91,7 @@ def test_broker_refusing_the_commit_leaves_every_partition_unchanged(kafka_env) 
 
     try:
         with pytest.raises(ProblemFound, match="unchanged"):
-            api.apply_offsets(c, group, {(topic, p): 5 for p in range(3)}, on_commit=join)
+            apply_offsets(c, group, {(topic, p): 5 for p in range(3)}, on_commit=join)
     finally:
         for m in joined:
             m.close()
@@ -130,8 +132,8 @@ def test_broker_restart_during_apply_leaves_group_fully_old_or_fully_new(kafka_d
         broker.kill()
         threading.Timer(1.0, broker.start).start()
 
-    res = api.apply_offsets(c, group, new, on_commit=crash_and_restart, deadline_s=30)
-    assert res["applied"] is True
+    res = apply_offsets(c, group, new, on_commit=crash_and_restart, deadline_s=30)
+    assert res.written == len(new)
     assert _state(broker, group, topic, 6) == new
     c.close()
 
@@ -139,7 +141,7 @@ def test_broker_restart_during_apply_leaves_group_fully_old_or_fully_new(kafka_d
     #    group holds its old offsets — nothing half-written.
     topic, group, c, old, new = _durable_setup(broker)
     with pytest.raises(UnreachableError, match=broker.address):
-        api.apply_offsets(c, group, new, on_commit=broker.kill, deadline_s=2)
+        apply_offsets(c, group, new, on_commit=broker.kill, deadline_s=2)
     c.close()
     broker.start()
     assert _state(broker, group, topic, 6) == old
@@ -159,7 +161,7 @@ def test_broker_restart_during_apply_leaves_group_fully_old_or_fully_new(kafka_d
         killer.start()
         restarter.start()
         try:
-            api.apply_offsets(c, group, new, deadline_s=20)
+            apply_offsets(c, group, new, deadline_s=20)
         except (UnreachableError, ProblemFound):
             pass
         restarter.join()
@@ -175,14 +177,14 @@ def test_many_groups_share_searches_and_apply_together(kafka_mirror) -> None:
     twin = unique("twin")
     with KafkaCluster(topo.hot.kafka.bootstrap_servers) as hot:
         hot.commit(twin, hot.committed(group))  # a second group at exactly the same offsets
-    ck = batch.checkpoint_many(topo, ledger, [group, twin, idle])
+    ck = api.checkpoint(topo, ledger, groups=[group, twin, idle], access=Access.from_env())
     # group and twin share every search; the idle group (no commits) needs no read
     assert ck["distinct_searches"] == 2 * len(scen) and len(ck["partitions"]) == 3 * len(scen)
-    rm = batch.remap_many(topo, ledger, [group, twin, idle])
-    single = {r["partition"]: r["target_offset"] for r in api.remap(topo, ledger, group)["partitions"]}
+    rm = batch.remap_many(topo, ledger, [group, twin, idle], access=Access.from_env())
+    single = {r["partition"]: r["target_offset"] for r in api.remap(topo, ledger, group, access=Access.from_env())["partitions"]}
     for g in (group, twin):
         assert {r["partition"]: r["target_offset"] for r in rm["groups"][g]} == single
-    out = batch.apply_many(topo, ledger, rm["groups"], run_id="many", who="ops")
+    out = batch.apply_many(topo, ledger, rm["groups"], run_id="many", who="ops", access=Access.from_env())
     assert out["failed"] == []
     cold = topo.cold.kafka.bootstrap_servers
     for g in (group, twin):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.kafka.mm2 import read_all_checkpoints
@@ -95,11 +96,11 @@ def test_remap_side_by_side_with_mm2_checkpoints_and_synced_offsets(mm2: MirrorM
 
     topo = Topology.model_validate(doc)
     ledger = Ledger.open(topo.ledger.url)
-    api.checkpoint(topo, ledger)
+    api.checkpoint(topo, ledger, access=Access.from_env())
 
     table: list[dict[str, Any]] = []
     for g, counts in groups.items():
-        res = api.remap(topo, ledger, g)
+        res = api.remap(topo, ledger, g, access=Access.from_env())
         synced = committed(cold, g, remote, parts)  # MM2's sync.group.offsets onto cold (-1001: none)
         for r in res["partitions"]:
             p = r["partition"]
@@ -153,8 +154,8 @@ def test_identity_replication_policy_remap_is_exact_and_mm2_never_ahead(kafka_en
                          ledger_url=f"sqlite:///{tmp_path}/id.db", skew_s=0, replication_policy="identity")
     topo = load_topology(cfg)
     ledger = Ledger.open(topo.ledger.url)
-    api.checkpoint(topo, ledger)
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert (part["cold_topic"], part["method"], part["target_offset"]) == (topic, "exact", 23), part
     cp = cps[group].get(0)
     assert cp is not None and cp[0] == 23 and cp[1] <= 23, cps  # MM2 only re-reads
@@ -191,7 +192,7 @@ def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint
                          ledger_url=f"sqlite:///{tmp_path}/s.db", replication_policy="default")
     topo = load_topology(cfg)
     ledger = Ledger.open(topo.ledger.url)
-    api.checkpoint(topo, ledger)  # the group at 10 on hot
+    api.checkpoint(topo, ledger, access=Access.from_env())  # the group at 10 on hot
     # It reads on to hot's end; MM2 syncs that newer position onto cold. (The end: MM2 translates
     # through its newest offset sync at or before the committed offset, and a burst of records
     # leaves syncs only at its first and last record — a position in between would translate
@@ -200,7 +201,7 @@ def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint
     synced = _wait_synced_past(cold, group, remote, 10)
     assert 10 < synced <= 40, synced  # MM2 wrote it, and never past the copy of hot's record 40
 
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert (part["method"], part["target_offset"]) == ("exact", 10), part  # the checkpoint's position
     r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--config", str(cfg), "kafka", "remap",
                         "--group", group, "--apply"], capture_output=True, text=True, timeout=120)
@@ -211,8 +212,8 @@ def test_apply_behind_mm2_synced_offsets_writes_nothing_until_a_fresh_checkpoint
     assert committed(cold, group, remote, 1)[0] == synced  # MM2's offset untouched
     assert ledger.audit_events(component="kafka")[-1]["status"] == "failed"
 
-    api.checkpoint(topo, ledger)  # fresh: the group at 40 on hot
-    res = api.remap(topo, ledger, group, apply=True)
+    api.checkpoint(topo, ledger, access=Access.from_env())  # fresh: the group at 40 on hot
+    res = api.remap(topo, ledger, group, apply=True, access=Access.from_env())
     assert res["applied"] and res["partitions"][0]["target_offset"] == 40, res
     time.sleep(3)  # three of MM2's sync intervals: it never moves an offset backwards
     assert committed(cold, group, remote, 1)[0] == 40

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from dr_toolkit.access import Access
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.ledger import Ledger
@@ -76,8 +77,8 @@ def _check(cold_addr: str, cold_topic: str, hot_recs: list[Rec], consumed: int, 
 
 
 def _remap_one(topo: Topology, ledger: Ledger, group: str) -> dict[str, Any]:
-    api.checkpoint(topo, ledger)
-    res = api.remap(topo, ledger, group)
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    res = api.remap(topo, ledger, group, access=Access.from_env())
     (part,) = res["partitions"]
     return part  # type: ignore[no-any-return]
 
@@ -141,14 +142,14 @@ def test_partition_empty_at_checkpoint_that_later_receives_records(kafka_env, tm
     """The group committed 0 on an empty partition: resume at the first record mirrored after
     the checkpoint (0), not at cold's end."""
     topo, ledger, topic, group = _setup(kafka_env, tmp_path, [], [], 0, skew_s=1)
-    api.checkpoint(topo, ledger)
+    api.checkpoint(topo, ledger, access=Access.from_env())
     import time as _t
 
     now = int(_t.time() * 1000)
     later = [Rec(f"late{i}".encode(), now + 5000 + i) for i in range(5)]
     produce(kafka_env[0], topic, 0, later)
     produce(kafka_env[1], topic, 0, later)
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert (part["method"], part["target_offset"]) == ("time", 0)
 
 
@@ -223,7 +224,7 @@ def test_renamed_topics_default_replication_policy(kafka_env, tmp_path: Path) ->
                                         skew_s=0, cold_name="hot.{}", replication_policy="default")
     part = _remap_one(topo, ledger, group)
     assert (part["cold_topic"], part["method"], part["target_offset"]) == (f"hot.{topic}", "exact", 13)
-    (lag,) = api.lag(topo)["partitions"]
+    (lag,) = api.lag(topo, access=Access.from_env())["partitions"]
     assert lag["records_behind"] == 5 and lag["oldest_unmirrored_ts"] == (T0 + 2500) / 1000
 
 
@@ -235,7 +236,7 @@ def test_lag_never_reads_zero_when_the_newest_cold_record_came_from_a_fast_clock
     hot_recs = _skewed(150, rng, 1000, [0, 10 * MIN])
     hot_recs[49] = Rec(b"fast", T0 + 49_000 + 10 * MIN, b"k")  # cold's newest: from the fast host
     topo, ledger, topic, group = _setup(kafka_env, tmp_path, hot_recs, hot_recs[:50], None, skew_s=600)
-    (p,) = api.lag(topo)["partitions"]
+    (p,) = api.lag(topo, access=Access.from_env())["partitions"]
     assert p["records_behind"] >= 100
     oldest_true = min(T0 + 1000 * i for i in range(50, 150)) / 1000  # true (append) time of the unmirrored
     assert p["safe_time"] is not None and p["safe_time"] <= oldest_true
@@ -261,8 +262,8 @@ def test_mm2_offset_syncs_are_used_and_cross_checked(kafka_env, tmp_path: Path) 
     doc = topo.model_dump()
     doc["clusters"]["hot"]["kafka"]["mm2_offset_syncs_topic"] = syncs_topic
     topo = Topology.model_validate(doc)
-    api.checkpoint(topo, ledger)
-    res = api.remap(topo, ledger, group)
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    res = api.remap(topo, ledger, group, access=Access.from_env())
     (part,) = res["partitions"]
     first = _check(cold, topic, hot_recs, 30, part["target_offset"])
     # upstream 30 is past the sync at 20: MM2 says 23 + 1 = 24, safe (the true position is 33).
@@ -277,8 +278,8 @@ def test_mm2_offset_syncs_are_used_and_cross_checked(kafka_env, tmp_path: Path) 
     b = encode_sync(topic0, 0, 30, 40)
     produce(hot, syncs_topic, 0, [Rec(b[1], T0, b[0])])
     topo0 = Topology.model_validate(doc0)
-    api.checkpoint(topo0, ledger0)
-    res = api.remap(topo0, ledger0, group0)
+    api.checkpoint(topo0, ledger0, access=Access.from_env())
+    res = api.remap(topo0, ledger0, group0, access=Access.from_env())
     (part,) = res["partitions"]
     assert (part["method"], part["target_offset"], part["mm2_target"]) == ("exact", 33, 40)
     assert res["mm2"]["disagreements"] == 1 and "after the proven position" in part["mm2_disagrees"]
@@ -310,8 +311,8 @@ def test_mm2_checkpoints_are_used_and_cross_checked(kafka_env, tmp_path: Path) -
     # MM2 checkpointed the group at upstream 30 -> downstream 33 (the true position), another group elsewhere
     produce(cold, cps_topic, 0, [checkpoint_record("other", 30, 49), checkpoint_record(group, 30, 33)])
     topo = Topology.model_validate(doc)
-    api.checkpoint(topo, ledger)
-    res = api.remap(topo, ledger, group)
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    res = api.remap(topo, ledger, group, access=Access.from_env())
     (part,) = res["partitions"]
     first = _check(cold, topic, hot_recs, 30, part["target_offset"])
     assert (part["method"], part["target_offset"], part["mm2_checkpoint"]) == ("mm2", 33, 33) and first == 33
@@ -319,7 +320,7 @@ def test_mm2_checkpoints_are_used_and_cross_checked(kafka_env, tmp_path: Path) -
 
     # a newer MM2 checkpoint of a later upstream offset (the group moved on): not a translation of 30
     produce(cold, cps_topic, 0, [checkpoint_record(group, 40, 43)])
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert part["mm2_checkpoint"] is None and part["method"] == "skew_bound"
     assert _check(cold, topic, hot_recs, 30, part["target_offset"]) >= part["target_offset"]
 
@@ -331,8 +332,8 @@ def test_mm2_checkpoints_are_used_and_cross_checked(kafka_env, tmp_path: Path) -
     k, v = encode_checkpoint(group0, topic0, 0, 30, 40)  # wrong: would skip 7 records
     produce(cold, cps_topic, 0, [Rec(v, T0, k)])
     topo0 = Topology.model_validate(doc0)
-    api.checkpoint(topo0, ledger0)
-    res = api.remap(topo0, ledger0, group0)
+    api.checkpoint(topo0, ledger0, access=Access.from_env())
+    res = api.remap(topo0, ledger0, group0, access=Access.from_env())
     (part,) = res["partitions"]
     assert (part["method"], part["target_offset"], part["mm2_checkpoint"]) == ("exact", 33, 40)
     assert res["mm2_checkpoints"]["disagreements"] == 1 and "after the proven position" in part["mm2_disagrees"]

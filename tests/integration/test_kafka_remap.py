@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.kafka import api
 from dr_toolkit.kafka.remap import probe_budget
 from dr_toolkit.topology import load_topology
@@ -15,7 +16,7 @@ from tests.support.fixtures_kafka import T0, Rec, create_topic, produce, read_al
 pytestmark = pytest.mark.integration
 def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mirror) -> None:
     topo, ledger, topic, group, idle, scen = kafka_mirror
-    ck = api.checkpoint(topo, ledger)
+    ck = api.checkpoint(topo, ledger, access=Access.from_env())
     assert set(ck["groups"]) == {group, idle}
     rows = {(r["group_id"], r["partition_id"]): r for r in ck["partitions"]}
     assert rows[(group, 3)]["committed_offset"] == 100 and rows[(group, 3)]["timestamp_type"] == "create"
@@ -23,7 +24,7 @@ def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mir
     assert all(rows[(idle, p)]["committed_offset"] is None for p in scen)  # a group with no commits
     assert [r["partition_id"] for r in ledger.latest_checkpoint(group)] == sorted(scen)
 
-    res = api.remap(topo, ledger, group)
+    res = api.remap(topo, ledger, group, access=Access.from_env())
     assert res["applied"] is False
     by_p = {r["partition"]: r for r in res["partitions"]}
     for p, (recs, consumed, shift) in scen.items():
@@ -55,7 +56,7 @@ def test_remap_points_at_the_next_unconsumed_record_on_every_partition(kafka_mir
 
     audit = ledger.audit_events(component="kafka")
     assert audit and audit[-1]["dry_run"] == 1 and audit[-1]["status"] == "planned"
-    none = api.remap(topo, ledger, idle, apply=True)
+    none = api.remap(topo, ledger, idle, apply=True, access=Access.from_env())
     assert {r["method"] for r in none["partitions"]} == {"none"}
     assert all(r["target_offset"] is None for r in none["partitions"])
     assert none["applied"] is True and none["written"] == 0  # nothing to carry over, nothing written
@@ -72,7 +73,7 @@ def test_lag_reports_records_and_seconds_behind_then_caught_up(kafka_env, tmp_pa
     cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
                          ledger_url=f"sqlite:///{tmp_path}/l.db")
     before = time.time()
-    out = api.lag(load_topology(cfg))
+    out = api.lag(load_topology(cfg), access=Access.from_env())
     p0, p1 = out["partitions"]
     assert p0["records_behind"] == 4 and p0["method"] == "exact"
     assert (p0["hot_end"], p0["cold_end"]) == (10, 7)
@@ -83,7 +84,7 @@ def test_lag_reports_records_and_seconds_behind_then_caught_up(kafka_env, tmp_pa
     assert out["caught_up"] is False and out["safe_time"] == p0["safe_time"]
     produce(cold, topic, 0, recs[6:])
     before = time.time()
-    out = api.lag(load_topology(cfg))
+    out = api.lag(load_topology(cfg), access=Access.from_env())
     assert out["caught_up"] is True and out["partitions"][0]["records_behind"] == 0
     assert before <= out["partitions"][0]["safe_time"] <= out["checked_at"]
 
@@ -101,20 +102,20 @@ def test_lag_is_not_fooled_by_identical_records_at_the_end(kafka_env, tmp_path: 
     produce(cold, topic, 0, [*recs, dup])
     cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
                          ledger_url=f"sqlite:///{tmp_path}/l.db")
-    out = api.lag(load_topology(cfg))
+    out = api.lag(load_topology(cfg), access=Access.from_env())
     assert out["caught_up"] is False and out["partitions"][0]["records_behind"] == 1
     produce(cold, topic, 0, [dup])
-    out = api.lag(load_topology(cfg))
+    out = api.lag(load_topology(cfg), access=Access.from_env())
     assert out["caught_up"] is True and out["partitions"][0]["method"] == "exact"
 
 
 def test_dry_run_writes_no_checkpoint_and_apply_names_who(kafka_mirror) -> None:
     topo, ledger, topic, group, _idle, scen = kafka_mirror
-    res = api.remap(topo, ledger, group, who="alice")  # no checkpoint yet: a fresh one, not stored
+    res = api.remap(topo, ledger, group, who="alice", access=Access.from_env())  # no checkpoint yet: a fresh one, not stored
     assert res["applied"] is False and ledger.latest_checkpoint(group) == []
     planned = ledger.audit_events(component="kafka")[-1]
     assert (planned["status"], planned["actor"]) == ("planned", "alice")
-    api.remap(topo, ledger, group, apply=True, who="bob", run_id="r-who")
+    api.remap(topo, ledger, group, apply=True, who="bob", run_id="r-who", access=Access.from_env())
     assert ledger.latest_checkpoint(group)  # applying keeps the checkpoint it used
     assert [e["actor"] for e in ledger.audit_events(run_id="r-who")] == ["bob"]
 
@@ -129,7 +130,10 @@ def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, 
     from confluent_kafka.admin import AdminClient
 
     from dr_toolkit.kafka import batch
-    from dr_toolkit.kafka.remap import MemoryPartition, worth_reading_whole
+    from dr_toolkit.kafka.mirror import Mirror
+    from dr_toolkit.kafka.offsets import anchor_of
+    from dr_toolkit.kafka.remap import MemoryPartition, remap_partition, worth_reading_whole
+    from dr_toolkit.kafka.rows import NONE, Checkpoint, Position
 
     topo0, _ledger, topic, _group, _idle, scen = kafka_mirror
     hot, cold = topo0.hot.kafka.bootstrap_servers, topo0.cold.kafka.bootstrap_servers
@@ -144,7 +148,7 @@ def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, 
     from dr_toolkit.ledger import Ledger
 
     ledger = Ledger.open(topo.ledger.url)
-    batch.checkpoint_many(topo, ledger, groups)
+    api.checkpoint(topo, ledger, groups=groups, access=Access.from_env())
     assert worth_reading_whole(len(groups) - 10, 300) and not worth_reading_whole(3, 10_000_000)
     loads: list[tuple[str, int]] = []
     real_load = MemoryPartition.load.__func__  # type: ignore[attr-defined]
@@ -155,17 +159,25 @@ def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, 
 
     MemoryPartition.load = classmethod(counting_load)  # type: ignore[method-assign,assignment]
     try:
-        many = batch.remap_many(topo, ledger, groups)
+        many = batch.remap_many(topo, ledger, groups, access=Access.from_env())
     finally:
         MemoryPartition.load = classmethod(real_load)  # type: ignore[method-assign,assignment]
     assert {p for _t, p in loads} >= {0, 1, 5}, loads  # the partitions with many targets were read whole
-    with api.cluster(topo, "cold") as c:
+    mirror = Mirror.of(topo, Access.from_env())
+    with mirror.client("cold") as c:  # the live searches, one by one on one client
         for g in groups:
-            live = {r["partition"]: r for r in api.remap_rows(c, ledger.latest_checkpoint(g), topo)}
+            live: dict[int, Position] = {}
+            for ck in map(Checkpoint.from_row, ledger.latest_checkpoint(g)):
+                ct, p = mirror.cold_topic(ck.topic), ck.partition_id
+                live[p] = NONE if ck.committed_offset is None else remap_partition(
+                    c, ct, p, anchor_of(ck.fingerprint, ck.record_timestamp), *c.watermarks(ct, p),
+                    skew_ms=mirror.skew_ms, compacted=c.compacted(ct),
+                    taken_at_ms=None if ck.taken_at is None else int(ck.taken_at * 1000)).position()
             for r in many["groups"][g]:
                 want = live[r["partition"]]
                 got = (r["target_offset"], r["method"], r["duplicate_window"])
-                assert got == (want["target_offset"], want["method"], want["duplicate_window"]), (g, r, want)
+                assert got == (want.target_offset, want.method,
+                               list(want.duplicate_window) if want.duplicate_window else None), (g, r, want)
                 _recs, _, shift = scen[r["partition"]]
                 consumed = r["source_offset"]
                 if r["target_offset"] is not None:

@@ -58,7 +58,7 @@ def test_patterns_select_live_groups_and_topics_exclude_wins(kafka_env, tmp_path
     assert ledger.checkpointed_groups() == [chosen]  # the excluded and the unmatched groups are not protected
     assert {(x["topic"], x["partition_id"], x["committed_offset"]) for x in ledger.latest_checkpoint(chosen)} == \
         {(topic, 0, 3), (topic, 1, 5)}  # nothing of the excluded topic
-    lag = api.lag(topo)
+    lag = api.lag(topo, access=Access.from_env())
     assert lag["topics"] == [topic] and lag["caught_up"], lag
 
     r = drt("--json", "--config", str(cfg), "kafka", "remap", "--all")

@@ -120,10 +120,10 @@ def test_compacted_cold_topic_never_skips_a_record_between_two_identical_ones(ka
     topo = load_topology(write_topology(tmp_path / "c.yaml", hot=hot, cold=cold, topics=[topic], groups=[group],
                                         ledger_url=f"sqlite:///{tmp_path}/c.db", skew_s=0))
     ledger = Ledger.open(topo.ledger.url)
-    api.checkpoint(topo, ledger)  # taken before the cleaner ran or after: the same answer is due
+    api.checkpoint(topo, ledger, access=Access.from_env())  # taken before the cleaner ran or after: the same answer is due
     left = _wait_compacted(cold, topic, 4)
     assert [r.value for r in left] == [b"z", b"b", b"a", b"c"], left  # A removed by the real cleaner
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert part["target_offset"] <= 2, part  # never past B
 
 
@@ -153,10 +153,10 @@ def test_delete_records_trimming_hots_head(kafka_env, tmp_path: Path) -> None:
     topo = load_topology(write_topology(tmp_path / "d.yaml", hot=hot, cold=cold, topics=[topic],
                                         groups=[ahead, behind], ledger_url=f"sqlite:///{tmp_path}/d.db", skew_s=0.05))
     ledger = Ledger.open(topo.ledger.url)
-    api.checkpoint(topo, ledger)
-    (a,) = api.remap(topo, ledger, ahead)["partitions"]
+    api.checkpoint(topo, ledger, access=Access.from_env())
+    (a,) = api.remap(topo, ledger, ahead, access=Access.from_env())["partitions"]
     assert (a["method"], a["target_offset"]) == ("exact", 2 + 9), a
-    (b,) = api.remap(topo, ledger, behind)["partitions"]
+    (b,) = api.remap(topo, ledger, behind, access=Access.from_env())["partitions"]
     assert b["target_offset"] <= 2 + 4, b  # the copies of v4, v5 (gone from hot, never read) are not skipped
     assert b["method"] == "trimmed" and b["may_reread"] > 0, b
     (row,) = api.lag(topo, access=Access.none())["partitions"]
@@ -188,10 +188,10 @@ def test_checkpoint_of_a_group_stopped_before_an_open_transaction(kafka_env, tmp
                                         ledger_url=f"sqlite:///{tmp_path}/n.db", skew_s=0))
     ledger = Ledger.open(topo.ledger.url)
     try:
-        (row,) = api.checkpoint(topo, ledger)["partitions"]
+        (row,) = api.checkpoint(topo, ledger, access=Access.from_env())["partitions"]
         assert row["record_timestamp"] == T0 + 100, row  # the open transaction's record, read_uncommitted
     finally:
         tx.commit_transaction(15)
     produce(cold, topic, 0, [Rec(b"cold-only", 5, b"x"), Rec(b"open-1", T0 + 100, b"k"), *after])
-    (part,) = api.remap(topo, ledger, group)["partitions"]
+    (part,) = api.remap(topo, ledger, group, access=Access.from_env())["partitions"]
     assert (part["method"], part["target_offset"]) == ("exact", 1), part

@@ -11,6 +11,7 @@ import pytest
 
 from dr_toolkit.kafka.client import Record, client_config, fingerprint
 from dr_toolkit.kafka.remap import Anchor, probe_budget, remap_partition
+from dr_toolkit.kafka.rows import Position
 from dr_toolkit.secrets import Credentials
 
 
@@ -126,8 +127,8 @@ def test_checkpoint_newer_than_the_mirror_and_empty_cases() -> None:
     res = remap_partition(part, "t", 0, Anchor(999, "z"), 0, 2)
     assert (res.method, res.target_offset) == ("skew_bound", 2)
     # No anchor and no checkpoint time: re-read everything rather than guess.
-    assert remap_partition(part, "t", 0, None, 0, 2).as_dict() == {
-        "target_offset": 0, "method": "time", "probes": 0, "duplicate_window": [0, 2], "may_reread": 2}
+    pos = remap_partition(part, "t", 0, None, 0, 2).position()
+    assert (pos, pos.may_reread) == (Position(0, "time", 0, (0, 2)), 2)
     # No anchor, taken at 150: records proven older than 150 were there and consumed.
     assert remap_partition(part, "t", 0, None, 0, 2, taken_at_ms=150).target_offset == 1
     empty = ListPartition([], start=7)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.kafka import api
+from dr_toolkit.kafka.mirror import Mirror
 from dr_toolkit.topology import parse_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,8 +36,8 @@ def test_patterns_match_whole_names_and_exclude_wins() -> None:
     # MM2's default topics.exclude applies when none is given: internal, replica, __ topics
     assert not any(p.selects_topic(t) for t in ("pay.checkpoints.internal", "pay.x.replica"))
     live = ["fraud", "billing-test-9", "billing-us", "connect-billing", "zzz"]
-    assert api.policy_groups(topo, live) == ["audit", "billing-us", "fraud"]
-    assert api.policy_topics(topo, available=["pay.eu", "orders", "pay.internal"]) == ["pay.eu", "orders"]
+    assert Mirror.of(topo, Access.none()).policy_groups(live) == ["audit", "billing-us", "fraud"]
+    assert Mirror.of(topo, Access.none()).policy_topics(available=["pay.eu", "orders", "pay.internal"]) == ["pay.eu", "orders"]
 
 
 def test_mm2_default_group_excludes_and_an_empty_exclude() -> None:
@@ -50,7 +51,7 @@ def test_mm2_default_group_excludes_and_an_empty_exclude() -> None:
 def test_a_pattern_selecting_nothing_is_said() -> None:
     topo = _topo("{name: pay, topics: [t], groups_regex: ['billing-.*', 'nobody-.*'], "
                  "groups_exclude: ['billing-test']}")
-    notes = api.unmatched_patterns(topo, groups=["billing-test", "other"])
+    notes = Mirror.of(topo, Access.none()).unmatched_patterns(groups=["billing-test", "other"])
     assert notes == ["policy 'pay': every group groups_regex 'billing-.*' matches on the hot cluster is "
                      "excluded by groups_exclude",
                      "policy 'pay': groups_regex 'nobody-.*' matches no consumer group on the hot cluster"]
