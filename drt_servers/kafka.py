@@ -152,10 +152,7 @@ class KafkaBroker(ManagedProcess):
         return self.address
 
     def _ready(self) -> bool:
-        from confluent_kafka.admin import AdminClient
-
-        md = AdminClient({"bootstrap.servers": self.address, "log_level": 0}).list_topics(timeout=2)
-        return bool(md.brokers)
+        return metadata_brokers(self.address) > 0
 
     def format(self) -> None:
         """Format the storage once (``kafka.tools.StorageTool format``); a no-op when formatted."""
@@ -173,6 +170,32 @@ class KafkaBroker(ManagedProcess):
         self.format()
         super().start()
         return self
+
+
+def metadata_brokers(address: str, timeout_s: float = 2.0) -> int:
+    """How many brokers a Metadata request (v0, no topics) to ``address`` names: > 0 once the
+    broker serves clients. Spoken over a plain socket, not through librdkafka: a librdkafka handle
+    made while a test kills and restarts the broker can abort the whole test process (seen:
+    "Fatal Python error: Aborted" in ``AdminClient.list_topics`` during a restart)."""
+    import socket
+    import struct
+
+    host, port = address.rsplit(":", 1)
+    client = b"drt-servers"
+    body = struct.pack(">hhih", 3, 0, 1, len(client)) + client + struct.pack(">i", 0)  # Metadata v0, [] topics
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = b""
+            while len(head) < 12:  # size, correlation id, number of brokers
+                chunk = s.recv(12 - len(head))
+                if not chunk:
+                    return 0
+                head += chunk
+    except OSError:
+        return 0
+    _size, corr, brokers = struct.unpack(">iii", head)
+    return brokers if corr == 1 else 0
 
 
 def kafka_broker(workdir: Path, name: str, **kw: object) -> KafkaBroker:

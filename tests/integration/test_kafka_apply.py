@@ -102,10 +102,13 @@ def test_broker_refusing_the_commit_leaves_every_partition_unchanged(kafka_env) 
 def _durable_setup(broker, parts: int = 6):  # type: ignore[no-untyped-def]
     topic, group = unique("dur"), unique("g")
     create_topic(broker.address, topic, parts)
-    c = KafkaCluster(broker.address, timeout_s=3)
     old = {(topic, p): 1 for p in range(parts)}
     new = {(topic, p): 7 + p for p in range(parts)}
-    assert c.commit(group, old) == {k: None for k in old}
+    # the first commit to a (re)started broker waits for its group coordinator to load: a set-up
+    # step, given as long as a loaded machine needs; the client under test keeps its 3 s
+    with KafkaCluster(broker.address, timeout_s=60) as setup:
+        assert setup.commit(group, old) == {k: None for k in old}
+    c = KafkaCluster(broker.address, timeout_s=3)
     return topic, group, c, old, new
 
 
