@@ -33,6 +33,7 @@ from dr_toolkit.copy.plan import (
     _parents,
     apply_diff,
     chain_break,
+    copy_mode,
     fast_forward,
     filters_key,
     filters_of,
@@ -614,33 +615,23 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
         tgt_files = _wanted(tgt_all, f)
     if tgt.fs.kind != "local":
         src_files = _utf8_only(src_files, skips)
-    recorded = entries if entries is not None else None
-    if options.overwrite:
-        return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason="--overwrite rewrites every file", workers=options.workers,
-                         recorded=recorded), read_root, src_files, tgt_all
-    if entries is None:
-        mode = "bootstrap" if base.manifest_id is None else "reconcile"
-        if tgt_files:
-            why += f"; the target already holds {len(tgt_files)} files: compared by content"
+    held = {r: e for r, e in (entries or {}).items() if r not in pending}
+
+    def chain_broken() -> str | None:
+        broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
+        if not broken and not tgt.fs.content_token:
+            broken = _target_rewritten(tgt, held, options.workers)
+        return broken
+
+    mode, reason = copy_mode(options, manifest_id=base.manifest_id, has_base=entries is not None, why_no_base=why,
+                             target_files=len(tgt_files), how=how, chain_broken=chain_broken)
+    if mode != "fast-forward":
         return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=why, workers=options.workers, recorded=recorded), read_root, src_files, tgt_all
-    if not options.update:
-        return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason="without --update only missing files are copied", workers=options.workers,
-                         recorded=recorded), read_root, src_files, tgt_all
-    held = {r: e for r, e in entries.items() if r not in pending}
-    broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
-    if not broken and not tgt.fs.content_token:
-        broken = _target_rewritten(tgt, held, options.workers)
-    if broken:
-        return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
-                         reason=broken, workers=options.workers, recorded=recorded), read_root, src_files, tgt_all
-    plan = fast_forward(src_files, held, options, reason=f"target holds manifest {base.manifest_id}; {how}",
-                        moves=moves, changed=changed)
+                         reason=reason, workers=options.workers, recorded=entries), read_root, src_files, tgt_all
+    plan = fast_forward(src_files, held, options, reason=reason, moves=moves, changed=changed)
     if changed is None and not src.fs.content_token:  # a listing: the token alone proves nothing
         _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
-    _compare_unproven(src, read_root, tgt, plan, src_files, tgt_files, held, options, recorded)
+    _compare_unproven(src, read_root, tgt, plan, src_files, tgt_files, held, options, entries)
     for rel in pending:  # the target may hold an older version of a pending file: it is replaced
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)

@@ -307,6 +307,32 @@ def chain_break(base: Entries, tgt: dict[str, FileStatus], wanted: Callable[[str
     return None
 
 
+def copy_mode(options: CopyOptions, *, manifest_id: int | str | None, has_base: bool, why_no_base: str,
+              target_files: int, how: str, chain_broken: Callable[[], str | None]) -> tuple[str, str]:
+    """The run's mode and why, decided in this one place.
+
+    ``bootstrap``/``reconcile``: a full comparison of source and target (every file proven by
+    size, mtime, change token or content); ``fast-forward``: only what changed since the base
+    manifest (``how``: the snapshot diff or the listing against it). A full comparison when
+    ``--overwrite`` asks for it, when there is no usable base (``has_base`` false; ``why_no_base``
+    says why — bootstrap when no manifest was ever written), without ``--update`` (only missing
+    files are copied), or when ``chain_broken()`` (asked last: it may read the target) finds the
+    target no longer holds what the base manifest recorded."""
+    if options.overwrite:
+        return "reconcile", "--overwrite rewrites every file"
+    if not has_base:
+        why = why_no_base
+        if target_files:
+            why += f"; the target already holds {target_files} files: compared by content"
+        return ("bootstrap" if manifest_id is None else "reconcile"), why
+    if not options.update:
+        return "reconcile", "without --update only missing files are copied"
+    broken = chain_broken()
+    if broken:
+        return "reconcile", broken
+    return "fast-forward", f"target holds manifest {manifest_id}; {how}"
+
+
 def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions, *, reason: str,
                  moves: dict[str, str] | None = None, changed: set[str] | None = None) -> Plan:
     """Apply only the changes between the base manifest and the new source state.
