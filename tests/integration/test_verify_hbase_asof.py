@@ -71,7 +71,7 @@ def test_writes_after_t_never_count(hbase_hot, hbase_cold, env, tmp_path: Path) 
 
 
 def test_policy_run_is_pinned_and_its_signal_states_t(hbase_worlds, env, tmp_path: Path) -> None:
-    from dr_toolkit.access import default_access
+    from dr_toolkit.access import Access
     from dr_toolkit.ledger import open_ledger
     from dr_toolkit.topology import load_topology
     from dr_toolkit.verify.signals import verify_signals
@@ -94,7 +94,7 @@ def test_policy_run_is_pinned_and_its_signal_states_t(hbase_worlds, env, tmp_pat
     assert code == 0, err[-2000:]
     assert out["GOODROWS"] == 40 and before <= out["data_time"] <= out["started_at"]
     ledger = open_ledger(topo)
-    [sig] = verify_signals(topo, ledger, default_access(None), time.time())
+    [sig] = verify_signals(topo, ledger, Access.from_env(), time.time())
     assert out["data_time"] < out["started_at"]  # pinned to the run's start, before the reads
     assert sig.caught_up and sig.safe_time == out["data_time"]
     assert "cold equals hot as of" in sig.basis
