@@ -214,10 +214,11 @@ class _HBaseJob(_Job):
     text is built in Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
 
     def __init__(self, run: _Run, spark: SparkSession, tables: tuple[HB.Table, HB.Table], scan: HB.Scan,
-                 snapshots: HB.Snapshots) -> None:
+                 snapshots: HB.Snapshots, *, start: float | None, end: float | None) -> None:
         req = run.request
-        super().__init__(run, spark, Dataset(req.source, "hbase"), Dataset(req.target, "hbase"), start=None,
-                         end=None)
+        # start/end bound the cells' timestamps (in the scan); the end is the time the data is from
+        super().__init__(run, spark, Dataset(req.source, "hbase"), Dataset(req.target, "hbase"), start=start,
+                         end=end)
         self.tables, self.scan, self.snapshots = tables, scan, snapshots
         self.cache_reads = True
 
@@ -362,7 +363,7 @@ def _verify_hbase(run: _Run, spark: SparkSession | None) -> VerifyResult:
         spark = _spark_for(run, conf=hbase.spark_conf(run.topology))
     run.say("checking both tables")
     families = hbase.check_tables(spark, *tables, scan)
-    job = _HBaseJob(run, spark, tables, scan, snapshots)
+    job = _HBaseJob(run, spark, tables, scan, snapshots, start=start, end=end)
     job.samples_hook = hbase.cell_diff
     job.window = {"ts_column": "cell timestamp" if start is not None or end is not None else None,
                   "start": start, "end": end, "hbase": scan.to_json(), "families": families,

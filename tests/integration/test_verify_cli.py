@@ -87,39 +87,3 @@ def test_cli_policy_uses_the_topology_and_ledger(spark, capsys, tmp_path: Path) 
     assert main(["--config", str(cfg), "verify", "--policy", "nope"]) == 2
     assert "no policy named 'nope'" in errors(capsys.readouterr().err)[0]
 
-
-@pytest.mark.slow
-def test_spark_submit_runs_the_request_the_cli_would(spark, capsys, tmp_path: Path) -> None:
-    """spark-submit's entry point takes the verification as one JSON request (the fields of
-    ``drt verify``'s options): the counters, the window and the recorded request are those of the
-    same options given to the CLI, and a difference exits 1 with the JSON on stdout."""
-    import os
-
-    from pyspark.sql import functions as F
-
-    from dr_toolkit.cli.main import main as drt_main
-    from tests.support.spark_cluster import spark_home
-
-    df = base_frame(spark, 500)
-    src = write(df, tmp_path / "a", 1)
-    peer = write(df.filter(F.col("id") != 7).withColumn(
-        "name", F.when(F.col("id") == 9, F.upper("name")).otherwise(F.col("name"))), tmp_path / "b", 1)
-    request = {"source": src, "target": peer, "key": ["id"], "ts_column": "ts", "end_time": "2030-01-01",
-               "ignore_columns": ["note"], "ignore_case": True, "buckets": 8, "sample_size": 3}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY", "DRT_SPARK_MASTER"))}
-    env.update(PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_HOME=str(spark_home()))
-    r = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
-                        str(REPO / "dr_toolkit" / "spark" / "submit.py"), "verify", "--request", json.dumps(request)],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
-    assert r.returncode == 1, r.stderr[-3000:]
-    got = json.loads(r.stdout)
-    assert (got["ONLY_IN_SOURCE_TABLE_ROWS"], got["CONTENT_DIFFERENT_ROWS"], got["GOODROWS"]) == (1, 0, 499)
-    # the same options through `drt verify` (the shared session): the same answer and the same request
-    capsys.readouterr()
-    code = drt_main(["--json", "verify", src, peer, "--key", "id", "--ts-column", "ts", "--end-time", "2030-01-01",
-                     "--ignore-columns", "note", "--ignore-case", "--buckets", "8", "--sample-size", "3"])
-    cli = json.loads(capsys.readouterr().out)
-    assert code == 1
-    for k in (*CONTRACT[:7], "window", "request", "compare_options", "buckets", "schema"):
-        assert got[k] == cli[k], k
