@@ -65,11 +65,14 @@ def make_data(spark: Any, rows: int, diffs: int, base: Path) -> dict[str, Any]:
 
 
 def run_drt(spark: Any, base: Path, other: str) -> tuple[float, dict[str, int], float]:
+    from dr_toolkit.access import Access
     from dr_toolkit.verify.api import verify
+    from dr_toolkit.verify.request import VerifyRequest
 
     jvm_peak_reset(spark)
     t = time.perf_counter()
-    r = verify(f"file://{base}/source", f"file://{base}/{other}", ["id"], spark=spark)
+    r = verify(VerifyRequest(source=f"file://{base}/source", target=f"file://{base}/{other}", key=["id"]),
+               access=Access.none(), spark=spark)
     return time.perf_counter() - t, r.counters, jvm_peak_mb(spark)
 
 

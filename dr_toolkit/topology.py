@@ -308,6 +308,9 @@ class KafkaPolicy(_Model):
 
 
 class VerifyPolicy(_Model):
+    """A dataset verified against its replica on a schedule. What one run asks is built from it by
+    the verify capability (``dr_toolkit.verify.request.policy_request``)."""
+
     name: str
     source: str
     target: str
@@ -322,13 +325,6 @@ class VerifyPolicy(_Model):
     rel_tol: float = Field(default=0.0, ge=0)
     ignore_spaces: bool = False
     ignore_case: bool = False
-
-    def compare_options(self) -> Any:
-        """The policy's :class:`dr_toolkit.verify.canon.CompareOptions`."""
-        from dr_toolkit.verify.canon import CompareOptions
-
-        return CompareOptions(abs_tol=self.abs_tol, rel_tol=self.rel_tol, ignore_spaces=self.ignore_spaces,
-                              ignore_case=self.ignore_case)
 
 
 class Policies(_Model):

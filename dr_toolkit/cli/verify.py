@@ -6,6 +6,8 @@ column that does not exist, files not in ``--format``), 3 when a dependency is u
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -57,6 +59,19 @@ def _topology_and_ledger(st: State, required: bool) -> tuple[Topology | None, Le
     if not required and st.config is None and not Path(DEFAULT_CONFIG).exists():
         return None, None
     return st.topology(), st.ledger()
+
+
+@contextmanager
+def _progress(st: State) -> Iterator[Callable[[str], None]]:
+    """A progress callback: the spinner's text on stderr (nothing with --json)."""
+    status = None if st.json else err_console.status("verifying…")
+    if status is not None:
+        status.start()
+    try:
+        yield (lambda msg: status.update(msg)) if status is not None else (lambda _msg: None)
+    finally:
+        if status is not None:
+            status.stop()
 
 
 def register(app: typer.Typer) -> None:
@@ -132,78 +147,40 @@ def register(app: typer.Typer) -> None:
         the key; the times bound the cells' timestamps).
         """
         from dr_toolkit.verify.api import verify, verify_policy
-        from dr_toolkit.verify.canon import CompareOptions
+        from dr_toolkit.verify.request import VerifyRequest
 
         st = state(ctx)
         if spark_master is not None:
             from dr_toolkit.spark.session import check_master
 
             check_master(spark_master)
-        options = CompareOptions(abs_tol=abs_tol, rel_tol=rel_tol, ignore_spaces=ignore_spaces,
-                                 ignore_case=ignore_case)
-        quiet = st.json
-        status = None if quiet else err_console.status("verifying…")
-
-        def progress(msg: str) -> None:
-            if status is not None:
-                status.update(msg)
-
         if policy:
             if source or target:
                 raise UsageError("--policy takes SRC and DST from the topology; do not pass them too")
             topo, ledger = _topology_and_ledger(st, True)
             assert topo is not None
-            if status is not None:
-                status.start()
-            try:
-                result = verify_policy(topo, policy, ledger, spark=None, progress=progress, access=st.access(),
+            with _progress(st) as progress:
+                result = verify_policy(topo, policy, ledger, progress=progress, access=st.access(),
                                        spark_master=spark_master)
-            finally:
-                if status is not None:
-                    status.stop()
         else:
             if not source or not target:
                 raise UsageError("missing SRC and DST", hint="drt verify SRC DST --key COLS (or --policy NAME)")
-            hbase_uris = source.startswith("hbase://") or target.startswith("hbase://")
-            hbase_opts: dict[str, Any] = {k: v for k, v in (("families", families), ("row_prefixes", row_prefixes),
-                                             ("versions", versions), ("read", read_mode),
-                                             ("rootdirs", hbase_rootdir)) if v is not None}
-            if raw:
-                hbase_opts["raw"] = True
-            if hbase_opts and not hbase_uris:
-                raise UsageError(f"--{next(iter(hbase_opts)).replace('_', '-')} is for hbase:// tables only")
-            if as_of is not None and end_time is not None:
-                raise UsageError("--as-of and --end-time both set the end of the window: give one")
-            if hbase_uris:
-                if key or ts_column:
-                    raise UsageError("hbase:// tables take no --key/--ts-column: the row key is the key and "
-                                     "--start-time/--end-time bound the cells' timestamps")
-                key = "row"
-            if not key:
-                raise UsageError("missing --key", hint="name the key column(s): --key id or --key a,b")
-            topo, ledger = _topology_and_ledger(st, as_of is not None and as_of.strip().lower() == "recovery-point")
-            as_of_t = None
-            if as_of is not None:
-                from dr_toolkit.verify.api import resolve_as_of
+            request = VerifyRequest.parse({k: v for k, v in dict(
+                source=source, target=target, key=key, format=fmt, peer_format=peer_format, start_time=start_time,
+                end_time=end_time, ts_column=ts_column, recompare_sleep_s=recompare_sleep, report_path=report,
+                table=table, peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
+                ignore_columns=ignore_columns, buckets=buckets, sample_size=sample_size, name=name,
+                spark_master=spark_master, abs_tol=abs_tol, rel_tol=rel_tol, ignore_spaces=ignore_spaces,
+                ignore_case=ignore_case, families=families, row_prefixes=row_prefixes, versions=versions, raw=raw,
+                read=read_mode, hbase_rootdir=hbase_rootdir, as_of=as_of).items() if v is not None},
+                where="drt verify")
+            topo, ledger = _topology_and_ledger(st, request.wants_recovery_point)
+            if request.wants_recovery_point:
+                from dr_toolkit.failover.gate import verify_as_of
 
-                as_of_t = resolve_as_of(as_of, topo, ledger, st.access())
-                if hbase_uris or ts_column:  # cells / rows stamped before T
-                    end_time, as_of_t = str(as_of_t), None
-                # else: an HDFS tree, read through the replication snapshot taken at or before T
-            if status is not None:
-                status.start()
-            try:
-                result = verify(source, target, key.split(","), topology=topo, fmt=fmt, peer_format=peer_format,
-                                start_time=start_time, end_time=end_time, ts_column=ts_column,
-                                recompare_sleep_s=recompare_sleep, report_path=report, sample_size=sample_size,
-                                buckets=buckets, spark=None, ledger=ledger, name=name, table=table,
-                                peer_table=peer_table, conn_id=conn_id, peer_conn_id=peer_conn_id,
-                                ignore_columns=[c for c in (ignore_columns or "").split(",") if c],
-                                progress=progress, options=options, access=st.access(), spark_master=spark_master,
-                                hbase_options=hbase_opts or None, as_of=as_of_t)
-            finally:
-                if status is not None:
-                    status.stop()
+                request = request.at(verify_as_of(topo, ledger, st.access()))
+            with _progress(st) as progress:
+                result = verify(request, access=st.access(), topology=topo, ledger=ledger, progress=progress)
         emit(ctx, result.to_json(), _render)
         if not result.ok:
             raise typer.Exit(1)

@@ -220,3 +220,21 @@ def check(topology: Topology, ledger: Ledger, *, access: Access, components: tup
     if record:
         record_check(ledger, res, source=record, who=who)
     return res
+
+
+def verify_as_of(topology: Topology | None, ledger: Ledger | None, access: Access) -> float:
+    """``--as-of recovery-point``: the failover gate's current recovery point over HDFS, HBase and
+    Kafka (the verification's own signal left out: it would be circular). No recovery point (a
+    component cannot state one): ProblemFound (exit 1) with the gate's reasons. The front doors
+    (`drt verify`, spark-submit) resolve it here (the verify capability sits below the gate)."""
+    from dr_toolkit.errors import ConfigError, ProblemFound
+
+    if topology is None or ledger is None:
+        raise ConfigError("--as-of recovery-point needs the topology and its ledger",
+                          hint="pass --config drt.yaml (the gate reads every protected component)")
+    res = check(topology, ledger, components=("hdfs", "hbase", "kafka"), access=access, now=time.time())
+    if res.recovery_point is None:
+        raise ProblemFound("the gate states no recovery point to verify as of: "
+                           + ("; ".join(res.reasons) or "no component states a safe time"),
+                           hint="run `drt failover check` for the details, or pass --as-of TIME")
+    return float(res.recovery_point)

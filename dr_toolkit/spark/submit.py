@@ -9,9 +9,14 @@ a cluster, submit the same job; the session spark-submit creates is the one used
     spark-submit --master yarn --deploy-mode client --py-files dr_toolkit.zip \\
         dr_toolkit/spark/submit.py verify-policy orders-table --config drt.yaml
 
-    spark-submit --master yarn --py-files dr_toolkit.zip dr_toolkit/spark/submit.py \\
-        verify hdfs://hot/warehouse/orders hdfs://cold/warehouse/orders --key order_id \\
-        --config drt.yaml --report /reports/orders.html
+    spark-submit --master yarn --py-files dr_toolkit.zip dr_toolkit/spark/submit.py verify \\
+        --request '{"source": "hdfs://hot/warehouse/orders", "target": "hdfs://cold/warehouse/orders",
+                    "key": ["order_id"], "report_path": "/reports/orders.html"}' --config drt.yaml
+
+``--request`` is one :class:`dr_toolkit.verify.request.VerifyRequest` as JSON (or ``@FILE`` holding
+it): the fields are ``drt verify``'s options by name (``key``, ``format``, ``ts_column``,
+``start_time``, ``abs_tol``, ``families``, …; see the class), parsed and checked by the same code
+as the CLI's. Credentials come from ``AIRFLOW_CONN_<CONN_ID>`` on the driver.
 
 spark-submit's master and configuration win: :func:`dr_toolkit.spark.session.get_session`
 only fills in the keys it left unset. It prints the result JSON (DESIGN §3 ``drt verify``) on stdout and exits 0 (no difference),
@@ -24,40 +29,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.secrets import redact
+
+if TYPE_CHECKING:
+    from dr_toolkit.verify.request import VerifyRequest
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="submit.py", description="dr-toolkit Spark jobs (spark-submit entry point)")
     sub = p.add_subparsers(dest="job", required=True)
     v = sub.add_parser("verify", help="compare a dataset with its replica by key")
-    v.add_argument("source")
-    v.add_argument("target")
-    v.add_argument("--key", required=True, help="key column(s), comma-separated")
-    v.add_argument("--format", default="parquet")
-    v.add_argument("--start-time")
-    v.add_argument("--end-time")
-    v.add_argument("--ts-column")
-    v.add_argument("--recompare-sleep", type=float, default=0.0)
-    v.add_argument("--report")
-    v.add_argument("--table")
-    v.add_argument("--peer-table")
-    v.add_argument("--conn-id")
-    v.add_argument("--peer-conn-id")
-    v.add_argument("--buckets", type=int)
-    v.add_argument("--name")
+    v.add_argument("--request", required=True, help="the verification as JSON (VerifyRequest), or @FILE holding it")
     v.add_argument("--config", help="topology file (for hdfs://<cluster> paths and the ledger)")
-    v.add_argument("--ignore-columns", default="")
-    v.add_argument("--abs-tol", type=float, default=0.0)
-    v.add_argument("--rel-tol", type=float, default=0.0)
-    v.add_argument("--ignore-spaces", action="store_true")
-    v.add_argument("--ignore-case", action="store_true")
     pv = sub.add_parser("verify-policy", help="run a verify policy of the topology")
     pv.add_argument("policy")
     pv.add_argument("--config", help="topology file (default $DRT_CONFIG or ./drt.yaml)")
     return p
+
+
+def request_of(text: str) -> VerifyRequest:
+    """``--request``: the JSON text, or ``@FILE`` holding it (ConfigError, exit 2, in one line)."""
+    from dr_toolkit.verify.request import VerifyRequest
+
+    where = "--request"
+    if text.startswith("@"):
+        where = text[1:]
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"the request file cannot be read: {exc.strerror}", where=where) from None
+    return VerifyRequest.parse(text, where=where)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,25 +73,22 @@ def main(argv: list[str] | None = None) -> int:
         from dr_toolkit.spark.session import get_session
         from dr_toolkit.topology import load_topology
         from dr_toolkit.verify.api import verify, verify_policy
-        from dr_toolkit.verify.canon import CompareOptions
 
         access = Access.from_env()
-        # under spark-submit the session is built from its master and conf; we only fill in unset keys
-        spark = get_session(app_name="drt-verify")
         if args.job == "verify-policy":
             topo = load_topology(args.config)
+            spark = get_session(app_name="drt-verify")  # spark-submit's master and conf; we fill in unset keys
             result = verify_policy(topo, args.policy, open_ledger(topo, access), spark=spark, access=access)
         else:
+            request = request_of(args.request)  # checked before Spark starts
             cfg = load_topology(args.config) if args.config else None
-            result = verify(args.source, args.target, args.key.split(","), topology=cfg, fmt=args.format,
-                            start_time=args.start_time, end_time=args.end_time, ts_column=args.ts_column,
-                            recompare_sleep_s=args.recompare_sleep, report_path=args.report, buckets=args.buckets,
-                            spark=spark, ledger=open_ledger(cfg, access) if cfg else None, name=args.name,
-                            table=args.table, peer_table=args.peer_table, conn_id=args.conn_id,
-                            peer_conn_id=args.peer_conn_id, access=access,
-                            ignore_columns=[c for c in args.ignore_columns.split(",") if c],
-                            options=CompareOptions(abs_tol=args.abs_tol, rel_tol=args.rel_tol,
-                                                   ignore_spaces=args.ignore_spaces, ignore_case=args.ignore_case))
+            ledger = open_ledger(cfg, access) if cfg else None
+            if request.wants_recovery_point:
+                from dr_toolkit.failover.gate import verify_as_of
+
+                request = request.at(verify_as_of(cfg, ledger, access))
+            spark = get_session(app_name="drt-verify")
+            result = verify(request, access=access, topology=cfg, ledger=ledger, spark=spark)
     except DrtError as exc:
         print(f"drt: error: {redact(exc.message)}", file=sys.stderr)
         return exc.exit_code

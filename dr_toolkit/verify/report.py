@@ -14,7 +14,7 @@ from dr_toolkit.secrets import redact
 from dr_toolkit.verify import compare as C
 
 if TYPE_CHECKING:
-    from dr_toolkit.verify.api import VerifyResult
+    from dr_toolkit.verify.result import VerifyResult
 
 _LABELS = {
     C.GOOD: "good rows", C.BAD: "bad rows", C.ONLY_SOURCE: "only in source", C.ONLY_PEER: "only in peer",

@@ -9,7 +9,7 @@ is at most ``failover.max_verify_age_s`` old. No report → no safe time → NO_
 
 Only a report *of the policy* counts: the same source, target, key, formats, tables, ignored
 columns, compare options and timestamp column, over the full range (no start time) — what the
-policy's own run asks (:func:`dr_toolkit.verify.api.request_of`). A report merely *named* like
+policy's own run asks (:func:`dr_toolkit.verify.request.policy_request`, its ``fingerprint()``). A report merely *named* like
 the policy (an ad-hoc `drt verify --name P --start-time <an hour ago>`) is ignored and said so.
 """
 
@@ -64,18 +64,10 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
 
 
 def _expected(p: VerifyPolicy) -> dict[str, Any]:
-    from dr_toolkit.verify.api import request_of
-    from dr_toolkit.verify.hbase import KEY, is_hbase, make_scan
+    """What the policy's own run asks, as its reports store it."""
+    from dr_toolkit.verify.request import policy_request
 
-    if is_hbase(p.source):  # what verify_policy asks of an HBase policy: every family, newest version
-        scan = {k: v for k, v in make_scan().to_json().items() if k != "end_ms"}
-        return request_of(p.source, p.target, key=[KEY], fmt="hbase", peer_format=None, table=None,
-                          peer_table=None, ignore_columns=None, ts_column=None, start=None,
-                          options={"hbase": scan})
-
-    return request_of(p.source, p.target, key=list(p.key), fmt=p.format, peer_format=None, table=None,
-                      peer_table=None, ignore_columns=list(p.ignore_columns), ts_column=p.ts_column, start=None,
-                      options=p.compare_options().to_json())
+    return policy_request(p).fingerprint()
 
 
 def _mismatch(p: VerifyPolicy, report: Mapping[str, Any]) -> str | None:

@@ -23,17 +23,17 @@ format are a ConfigError (exit 2).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.access import Access, default_access
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.fs.uri import parse_uri
-from dr_toolkit.secrets import Credentials, redact
+from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dr_toolkit.access import Access
     from dr_toolkit.topology import Topology
 
 FORMATS = ("parquet", "orc", "csv", "json")
@@ -46,9 +46,7 @@ class Dataset:
     uri: str
     fmt: str = "parquet"
     table: str | None = None  # JDBC table
-    conn_id: str | None = None
-    credentials: Credentials | None = field(default=None, repr=False)
-    hbase: Any = field(default=None, repr=False)  # (hbase.Table, hbase.Scan[, hbase.Snapshots]) for hbase://
+    conn_id: str | None = None  # the JDBC user/password, through the caller's Access
     read_uri: str | None = None  # where it is read when not at ``uri``: a snapshot of it (:func:`pin_to_snapshot`)
 
     @property
@@ -101,14 +99,11 @@ def _spark_path(uri: str, topology: Topology | None) -> str:
     return str(spark_path(check_spark_uri(uri, topology)))
 
 
-def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None = None,
-         access: Access | None = None) -> DataFrame | None:
-    """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset)."""
+def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | None, access: Access
+         ) -> DataFrame | None:
+    """Read ``ds``; None when it is an existing directory holding no data files (an empty dataset).
+    (An ``hbase://`` table is read by :func:`dr_toolkit.verify.hbase.read`.)"""
     uri = ds.read_uri or ds.uri
-    if ds.hbase is not None:
-        from dr_toolkit.verify import hbase
-
-        return hbase.read(spark, ds.hbase[0], ds.hbase[1], side, ds.hbase[2] if len(ds.hbase) > 2 else None)
     if uri.startswith("table:"):
         name = uri[len("table:"):]
         try:
@@ -147,10 +142,10 @@ def read(spark: SparkSession, ds: Dataset, *, side: str, topology: Topology | No
     return df
 
 
-def _read_jdbc(spark: SparkSession, ds: Dataset, side: str, access: Access | None) -> DataFrame:
+def _read_jdbc(spark: SparkSession, ds: Dataset, side: str, access: Access) -> DataFrame:
     precheck(ds, side=side)
     assert ds.table is not None
-    creds = ds.credentials or default_access(access).get(ds.conn_id, what=f"the {side}'s --conn-id")
+    creds = access.get(ds.conn_id, what=f"the {side}'s --conn-id")
     reader = spark.read.format("jdbc").option("url", ds.uri).option("dbtable", ds.table)
     if creds is not None:
         if creds.login:
@@ -182,8 +177,7 @@ class Pinned:
         return {"snapshot": self.name, "root": self.root, "snapshot_time": self.time, "read_from": self.uri}
 
 
-def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None, access: Access | None = None
-                    ) -> Pinned:
+def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None, access: Access) -> Pinned:
     """``uri`` (an HDFS tree) as it was at ``t``: the newest snapshot a replication run took of the
     snapshottable directory holding it (copy policies with ``snapshots: true`` take one per run, named
     ``drt-<run id>``, at their listing; :func:`dr_toolkit.copy.api._run`) at or before ``t``.

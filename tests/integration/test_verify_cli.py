@@ -86,3 +86,4 @@ def test_cli_policy_uses_the_topology_and_ledger(spark, capsys, tmp_path: Path) 
     assert Ledger.open(f"sqlite:///{tmp_path}/ledger.db").verify_reports(name="t")[0]["report_id"] == out["report_id"]
     assert main(["--config", str(cfg), "verify", "--policy", "nope"]) == 2
     assert "no policy named 'nope'" in errors(capsys.readouterr().err)[0]
+

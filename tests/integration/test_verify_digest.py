@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.verify.api import VerifyResult, verify
-from dr_toolkit.verify.canon import CompareOptions
+from dr_toolkit.verify.api import VerifyResult
+from tests.support.fixtures_verify import verify_paths
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 _n = itertools.count()
@@ -29,7 +29,7 @@ def views(spark: Any, ddl_s: str, rows_s: list[tuple], ddl_p: str | None = None,
 
 def run(spark: Any, ddl_s: str, a: Any, b: Any, ddl_p: str | None = None, **kw: Any) -> VerifyResult:
     s, p = views(spark, ddl_s, [(1, a), (2, None)], ddl_p, [(1, b), (2, None)])
-    return verify(s, p, ["id"], spark=spark, buckets=kw.pop("buckets", 4), **kw)
+    return verify_paths(s, p, ["id"], spark=spark, buckets=kw.pop("buckets", 4), **kw)
 
 
 DIFFERENT = [
@@ -90,7 +90,7 @@ def test_nested_nulls_everywhere_random(spark) -> None:
     src = [(i, value()) for i in range(300)]
     peer = [(i, v if rnd.random() < 0.5 else value()) for i, v in src]
     s, p = views(spark, ddl, src, ddl, peer)
-    r = verify(s, p, ["id"], spark=spark, buckets=16)
+    r = verify_paths(s, p, ["id"], spark=spark, buckets=16)
     differing = sum(1 for (_, a), (_, b) in zip(src, peer, strict=True) if a != b)
     assert differing > 50
     assert r.counters["CONTENT_DIFFERENT_ROWS"] == differing
@@ -121,17 +121,17 @@ def test_float_tolerance_and_string_options(spark) -> None:
     src = [(1, 1.0, "Abc"), (2, 100.0, " x "), (3, 5.0, "q"), (4, 1e6, "z")]
     peer = [(1, 1.0000004, "abc"), (2, 100.5, "x"), (3, 5.0, "q"), (4, 1e6 * (1 + 5e-7), "z")]
     s, p = views(spark, ddl, src, ddl, peer)
-    exact = verify(s, p, ["id"], spark=spark, buckets=4)
+    exact = verify_paths(s, p, ["id"], spark=spark, buckets=4)
     assert exact.counters["CONTENT_DIFFERENT_ROWS"] == 3
     assert exact.column_mismatches == {"f": 3, "s": 2}
-    loose = verify(s, p, ["id"], spark=spark, buckets=4,
-                   options=CompareOptions(abs_tol=1e-6, rel_tol=1e-6, ignore_spaces=True, ignore_case=True))
+    loose = verify_paths(s, p, ["id"], spark=spark, buckets=4,
+                   abs_tol=1e-6, rel_tol=1e-6, ignore_spaces=True, ignore_case=True)
     # id 2 differs by 0.5: beyond abs_tol + rel_tol*100.5; the others are within the tolerance
     assert loose.counters["CONTENT_DIFFERENT_ROWS"] == 1
     assert loose.counters["GOODROWS"] == 3
     assert loose.column_mismatches == {"f": 1}
     assert loose.compare_options["abs_tol"] == 1e-6
-    rel_only = verify(s, p, ["id"], spark=spark, buckets=4, options=CompareOptions(rel_tol=1e-6))
+    rel_only = verify_paths(s, p, ["id"], spark=spark, buckets=4, rel_tol=1e-6)
     assert rel_only.counters["CONTENT_DIFFERENT_ROWS"] == 2  # strings still differ for 1 and 2
     assert rel_only.column_mismatches == {"s": 2, "f": 1}
 
@@ -139,8 +139,8 @@ def test_float_tolerance_and_string_options(spark) -> None:
 def test_unsupported_type_is_one_config_error(spark) -> None:
     spark.sql("SELECT 1L AS id, INTERVAL '1' DAY AS d").createOrReplaceTempView("iv_s")
     with pytest.raises(ConfigError, match=r"column 'd' has type interval day"):
-        verify("table:iv_s", "table:iv_s", ["id"], spark=spark)
-    r = verify("table:iv_s", "table:iv_s", ["id"], spark=spark, ignore_columns=["d"])
+        verify_paths("table:iv_s", "table:iv_s", ["id"], spark=spark)
+    r = verify_paths("table:iv_s", "table:iv_s", ["id"], spark=spark, ignore_columns=["d"])
     assert r.counters["GOODROWS"] == 1
 
 
@@ -151,7 +151,7 @@ def test_null_timestamps_in_a_window_are_counted(spark) -> None:
     t = datetime(2024, 1, 1, 12)
     s, p = views(spark, ddl, [(1, t, "a"), (2, None, "b"), (3, None, "c")], ddl,
                  [(1, t, "a"), (2, None, "changed")])
-    r = verify(s, p, ["id"], spark=spark, ts_column="ts", start_time="2024-01-01", end_time="2024-01-02")
+    r = verify_paths(s, p, ["id"], spark=spark, ts_column="ts", start_time="2024-01-01", end_time="2024-01-02")
     assert r.counters["GOODROWS"] == 1 and r.counters["BADROWS"] == 0
     assert r.window["null_ts"] == {"source": 2, "peer": 1}
     assert r.to_json()["window"]["null_ts"]["source"] == 2
@@ -175,7 +175,7 @@ def test_recompare_settles_in_flight_updates_and_deletes(spark, tmp_path: Path) 
         if "re-comparing" in msg:  # the pause: replication catches up on 5 and 7, not on 6
             _write(spark, peer, [r for r in base if r[0] not in (5, 7)] + [(5, 5000, "new5")])
 
-    r = verify(f"file://{src}", f"file://{peer}", ["id"], spark=spark, ts_column="ts", start_time="0",
+    r = verify_paths(f"file://{src}", f"file://{peer}", ["id"], spark=spark, ts_column="ts", start_time="0",
                end_time="1000", recompare_sleep_s=0.01, progress=progress)
     first = r.recompare
     assert first["keys_rechecked"] == 3
@@ -191,8 +191,8 @@ def test_provenance_and_trend(spark, tmp_path: Path) -> None:
 
     s, p = views(spark, "id long, v string", [(1, "a")], None, [(1, "b")])
     ledger = Ledger.open(f"sqlite:///{tmp_path}/l.db")
-    r1 = verify(s, p, ["id"], spark=spark, ledger=ledger, name="t", who="alice")
-    r2 = verify(s, s, ["id"], spark=spark, ledger=ledger, name="t", who="alice",
+    r1 = verify_paths(s, p, ["id"], spark=spark, ledger=ledger, name="t", who="alice")
+    r2 = verify_paths(s, s, ["id"], spark=spark, ledger=ledger, name="t", who="alice",
                 report_path=str(tmp_path / "r.html"))
     prov = r2.provenance
     assert prov["who"] == "alice" and prov["run_id"] == r2.report_id

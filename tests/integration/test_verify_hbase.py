@@ -77,11 +77,12 @@ def uri(c: Any, table: str = TABLE) -> str:
 
 RUNNER = """
 import json, sys
+from dr_toolkit.access import Access
 from dr_toolkit.verify.api import verify
+from dr_toolkit.verify.request import VerifyRequest
 src, dst, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 for case in cases:
-    r = verify(src, dst, [], start_time=case.pop("start_time", None), end_time=case.pop("end_time", None),
-               hbase_options=case)
+    r = verify(VerifyRequest(source=src, target=dst, **case), access=Access.none())
     print("RESULT " + json.dumps(r.to_json()), flush=True)
 """
 

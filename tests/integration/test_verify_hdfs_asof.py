@@ -54,7 +54,10 @@ def replicated(hot_dir: Any, cold_dir: Any) -> tuple[str, str, Any, float]:
 
 RUNNER = """
 import json, sys, time
+from dr_toolkit.access import Access
 from dr_toolkit.verify.api import verify, verify_policy
+from dr_toolkit.verify.request import VerifyRequest
+access = Access.from_env()
 cases = json.loads(sys.argv[1])
 for c in cases:
     if c.get("policy"):
@@ -63,12 +66,13 @@ for c in cases:
         from dr_toolkit.verify.signals import verify_signals
 
         topo = load_topology(c["policy"])
-        ledger = open_ledger(topo, Access.from_env())
-        r = verify_policy(topo, "tree", ledger)
-        [sig] = verify_signals(topo, ledger, Access.from_env(), time.time())
+        ledger = open_ledger(topo, access)
+        r = verify_policy(topo, "tree", ledger, access=access)
+        [sig] = verify_signals(topo, ledger, access, time.time())
         out = {**r.to_json(), "signal": {"caught_up": sig.caught_up, "safe_time": sig.safe_time, "basis": sig.basis}}
     else:
-        out = verify(c["src"], c["dst"], ["id"], fmt="json", as_of=c.get("as_of")).to_json()
+        req = VerifyRequest(source=c["src"], target=c["dst"], key=["id"], format="json", as_of=c.get("as_of"))
+        out = verify(req, access=access).to_json()
     print("RESULT " + json.dumps(out), flush=True)
 """
 
@@ -107,22 +111,22 @@ def test_files_written_after_t_never_count_and_the_policy_signal_states_t(replic
 def test_no_snapshot_at_or_before_t_is_one_line_exit_2(replicated, hot_dir, tmp_path: Path, monkeypatch,
                                                         capsys) -> None:
     from dr_toolkit.cli.main import main
-    from dr_toolkit.verify.api import verify
+    from tests.support.fixtures_verify import verify_paths
 
     src, dst, run_, t = replicated
     # every refusal comes before Spark starts (no session is needed to say it)
     with pytest.raises(ConfigError, match="no replication snapshot of .* was taken at or before"):
-        verify(src, dst, ["id"], fmt="json", as_of=run_.source_time - 60)
+        verify_paths(src, dst, ["id"], format="json", as_of=run_.source_time - 60)
     with pytest.raises(ConfigError, match="no snapshottable directory holds the source|no replication snapshot of /"):
-        verify(dst, src, ["id"], fmt="json", as_of=t)  # cold's tree: no replication snapshot covers it
+        verify_paths(dst, src, ["id"], format="json", as_of=t)  # cold's tree: no replication snapshot covers it
     (tmp_path / "a").mkdir()
     with pytest.raises(ConfigError, match="only HDFS trees"):
-        verify(f"file://{tmp_path}/a", dst, ["id"], fmt="json", as_of=t)
+        verify_paths(f"file://{tmp_path}/a", dst, ["id"], format="json", as_of=t)
     with pytest.raises(ConfigError, match="Kafka topic: it cannot be read as of a time"):
-        verify("kafka://hot/orders", dst, ["id"], fmt="json", as_of=t)
+        verify_paths("kafka://hot/orders", dst, ["id"], format="json", as_of=t)
     hot_dir.create_snapshot("/s", "drt-copy-in-progress")  # a later run that has not finished: cold changing
     with pytest.raises(ConfigError, match="has not finished: cold is being changed"):
-        verify(src, dst, ["id"], fmt="json", as_of=time.time())
+        verify_paths(src, dst, ["id"], format="json", as_of=time.time())
     monkeypatch.chdir(tmp_path)
     code = main(["verify", src, dst, "--key", "id", "--format", "json", "--as-of", str(run_.source_time - 60)])
     err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.startswith("drt: error")]

@@ -75,15 +75,14 @@ def add_verify_report(ledger: Any, name: str, *, bad: int = 0, age_s: float = 0.
                       ) -> str:
     """A verification report as the verify capability writes it (counters, times, and what was asked:
     by default what a policy ``{source: hdfs://hot/o, target: hdfs://cold/o, key: [id]}`` asks)."""
-    from dr_toolkit.verify.api import request_of
-    from dr_toolkit.verify.canon import CompareOptions
+    from dr_toolkit.verify.request import VerifyRequest
 
     now = time.time() - age_s
     rid = f"verify-{uuid.uuid4().hex[:8]}"
     counters = {"GOODROWS": 10 - min(bad, 10), "BADROWS": bad, "ONLY_IN_SOURCE_TABLE_ROWS": bad,
                 "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0}
-    request = request_of(source, target, key=list(key), fmt="parquet", peer_format=None, table=None, peer_table=None,
-                         ignore_columns=None, ts_column=None, start=start_time, options=CompareOptions().to_json())
+    request = {**VerifyRequest(source=source, target=target, key=list(key)).fingerprint(),
+               "full_range": start_time is None}  # a run with a start time asks for part of the data
     ledger.add_verify_report(report_id=rid, source=source, target=target, counters=counters,
                              source_rows=10, peer_rows=10 - bad, started_at=now, finished_at=now, name=name,
                              detail={"key": list(key), "request": request})

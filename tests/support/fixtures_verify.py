@@ -91,3 +91,15 @@ def planted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Planted:
     src = base_frame(spark)
     return Planted(source=write(src, d / "source", 3), peer=write(plant(src, spark), d / "peer", 5, True),
                    same=write(src, d / "same", 7, True))
+
+
+def verify_paths(source: str, target: str, key: list[str] | None = None, **kw: Any) -> Any:
+    """``verify()`` of the request with these fields (:class:`VerifyRequest`'s names: ``format``,
+    ``ts_column``, ``abs_tol``, …), credentials from the environment; ``spark``, ``ledger``,
+    ``topology`` and ``progress`` go to ``verify()`` itself."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.verify.api import verify
+    from dr_toolkit.verify.request import VerifyRequest
+
+    where = {k: kw.pop(k) for k in ("spark", "ledger", "topology", "progress") if k in kw}
+    return verify(VerifyRequest(source=source, target=target, key=key or [], **kw), access=Access.from_env(), **where)

@@ -6,7 +6,7 @@ import pytest
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.verify import compare as C
-from dr_toolkit.verify.api import parse_time
+from dr_toolkit.verify.request import parse_time
 
 pytestmark = pytest.mark.spark
 
