@@ -20,7 +20,12 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
-from tests.support.fixtures_failover import assert_failover_report_in_chromium, drt, write_topology
+from tests.support.fixtures_failover import (
+    assert_failover_report_in_chromium,
+    drt,
+    write_topology,
+    znode_tree,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -164,17 +169,8 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
 
 
 def _znodes(ep, root: str) -> dict[str, bytes]:
-    """Every znode under ``root`` with its data ({} when ``root`` does not exist)."""
-    out: dict[str, bytes] = {}
     with connect(ep) as zk:
-        todo = [root]
-        while todo:
-            path = todo.pop()
-            if zk.exists(path) is None:
-                continue
-            out[path] = zk.get(path)[0]
-            todo += [f"{path}/{c}" for c in zk.get_children(path)]
-    return out
+        return znode_tree(zk, root)
 
 
 def _committed_once_ready(address: str, group: str, topic: str) -> dict[int, int]:

@@ -12,23 +12,11 @@ from dr_toolkit.hbase import peers as hp
 from dr_toolkit.hbase.encoding import Layout, decode_peer, decode_state
 from dr_toolkit.retry import Retry
 from dr_toolkit.zk.client import connect, is_world_writable
+from tests.support.fixtures_failover import znode_tree
 
 pytestmark = pytest.mark.integration
 
 COLD = "cold-zk1.example.com,cold-zk2.example.com:2181:/hbase"
-
-
-def _tree(zk, root: str) -> dict[str, bytes]:
-    """Every znode under root with its value (kazoo, read directly)."""
-    out = {}
-    stack = [root]
-    while stack:
-        p = stack.pop()
-        if zk.exists(p) is None:
-            continue
-        out[p] = zk.get(p)[0]
-        stack.extend(f"{p}/{c}" for c in zk.get_children(p))
-    return out
 
 
 def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_path) -> None:
@@ -44,9 +32,9 @@ def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_pa
     assert cfg.cluster_key == COLD and cfg.table_cfs == {"shop:orders": ["d", "m"], "audit": []}
     assert cfg.replicate_all is False
     assert zk.get(lay.peer_state("1"))[0] == b"PBUF\x08\x00"  # ReplicationState ENABLED
-    before = _tree(zk, hbase_parent)
+    before = znode_tree(zk, hbase_parent)
     again = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", znode_parent=hbase_parent, ledger=ledger)
-    assert not again.changed and _tree(zk, hbase_parent) == before
+    assert not again.changed and znode_tree(zk, hbase_parent) == before
     events = ledger.audit_events(component="hbase")
     assert [e["action"] for e in events] == ["peers.add", "peers.add"]
     assert [e["status"] for e in events] == ["ok", "unchanged"]

@@ -294,3 +294,17 @@ def hbase_worlds(hbase_clusters: tuple[Any, Any]) -> Iterator[Any]:
     yield make
     for w in made:
         w.close()
+
+
+def znode_tree(zk: Any, root: str) -> dict[str, bytes]:
+    """Every znode under ``root`` with its data, read directly through a kazoo client ({} when
+    ``root`` does not exist)."""
+    out: dict[str, bytes] = {}
+    todo = [root]
+    while todo:
+        path = todo.pop()
+        if zk.exists(path) is None:
+            continue
+        out[path] = zk.get(path)[0]
+        todo += [f"{path}/{c}" for c in zk.get_children(path)]
+    return out
