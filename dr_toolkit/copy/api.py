@@ -22,7 +22,7 @@ import posixpath
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
@@ -775,10 +775,11 @@ def distcp(source: str, target: str, *, access: Access, topology: Topology | Non
         try:
             check_outside(state.loc, src.loc, tgt.loc)
             creds = (credentials_for(src.loc, access), credentials_for(tgt.loc, access))
-            ev = cancel or threading.Event()
+            run = CopyRun(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy, progress=progress,
+                          creds=creds, spark_master=spark_master, t0=t0, cancel=cancel or threading.Event(),
+                          named=named)
             if dry_run:
-                return _run(src, tgt, state, options, ledger=ledger, dry_run=True, policy=policy, progress=progress,
-                            creds=creds, spark_master=spark_master, t0=t0, cancel=ev, named=named)
+                return _run(replace(run, dry_run=True))
             try:
                 with target_lock(ledger, state, tgt.loc) as lease:
                     marker = take_fence(tgt.fs, tgt.root, lease.holder or new_id("copy"))
@@ -790,9 +791,7 @@ def distcp(source: str, target: str, *, access: Access, topology: Topology | Non
 
                     tgt.fence = fence
                     try:
-                        r = _run(src, tgt, state, options, ledger=ledger, dry_run=False, policy=policy,
-                                 progress=progress, creds=creds, spark_master=spark_master, t0=t0, cancel=ev,
-                                 named=named)
+                        r = _run(run)
                     finally:
                         release_fence(tgt.fs, marker)
                 if log_fs is not None:
@@ -926,10 +925,29 @@ def distcp_sources(sources: list[str], target: str, **kw: Any) -> list[CopyResul
     return [distcp(s, d, **kw) for s, d in zip(sources, dests, strict=True)]
 
 
-def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, ledger: Ledger | None, dry_run: bool,
-         policy: str | None, progress: Progress | None, creds: tuple[Credentials | None, Credentials | None],
-         spark_master: str | None, t0: float, cancel: threading.Event,
-         named: tuple[str, str] | None = None) -> CopyResult:
+@dataclass(frozen=True)
+class CopyRun:
+    """One copy run's inputs, fixed before it plans: built once by :func:`distcp` and handed down
+    to the planning and executing steps (instead of a dozen arguments through each)."""
+
+    src: _Side
+    tgt: _Side
+    state: StateStore
+    options: CopyOptions
+    ledger: Ledger | None
+    dry_run: bool
+    policy: str | None
+    progress: Progress | None
+    creds: tuple[Credentials | None, Credentials | None]
+    spark_master: str | None
+    t0: float
+    cancel: threading.Event
+    named: tuple[str, str] | None = None  # -diff/-rdiff: (the source snapshot read, what the report says)
+
+
+def _run(run: CopyRun) -> CopyResult:
+    src, tgt, state, options, ledger = run.src, run.tgt, run.state, run.options, run.ledger
+    dry_run, policy, t0, named = run.dry_run, run.policy, run.t0, run.named
     run_id = new_id("copy")
     base = _base(ledger, state, src, tgt)
     pre = CopyResult(src.loc.uri, tgt.loc.uri, "", "", state_location=state.loc.uri)
@@ -995,8 +1013,7 @@ def _run(src: _Side, tgt: _Side, state: StateStore, options: CopyOptions, *, led
                          run_id=run_id)
     status = "failed"
     try:
-        pending = _execute(src, tgt, plan, read_root, options, result, run_id, progress, creds, spark_master,
-                           stable=snapshot is not None, cancel=cancel)
+        pending = _execute(run, plan, read_root, result, run_id, stable=snapshot is not None)
         manifest_id = mf.new_manifest_id()
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
@@ -1065,10 +1082,11 @@ def _drop_snapshot(src: _Side, state: StateStore, name: str) -> None:
         log.warning("could not delete snapshot %s of %s", name, src.root)
 
 
-def _execute(src: _Side, tgt: _Side, plan: Plan, read_root: str, options: CopyOptions, result: CopyResult,
-             run_id: str, progress: Progress | None, creds: tuple[Credentials | None, Credentials | None],
-             spark_master: str | None, *, stable: bool, cancel: threading.Event) -> set[str]:
+def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_id: str, *,
+             stable: bool) -> set[str]:
     """Moves (staged), deletions, copies, pruning. Returns the paths left pending (failed)."""
+    src, tgt, options, progress = run.src, run.tgt, run.options, run.progress
+    creds, spark_master, cancel = run.creds, run.spark_master, run.cancel
     fs, root = tgt.fs, tgt.root
     pending: set[str] = set()
     gone: list[str] = []  # paths whose parents may now be empty
