@@ -22,10 +22,13 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.copy import api
 from dr_toolkit.copy.signals import _completed
 from dr_toolkit.ledger.store import Ledger
 from dr_toolkit.topology import CopyOptions
+
+ACCESS = Access.from_env()  # built at the edge, as the CLI builds its own
 
 pytestmark = pytest.mark.integration
 
@@ -107,11 +110,11 @@ def test_a_directory_renamed_during_the_walk_is_copied_under_its_new_name(
     _seed(src)
     dst = tmp_path / "cold"
     opts = CopyOptions(update=True, delete=True)
-    r1 = api.distcp(src.uri("/t"), f"file://{dst}", options=opts)
+    r1 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts)
     assert r1.ok and r1.files_copied == 12 and r1.listing_proven
     done: dict[str, str] = {}
     _on_source(monkeypatch, lambda fs: _rename_mid_walk(src, fs, done))
-    r2 = api.distcp(src.uri("/t"), f"file://{dst}", options=opts)
+    r2 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts)
     assert done, "the walk read fewer than two directories: nothing was injected"
     # the moved directory was read again under its new name: cold equals hot, and the listing is
     # proven (every directory unchanged at the check after the re-read)
@@ -126,7 +129,7 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
     dst = tmp_path / "cold"
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
     opts = CopyOptions(update=True, delete=True)
-    r1 = api.distcp(src.uri("/t"), f"file://{dst}", options=opts, ledger=ledger)
+    r1 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
     assert r1.ok and r1.watermark is not None
     first = _completed(ledger, None, r1.target)  # type: ignore[arg-type]
     assert first is not None and first["run_id"] == r1.run_id
@@ -147,11 +150,11 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
         fs.dir_token = dir_token
 
     src.write("/t/e/g", b"g" * 10)
-    r_seed = api.distcp(src.uri("/t"), f"file://{dst}", options=opts, ledger=ledger)
+    r_seed = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
     assert r_seed.ok
     before = _tree(dst)
     _on_source(monkeypatch, wrap)
-    r2 = api.distcp(src.uri("/t"), f"file://{dst}", options=opts, ledger=ledger)
+    r2 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
     assert not r2.ok and not r2.listing_proven and r2.listing_changing, r2.to_json()
     assert r2.watermark is None and r2.files_deleted == 0
     # nothing deleted on the word of that listing: every file cold held is still there
@@ -164,12 +167,12 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
     assert row["status"] == "failed" and row["detail"]["listing_proven"] is False
     # once the tree holds still, a run converges: cold equals hot again
     monkeypatch.undo()
-    r3 = api.distcp(src.uri("/t"), f"file://{dst}", options=opts, ledger=ledger)
+    r3 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
     assert r3.ok and r3.listing_proven and _tree(dst) == src.tree("/t")
 
 
 def test_a_quiet_tree_written_just_before_the_run_is_proven(src: Any, tmp_path: Path) -> None:
     _seed(src)  # written just now: on a local tree the directories' stamps are fresh
     dst = tmp_path / "cold"
-    r = api.distcp(src.uri("/t"), f"file://{dst}", options=CopyOptions(update=True, delete=True))
+    r = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=CopyOptions(update=True, delete=True))
     assert r.ok and r.listing_proven and r.listing_changing == [] and _tree(dst) == src.tree("/t")

@@ -169,7 +169,7 @@ def test_the_report_holds_the_remap_the_recovery_point_and_its_whole_audit_trail
 
 
 def _znodes(ep, root: str) -> dict[str, bytes]:
-    with connect(ep) as zk:
+    with connect(ep, credentials=None) as zk:
         return znode_tree(zk, root)
 
 
@@ -503,7 +503,7 @@ def test_each_step_reads_the_run_once_and_shares_one_fence_session(tmp_path, zk_
     (tmp_path / "hot" / "warehouse").mkdir(parents=True)
     (tmp_path / "hot" / "warehouse" / "a.txt").write_text("a")
     topo = load_topology(path)
-    ledger = open_ledger(topo)
+    ledger = open_ledger(topo, ACCESS)
     current = ["-"]
     reads: dict[str, int] = {}
     sessions: dict[str, int] = {}
