@@ -384,12 +384,12 @@ def test_a_run_that_copied_an_open_file_states_no_new_safe_time(tmp_path, hdfs_h
     time.sleep(0.05)
     (second,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
     assert second.ok and second.files_open == 1 and cold_dir.stat("/data/log")["length"] == 300
-    (sig,) = hdfs_signals(topo, ledger, None, time.time())
+    (sig,) = hdfs_signals(topo, ledger, Access.from_env(), time.time())
     # the hflushed bytes were acknowledged before the second run's listing, and cold lacks them
     assert sig.safe_time is None or sig.safe_time < acked, (sig.safe_time, acked, sig.basis)
     assert sig.safe_time == first.source_time, sig.basis
     hot_dir.close_file("/data/log")
     (third,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
     assert third.ok and third.files_open == 0
-    (sig,) = hdfs_signals(topo, ledger, None, time.time())
+    (sig,) = hdfs_signals(topo, ledger, Access.from_env(), time.time())
     assert sig.safe_time == third.source_time and sig.caught_up, (sig.reason, sig.basis)
