@@ -92,28 +92,14 @@ def seed_kafka(bootstrap: str, topics: dict[str, int], *, records_per_partition:
 def consume_part_way(bootstrap: str, group: str, topics: dict[str, int], fraction: float = 0.6,
                      records_per_partition: int = 60, timeout_s: float = 10.0) -> dict[str, int]:
     """Commit the group at ``fraction`` of each partition (as a consumer part-way through would)."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from dr_toolkit.kafka.client import KafkaCluster
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    offsets = []
-    for topic, parts in topics.items():
-        for part in range(parts):
-            # Vary the position per partition so some land inside a run of equal timestamps.
-            offsets.append(TopicPartition(topic, part, int(records_per_partition * fraction) + part))
-    deadline = time.monotonic() + 6 * timeout_s
-    try:
-        while True:  # a new broker's group coordinator may still be loading: retried, as a consumer would
-            try:
-                c.commit(offsets=offsets, asynchronous=False)
-                break
-            except KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                busy = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._WAIT_COORD)
-                if not (isinstance(err, KafkaError) and (err.code() in busy or err.retriable())) \
-                        or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        c.close()
-    return {f"{tp.topic}[{tp.partition}]": tp.offset for tp in offsets}
+    # Vary the position per partition so some land inside a run of equal timestamps.
+    offsets = {(topic, part): int(records_per_partition * fraction) + part
+               for topic, parts in topics.items() for part in range(parts)}
+    # the library's commit: one request, retried while a new broker's group coordinator loads
+    with KafkaCluster(bootstrap, credentials=None, timeout_s=6 * timeout_s, role="hot") as k:
+        errors = {tp: e for tp, e in k.commit(group, offsets).items() if e}
+    if errors:
+        raise RuntimeError(f"commit of group {group} on {bootstrap} failed: {errors}")
+    return {f"{t}[{p}]": o for (t, p), o in offsets.items()}
