@@ -339,7 +339,7 @@ def verify_replication(source: HBaseCluster, table: str, peer: str, *args: str, 
 MAPREDCP = ("hbase-common", "hbase-client", "hbase-protocol", "hbase-protocol-shaded", "hbase-zookeeper",
             "hbase-shaded-miscellaneous", "hbase-shaded-gson", "hbase-shaded-protobuf", "hbase-shaded-netty",
             "hbase-unsafe", "hbase-replication", "hbase-hadoop-compat", "hbase-hadoop2-compat", "hbase-metrics",
-            "hbase-metrics-api", "hbase-mapreduce", "hbase-server", "hbase-asyncfs", "hbase-logging",
+            "hbase-metrics-api", "hbase-mapreduce", "hbase-server", "hbase-procedure", "hbase-asyncfs", "hbase-logging",
             "zookeeper", "zookeeper-jute", "opentelemetry-api", "opentelemetry-context", "opentelemetry-semconv",
             "audience-annotations", "protobuf-java")
 

@@ -291,9 +291,15 @@ def reader_jar(jars: list[str]) -> str:
 
 
 def spark_conf(topology: Topology | None) -> dict[str, str]:
-    """What a session needs to read HBase: our reader and the client jars in ``spark.jars``."""
-    jars = client_jars(topology)
-    return {"spark.jars": ",".join([reader_jar(jars), *jars])}
+    """What a session needs to read HBase: our reader and the client jars on the driver's and the
+    executors' class path (``spark.jars`` ships them to the workers). On the class path, not only in
+    ``spark.jars``: HBase's ``hbase-hadoop2-compat`` puts classes into Hadoop's own package
+    ``org.apache.hadoop.metrics2.lib``, and a package split across Spark's two class loaders
+    (Hadoop in the application loader, ``spark.jars`` in Spark's child loader) fails with
+    ``IllegalAccessError`` as soon as a region is opened client-side (the snapshot read)."""
+    jars = [reader_jar(client_jars(topology)), *client_jars(topology)]
+    path = os.pathsep.join(jars)
+    return {"spark.jars": ",".join(jars), "spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
 
 
 def _reader(spark: SparkSession) -> Any:
@@ -390,11 +396,7 @@ def make_snapshots(read_mode: str | None, rootdirs: str | list[str] | None) -> S
         if roots:
             raise ConfigError("--hbase-rootdir is for --read snapshot only")
         return Snapshots()
-    # The snapshot read is built (HBaseCells.read with a snapshot, drop_snapshots) but on the real
-    # clusters it returned no rows on either side (a false GOOD): refused until that is found.
-    raise ConfigError("--read snapshot is not available yet: on the real clusters its read returned no rows",
-                      hint="verify through the region servers (the default); see docs/design.md")
-    if len(roots) not in (1, 2):  # unreachable until then
+    if len(roots) not in (1, 2):
         raise ConfigError("--read snapshot needs each cluster's hbase.rootdir",
                           hint="--hbase-rootdir hdfs://hot-nn:8020/hbase,hdfs://cold-nn:8020/hbase")
     for r in roots:

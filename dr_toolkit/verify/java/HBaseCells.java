@@ -3,7 +3,9 @@ package org.drtoolkit.verify;
 import java.io.IOException;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -26,7 +28,11 @@ import org.apache.hadoop.hbase.mapreduce.TableInputFormat;
 import org.apache.hadoop.hbase.mapreduce.TableMapReduceUtil;
 import org.apache.hadoop.hbase.mapreduce.TableSnapshotInputFormat;
 import org.apache.hadoop.hbase.util.Bytes;
+import org.apache.hadoop.io.DataInputBuffer;
+import org.apache.hadoop.io.DataOutputBuffer;
+import org.apache.hadoop.mapreduce.InputSplit;
 import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
@@ -237,12 +243,57 @@ public final class HBaseCells {
     } else {
       c.set("hbase.rootdir", rootDir);
       c.set("fs.defaultFS", new Path(rootDir).toUri().resolve("/").toString());
+      // The region is opened here, outside a region server, whose MemStoreLAB chunk pool
+      // (ChunkCreator) is never initialised: closing it then fails ("chunkCreator is null") and a
+      // second close unlocks a lock it does not hold, failing the task. A read-only region has
+      // an empty memstore: no LAB.
+      c.setBoolean("hbase.hregion.memstore.mslab.enabled", false);
       Job job = Job.getInstance(c);
       TableSnapshotInputFormat.setInput(job, snapshot, new Path(restoreDir));
-      rows = jsc.newAPIHadoopRDD(job.getConfiguration(), TableSnapshotInputFormat.class,
+      rows = jsc.newAPIHadoopRDD(job.getConfiguration(), SnapshotFormat.class,
           ImmutableBytesWritable.class, Result.class).map(t -> toRow(t._2()));
     }
     return spark.createDataFrame(rows, schema());
+  }
+
+  /**
+   * A snapshot region split that says it is not empty. HBase's {@code TableSnapshotRegionSplit.getLength()}
+   * is always 0 ("TODO: We can obtain the file sizes of the snapshot here"), and Spark drops every
+   * split of length 0 before reading ({@code spark.hadoopRDD.ignoreEmptySplits}, on by default): the
+   * snapshot read would read no region at all and call two tables equal. Same split, same reader;
+   * only its length is 1.
+   */
+  public static final class SizedSplit extends TableSnapshotInputFormat.TableSnapshotRegionSplit {
+    public SizedSplit() {
+      super();
+    }
+
+    static SizedSplit of(InputSplit split) throws IOException {
+      DataOutputBuffer out = new DataOutputBuffer();
+      ((TableSnapshotInputFormat.TableSnapshotRegionSplit) split).write(out);
+      DataInputBuffer in = new DataInputBuffer();
+      in.reset(out.getData(), out.getLength());
+      SizedSplit s = new SizedSplit();
+      s.readFields(in);
+      return s;
+    }
+
+    @Override
+    public long getLength() {
+      return 1;
+    }
+  }
+
+  /** HBase's TableSnapshotInputFormat, its splits as {@link SizedSplit}s. */
+  public static final class SnapshotFormat extends TableSnapshotInputFormat {
+    @Override
+    public List<InputSplit> getSplits(JobContext job) throws IOException, InterruptedException {
+      List<InputSplit> out = new ArrayList<>();
+      for (InputSplit s : super.getSplits(job)) {
+        out.add(SizedSplit.of(s));
+      }
+      return out;
+    }
   }
 
   /**
