@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.failover.signals import read_signals
+from dr_toolkit.failover.signals import default_timeout, in_background, read_signals
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import COMPONENTS, Signal, iso
 
@@ -211,10 +211,14 @@ def check(topology: Topology, ledger: Ledger, *, access: Access, components: tup
     import concurrent.futures as cf
 
     now = time.time() if now is None else now
-    with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="drt-fence") as ex:
-        fut = ex.submit(read_fence, topology, access)
-        signals = read_signals(topology, ledger, access, components=components, timeout_s=timeout_s, now=now)
-        fence, fence_error = fut.result()
+    timeout_s = default_timeout(topology) if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
+    fut = in_background(read_fence, topology, access)
+    signals = read_signals(topology, ledger, access, components=components, timeout_s=timeout_s, now=now)
+    try:  # the fencing state within the same time as the signals (the ZooKeeper connect may take longer)
+        fence, fence_error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+    except cf.TimeoutError:
+        fence, fence_error = {}, f"fencing state unreadable: ZooKeeper did not answer within {timeout_s:g}s"
     res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence
     if record:

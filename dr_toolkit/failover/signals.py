@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.copy.signals import hdfs_signals
 from dr_toolkit.errors import DrtError, LedgerUnreachable
@@ -21,6 +23,8 @@ from dr_toolkit.hbase.signals import hbase_signals
 from dr_toolkit.kafka.signals import kafka_signals
 from dr_toolkit.signal import COMPONENTS, Signal, SignalReader, unreadable
 from dr_toolkit.verify.signals import verify_signals
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -59,6 +63,24 @@ def default_timeout(topology: Topology) -> float:
     return max(eps or [10.0]) + 5.0
 
 
+def in_background(fn: Callable[..., T], *args: Any) -> cf.Future[T]:
+    """``fn(*args)`` on a daemon thread, as a future. Not a thread pool: the interpreter joins a
+    pool's threads at exit, so a reader stuck past its timeout (a ZooKeeper client retrying an
+    address nobody answers) would hold a finished ``drt failover check`` open for its own timeout."""
+    fut: cf.Future[T] = cf.Future()
+
+    def run() -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=f"drt-{getattr(fn, '__name__', 'reader')}", daemon=True).start()
+    return fut
+
+
 def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
                  components: tuple[str, ...] = COMPONENTS, timeout_s: float | None = None,
                  now: float | None = None) -> list[Signal]:
@@ -71,8 +93,7 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
         # pattern only has no name before it is read): a failed reader can never leave a GO
         return [unreadable(c, n, why) for n in names(topology, c) or [c]]
 
-    ex = cf.ThreadPoolExecutor(max_workers=max(1, len(components)), thread_name_prefix="drt-signal")
-    futs = {c: ex.submit(READERS[c], topology, ledger, access, now) for c in components}
+    futs = {c: in_background(READERS[c], topology, ledger, access, now) for c in components}
     out: list[Signal] = []
     deadline = time.monotonic() + timeout_s
     for c, fut in futs.items():
@@ -87,5 +108,4 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
         except Exception as exc:
             log.debug("signal reader %s failed", c, exc_info=True)
             out.extend(failed(c, _why(exc)))
-    ex.shutdown(wait=False, cancel_futures=True)
     return out

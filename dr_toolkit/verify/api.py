@@ -408,9 +408,18 @@ def _verify(job: _Job) -> VerifyResult:
         # table the two scans run side by side), and kept for every later pass.
         from pyspark import StorageLevel
 
-        hs, hp = (h.persist(StorageLevel.MEMORY_AND_DISK) for h in (hs, hp))
-        persisted += [hs, hp]
-        hs.select(F.lit(0).alias("_")).unionAll(hp.select(F.lit(0).alias("_"))).count()
+        # Built uncompressed: the columnar cache's compression first gathers statistics over every
+        # value (seen in jstack: most of the build), and the cache lives for one verification.
+        # Measured on 1,000,000 rows a side (a warm session): 21.6 s -> 17.0 s to read and digest.
+        key, before = "spark.sql.inMemoryColumnarStorage.compressed", job.spark.conf.get(
+            "spark.sql.inMemoryColumnarStorage.compressed", "true")
+        job.spark.conf.set(key, "false")
+        try:
+            hs, hp = (h.persist(StorageLevel.MEMORY_AND_DISK) for h in (hs, hp))
+            persisted += [hs, hp]
+            hs.select(F.lit(0).alias("_")).unionAll(hp.select(F.lit(0).alias("_"))).count()
+        finally:
+            job.spark.conf.set(key, before or "true")
     # Digests and the row compare need only (key, bucket, hashes); the samples' rows are re-read from
     # their buckets. Caching the slim frames between passes measured slower than re-reading local
     # files, so they are not cached.

@@ -248,6 +248,10 @@ public final class HBaseCells {
       // second close unlocks a lock it does not hold, failing the task. A read-only region has
       // an empty memstore: no LAB.
       c.setBoolean("hbase.hregion.memstore.mslab.enabled", false);
+      // On by default, scan metrics make the snapshot reader update Hadoop counters after every
+      // row (TableSnapshotRegionRecordReader.nextKeyValue -> updateCounters: a class-wide lock and
+      // a resource-bundle lookup per row); nothing reads them here.
+      c.setBoolean("hbase.TableSnapshotInputFormat.scan_metrics.enabled", false);
       Job job = Job.getInstance(c);
       TableSnapshotInputFormat.setInput(job, snapshot, new Path(restoreDir));
       rows = jsc.newAPIHadoopRDD(job.getConfiguration(), SnapshotFormat.class,
