@@ -218,7 +218,11 @@ def check(topology: Topology, ledger: Ledger, *, access: Access, components: tup
     try:  # the fencing state within the same time as the signals (the ZooKeeper connect may take longer)
         fence, fence_error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
     except cf.TimeoutError:
-        fence, fence_error = {}, f"fencing state unreadable: ZooKeeper did not answer within {timeout_s:g}s"
+        from dr_toolkit.zk.fencing import fencing_endpoint
+
+        fence, fence_error = {}, (f"fencing state unreadable: zookeeper {fencing_endpoint(topology).quorum}: did not "
+                                  f"answer within {timeout_s:g}s — check that the quorum is up and reachable, or "
+                                  "raise --timeout")
     res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence
     if record:
