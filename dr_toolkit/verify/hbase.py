@@ -297,7 +297,8 @@ def spark_conf(topology: Topology | None) -> dict[str, str]:
     ``org.apache.hadoop.metrics2.lib``, and a package split across Spark's two class loaders
     (Hadoop in the application loader, ``spark.jars`` in Spark's child loader) fails with
     ``IllegalAccessError`` as soon as a region is opened client-side (the snapshot read)."""
-    jars = [reader_jar(client_jars(topology)), *client_jars(topology)]
+    client = client_jars(topology)  # may run `hbase mapredcp`: once
+    jars = [reader_jar(client), *client]
     path = os.pathsep.join(jars)
     return {"spark.jars": ",".join(jars), "spark.driver.extraClassPath": path, "spark.executor.extraClassPath": path}
 

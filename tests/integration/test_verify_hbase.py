@@ -191,8 +191,10 @@ def test_the_snapshots_a_verification_took_are_deleted(planted, ours_by_case) ->
 
     for c in planted:
         for path in (f"{c.rootdir}/.hbase-snapshot", "/tmp/drt-verify-restore"):
-            r = requests.get(f"http://127.0.0.1:{c.nn_http_port}/webhdfs/v1{path}", params={"op": "LISTSTATUS", "user.name": "root"}, timeout=30)
-            names = [f["pathSuffix"] for f in r.json()["FileStatuses"]["FileStatus"]] if r.ok else []
+            r = requests.get(f"http://127.0.0.1:{c.nn_http_port}/webhdfs/v1{path}",
+                             params={"op": "LISTSTATUS", "user.name": "root"}, timeout=30)
+            assert r.ok, (c.name, path, r.status_code, r.text[:300])  # both exist once a snapshot was read
+            names = [f["pathSuffix"] for f in r.json()["FileStatuses"]["FileStatus"]]
             assert not [n for n in names if n.startswith("drt-verify-")], (c.name, path, names)
 
 
