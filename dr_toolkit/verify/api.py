@@ -165,6 +165,10 @@ class _Job:
         self.window: dict[str, Any] = {"ts_column": req.ts_column, "start": start, "end": end}
         self.data_time: float | None = None
         self.samples_hook: Callable[[Samples], Samples] | None = None
+        self.settled: dict[int, int] = {}  # bucket -> rows known identical on both sides without a row read
+        # HBase: each key is one row per side and its data one value (the cells): no value-by-value
+        # compare (a CONTENT_DIFFERENT row differs in this column) and no duplicate keys to look for
+        self.one_value: str | None = None
 
     @staticmethod
     def row_dict(r: Any) -> dict[str, Any]:
@@ -209,9 +213,11 @@ class _Job:
 
 
 class _HBaseJob(_Job):
-    """An HBase verification: the rows come with their digest computed by the reader from the cells'
-    raw bytes (row key included), so ``prepare`` only adds the bucket — no canonical form or JSON
-    text is built in Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
+    """An HBase verification: first both tables as chunk digests folded in the reader (no Spark row
+    per HBase row); the chunks identical on both sides are GOOD, and only the key ranges that
+    differ are read as rows, each range a bucket. The rows come with their digest computed by the
+    reader from the cells' raw bytes (row key included) — no canonical form or JSON text is built in
+    Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
 
     def __init__(self, run: _Run, spark: SparkSession, tables: tuple[HB.Table, HB.Table], scan: HB.Scan,
                  snapshots: HB.Snapshots, *, start: float | None, end: float | None) -> None:
@@ -221,6 +227,8 @@ class _HBaseJob(_Job):
                          end=end)
         self.tables, self.scan, self.snapshots = tables, scan, snapshots
         self.cache_reads = True
+        self.ranges: list[HB.Range] | None = None  # the key ranges read as rows (after the chunk pass)
+        self.one_value = "cells"
 
     @staticmethod
     def row_dict(r: Any) -> dict[str, Any]:
@@ -230,17 +238,36 @@ class _HBaseJob(_Job):
         return {} if r is None else {"cells": decode_cells(r["cells"])}
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
+        """The first time: both tables as chunk digests (:func:`hbase.chunks`), the identical chunks
+        settled as GOOD without reading a row into Spark, and only the differing key ranges read as
+        rows (each range a bucket, in key order). After (the re-compare): those ranges again, from
+        fresh snapshots when reading snapshots."""
         from pyspark.sql import functions as F
 
         from dr_toolkit.verify import hbase
-        from dr_toolkit.verify.canon import encode_row
 
+        if self.ranges is None:
+            bits = hbase.chunk_bits()
+            self.run.say(f"digesting both tables in key-range chunks of ~{2 ** bits:,} rows")
+            src, peer = hbase.chunks(self.spark, self.tables, self.scan, self.snapshots, bits)
+            identical, differing = hbase.compare_chunks(src, peer)
+            # every chunk and every differing range is a bucket, numbered in key order
+            spans: list[tuple[bytes, int | None, bytes | None]] = sorted(
+                [(a, n, None) for a, n in identical] + [(a, None, b) for a, b in differing], key=lambda x: x[0])
+            self.ranges = [(a, stop, i) for i, (a, n, stop) in enumerate(spans) if stop is not None]
+            self.settled = {i: n for i, (_, n, _) in enumerate(spans) if n is not None}
+            self.buckets = max(1, len(spans))
+            rows_same = sum(self.settled.values())
+            self.window["chunks"] = {"rows_per_chunk": 2 ** bits, "source": len(src), "peer": len(peer),
+                                     "identical": len(identical), "rows_identical": rows_same,
+                                     "ranges_read": len(self.ranges)}
+            self.run.say(f"{len(identical):,} chunks ({rows_same:,} rows) identical on both sides; reading the "
+                         f"{len(self.ranges):,} key ranges that differ")
         out = []
         for t, side in zip(self.tables, ("source", "peer"), strict=True):
-            df = hbase.read(self.spark, t, self.scan, side, self.snapshots)
+            df = hbase.read(self.spark, t, self.scan, side, self.snapshots, ranges=self.ranges, reuse=windowed)
             out.append(df.select(
-                C.col("row"), C.col("cells"),
-                F.pmod(F.xxhash64(encode_row([C.col("row")])), F.lit(self.buckets)).cast("int").alias(C.BUCKET),
+                C.col("row"), C.col("cells"), C.col("b").alias(C.BUCKET),
                 C.col("h").alias(C.ROW_HASH), C.col("c").alias(C.ROW_CRC), F.lit(0).alias(C.NULL_KEY)))
         return out[0], out[1]
 
@@ -426,6 +453,8 @@ def _verify(job: _Job) -> VerifyResult:
     sd, pd = ({r[C.BUCKET]: (r["n"], r["x"], r["s"], r["c"], r["nulls"]) for r in C.bucket_digests(
         h.select(*[C.col(k) for k in job.key], C.BUCKET, C.ROW_HASH, C.ROW_CRC, C.NULL_KEY)).collect()}
         for h in (hs, hp))
+    for b, n in job.settled.items():  # identical on both sides (HBase: chunk digests)
+        sd[b] = pd[b] = (n, 0, 0, 0, 0)
     nonempty = set(sd) | set(pd)
     differing = sorted(b for b in nonempty if (sd.get(b) or (0,))[:4] != (pd.get(b) or (0,))[:4])
     found = _Found(sd, pd, nonempty, differing, good=sum(v[0] for b, v in sd.items() if b not in set(differing)))
@@ -460,13 +489,14 @@ def _row_pass(job: _Job, hs: DataFrame, hp: DataFrame, found: _Found, persisted:
     cls, within_tol = _settle_values(job, cls, hs, hp, differing, persisted, found.mismatches)
     first = _counts(cls)
     found.good += first.get(C.GOOD, 0)
-    say("looking for duplicate keys")
-    dup = cls.filter((F.col("s_n") > 1) | (F.col("p_n") > 1))
-    d = dup.agg(F.sum((F.col("s_n") > 1).cast("int")).alias("s"),
-                F.sum((F.col("p_n") > 1).cast("int")).alias("p")).collect()[0]
-    found.duplicates = {"source": int(d["s"] or 0), "peer": int(d["p"] or 0), "samples": [
-        {"key": {k: _jsonable(r[k]) for k in key}, "source_rows": r["s_n"] or 0, "peer_rows": r["p_n"] or 0}
-        for r in dup.orderBy(*[C.col(k) for k in key]).limit(req.sample_size).collect()]}
+    if job.one_value is None:
+        say("looking for duplicate keys")
+        dup = cls.filter((F.col("s_n") > 1) | (F.col("p_n") > 1))
+        d = dup.agg(F.sum((F.col("s_n") > 1).cast("int")).alias("s"),
+                    F.sum((F.col("p_n") > 1).cast("int")).alias("p")).collect()[0]
+        found.duplicates = {"source": int(d["s"] or 0), "peer": int(d["p"] or 0), "samples": [
+            {"key": {k: _jsonable(r[k]) for k in key}, "source_rows": r["s_n"] or 0, "peer_rows": r["p_n"] or 0}
+            for r in dup.orderBy(*[C.col(k) for k in key]).limit(req.sample_size).collect()]}
     final = cls.filter(F.col("category") != C.GOOD)
     first_bad = sum(first.get(k, 0) for k in C.BAD_KINDS)
     found.recompare["within_tolerance"] = within_tol
@@ -566,6 +596,11 @@ def _settle_values(job: _Job, cls: DataFrame, hs: DataFrame, hp: DataFrame, buck
     whose values are all within it into GOODROWS. Returns the new classification and that count."""
     from pyspark.sql import functions as F
 
+    if job.one_value is not None:  # one value per row: every CONTENT_DIFFERENT row differs in it
+        n = cls.filter(F.col("category") == C.CONTENT).count()
+        if n:
+            mismatches[job.one_value] = mismatches.get(job.one_value, 0) + n
+        return cls, 0
     single = cls.filter((F.col("category") == C.CONTENT) & (F.col("s_n") == 1) & (F.col("p_n") == 1))
     ks, kp = (C.with_key(C.restrict(h, buckets), job.key) for h in (hs, hp))
     mm = C.column_mismatches(ks, kp, single, job.key, job.opts).persist()

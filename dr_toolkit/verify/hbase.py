@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import math
 import os
 import shutil
 import socket
@@ -383,6 +384,7 @@ class Snapshots:
     mode: str = "region-servers"
     rootdirs: dict[str, str] = field(default_factory=dict)
     taken: list[tuple[Table, str, str, str]] = field(default_factory=list)
+    current: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # side -> the last one taken
     names: list[str] = field(default_factory=list)  # every snapshot taken, for the report
 
 
@@ -414,33 +416,146 @@ def _restore_dir(rootdir: str, name: str) -> str:
     return f"{u.scheme}://{u.netloc}/tmp/drt-verify-restore/{name}"
 
 
-def read(spark: SparkSession, t: Table, scan: Scan, side: str, snapshots: Snapshots | None = None) -> DataFrame:
-    """The table's rows (``row``, ``cells``, ``h``, ``c``) as Spark reads them: through TableInputFormat
-    (the region servers), or from a snapshot taken now (``snapshots.mode == "snapshot"``; recorded in
-    ``snapshots.taken`` for :func:`drop_snapshots`)."""
+def _snapshot_for(reader: Any, t: Table, side: str, snapshots: Snapshots | None, reuse: bool
+                  ) -> tuple[str, str, str]:
+    """(snapshot, rootdir, restore dir) to read ``side`` from: none for a region-server read; the
+    side's last snapshot when ``reuse`` (the re-read of the ranges the chunk pass found differing
+    must read the same data); else one taken now (recorded for :func:`drop_snapshots`)."""
     import uuid
 
+    if snapshots is None or snapshots.mode != "snapshot":
+        return "", "", ""
+    if reuse and side in snapshots.current:
+        return snapshots.current[side]
+    root = snapshots.rootdirs[side]
+    snap = f"drt-verify-{t.table.replace(':', '_')}-{int(time.time())}-{uuid.uuid4().hex[:8]}"
+    restore = _restore_dir(root, snap)
+    snapshots.taken.append((t, snap, root, restore))
+    snapshots.names.append(f"{side}:{snap}")
+    reader.snapshot(t.quorum, t.parent, t.table, snap, TIMEOUT_MS)
+    snapshots.current[side] = (snap, root, restore)
+    return snap, root, restore
+
+
+def _read_error(exc: BaseException, t: Table, side: str) -> Exception:
+    if _unreachable_text(str(exc)):
+        return UnreachableError(f"the {side} HBase cluster does not answer: {_java_error(exc)}", where=t.uri)
+    return ConfigError(f"the {side} table cannot be read: {_java_error(exc)}", where=t.uri)
+
+
+Range = tuple[bytes, bytes, int]  # start (inclusive), stop (exclusive; b"" = the table's end), bucket
+
+
+def read(spark: SparkSession, t: Table, scan: Scan, side: str, snapshots: Snapshots | None = None,
+         ranges: list[Range] | None = None, reuse: bool = False) -> DataFrame:
+    """The table's rows (``row``, ``cells``, ``h``, ``c``, ``b``) as Spark reads them: through
+    TableInputFormat (the region servers), or from a snapshot (``snapshots.mode == "snapshot"``: taken
+    now, or the side's last one when ``reuse``). ``ranges``: only the rows in those row ranges, ``b``
+    being the bucket of the range a row is in; ``None``: every row (``b`` = 0); ``[]``: no row."""
     from pyspark.sql import DataFrame
 
     reader = _reader(spark)
-    snap, root, restore = "", "", ""
+    if ranges is not None and not ranges:
+        jvm: Any = spark.sparkContext._jvm
+        return DataFrame(spark._jsparkSession.createDataFrame(jvm.java.util.ArrayList(), reader.schema()), spark)
+    text = ",".join(f"{a.hex()}:{b.hex()}:{i}" for a, b, i in ranges or [])
     try:
-        if snapshots is not None and snapshots.mode == "snapshot":
-            root = snapshots.rootdirs[side]
-            snap = f"drt-verify-{t.table.replace(':', '_')}-{int(time.time())}-{uuid.uuid4().hex[:8]}"
-            restore = _restore_dir(root, snap)
-            snapshots.taken.append((t, snap, root, restore))
-            snapshots.names.append(f"{side}:{snap}")
-            reader.snapshot(t.quorum, t.parent, t.table, snap, TIMEOUT_MS)
+        snap, root, restore = _snapshot_for(reader, t, side, snapshots, reuse)
         jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
                           ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
-                          scan.caching, TIMEOUT_MS, snap, root, restore)
+                          scan.caching, TIMEOUT_MS, snap, root, restore, text)
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError
-        if _unreachable_text(str(exc)):
-            raise UnreachableError(f"the {side} HBase cluster does not answer: {_java_error(exc)}",
-                                   where=t.uri) from None
-        raise ConfigError(f"the {side} table cannot be read: {_java_error(exc)}", where=t.uri) from None
+        raise _read_error(exc, t, side) from None
     return DataFrame(jdf, spark)
+
+
+# -- chunk digests: the fast path for identical key ranges -------------------------------------
+CHUNK_ROWS = 4096
+
+
+def chunk_bits() -> int:
+    """log2 of the rows a chunk holds on average: ``$DRT_HBASE_CHUNK_ROWS`` (rounded to a power of
+    two), else 4,096. Smaller: fewer rows re-read per difference, more digests for the driver."""
+    text = os.environ.get("DRT_HBASE_CHUNK_ROWS", "").strip()
+    try:
+        n = int(text) if text else CHUNK_ROWS
+    except ValueError:
+        raise ConfigError(f"DRT_HBASE_CHUNK_ROWS={text!r} is not a number",
+                          hint="rows per chunk digest, e.g. 4096") from None
+    if n < 1:
+        raise ConfigError(f"DRT_HBASE_CHUNK_ROWS must be at least 1, not {n}")
+    return max(0, min(30, round(math.log2(n))))
+
+
+Chunk = tuple[bytes, bool, int, int, int]  # first row key, starts at a boundary key, rows, two digest sums
+
+
+def chunks(spark: SparkSession, tables: tuple[Table, Table], scan: Scan, snapshots: Snapshots | None,
+           bits: int) -> tuple[list[Chunk], list[Chunk]]:
+    """Both tables as chunk digests (``HBaseCells.chunks``), read in one Spark job."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    reader = _reader(spark)
+    frames: list[DataFrame] = []
+    for t, side in zip(tables, ("source", "peer"), strict=True):
+        try:
+            snap, root, restore = _snapshot_for(reader, t, side, snapshots, False)
+            jdf = reader.chunks(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
+                                ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
+                                scan.caching, TIMEOUT_MS, snap, root, restore, bits)
+        except Exception as exc:  # noqa: BLE001 - Py4JJavaError
+            raise _read_error(exc, t, side) from None
+        frames.append(DataFrame(jdf, spark).withColumn("side", F.lit(len(frames))))
+    out: tuple[list[Chunk], list[Chunk]] = ([], [])
+    try:
+        rows = frames[0].unionByName(frames[1]).collect()
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError: a task failed reading a region
+        raise _read_error(exc, tables[0], "source or peer") from None
+    for r in rows:
+        out[r["side"]].append((bytes(r["first"]), bool(r["boundary"]), int(r["n"]), int(r["h1"]), int(r["h2"])))
+    return out
+
+
+def _joined(records: list[Chunk]) -> list[tuple[bytes, bytes | None, int, int, int]]:
+    """One side's records as whole chunks ``(start, stop, rows, h1, h2)`` in key order: a record
+    that does not start at a boundary key continues the chunk before it (a region end cut it), and
+    is added to it; the first chunk starts at b"" (the table's start); ``stop`` is the next chunk's
+    start (None: the table's end)."""
+    mask = 2**64 - 1
+    out: list[list[Any]] = []
+    for first, boundary, n, h1, h2 in sorted(records):
+        if out and not boundary:
+            out[-1][2] += n
+            out[-1][3] = (out[-1][3] + h1) & mask
+            out[-1][4] = (out[-1][4] + h2) & mask
+        else:
+            out.append([first if boundary else b"", None, n, h1 & mask, h2 & mask])
+    for a, b in zip(out, out[1:], strict=False):
+        a[1] = b[0]
+    return [(a[0], a[1], a[2], a[3], a[4]) for a in out]
+
+
+def compare_chunks(source: list[Chunk], peer: list[Chunk]) -> tuple[list[tuple[bytes, int]], list[tuple[bytes, bytes]]]:
+    """The chunk digests of both sides as ``(identical, differing)``: ``identical`` — chunks both
+    sides hold with the same bounds, row count and digest sums, as ``(start, rows)``; ``differing`` —
+    every other part of the key space where either side has rows, as disjoint, merged row ranges
+    ``(start, stop)`` (stop b"" = the table's end), in key order. Each side's chunks cover its rows
+    once and an identical chunk is a chunk of both, so the two lists never overlap and every row is
+    in exactly one of them."""
+    s, p = _joined(source), _joined(peer)
+    pk = {c[0]: c for c in p}
+    identical = [(c[0], c[2]) for c in s if pk.get(c[0]) == c]
+    same = {start for start, _ in identical}
+    merged: list[list[Any]] = []  # [start, stop]; stop None: the table's end
+    for start, stop in sorted(((c[0], c[1]) for c in [*s, *p] if c[0] not in same), key=lambda x: x[0]):
+        last = merged[-1] if merged else None
+        if last is not None and (last[1] is None or start <= last[1]):  # overlaps or touches: one range
+            if stop is None or (last[1] is not None and stop > last[1]):
+                last[1] = stop
+            continue
+        merged.append([start, stop])
+    return identical, [(a, b if b is not None else b"") for a, b in merged]
 
 
 def drop_snapshots(spark: SparkSession, snapshots: Snapshots) -> list[str]:

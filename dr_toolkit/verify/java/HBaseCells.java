@@ -22,11 +22,13 @@ import org.apache.hadoop.hbase.client.Result;
 import org.apache.hadoop.hbase.client.Scan;
 import org.apache.hadoop.hbase.client.TableDescriptor;
 import org.apache.hadoop.hbase.filter.FilterList;
+import org.apache.hadoop.hbase.filter.MultiRowRangeFilter;
 import org.apache.hadoop.hbase.filter.PrefixFilter;
 import org.apache.hadoop.hbase.io.ImmutableBytesWritable;
 import org.apache.hadoop.hbase.mapreduce.TableInputFormat;
 import org.apache.hadoop.hbase.mapreduce.TableMapReduceUtil;
 import org.apache.hadoop.hbase.mapreduce.TableSnapshotInputFormat;
+import org.apache.hadoop.hbase.mapreduce.TableSplit;
 import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.hadoop.io.DataInputBuffer;
 import org.apache.hadoop.io.DataOutputBuffer;
@@ -136,7 +138,8 @@ public final class HBaseCells {
         DataTypes.createStructField("row", DataTypes.StringType, false),
         DataTypes.createStructField("cells", DataTypes.BinaryType, false),
         DataTypes.createStructField("h", DataTypes.LongType, false),
-        DataTypes.createStructField("c", DataTypes.LongType, false)});
+        DataTypes.createStructField("c", DataTypes.LongType, false),
+        DataTypes.createStructField("b", DataTypes.IntegerType, false)});
   }
 
   /** A growable byte buffer (no synchronisation, unlike ByteArrayOutputStream). */
@@ -203,61 +206,208 @@ public final class HBaseCells {
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
-    md.update(new byte[] {(byte) (row.length >>> 24), (byte) (row.length >>> 16), (byte) (row.length >>> 8),
-        (byte) row.length});
-    md.update(row);
-    md.update(cells);
-    byte[] d = md.digest();
+    byte[] d = md5(md, row, cells);
     long h = Bytes.toLong(d, 0);
     long low = Bytes.toInt(d, 8) & 0xFFFFFFFFL;
     return new long[] {h, low};
   }
 
-  static Row toRow(Result r) {
+  /** MD5 of the row key (4-byte length, then the bytes) followed by the cells' bytes. */
+  static byte[] md5(MessageDigest md, byte[] row, byte[] cells) {
+    md.reset();
+    md.update(new byte[] {(byte) (row.length >>> 24), (byte) (row.length >>> 16), (byte) (row.length >>> 8),
+        (byte) row.length});
+    md.update(row);
+    md.update(cells);
+    return md.digest();
+  }
+
+  static Row toRow(Result r, byte[][] starts, int[] buckets) {
     byte[] row = r.getRow();
     byte[] cells = encodeCells(r);
     long[] d = digest(row, cells);
-    return RowFactory.create(Bytes.toStringBinary(row), cells, d[0], d[1]);
+    return RowFactory.create(Bytes.toStringBinary(row), cells, d[0], d[1],
+        buckets.length == 0 ? 0 : buckets[rangeOf(starts, row)]);
   }
 
   /**
-   * The table's rows as a DataFrame (row, cells, h, c), read region-parallel by Spark's executors:
-   * through the region servers ({@link TableInputFormat}) when {@code snapshot} is empty, else from
-   * the HFiles of that table snapshot ({@link TableSnapshotInputFormat}: the executors read the
-   * cluster's HDFS under {@code rootDir}, restoring the snapshot's references under {@code restoreDir};
-   * the region servers serve nothing).
+   * The (row key, Result) pairs of the table, read region-parallel by Spark's executors: through the
+   * region servers ({@link TableInputFormat}) when {@code snapshot} is empty, else from the HFiles of
+   * that table snapshot ({@link TableSnapshotInputFormat}: the executors read the cluster's HDFS
+   * under {@code rootDir}, restoring the snapshot's references under {@code restoreDir}; the region
+   * servers serve nothing). {@code ranges} (see {@link #parseRanges}) narrows the scan to those row
+   * ranges; empty: the whole table.
+   */
+  static JavaRDD<Result> results(SparkSession spark, String quorum, String parent, String table, String families,
+                                 String rowPrefixes, long start, long end, int versions, boolean raw, int caching,
+                                 int timeoutMs, String snapshot, String rootDir, String restoreDir,
+                                 List<byte[][]> ranges) throws IOException {
+    Configuration c = conf(quorum, parent, timeoutMs);
+    Scan scan = scan(families, rowPrefixes, start, end, versions, raw, caching);
+    if (!ranges.isEmpty()) {
+      List<MultiRowRangeFilter.RowRange> rr = new ArrayList<>();
+      for (byte[][] r : ranges) {
+        rr.add(new MultiRowRangeFilter.RowRange(r[0], true, r[1], false));
+      }
+      MultiRowRangeFilter only = new MultiRowRangeFilter(rr);
+      scan.setFilter(scan.getFilter() == null ? only
+          : new FilterList(FilterList.Operator.MUST_PASS_ALL, scan.getFilter(), only));
+    }
+    c.set(TableInputFormat.INPUT_TABLE, table);
+    c.set(TableInputFormat.SCAN, TableMapReduceUtil.convertScanToString(scan));
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    if (snapshot == null || snapshot.isEmpty()) {
+      // The region sizes only order the splits (an RPC to every region server per table before any
+      // read starts); RegionFormat gives every split a length of at least 1 instead.
+      c.setBoolean("hbase.regionsizecalculator.enable", false);
+      return jsc.newAPIHadoopRDD(c, RegionFormat.class, ImmutableBytesWritable.class, Result.class)
+          .map(t -> t._2());
+    }
+    c.set("hbase.rootdir", rootDir);
+    c.set("fs.defaultFS", new Path(rootDir).toUri().resolve("/").toString());
+    // The region is opened here, outside a region server, whose MemStoreLAB chunk pool
+    // (ChunkCreator) is never initialised: closing it then fails ("chunkCreator is null") and a
+    // second close unlocks a lock it does not hold, failing the task. A read-only region has
+    // an empty memstore: no LAB.
+    c.setBoolean("hbase.hregion.memstore.mslab.enabled", false);
+    // On by default, scan metrics make the snapshot reader update Hadoop counters after every
+    // row (TableSnapshotRegionRecordReader.nextKeyValue -> updateCounters: a class-wide lock and
+    // a resource-bundle lookup per row); nothing reads them here.
+    c.setBoolean("hbase.TableSnapshotInputFormat.scan_metrics.enabled", false);
+    Job job = Job.getInstance(c);
+    TableSnapshotInputFormat.setInput(job, snapshot, new Path(restoreDir));
+    return jsc.newAPIHadoopRDD(job.getConfiguration(), SnapshotFormat.class, ImmutableBytesWritable.class,
+        Result.class).map(t -> t._2());
+  }
+
+  /**
+   * Row ranges as the Python side passes them: {@code start:stop:bucket} triples, comma separated,
+   * in key order, the keys in hex, {@code start} inclusive, {@code stop} exclusive (empty stop: to
+   * the table's end), {@code bucket} the number rows in that range are given. Empty text: no ranges
+   * (the whole table). Each entry: start, stop, and the bucket as 4 big-endian bytes.
+   */
+  static List<byte[][]> parseRanges(String text) {
+    List<byte[][]> out = new ArrayList<>();
+    if (text == null || text.isEmpty()) {
+      return out;
+    }
+    for (String triple : text.split(",", -1)) {
+      String[] f = triple.split(":", -1);
+      out.add(new byte[][] {Bytes.fromHex(f[0]), Bytes.fromHex(f[1]), Bytes.toBytes(Integer.parseInt(f[2]))});
+    }
+    return out;
+  }
+
+  /**
+   * The table's rows as a DataFrame (row, cells, h, c, b): see {@link #results}. {@code b} is the
+   * bucket of the range of {@code ranges} the row is in (0 without ranges).
    */
   public static Dataset<Row> read(SparkSession spark, String quorum, String parent, String table, String families,
                                   String rowPrefixes, long start, long end, int versions, boolean raw, int caching,
-                                  int timeoutMs, String snapshot, String rootDir, String restoreDir)
+                                  int timeoutMs, String snapshot, String rootDir, String restoreDir, String ranges)
       throws IOException {
-    Configuration c = conf(quorum, parent, timeoutMs);
-    c.set(TableInputFormat.INPUT_TABLE, table);
-    c.set(TableInputFormat.SCAN,
-        TableMapReduceUtil.convertScanToString(scan(families, rowPrefixes, start, end, versions, raw, caching)));
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    JavaRDD<Row> rows;
-    if (snapshot == null || snapshot.isEmpty()) {
-      rows = jsc.newAPIHadoopRDD(c, TableInputFormat.class, ImmutableBytesWritable.class, Result.class)
-          .map(t -> toRow(t._2()));
-    } else {
-      c.set("hbase.rootdir", rootDir);
-      c.set("fs.defaultFS", new Path(rootDir).toUri().resolve("/").toString());
-      // The region is opened here, outside a region server, whose MemStoreLAB chunk pool
-      // (ChunkCreator) is never initialised: closing it then fails ("chunkCreator is null") and a
-      // second close unlocks a lock it does not hold, failing the task. A read-only region has
-      // an empty memstore: no LAB.
-      c.setBoolean("hbase.hregion.memstore.mslab.enabled", false);
-      // On by default, scan metrics make the snapshot reader update Hadoop counters after every
-      // row (TableSnapshotRegionRecordReader.nextKeyValue -> updateCounters: a class-wide lock and
-      // a resource-bundle lookup per row); nothing reads them here.
-      c.setBoolean("hbase.TableSnapshotInputFormat.scan_metrics.enabled", false);
-      Job job = Job.getInstance(c);
-      TableSnapshotInputFormat.setInput(job, snapshot, new Path(restoreDir));
-      rows = jsc.newAPIHadoopRDD(job.getConfiguration(), SnapshotFormat.class,
-          ImmutableBytesWritable.class, Result.class).map(t -> toRow(t._2()));
+    List<byte[][]> rr = parseRanges(ranges);
+    final byte[][] starts = new byte[rr.size()][];
+    final int[] buckets = new int[rr.size()];
+    for (int i = 0; i < starts.length; i++) {
+      starts[i] = rr.get(i)[0];
+      buckets[i] = Bytes.toInt(rr.get(i)[2]);
     }
+    JavaRDD<Row> rows = results(spark, quorum, parent, table, families, rowPrefixes, start, end, versions, raw,
+        caching, timeoutMs, snapshot, rootDir, restoreDir, rr).map(r -> toRow(r, starts, buckets));
     return spark.createDataFrame(rows, schema());
+  }
+
+  /** The index of the last of the sorted {@code starts} at or before {@code row} (0 if none). */
+  static int rangeOf(byte[][] starts, byte[] row) {
+    int lo = 0;
+    int hi = starts.length - 1;
+    int found = 0;
+    while (lo <= hi) {
+      int mid = (lo + hi) >>> 1;
+      if (Bytes.compareTo(starts[mid], row) <= 0) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return found;
+  }
+
+  public static StructType chunkSchema() {
+    return DataTypes.createStructType(new StructField[] {
+        DataTypes.createStructField("first", DataTypes.BinaryType, false),
+        DataTypes.createStructField("boundary", DataTypes.BooleanType, false),
+        DataTypes.createStructField("n", DataTypes.LongType, false),
+        DataTypes.createStructField("h1", DataTypes.LongType, false),
+        DataTypes.createStructField("h2", DataTypes.LongType, false)});
+  }
+
+  /**
+   * Whether {@code row} starts a chunk: a hash of the key alone (never of the cells) has its low
+   * {@code bits} bits zero, so the same key is a boundary on both clusters whatever their regions,
+   * and a chunk holds 2^bits rows on average.
+   */
+  static boolean isBoundary(byte[] row, int bits) {
+    long h = 0x9E3779B97F4A7C15L;
+    for (byte x : row) {
+      h = (h ^ (x & 0xFF)) * 0x100000001B3L;
+    }
+    h ^= h >>> 33;
+    h *= 0xFF51AFD7ED558CCDL;
+    h ^= h >>> 33;
+    h *= 0xC4CEB93FE51A7AF5L;
+    h ^= h >>> 33;
+    return (h & ((1L << bits) - 1)) == 0;
+  }
+
+  /**
+   * The table as chunk digests, not rows: each Spark partition (a region) folds its rows, in key
+   * order, into one record per run of rows between boundary keys ({@link #isBoundary}) — the run's
+   * first key, whether that key is a boundary (a region's first run may start mid-chunk), how many
+   * rows, and the sums (mod 2^64) of the two halves of each row's MD5 over the row key and every
+   * cell ({@link #digest}'s bytes). The sums do not depend on the order they are added in, so the
+   * driver joins a chunk cut by a region end by adding its parts. Same scan, same cells, as
+   * {@link #read}.
+   */
+  public static Dataset<Row> chunks(SparkSession spark, String quorum, String parent, String table, String families,
+                                    String rowPrefixes, long start, long end, int versions, boolean raw, int caching,
+                                    int timeoutMs, String snapshot, String rootDir, String restoreDir, int bits)
+      throws IOException {
+    JavaRDD<Row> out = results(spark, quorum, parent, table, families, rowPrefixes, start, end, versions, raw,
+        caching, timeoutMs, snapshot, rootDir, restoreDir, new ArrayList<>()).mapPartitions(it -> {
+          List<Row> recs = new ArrayList<>();
+          MessageDigest md = MessageDigest.getInstance("MD5");
+          byte[] first = null;
+          boolean boundary = false;
+          long n = 0;
+          long h1 = 0;
+          long h2 = 0;
+          while (it.hasNext()) {
+            Result r = it.next();
+            byte[] row = r.getRow();
+            if (first == null || isBoundary(row, bits)) {
+              if (first != null) {
+                recs.add(RowFactory.create(first, boundary, n, h1, h2));
+              }
+              first = row;
+              boundary = isBoundary(row, bits);
+              n = 0;
+              h1 = 0;
+              h2 = 0;
+            }
+            byte[] d = md5(md, row, encodeCells(r));
+            n++;
+            h1 += Bytes.toLong(d, 0);
+            h2 += Bytes.toLong(d, 8);
+          }
+          if (first != null) {
+            recs.add(RowFactory.create(first, boundary, n, h1, h2));
+          }
+          return recs.iterator();
+        });
+    return spark.createDataFrame(out, chunkSchema());
   }
 
   /**
@@ -285,6 +435,25 @@ public final class HBaseCells {
     @Override
     public long getLength() {
       return 1;
+    }
+  }
+
+  /**
+   * HBase's TableInputFormat, every split at least 1 byte long: a region's length is its size as
+   * the region servers report it, in whole megabytes (0 for a small region, or with the size
+   * calculator off), and Spark drops zero-length splits ({@code spark.hadoopRDD.ignoreEmptySplits}):
+   * that region's rows would never be read.
+   */
+  public static final class RegionFormat extends TableInputFormat {
+    @Override
+    public List<InputSplit> getSplits(JobContext job) throws IOException {
+      List<InputSplit> out = new ArrayList<>();
+      for (InputSplit s : super.getSplits(job)) {
+        TableSplit t = (TableSplit) s;
+        out.add(t.getLength() > 0 ? t : new TableSplit(t.getTable(), t.getScan(), t.getStartRow(), t.getEndRow(),
+            t.getRegionLocation(), t.getEncodedRegionName(), 1));
+      }
+      return out;
     }
   }
 
