@@ -169,6 +169,10 @@ def render_html(r: VerifyResult) -> str:
         chart_note = (f"All {r.buckets_compared:,} non-empty buckets have identical digests on both sides "
                       "(green); grey: source rows per group of buckets.")
     w = r.window or {}
+    chunks = w.get("chunks")
+    if chunks:  # HBase: buckets are key ranges in row-key order (see dr_toolkit/verify/hbase.py)
+        chart_note += (" Buckets here are row-key ranges in key order: each chunk identical on both sides, and "
+                       "each key range read row by row because its chunks differed.")
     facts = {
         "source": redact(r.source), "peer": redact(r.target), "key": ", ".join(r.key), "report id": r.report_id,
         "started": _ts(r.started_at), "duration": f"{r.duration_s:.1f} s",
@@ -176,6 +180,10 @@ def render_html(r: VerifyResult) -> str:
                    if w.get("ts_column") else "none (all rows)"),
         "buckets": f"{r.buckets:,} ({r.buckets_compared:,} non-empty, {r.buckets_differing:,} differing)",
         "data compared as of": _ts(r.data_time),
+        **({"key-range chunks": (f"~{chunks.get('rows_per_chunk', 0):,} rows each; {chunks.get('identical', 0):,} "
+                                 f"identical on both sides ({chunks.get('rows_identical', 0):,} rows, settled by "
+                                 f"digest); {chunks.get('ranges_read', 0):,} key ranges read row by row")}
+           if chunks else {}),
         **{k.replace("_", " "): str(v) for k, v in (r.provenance or {}).items()},
         **({"compare options": ", ".join(f"{k}={v}" for k, v in r.compare_options.items())}
            if r.compare_options else {}),

@@ -133,6 +133,10 @@ def test_cli_counts_every_planted_difference_like_verifyreplication(planted, hba
     assert content[row(80)]["source"]["cells"][0]["value"] == "hot-only" and content[row(80)]["peer"]["cells"] == []
     html = report.read_text()
     assert "CONTENT_DIFFERENT_ROWS = 3" in html and "v2" in html
+    # most of the table settled by chunk digests (chunks of ~8 rows here), the rest read row by row
+    chunks = out["window"]["chunks"]
+    assert chunks["rows_identical"] >= ROWS // 2 and 1 <= chunks["ranges_read"] <= 7, chunks
+    assert f"{chunks['ranges_read']} key ranges read row by row" in html
 
 
 CASES = {
