@@ -443,6 +443,15 @@ def _read_error(exc: BaseException, t: Table, side: str) -> Exception:
     return ConfigError(f"the {side} table cannot be read: {_java_error(exc)}", where=t.uri)
 
 
+def _reader_args(spark: SparkSession, reader: Any, t: Table, scan: Scan, side: str, snapshots: Snapshots | None,
+                 reuse: bool) -> tuple[Any, ...]:
+    """The arguments ``HBaseCells.read`` and ``HBaseCells.chunks`` share: the table, the Scan's
+    options and what to read it from (a snapshot taken here, or reused: :func:`_snapshot_for`)."""
+    snap, root, restore = _snapshot_for(reader, t, side, snapshots, reuse)
+    return (spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families), ",".join(scan.row_prefixes),
+            scan.start_ms, scan.end_ms, scan.versions, scan.raw, scan.caching, TIMEOUT_MS, snap, root, restore)
+
+
 Range = tuple[bytes, bytes, int]  # start (inclusive), stop (exclusive; b"" = the table's end), bucket
 
 
@@ -460,10 +469,7 @@ def read(spark: SparkSession, t: Table, scan: Scan, side: str, snapshots: Snapsh
         return DataFrame(spark._jsparkSession.createDataFrame(jvm.java.util.ArrayList(), reader.schema()), spark)
     text = ",".join(f"{a.hex()}:{b.hex()}:{i}" for a, b, i in ranges or [])
     try:
-        snap, root, restore = _snapshot_for(reader, t, side, snapshots, reuse)
-        jdf = reader.read(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
-                          ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
-                          scan.caching, TIMEOUT_MS, snap, root, restore, text)
+        jdf = reader.read(*_reader_args(spark, reader, t, scan, side, snapshots, reuse), text)
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError
         raise _read_error(exc, t, side) from None
     return DataFrame(jdf, spark)
@@ -500,10 +506,7 @@ def chunks(spark: SparkSession, tables: tuple[Table, Table], scan: Scan, snapsho
     frames: list[DataFrame] = []
     for t, side in zip(tables, ("source", "peer"), strict=True):
         try:
-            snap, root, restore = _snapshot_for(reader, t, side, snapshots, False)
-            jdf = reader.chunks(spark._jsparkSession, t.quorum, t.parent, t.table, ",".join(scan.families),
-                                ",".join(scan.row_prefixes), scan.start_ms, scan.end_ms, scan.versions, scan.raw,
-                                scan.caching, TIMEOUT_MS, snap, root, restore, bits)
+            jdf = reader.chunks(*_reader_args(spark, reader, t, scan, side, snapshots, False), bits)
         except Exception as exc:  # noqa: BLE001 - Py4JJavaError
             raise _read_error(exc, t, side) from None
         frames.append(DataFrame(jdf, spark).withColumn("side", F.lit(len(frames))))
