@@ -9,7 +9,9 @@ bytes before the listing may lie past it) whose manifest
 cold still holds. "Holds" is checked, not assumed: a dry run
 lists cold and compares it with the newest manifest (a fast-forward plan means cold holds it
 exactly), and the newest manifest must descend, through its ``base_manifest_id`` chain, from
-that completed run's manifest (later runs only moved cold forward). Every write hot accepted
+that completed run's manifest through runs that only moved cold forward whole: each later run
+completed too, or deleted and moved nothing on cold (one that deleted a file's old path and then
+failed to copy it at its new one leaves cold without it: :func:`_descends`). Every write hot accepted
 before that listing is then on cold — newer versions replace older ones, deletions are
 deletions on both sides.
 
@@ -38,29 +40,51 @@ if TYPE_CHECKING:
 CHAIN_LIMIT = 1000  # manifests walked back from the newest to the last completed run
 
 
+def _is_completed(r: dict[str, Any]) -> bool:
+    """The run copied everything it listed, whole: succeeded, its listing proven atomic (a
+    directory renamed during a live walk can hide a file from it), and no file was open for write
+    (an open file is copied up to the NameNode's length, while bytes a writer hflushed before the
+    listing may already be past it)."""
+    detail = r.get("detail") or {}
+    return r["status"] == "succeeded" and bool(r.get("manifest_id")) and not int(
+        detail.get("files_open") or 0) and detail.get("listing_proven") is not False
+
+
 def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
-    """The newest run of this target that copied everything it listed, whole: succeeded, its
-    listing proven atomic (a directory renamed during a live walk can hide a file from it), and no
-    file was open for write (an open file is copied up to the NameNode's length, while bytes a
-    writer hflushed before the listing may already be past it)."""
+    """The newest run of this target that completed (:func:`_is_completed`)."""
     for r in ledger.runs(policy=policy, limit=500):
-        detail = r.get("detail") or {}
-        if r["target"] == target_uri and r["status"] == "succeeded" and r.get("manifest_id") and not int(
-                detail.get("files_open") or 0) and detail.get("listing_proven") is not False:
+        if r["target"] == target_uri and _is_completed(r):
             return r
     return None
 
 
-def _descends(ledger: Ledger, newest: str, ancestor: str) -> bool:
+def _descends(ledger: Ledger, newest: str, ancestor: str, runs: dict[str, dict[str, Any]]) -> str | None:
+    """None when the manifest cold holds (``newest``) descends from the completed run's
+    (``ancestor``) through runs that only moved cold forward whole; else why not. A run after the
+    completed one that did not complete may stand in the chain only if it deleted and moved
+    nothing on cold: one that deleted a file's old path and then failed to copy it under its new
+    one (a live tree: renamed, then appended while copied) leaves cold without a file hot held
+    before the completed run's listing — found by the torture test."""
     mid: str | None = newest
     for _ in range(CHAIN_LIMIT):
         if mid is None:
-            return False
+            break
         if mid == ancestor:
-            return True
+            return None
+        run = runs.get(mid)
+        if run is None:
+            return (f"manifest {mid}, between the one cold holds and the last completed run's, was written by "
+                    f"no run of this policy known to the ledger: what it changed on cold cannot be judged")
+        if not _is_completed(run):
+            detail = run.get("detail") or {}
+            deleted, moved = int(run.get("files_deleted") or 0), int(detail.get("files_renamed") or 0)
+            if deleted or moved:
+                return (f"run {run['run_id']} ({run['status']}) deleted {deleted} and moved {moved} files on cold "
+                        f"without completing: a file it removed from its old path may not be at its new one; "
+                        f"run the policy again")
         row = ledger.manifest(mid)
         mid = row.get("base_manifest_id") if row else None
-    return False
+    return f"the manifest cold holds ({newest}) does not descend from the last completed run's ({ancestor})"
 
 
 def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
@@ -99,12 +123,13 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float)
                 continue
             detail["manifest_id"] = mrow["manifest_id"]
             detail["source_snapshot"] = mrow.get("source_snapshot")
-            held = r.mode == "fast-forward" and r.base_manifest_id is not None and _descends(
-                ledger, r.base_manifest_id, mrow["manifest_id"])
-            if not held:
-                why = r.mode_reason if r.mode != "fast-forward" else (
-                    f"the manifest cold holds ({r.base_manifest_id}) does not descend from the last completed "
-                    f"run's ({mrow['manifest_id']})")
+            if r.mode != "fast-forward" or r.base_manifest_id is None:
+                why: str | None = r.mode_reason or "cold holds no manifest"
+            else:
+                runs = {x["manifest_id"]: x for x in ledger.runs(policy=policy.name, limit=500)
+                        if x.get("manifest_id") and x["target"] == target_uri}
+                why = _descends(ledger, r.base_manifest_id, mrow["manifest_id"], runs)
+            if why is not None:
                 out.append(Signal("hdfs", name, False, None, None, "cold does not hold a completed run", detail,
                                   f"cold no longer holds the last completed run's files: {why}"))
                 continue

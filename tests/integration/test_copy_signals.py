@@ -98,3 +98,39 @@ def test_entries_on_hot_that_are_never_replicated_leave_no_safe_time(env: dict[s
     tmp.unlink()
     replicate_policy(env["topo"], "wh", env["ledger"], access=Access.from_env())
     assert _one(env).caught_up
+
+
+def test_a_run_that_deleted_a_file_and_failed_its_new_path_leaves_no_safe_time(
+        env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the torture test (a false GO): after a completed run, hot renames a directory and
+    appends to a file in it; the next run deletes the file's old path on cold, then cannot copy it
+    at its new one (it keeps changing while copied) and fails. Cold now holds that run's manifest,
+    which descends from the completed run's — but the file, written before the completed run's
+    listing, is on cold at no path: that listing time is no safe time any more."""
+    from dr_toolkit.copy import execute
+
+    (env["hot"] / "zz-old").mkdir()
+    (env["hot"] / "zz-old" / "f").write_bytes(b"x" * 100)
+    [r1] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    assert r1.ok and _one(env).safe_time == r1.source_time
+    (env["hot"] / "zz-old").rename(env["hot"] / "zz-new")
+    with (env["hot"] / "zz-new" / "f").open("ab") as f:
+        f.write(b"y" * 10)
+    real = execute.copy_one
+
+    def failing(ctx: Any, task: Any) -> Any:
+        if task.rel == "zz-new/f":
+            return execute.Outcome(task.rel, False, attempts=3, changed=True, error="changed while copied (injected)")
+        return real(ctx, task)
+
+    monkeypatch.setattr(execute, "copy_one", failing)
+    [r2] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    assert not r2.ok and r2.files_deleted >= 1, r2.to_json()
+    assert not (env["cold"] / "zz-old" / "f").exists() and not (env["cold"] / "zz-new" / "f").exists()
+    s = _one(env)
+    assert s.safe_time is None and not s.caught_up, (s.basis, s.reason)
+    assert r2.run_id in (s.reason or "") and "without completing" in (s.reason or ""), s.reason
+    # the next run that completes gives a safe time again
+    monkeypatch.undo()
+    [r3] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
+    assert r3.ok and _one(env).safe_time == r3.source_time
