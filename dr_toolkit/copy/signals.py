@@ -52,10 +52,12 @@ def _is_completed(r: dict[str, Any]) -> bool:
 
 def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
     """The newest run of this target that completed (:func:`_is_completed`)."""
-    for r in ledger.runs(policy=policy, limit=500):
-        if r["target"] == target_uri and _is_completed(r):
-            return r
-    return None
+    return next((r for r in _runs(ledger, policy, target_uri) if _is_completed(r)), None)
+
+
+def _runs(ledger: Ledger, policy: str, target_uri: str) -> list[dict[str, Any]]:
+    """This target's runs of the policy, newest first (the 500 newest runs of the policy)."""
+    return [r for r in ledger.runs(policy=policy, limit=500) if r["target"] == target_uri]
 
 
 def _descends(ledger: Ledger, newest: str, ancestor: str, runs: dict[str, dict[str, Any]]) -> str | None:
@@ -98,7 +100,8 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float)
             name = f"{policy.name}:{target}"
             try:
                 target_uri = parse_uri(target, topology).uri
-                done = _completed(ledger, policy.name, target_uri)
+                runs = _runs(ledger, policy.name, target_uri)
+                done = next((x for x in runs if _is_completed(x)), None)
                 r = probe(topology, policy.name, target, ledger, access)
             except DrtError as exc:
                 if isinstance(exc, LedgerUnreachable):
@@ -126,9 +129,8 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float)
             if r.mode != "fast-forward" or r.base_manifest_id is None:
                 why: str | None = r.mode_reason or "cold holds no manifest"
             else:
-                runs = {x["manifest_id"]: x for x in ledger.runs(policy=policy.name, limit=500)
-                        if x.get("manifest_id") and x["target"] == target_uri}
-                why = _descends(ledger, r.base_manifest_id, mrow["manifest_id"], runs)
+                by_manifest = {x["manifest_id"]: x for x in runs if x.get("manifest_id")}
+                why = _descends(ledger, r.base_manifest_id, mrow["manifest_id"], by_manifest)
             if why is not None:
                 out.append(Signal("hdfs", name, False, None, None, "cold does not hold a completed run", detail,
                                   f"cold no longer holds the last completed run's files: {why}"))

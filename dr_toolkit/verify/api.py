@@ -217,7 +217,8 @@ class _HBaseJob(_Job):
     per HBase row); the chunks identical on both sides are GOOD, and only the key ranges that
     differ are read as rows, each range a bucket. The rows come with their digest computed by the
     reader from the cells' raw bytes (row key included) — no canonical form or JSON text is built in
-    Spark; ``cells`` (raw bytes) is kept for the value compare and the samples."""
+    Spark; ``cells`` (raw bytes) is the row's one value (``one_value``: a CONTENT_DIFFERENT row
+    differs in it, no value-by-value pass) and what the samples show, cell by cell."""
 
     def __init__(self, run: _Run, spark: SparkSession, tables: tuple[HB.Table, HB.Table], scan: HB.Scan,
                  snapshots: HB.Snapshots, *, start: float | None, end: float | None) -> None:

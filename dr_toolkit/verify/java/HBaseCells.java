@@ -387,12 +387,13 @@ public final class HBaseCells {
           while (it.hasNext()) {
             Result r = it.next();
             byte[] row = r.getRow();
-            if (first == null || isBoundary(row, bits)) {
+            boolean starts = isBoundary(row, bits);
+            if (first == null || starts) {
               if (first != null) {
                 recs.add(RowFactory.create(first, boundary, n, h1, h2));
               }
               first = row;
-              boundary = isBoundary(row, bits);
+              boundary = starts;
               n = 0;
               h1 = 0;
               h2 = 0;
@@ -499,14 +500,6 @@ public final class HBaseCells {
         FileSystem fs = p.getFileSystem(c);
         fs.delete(p, true);
       }
-    }
-  }
-
-  /** How many regions the table has (= Spark partitions of {@link #read}). */
-  public static int regions(String quorum, String parent, String table, int timeoutMs) throws IOException {
-    try (Connection conn = ConnectionFactory.createConnection(conf(quorum, parent, timeoutMs));
-         Admin admin = conn.getAdmin()) {
-      return admin.getRegions(TableName.valueOf(table)).size();
     }
   }
 
