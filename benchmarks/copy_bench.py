@@ -92,15 +92,15 @@ def bench_large(work: Path, n: int, mib: int, spark: bool) -> None:
     warm(src)
     os.sync()
     t_cp = t_drt = float("inf")
-    for _ in range(2):  # alternate, best of two: the machine is shared and the disk's writeback is bursty
-        shutil.rmtree(work / "large-cp", ignore_errors=True)
-        shutil.rmtree(work / "large-drt", ignore_errors=True)
-        t_cp = min(t_cp, timed(["cp", "-r", str(src), str(work / "large-cp")])[0])
-        dt, out = distcp(src, work / "large-drt")
+    for i in range(2):  # alternate, best of two: the machine is shared and the disk's writeback is bursty
+        # every run writes a new directory and nothing is deleted before the last one: on ext4 an
+        # inode freed in the last seconds is passed over (and re-read) by every create after it
+        # (ialloc's recently_deleted), which slowed rsync and drt alike 3-6x after a deleted tree
+        t_cp = min(t_cp, timed(["cp", "-r", str(src), str(work / f"large-cp{i}")])[0])
+        dt, out = distcp(src, work / f"large-drt{i}")
         t_drt = min(t_drt, dt)
         assert out["bytes_copied"] == total, out
-    shutil.rmtree(work / "large-drt")
-    t_eng = engine_only(src, work / "large-drt")
+    t_eng = engine_only(src, work / "large-drt-eng")
     print(f"[1] large files {n} x {mib} MiB: cp -r {t_cp:.2f}s ({total / t_cp / 1e6:.0f} MB/s); "
           f"drt distcp --engine local {t_drt:.2f}s ({total / t_drt / 1e6:.0f} MB/s); "
           f"throughput ratio {t_cp / t_drt:.2f}x of cp (goal >= 0.8); "
@@ -110,7 +110,7 @@ def bench_large(work: Path, n: int, mib: int, spark: bool) -> None:
         assert out["bytes_copied"] == total, out
         print(f"[5] spark engine, large files: {t_sp:.2f}s ({total / t_sp / 1e6:.0f} MB/s) = "
               f"{t_cp / t_sp:.2f}x of cp, {t_drt / t_sp:.2f}x of the local engine (includes Spark start-up)")
-    for d in ("large-cp", "large-drt", "large-spark"):
+    for d in ("large-cp0", "large-cp1", "large-drt0", "large-drt1", "large-drt-eng", "large-spark"):
         shutil.rmtree(work / d, ignore_errors=True)
     shutil.rmtree(src)
 
@@ -120,21 +120,18 @@ def bench_tree(work: Path, tree: Path, spark: bool) -> None:
     size = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
     warm(tree)
     t_rs = t_drt = float("inf")
-    for _ in range(2):  # alternate, best of two
-        shutil.rmtree(work / "tree-rsync", ignore_errors=True)
-        shutil.rmtree(work / "tree-drt", ignore_errors=True)
-        t_rs = min(t_rs, timed(["rsync", "-a", f"{tree}/", str(work / "tree-rsync")])[0])
-        dt, out = distcp(tree, work / "tree-drt", "--preserve", "perm,times")
+    for i in range(2):  # alternate, best of two; new directories, nothing deleted in between (see bench_large)
+        t_rs = min(t_rs, timed(["rsync", "-a", f"{tree}/", str(work / f"tree-rsync{i}")])[0])
+        dt, out = distcp(tree, work / f"tree-drt{i}", "--preserve", "perm,times")
         t_drt = min(t_drt, dt)
-    t_again, again = distcp(tree, work / "tree-drt", "--preserve", "perm,times")
-    t_again = min(t_again, distcp(tree, work / "tree-drt", "--preserve", "perm,times")[0])
-    t_again_eng = engine_only(tree, work / "tree-drt")
-    shutil.rmtree(work / "tree-drt")
-    t_eng = engine_only(tree, work / "tree-drt")
+    t_eng = engine_only(tree, work / "tree-drt-eng")
+    t_again, again = distcp(tree, work / "tree-drt1", "--preserve", "perm,times")
+    t_again = min(t_again, distcp(tree, work / "tree-drt1", "--preserve", "perm,times")[0])
+    t_again_eng = engine_only(tree, work / "tree-drt1")
     print(f"[2] small files ({tree}: {files} files, {size / 1e6:.0f} MB): rsync -a {t_rs:.2f}s; "
           f"drt distcp {t_drt:.2f}s; wall-time ratio {t_drt / t_rs:.2f}x of rsync (goal <= 1.0); "
           f"copied {out['files_copied']} files; the copy alone (in-process) {t_eng:.2f}s = {t_eng / t_rs:.2f}x")
-    t_rs2 = min(timed(["rsync", "-a", f"{tree}/", str(work / "tree-rsync")])[0] for _ in range(2))
+    t_rs2 = min(timed(["rsync", "-a", f"{tree}/", str(work / "tree-rsync1")])[0] for _ in range(2))
     print(f"[3] re-run, nothing changed: drt {t_again:.2f}s vs rsync -a re-run {t_rs2:.2f}s = "
           f"{t_again / t_rs2:.2f}x of rsync (goal <= 1.5), mode {again['mode']}, "
           f"bytes_copied {again['bytes_copied']}, files read {len(again['files_read'])} (goal 0); "
@@ -143,7 +140,7 @@ def bench_tree(work: Path, tree: Path, spark: bool) -> None:
         t_sp, out = distcp(tree, work / "tree-spark", "--engine", "spark")
         print(f"[5] spark engine, small files: {t_sp:.2f}s = {t_sp / t_rs:.2f}x of rsync, "
               f"{t_sp / t_drt:.2f}x of the local engine (includes Spark start-up)")
-    for d in ("tree-rsync", "tree-drt", "tree-spark"):
+    for d in ("tree-rsync0", "tree-rsync1", "tree-drt0", "tree-drt1", "tree-drt-eng", "tree-spark"):
         shutil.rmtree(work / d, ignore_errors=True)
 
 

@@ -68,26 +68,33 @@ class ContentHash:
 
 def same_bytes(a: Iterable[bytes], b: Iterable[bytes]) -> tuple[bool, str | None]:
     """Compare two byte streams (any chunking) byte for byte; (equal, SHA-256 hex of the bytes
-    when equal). Stops at the first difference."""
+    when equal). Stops at the first difference. Chunks of equal length (the usual case: two
+    files read with the same chunk size) are compared whole (``memcmp``); otherwise the common
+    part is sliced out of each, never compared through a memoryview (element by element)."""
     h = hashlib.sha256()
     ia = (c for c in a if c)
     ib = (c for c in b if c)
-    ba: memoryview = memoryview(b"")
-    bb: memoryview = memoryview(b"")
+    ba, pa = b"", 0
+    bb, pb = b"", 0
     while True:
-        if not ba:
-            ba = memoryview(next(ia, b""))
-        if not bb:
-            bb = memoryview(next(ib, b""))
+        if pa == len(ba):
+            ba, pa = next(ia, b""), 0
+        if pb == len(bb):
+            bb, pb = next(ib, b""), 0
         if not ba and not bb:
             return True, h.hexdigest()
         if not ba or not bb:
             return False, None
-        k = min(len(ba), len(bb))
-        if ba[:k] != bb[:k]:
+        k = min(len(ba) - pa, len(bb) - pb)
+        if pa == 0 and pb == 0 and len(ba) == len(bb):
+            x, y = ba, bb
+        else:
+            x, y = ba[pa:pa + k], bb[pb:pb + k]
+        if x != y:
             return False, None
-        h.update(ba[:k])
-        ba, bb = ba[k:], bb[k:]
+        h.update(x)
+        pa += k
+        pb += k
 
 
 def is_internal(rel: str) -> bool:

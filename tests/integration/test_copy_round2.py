@@ -240,8 +240,8 @@ def test_hdfs_to_local_the_recorded_state_is_a_sha256_not_a_crc(tmp_path: Path, 
 
 @pytest.mark.parametrize("size", [3000, 3 << 20], ids=["small", "large"])
 def test_local_bytes_read_back_are_compared_with_the_source_bytes_read(tmp_path: Path, size: int) -> None:
-    """Another process alters the temp file between write and rename: the read-back SHA-256
-    differs from the source's, the copy is retried, the target ends equal."""
+    """Another process alters the temp file between write and rename: the bytes read back differ
+    from the source bytes read (compared byte for byte), the copy is retried, the target ends equal."""
     data = os.urandom(size)
     make_tree(tmp_path / "src", {"d/f.bin": data})
     hit = []
