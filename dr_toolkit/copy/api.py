@@ -21,7 +21,7 @@ import logging
 import posixpath
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -332,8 +332,11 @@ def _proven_listing(side: _Side, skipped: Callable[[str, str], None] | None
         if not tokens:  # nothing to watch: a single file, an absent root, a store without directories
             return files, []
         names = list(tokens)
-        with ThreadPoolExecutor(min(8, max(1, len(names) // 64))) as pool:
-            now = dict(zip(names, pool.map(lambda d: fs.dir_token(fs.join(side.root, d)), names), strict=True))
+        if fs.kind == "local":  # one stat each: a future per directory would cost more than the stat
+            now = {d: fs.dir_token(fs.join(side.root, d)) for d in names}
+        else:  # one round trip each: overlapped
+            with ThreadPoolExecutor(min(8, max(1, len(names) // 64))) as pool:
+                now = dict(zip(names, pool.map(lambda d: fs.dir_token(fs.join(side.root, d)), names), strict=True))
         changed = sorted((d for d in names if now[d] != tokens[d] or not fs.token_settled(tokens[d])),
                          key=lambda d: (d.count("/") if d else -1, d))
         if not changed:
@@ -547,8 +550,15 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     why = base.why_not
     header = base.header or {}
     pending = set(header.get("pending") or [])
-    with ThreadPoolExecutor(2) as pool:
-        tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
+    # a remote side's listing waits on the network: the two listings overlap on two threads. Two local
+    # listings are CPU work under one interpreter lock: on two threads they take twice as long as one
+    # after the other (40,936 files a side, 2 cores: 2.1-2.6 s together, 0.5-0.7 s each alone)
+    with ThreadPoolExecutor(1 if src.fs.kind == tgt.fs.kind == "local" else 2) as pool:
+        if src.fs.kind == tgt.fs.kind == "local":
+            tgt_future: Future[dict[str, FileStatus]] = Future()
+            tgt_future.set_result(_target_listing(src, tgt, tmp_found, empty_found, odd))
+        else:
+            tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
         diff = None
         how_not = ""
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
