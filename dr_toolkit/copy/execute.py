@@ -617,7 +617,7 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
     if ctx.src_fs.kind == ctx.tgt_fs.kind == "local":
         # disk to disk is bound by this process's CPU (copy, read-back, digests, Python per file):
         # threads beyond the cores only contend for the interpreter lock. Measured on 2 cores, 40,936
-        # files from the page cache: 8 threads 24.6 s, 2 threads 17.1 s, 1 thread 16.8 s
+        # files on tmpfs: 8 threads 24.6 s, 2 threads 17.1 s, 1 thread 16.8 s
         # (benchmarks/README.md, "Local copies")
         workers = min(workers, max(2, os.cpu_count() or 2))
     batches = uniform_lists(tasks, workers) if strategy == "uniformsize" else _batches(tasks)
