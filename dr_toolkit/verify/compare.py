@@ -213,8 +213,14 @@ def rows_of(keyed: DataFrame, keys: DataFrame, key: list[str], alias: str) -> Da
 
 
 def restrict(hashed: DataFrame, buckets: list[int]) -> DataFrame:
-    """Only the rows in ``buckets`` (an IN set: a hash lookup per row)."""
-    return hashed.filter(col(BUCKET).isin(buckets))
+    """Only the rows in ``buckets`` (an IN set: a hash lookup per row). Written as one SQL
+    expression of integer literals: ``Column.isin`` makes one Py4J call per value (328 buckets:
+    0.35 s a call against 0.10 s, and the row pass restricts five times)."""
+    from pyspark.sql import functions as F
+
+    if not buckets:
+        return hashed.filter(F.lit(False))
+    return hashed.filter(F.expr(f"`{BUCKET}` IN ({','.join(str(int(b)) for b in buckets)})"))
 
 
 def only_keys(df: DataFrame, keys: DataFrame) -> DataFrame:
