@@ -553,7 +553,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
     # a remote side's listing waits on the network: the two listings overlap on two threads. Two local
     # listings are CPU work under one interpreter lock: on two threads they take twice as long as one
     # after the other (40,936 files a side, 2 cores: 2.1-2.6 s together, 0.5-0.7 s each alone)
-    with ThreadPoolExecutor(1 if src.fs.kind == tgt.fs.kind == "local" else 2) as pool:
+    with ThreadPoolExecutor(2) as pool:
         if src.fs.kind == tgt.fs.kind == "local":
             tgt_future: Future[dict[str, FileStatus]] = Future()
             tgt_future.set_result(_target_listing(src, tgt, tmp_found, empty_found, odd))

@@ -283,16 +283,13 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
     on the way). Returns (bytes, CRC32C or "", SHA-256); None: not local to local."""
     if ctx.src_fs.kind != "local" or ctx.tgt_fs.kind != "local":
         return None
+    confined = getattr(ctx.tgt_fs, "confined", None)
+    if confined is not None:
+        confined(tmp)  # every file: no symlink among its parents, nothing is written outside the target
     parent = os.path.dirname(tmp) or "/"
-    if parent not in ctx.made_dirs:  # one check and one makedirs per directory, not per file
-        confined = getattr(ctx.tgt_fs, "confined", None)
-        if confined is not None:
-            confined(tmp)  # no symlink among its parents: nothing is written outside the target
+    if parent not in ctx.made_dirs:  # one makedirs per directory, not per file
         os.makedirs(parent, exist_ok=True)
         ctx.made_dirs.add(parent)
-        trust = getattr(ctx.tgt_fs, "trust", None)
-        if trust is not None:
-            trust(parent)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     if size <= SMALL and not ctx.throttle.rate:
         with open(src, "rb", buffering=0) as fi:
@@ -400,8 +397,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         if fast is not None:  # the written file was read back and matched the source bytes read
             n, digest, sha = fast
             info = _check_source(ctx, src, size, mtime, version, n, digest, sha=sha)
-            verified = "read back and compared byte for byte with the source bytes read" if digest else \
-                "read back and compared byte for byte with the source"
+            verified = "read back and compared byte for byte with the source bytes read"
         else:
             n = ctx.tgt_fs.write(tmp, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc, counter),
                                  block_size=task.block_size if both_hdfs else None, size_hint=size)

@@ -25,17 +25,6 @@ class LocalFileSystem(FileSystem):
     #: the real path every write, rename and delete must stay under (set for a copy target):
     #: no parent of a path written may be a symlink (see :meth:`confined`)
     confine: str | None = None
-    #: directories of the target checked real (by :meth:`confined`) and then written to by this run's
-    #: executor: their parents are not resolved again for every file (see :meth:`trust`)
-    trusted: frozenset[str] | set[str] = frozenset()
-
-    def trust(self, d: str) -> None:
-        """``d`` was just checked by :meth:`confined` (or created by this run under a checked
-        parent): later writes, renames and deletes in it skip resolving its parents again. A
-        directory swapped for a symlink after that is the same race a check per file has."""
-        if not isinstance(self.trusted, set):
-            self.trusted = set()
-        self.trusted.add(d)
 
     def confined(self, path: str) -> None:
         """Refuse (OSError, one line) a write, rename or delete of ``path`` that would leave
@@ -49,7 +38,7 @@ class LocalFileSystem(FileSystem):
         d = os.path.dirname(path)
         if not (d == c or d.startswith(c + "/") or c == "/"):
             raise OSError(f"refusing to write {path}: outside the target's real path {c}")
-        if d in self.trusted or os.path.realpath(d) == d:
+        if os.path.realpath(d) == d:
             return
         p = c
         for part in d[len(c):].strip("/").split("/"):

@@ -86,6 +86,28 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
     assert os.listdir(tmp_path / "outside") == []
 
 
+def test_a_target_directory_swapped_for_a_symlink_mid_copy_is_refused_for_every_later_file(tmp_path: Path) -> None:
+    """After the first file of a directory was written, the directory is replaced by a link to
+    elsewhere: every later write, rename and retry into it is refused (each checks its parents
+    again, none trusts an earlier check), nothing lands outside, the next run converges."""
+    make_tree(tmp_path / "src", {"d/f1": b"1", "d/f2": b"two", "d/f3": b"three"})
+    (tmp_path / "outside").mkdir()
+    swapped = []
+
+    def swap(kind: str, n: int) -> None:
+        if kind == "bytes" and not swapped:  # the first file's bytes are in its temp file in dst/d
+            os.rename(tmp_path / "dst/d", tmp_path / "moved")
+            os.symlink(tmp_path / "outside", tmp_path / "dst/d")
+            swapped.append(1)
+
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=swap, access=Access.from_env())
+    assert swapped and os.listdir(tmp_path / "outside") == []
+    assert r.files_failed == 3 and all("is a symlink in the target" in f["error"] for f in r.failures), r.failures
+    r2 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env())
+    assert r2.ok and tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
+    assert os.listdir(tmp_path / "outside") == []
+
+
 # -- item 10: --delete leaves exactly the source's entries; odd names; append-only -----------------
 def test_delete_removes_and_reports_target_only_symlinks_fifos_and_directories(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
