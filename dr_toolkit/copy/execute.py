@@ -35,6 +35,7 @@ from dr_toolkit.fs.base import (
     same_bytes,
     tmp_name,
 )
+from dr_toolkit.fs.local import LocalFileSystem
 from dr_toolkit.retry import Retry
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,6 @@ class CopyContext:
     stable_source: bool = False  # a snapshot: cannot change under us
     live_root: str | None = None  # the live source root, when reading from a snapshot of it
     cancel: threading.Event = field(default_factory=threading.Event)
-    made_dirs: set[str] = field(default_factory=set)  # target directories known to exist (local)
     #: the fencing check of the target's lease: raises (stopping the run) when this run lost it;
     #: called before every rename into place and every write to a live target file
     fence: Callable[[], None] | None = None
@@ -283,14 +283,10 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
     on the way). Returns (bytes, CRC32C or "", SHA-256); None: not local to local."""
     if ctx.src_fs.kind != "local" or ctx.tgt_fs.kind != "local":
         return None
-    confined = getattr(ctx.tgt_fs, "confined", None)
-    if confined is not None:
-        confined(tmp)  # every file: no symlink among its parents, nothing is written outside the target
-    parent = os.path.dirname(tmp) or "/"
-    if parent not in ctx.made_dirs:  # one makedirs per directory, not per file
-        os.makedirs(parent, exist_ok=True)
-        ctx.made_dirs.add(parent)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    # every file: created relative to its directory, whose real path was checked (no symlink
+    # among its parents, nothing written outside the target)
+    assert isinstance(ctx.tgt_fs, LocalFileSystem)
+    fd = ctx.tgt_fs.open_confined(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     if size <= SMALL and not ctx.throttle.rate:
         with open(src, "rb", buffering=0) as fi:
             data = fi.read(size + 1)

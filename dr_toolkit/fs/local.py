@@ -7,11 +7,28 @@ import shutil
 import stat as st
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from dr_toolkit.fs.base import CHUNK, TMP_PREFIX, Checksum, FileStatus, FileSystem, Skipped
 
 FRESH_S = 0.05  # a directory changed this recently may change again under the same time stamp
+_PROC_FD = os.path.isdir("/proc/self/fd") and hasattr(os, "O_PATH")
+
+
+def _real_dir(d: str) -> str:
+    """``d``'s real path as the kernel resolves it: one open, one readlink of /proc/self/fd (about
+    6x faster than :func:`os.path.realpath`, which lstat's every component from Python);
+    :func:`os.path.realpath` where /proc is not mounted or ``d`` does not exist yet."""
+    if _PROC_FD:
+        try:
+            fd = os.open(d or "/", os.O_PATH | os.O_DIRECTORY)
+        except OSError:
+            return os.path.realpath(d)
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+    return os.path.realpath(d)
 
 
 class LocalFileSystem(FileSystem):
@@ -35,11 +52,20 @@ class LocalFileSystem(FileSystem):
         c = self.confine
         if c is None:
             return
+        d = self._inside(path, c)
+        if _real_dir(d) == d:
+            return
+        self._refuse(path, c, d)
+
+    @staticmethod
+    def _inside(path: str, c: str) -> str:
         d = os.path.dirname(path)
         if not (d == c or d.startswith(c + "/") or c == "/"):
             raise OSError(f"refusing to write {path}: outside the target's real path {c}")
-        if os.path.realpath(d) == d:
-            return
+        return d
+
+    @staticmethod
+    def _refuse(path: str, c: str, d: str) -> NoReturn:
         p = c
         for part in d[len(c):].strip("/").split("/"):
             p = os.path.join(p, part)
@@ -47,6 +73,30 @@ class LocalFileSystem(FileSystem):
                 raise OSError(f"refusing to write {path}: {p} is a symlink in the target (not followed: nothing "
                               f"is written outside {c})")
         raise OSError(f"refusing to write {path}: its parent resolves outside {c}")
+
+    def open_confined(self, path: str, flags: int, mode: int = 0o666) -> int:
+        """``os.open`` of ``path`` (its parents made when missing) relative to a descriptor of its
+        directory whose real path was checked (:meth:`confined`): the file is created in the
+        directory that was checked, even if a parent is swapped for a link right after."""
+        c = self.confine
+        if c is None or not _PROC_FD:
+            self.confined(path)
+            os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+            return os.open(path, flags | os.O_NOFOLLOW, mode)
+        d = self._inside(path, c)
+        name = os.path.basename(path)
+        try:
+            dfd = os.open(d or "/", os.O_PATH | os.O_DIRECTORY)
+        except FileNotFoundError:
+            self.confined(path)  # before a directory is made: no parent may be a link
+            os.makedirs(d, exist_ok=True)
+            dfd = os.open(d, os.O_PATH | os.O_DIRECTORY)
+        try:
+            if os.readlink(f"/proc/self/fd/{dfd}") != d:
+                self._refuse(path, c, d)
+            return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dfd)
+        finally:
+            os.close(dfd)
 
     @staticmethod
     def _status(path: str, r: os.stat_result) -> FileStatus:
@@ -184,11 +234,9 @@ class LocalFileSystem(FileSystem):
 
     def write(self, path: str, chunks: Iterable[bytes], *, append: bool = False, block_size: int | None = None,
               bytes_per_checksum: int | None = None, size_hint: int | None = None) -> int:
-        self.confined(path)
-        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
         n = 0
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
-        with open(os.open(path, flags, 0o666), "ab" if append else "wb") as f:
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        with open(self.open_confined(path, flags), "ab" if append else "wb") as f:
             for c in chunks:
                 f.write(c)
                 n += len(c)
@@ -196,7 +244,8 @@ class LocalFileSystem(FileSystem):
 
     def rename(self, src: str, dst: str) -> None:
         self.confined(src)
-        self.confined(dst)
+        if os.path.dirname(dst) != os.path.dirname(src):
+            self.confined(dst)
         try:
             os.replace(src, dst)  # rename(2): atomic; a file onto a directory fails with EISDIR
         except FileNotFoundError:
