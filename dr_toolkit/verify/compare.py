@@ -9,14 +9,14 @@ The pipeline, for a source and its replica ("peer") read by Spark:
    canonical type still differs is compared by its text (``CAST(... AS STRING)``) on both
    sides. :class:`SchemaDiff` says which.
 2. :func:`with_hashes` adds, per row, ``__bucket`` (a hash of the key modulo the bucket
-   count) and two independent hashes of the row's unambiguous JSON text
-   (:func:`dr_toolkit.verify.canon.encode_row`): ``__h`` (xxhash64) and ``__c`` (CRC32).
-   Nested NULLs and positions are part of the text, so ``[null,'x']``, ``['x']`` and
-   ``['x',null]`` all differ.
+   count) and two independent hashes of the row's unambiguous value sequence
+   (:func:`dr_toolkit.verify.canon.row_hash_inputs`: a NULL mask, the flat values typed, the
+   nested ones as JSON text): ``__h`` (xxhash64) and ``__c`` (Murmur3, 32 bits). NULLs and
+   positions count, so ``[null,'x']``, ``['x']`` and ``['x',null]`` all differ.
 3. :func:`bucket_digests` folds each bucket into ``(rows, bit_xor(h), sum(h & 0xffffffff),
    sum(crc))`` (ANSI mode is on: no plain sum of 64-bit hashes). Buckets with all four
    equal on both sides are counted GOODROWS without a row compare (data-diff's bisection
-   idea); the CRC sum is the second, independent confirmation.
+   idea); the Murmur3 sum is the second, independent confirmation.
 4. For the buckets that differ, :func:`key_digests` folds each key into the same digest
    (several rows under one key fold into one digest: duplicates are compared as multisets,
    never joined row by row) and :func:`classify` full-outer-joins the two sides by key
@@ -31,7 +31,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.verify.canon import CompareOptions, canon, digest_form, encode_row, values_equal
+from dr_toolkit.verify.canon import CompareOptions, canon, digest_form, row_hash_inputs, values_equal
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -131,19 +131,19 @@ def align(source: DataFrame, peer: DataFrame, key: list[str], ignore: list[str] 
 
 def with_hashes(df: DataFrame, key: list[str], buckets: int, opts: CompareOptions | None = None) -> DataFrame:
     """Add ``__bucket`` (key hash mod ``buckets``), ``__h`` and ``__c`` (two independent hashes
-    of the row's unambiguous text) and ``__nullkey`` (0/1). ``df`` comes from :func:`align`."""
+    of the row's unambiguous values) and ``__nullkey`` (0/1). ``df`` comes from :func:`align`."""
     from pyspark.sql import functions as F
 
     opts = opts or CompareOptions()
     types = {f.name: f.dataType for f in df.schema.fields}
-    key_text = encode_row([col(k) for k in key])
-    row_text = encode_row([digest_form(col(c), types[c], opts) for c in df.columns])
+    row = row_hash_inputs([(digest_form(col(c), types[c], opts), types[c]) for c in df.columns])
     null_key = reduce(lambda a, b: a | b, [col(k).isNull() for k in key])
     return df.select(
         "*",
-        F.pmod(F.xxhash64(key_text), F.lit(buckets)).cast("int").alias(BUCKET),
-        F.xxhash64(row_text).alias(ROW_HASH),
-        F.crc32(row_text.cast("binary")).alias(ROW_CRC),
+        # the bucket only groups keys (equal keys, equal bucket): Spark's hash of the key values
+        F.pmod(F.xxhash64(*[col(k) for k in key]), F.lit(buckets)).cast("int").alias(BUCKET),
+        F.xxhash64(*row).alias(ROW_HASH),
+        F.hash(*row).cast("long").bitwiseAND(F.lit(_LOW32)).alias(ROW_CRC),  # Murmur3, 32 bits
         null_key.cast("int").alias(NULL_KEY),
     )
 
@@ -156,7 +156,7 @@ def _digest_aggs() -> list[Column]:
 
 
 def bucket_digests(hashed: DataFrame) -> DataFrame:
-    """One row per bucket: ``__bucket, n, x, s, c, nulls`` (rows, xor of hashes, low-32 sum, CRC
+    """One row per bucket: ``__bucket, n, x, s, c, nulls`` (rows, xor of hashes, low-32 sum, Murmur3
     sum, null keys)."""
     from pyspark.sql import functions as F
 

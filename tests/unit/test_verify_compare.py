@@ -83,3 +83,31 @@ def test_parse_time() -> None:
     assert parse_time(None, "x") is None
     with pytest.raises(ConfigError, match="not a time"):
         parse_time("soon", "--end-time")
+
+
+AMBIGUOUS = [  # two rows a hash over the values alone, or over their concatenation, would confuse
+    ("id int, a string, b string", ("ab", "c"), ("a", "bc")),
+    ("id int, a string, b string", ("", None), (None, "")),
+    ("id int, a bigint, b bigint", (None, 5), (5, None)),
+    ("id int, a string, b array<string>", ("x", None), (None, ["x"])),
+    ("id int, a array<string>, b array<string>", ([None], ["x"]), (["x"], [None])),
+    ("id int, a double, b boolean", (None, True), (1.0, None)),
+]
+
+
+@pytest.mark.parametrize(("ddl", "a", "b"), AMBIGUOUS, ids=[f"{a!r}~{b!r}" for _, a, b in AMBIGUOUS])
+def test_row_hashes_keep_nulls_positions_and_boundaries(spark, ddl: str, a: tuple, b: tuple) -> None:
+    ra, rb = (C.with_hashes(spark.createDataFrame([(1, *v)], ddl), ["id"], 4).collect()[0] for v in (a, b))
+    assert ra[C.BUCKET] == rb[C.BUCKET]  # one key
+    assert ra[C.ROW_HASH] != rb[C.ROW_HASH] and ra[C.ROW_CRC] != rb[C.ROW_CRC], (a, b)
+
+
+def test_a_null_in_the_first_and_in_the_63rd_flat_column_differ(spark) -> None:
+    """More than 62 flat columns: the NULL mask spans several words, each column its own bit."""
+    cols = [f"c{i:02d}" for i in range(70)]
+    ddl = "id int, " + ", ".join(f"{c} bigint" for c in cols)
+    first = [None if i == 0 else 0 for i in range(70)]
+    late = [None if i == 62 else 0 for i in range(70)]
+    rows = C.with_hashes(spark.createDataFrame([(1, *first)], ddl), ["id"], 4).collect() + \
+        C.with_hashes(spark.createDataFrame([(1, *late)], ddl), ["id"], 4).collect()
+    assert rows[0][C.ROW_HASH] != rows[1][C.ROW_HASH] and rows[0][C.ROW_CRC] != rows[1][C.ROW_CRC]
