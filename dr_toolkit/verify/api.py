@@ -25,7 +25,7 @@
   order is ignored. Float columns may be compared under ``abs_tol``/``rel_tol``; strings with
   ``ignore_spaces``/``ignore_case``. A type verify cannot compare is a ConfigError (exit 2).
 - **Digests**: a bucket (or key) whose rows differ never passes: its digest is two unrelated
-  hashes (xxhash64, CRC32) of an unambiguous text of each row. Keys whose digests differ are
+  hashes (xxhash64, Murmur3) of an unambiguous value sequence of each row. Keys whose digests differ are
   compared value by value: ``column_mismatches`` counts, per column, the keys that differ there
   (keys held by one row on each side), and under a tolerance a key whose values are all
   within it is GOODROWS.
