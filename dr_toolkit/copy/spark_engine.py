@@ -98,14 +98,14 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
     """Copy on Spark: one Spark task per balanced group of files, results collected.
 
     The master is ``master`` (else ``$DRT_SPARK_MASTER``, else the source/target cluster's
-    ``spark.master``); an existing session (spark-submit) is used as it is."""
+    ``spark.master``); an existing session or context (spark-submit) is used as it is, else a bare
+    SparkContext is started (no SQL session: :func:`dr_toolkit.spark.session.get_context`)."""
     if not tasks:
         return []
-    from dr_toolkit.spark.session import get_session
+    from dr_toolkit.spark.session import get_context
 
     cluster = job.src.cluster_config or job.tgt.cluster_config
-    spark = get_session(master, app_name=f"drt-distcp-{job.run_id}", endpoint=cluster.spark if cluster else None)
-    sc = spark.sparkContext
+    sc = get_context(master, app_name=f"drt-distcp-{job.run_id}", endpoint=cluster.spark if cluster else None)
     from dr_toolkit.spark.executor_env import check_executors
 
     check_executors(sc)  # one line, before any file is touched, when the executors cannot run the tasks

@@ -115,9 +115,11 @@ _checked: set[str] = set()
 
 
 def check_executors(sc: object) -> None:
-    """Run one tiny task and refuse, in one line (ConfigError, exit 2), when the executors'
-    Python cannot import what the copy tasks need — before any file is touched. Once per
-    application; local masters run the driver's own Python and are not checked."""
+    """Run one tiny task per core and refuse, in one line (ConfigError, exit 2), when the
+    executors' Python cannot import what the copy tasks need — before any file is touched. Once
+    per application; local masters run the driver's own Python and are not checked. A task per
+    core (``defaultParallelism``) also starts the executors' Python workers and their imports side
+    by side, which the copy's tasks then reuse (``spark.python.worker.reuse``)."""
     from dr_toolkit.errors import ConfigError
 
     master = str(getattr(sc, "master", ""))
@@ -140,15 +142,17 @@ def check_executors(sc: object) -> None:
         return [{"python": pf.python_version(), "missing": missing}]
 
     try:
-        got = sc.parallelize([0], 1).mapPartitions(probe).collect()  # type: ignore[attr-defined]
+        n = max(1, int(getattr(sc, "defaultParallelism", 1)))
+        got = sc.parallelize(range(n), n).mapPartitions(probe).collect()  # type: ignore[attr-defined]
     except Exception as exc:
         why = missing_module(str(exc))
         if why:
             raise ConfigError(why, where=master) from None
         raise
-    missing = got[0]["missing"] if got else []
-    if missing:
-        raise ConfigError(f"the executors' Python {got[0]['python']} cannot import {', '.join(missing)}",
+    bad = [g for g in got if g["missing"]]
+    if bad:
+        missing = list(dict.fromkeys(m for g in bad for m in g["missing"]))
+        raise ConfigError(f"the executors' Python {bad[0]['python']} cannot import {', '.join(missing)}",
                           where=master, hint="run the workers on the driver's Python version (the packages are "
                           "shipped), or install them there and set clusters.<name>.spark.ship_library: false")
     _checked.add(app)

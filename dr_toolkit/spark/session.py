@@ -21,6 +21,9 @@ Rules (issue 15):
 - **Start-up failures are one error**: :class:`UnreachableError` (exit 3) naming the master
   and Spark's first line, never a JVM trace; a master URL Spark cannot parse is a
   ConfigError (exit 2).
+- **The copy engine starts no SQL session**: :func:`get_context` gives it a bare SparkContext
+  (Spark SQL's catalog and function registry cost seconds of driver CPU it never uses), its
+  JVMs with the client JIT and the serial collector unless the cluster's conf says otherwise.
 - Local mode and a standalone master on 127.0.0.1 bind the driver (and its UI) to
   127.0.0.1. ANSI mode stays on: code that sums hashes uses ``bit_xor`` or a modular sum.
 """
@@ -41,6 +44,7 @@ from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from dr_toolkit.access import Access
@@ -122,8 +126,9 @@ def _merge(user: Mapping[str, str], ours: Mapping[str, str]) -> dict[str, str]:
 
 def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, submitted: Mapping[str, str], *,
                  hadoop: Mapping[str, str] | None = None, secret_env: Mapping[str, str] | None = None,
-                 ship_library: bool = True) -> dict[str, str]:
-    """The keys to set on the builder: ours under the caller's, and nothing spark-submit set."""
+                 ship_library: bool = True, defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The keys to set on the builder: ours (and the caller's ``defaults``) under the caller's
+    conf, and nothing spark-submit set."""
     local = master.startswith("local")
     loopback = _is_loopback(master)
     ours: dict[str, str] = {
@@ -132,6 +137,7 @@ def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, sub
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.redaction.regex": REDACTION_REGEX,
+        **(defaults or {}),
     }
     if local:
         ours["spark.ui.enabled"] = "false"
@@ -176,29 +182,8 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    try:
-        submitted = _submitted_conf()
-    except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
-        raise UnreachableError(f"cannot reach the Spark driver that spark-submit started: {_first(exc)}") from None
-    cluster = topology.hot.spark if topology is not None else endpoint
-    chosen = check_master(submitted.get("spark.master") or master or os.environ.get("DRT_SPARK_MASTER")
-                          or (cluster.master if cluster else None) or "local[2]")
-    user_conf = {**(cluster.conf if cluster else {}), **(conf or {})}
-    hadoop, hadoop_env = _hadoop_conf(topology, uris, access)
-    secret_env = {**hadoop_env, **(secret_env or {})}
-    ship = ship_library if ship_library is not None else (cluster.ship_library if cluster else True)
-    keys = session_conf(chosen, app_name, user_conf, submitted, hadoop=hadoop, secret_env=secret_env,
-                        ship_library=ship)
-    if "spark.master" not in submitted:
-        check_java()
-        check_master_reachable(chosen)
-    if _is_loopback(chosen):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if chosen.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    for k, v in secret_env.items():
-        os.environ[k] = v  # the driver JVM's Hadoop client (and local-mode executors) read them here
+    chosen, keys, submitted = _prepare(master, app_name, conf, topology=topology, uris=uris, access=access,
+                                       ship_library=ship_library, endpoint=endpoint, secret_env=secret_env)
     builder: Any = SparkSession.builder
     if "spark.master" not in submitted:
         builder = builder.master(chosen)
@@ -212,6 +197,77 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     session.sparkContext.setLogLevel("WARN")
     out: SparkSession = session
     return out
+
+
+# The copy engine's JVMs only schedule tasks and pass file lists and results: the client JIT
+# and the serial collector start them seconds sooner on small machines (a 2-core, 2-worker
+# standalone cluster: ~23 s to the first task with the JVM defaults, ~15 s with these —
+# benchmarks/README.md). clusters.<name>.spark.conf replaces them, key by key.
+QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+CONTEXT_DEFAULTS = {"spark.driver.extraJavaOptions": QUICK_START_JVM,
+                    "spark.executor.extraJavaOptions": QUICK_START_JVM}
+
+
+def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
+                endpoint: SparkEndpoint | None = None) -> SparkContext:
+    """The active SparkContext (a running session's, spark-submit's), or a new one without a
+    SQL session: what the copy engine needs, started without Spark SQL's catalog and function
+    registry (seconds of driver CPU) and with :data:`CONTEXT_DEFAULTS` under the caller's conf.
+    Master, conf, library shipping and errors as :func:`get_session`."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active.sparkContext
+    running = SparkContext._active_spark_context
+    if running is not None:
+        return running
+    chosen, keys, submitted = _prepare(master, app_name, None, endpoint=endpoint, defaults=CONTEXT_DEFAULTS)
+    spark_conf = SparkConf()
+    if "spark.master" not in submitted:
+        spark_conf.setMaster(chosen)
+    spark_conf.setAll(list(keys.items()))
+    try:
+        sc = SparkContext.getOrCreate(spark_conf)
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
+        raise UnreachableError(f"Spark did not start on master {redact(chosen)}: {_first(exc)}",
+                               hint="check that the master is running and reachable, and JAVA_HOME") from None
+    sc.setLogLevel("WARN")
+    return sc
+
+
+def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, *,
+             topology: Topology | None = None, uris: Sequence[str] = (), access: Access | None = None,
+             ship_library: bool | None = None, endpoint: SparkEndpoint | None = None,
+             secret_env: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None
+             ) -> tuple[str, dict[str, str], dict[str, str]]:
+    """The master, the keys to set and spark-submit's conf; checks Java and the master and sets
+    the driver's environment (loopback binding, Python, secrets) before the JVM starts."""
+    try:
+        submitted = _submitted_conf()
+    except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
+        raise UnreachableError(f"cannot reach the Spark driver that spark-submit started: {_first(exc)}") from None
+    cluster = topology.hot.spark if topology is not None else endpoint
+    chosen = check_master(submitted.get("spark.master") or master or os.environ.get("DRT_SPARK_MASTER")
+                          or (cluster.master if cluster else None) or "local[2]")
+    user_conf = {**(cluster.conf if cluster else {}), **(conf or {})}
+    hadoop, hadoop_env = _hadoop_conf(topology, uris, access)
+    secret_env = {**hadoop_env, **(secret_env or {})}
+    ship = ship_library if ship_library is not None else (cluster.ship_library if cluster else True)
+    keys = session_conf(chosen, app_name, user_conf, submitted, hadoop=hadoop, secret_env=secret_env,
+                        ship_library=ship, defaults=defaults)
+    if "spark.master" not in submitted:
+        check_java()
+        check_master_reachable(chosen)
+    if _is_loopback(chosen):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if chosen.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    for k, v in secret_env.items():
+        os.environ[k] = v  # the driver JVM's Hadoop client (and local-mode executors) read them here
+    return chosen, keys, submitted
 
 
 def _first(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from dr_toolkit.spark.session import QUICK_START_JVM
 from tests.support import spark_cluster as cluster_fixtures
 from tests.support.spark_cluster import SparkCluster, spark_home
 
@@ -213,6 +214,7 @@ def test_copy_engine_runs_on_workers_whose_python_has_none_of_the_projects_packa
     # the executors run `bare` (spark.pyspark.python follows $PYSPARK_PYTHON)
     e = env(DRT_SPARK_MASTER=spark_cluster.master_url, PYSPARK_PYTHON=bare,
             DRT_CACHE_DIR=str(tmp_path / "cache"))
+    before = {a for w in spark_cluster.work_dirs for a in w.glob("app-*")}
     p = subprocess.run([*DRT, "--json", "distcp", f"file://{src}", f"file://{dst}", "--engine", "spark"], env=e,
                        capture_output=True, text=True, timeout=400, cwd=tmp_path)
     no_trace(p.stderr)
@@ -220,6 +222,35 @@ def test_copy_engine_runs_on_workers_whose_python_has_none_of_the_projects_packa
     assert json.loads(p.stdout)["files_copied"] == len(want) and _finals(dst) == want
     # the packages came with the job: one archive of the executors' packages, cached for the next run
     assert len(list((tmp_path / "cache").glob("executor-env-*.tar.gz"))) == 1
+    # the copy engine's executors were started with the quick-start JVM options (session.CONTEXT_DEFAULTS)
+    launched = [ex / "stderr" for w in spark_cluster.work_dirs for a in w.glob("app-*") if a not in before
+                for ex in a.iterdir() if (ex / "stderr").is_file()]
+    assert launched, "no executor of the run found in the workers' work directories"
+    for log in launched:
+        command = log.read_text(errors="replace").split("\n", 1)[0]
+        assert "Spark Executor Command" in command and all(o in command for o in QUICK_START_JVM.split()), command
+
+
+CONTEXT_PROBE = """
+import json, sys
+from pyspark.sql import SparkSession
+from dr_toolkit.spark.session import get_context
+sc = get_context(sys.argv[1], app_name="drt-context-probe")
+print("PROBE " + json.dumps({"sql_session": SparkSession.getActiveSession() is not None,
+                             "driver": sc.getConf().get("spark.driver.extraJavaOptions", None),
+                             "same": get_context(sys.argv[1]) is sc}))
+sc.stop()
+"""
+
+
+def test_the_copy_engine_context_starts_no_sql_session_and_is_reused(spark_cluster: SparkCluster,
+                                                                      tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-c", CONTEXT_PROBE, spark_cluster.master_url], env=env(),
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("PROBE "))[6:])
+    assert got["sql_session"] is False and got["same"] is True, got
+    assert got["driver"].endswith(QUICK_START_JVM), got  # after Spark's own default options
 
 
 UNSHIPPED = """

@@ -9,7 +9,14 @@ import zipfile
 import pytest
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.spark.session import REDACTION_REGEX, check_master, library_zip, session_conf
+from dr_toolkit.spark.session import (
+    CONTEXT_DEFAULTS,
+    QUICK_START_JVM,
+    REDACTION_REGEX,
+    check_master,
+    library_zip,
+    session_conf,
+)
 
 
 def test_spark_submit_keys_are_never_overridden() -> None:
@@ -64,3 +71,16 @@ def test_bad_master_is_a_config_error(bad: str) -> None:
                                   "k8s://https://api:6443"])
 def test_good_masters(good: str) -> None:
     assert check_master(good) == good
+
+
+def test_the_copy_engines_quick_start_jvm_options_sit_under_the_callers_conf() -> None:
+    keys = session_conf("spark://10.0.0.5:7077", "drt-distcp", {}, {}, ship_library=False, defaults=CONTEXT_DEFAULTS)
+    assert keys["spark.driver.extraJavaOptions"] == keys["spark.executor.extraJavaOptions"] == QUICK_START_JVM
+    mine = session_conf("spark://10.0.0.5:7077", "drt-distcp", {"spark.executor.extraJavaOptions": "-Xss4m"}, {},
+                        ship_library=False, defaults=CONTEXT_DEFAULTS)
+    assert mine["spark.executor.extraJavaOptions"] == "-Xss4m"  # the cluster's conf replaces ours
+    assert mine["spark.driver.extraJavaOptions"] == QUICK_START_JVM
+    submitted = session_conf("yarn", "drt-distcp", {}, {"spark.driver.extraJavaOptions": "-Dfrom=submit"},
+                             ship_library=False, defaults=CONTEXT_DEFAULTS)
+    assert "spark.driver.extraJavaOptions" not in submitted  # spark-submit's stays
+    assert "spark.driver.extraJavaOptions" not in session_conf("yarn", "drt-verify", {}, {}, ship_library=False)
