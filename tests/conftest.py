@@ -3,7 +3,6 @@ real-server fixtures from tests/support, and server logs printed when a test fai
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import tempfile
@@ -24,9 +23,8 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Shared fixtures, plus one fixture module per capability (each owned by that capability).
 _FIXTURE_MODULES = ["fixtures", "fixtures_hdfs", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
-                    "fixtures_failover", "fixtures_demo"]
-pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES
-                  if importlib.util.find_spec(f"tests.support.{m}") is not None]
+                    "fixtures_failover"]
+pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES]
 
 
 @pytest.hookimpl(hookwrapper=True)

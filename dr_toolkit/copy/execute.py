@@ -281,11 +281,10 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
     written, and read back and compared byte for byte with the bytes read; a large one is copied in the kernel
     (copy_file_range) and then both files are read and compared byte for byte (the SHA-256 taken
     on the way). Returns (bytes, CRC32C or "", SHA-256); None: not local to local."""
-    if ctx.src_fs.kind != "local" or ctx.tgt_fs.kind != "local":
+    if ctx.src_fs.kind != "local" or not isinstance(ctx.tgt_fs, LocalFileSystem):
         return None
     # every file: created relative to its directory, whose real path was checked (no symlink
     # among its parents, nothing written outside the target)
-    assert isinstance(ctx.tgt_fs, LocalFileSystem)
     fd = ctx.tgt_fs.open_confined(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     if size <= SMALL and not ctx.throttle.rate:
         with open(src, "rb", buffering=0) as fi:

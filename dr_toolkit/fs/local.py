@@ -21,14 +21,19 @@ def _real_dir(d: str) -> str:
     :func:`os.path.realpath` where /proc is not mounted or ``d`` does not exist yet."""
     if _PROC_FD:
         try:
-            fd = os.open(d or "/", os.O_PATH | os.O_DIRECTORY)
+            fd = os.open(d, os.O_PATH | os.O_DIRECTORY)
         except OSError:
             return os.path.realpath(d)
         try:
-            return os.readlink(f"/proc/self/fd/{fd}")
+            return _fd_path(fd)
         finally:
             os.close(fd)
     return os.path.realpath(d)
+
+
+def _fd_path(fd: int) -> str:
+    """The path the kernel resolved for an open descriptor (Linux: /proc/self/fd)."""
+    return os.readlink(f"/proc/self/fd/{fd}")
 
 
 class LocalFileSystem(FileSystem):
@@ -86,13 +91,13 @@ class LocalFileSystem(FileSystem):
         d = self._inside(path, c)
         name = os.path.basename(path)
         try:
-            dfd = os.open(d or "/", os.O_PATH | os.O_DIRECTORY)
+            dfd = os.open(d, os.O_PATH | os.O_DIRECTORY)
         except FileNotFoundError:
             self.confined(path)  # before a directory is made: no parent may be a link
             os.makedirs(d, exist_ok=True)
             dfd = os.open(d, os.O_PATH | os.O_DIRECTORY)
         try:
-            if os.readlink(f"/proc/self/fd/{dfd}") != d:
+            if _fd_path(dfd) != d:
                 self._refuse(path, c, d)
             return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dfd)
         finally:
