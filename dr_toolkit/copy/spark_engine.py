@@ -102,10 +102,28 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
     SparkContext is started (no SQL session: :func:`dr_toolkit.spark.session.get_context`)."""
     if not tasks:
         return []
-    from dr_toolkit.spark.session import get_context
+    from pyspark import SparkContext
+
+    from dr_toolkit.spark.session import get_context, release_context
 
     cluster = job.src.cluster_config or job.tgt.cluster_config
+    started = SparkContext._active_spark_context is None
+    launched = SparkContext._gateway is None
     sc = get_context(master, app_name=f"drt-distcp-{job.run_id}", endpoint=cluster.spark if cluster else None)
+    try:
+        rows = _copy_on(sc, job, tasks, workers)
+    finally:
+        if started:  # ours, tuned for copying: a later verify in this process starts its own session
+            release_context(sc, jvm=launched)
+    fenced = [r for r in rows if r.pop(FENCED, False)]
+    if fenced:  # the executors found the target taken by another run: the run stops, exit 1
+        from dr_toolkit.copy.state import LeaseLost
+
+        raise LeaseLost(f"{fenced[0]['error']} ({len(fenced)} files left to the run that took it)")
+    return [Outcome(**r) for r in rows]
+
+
+def _copy_on(sc: Any, job: SparkJob, tasks: list[FileTask], workers: int) -> list[dict[str, Any]]:
     from dr_toolkit.spark.executor_env import check_executors
 
     check_executors(sc)  # one line, before any file is touched, when the executors cannot run the tasks
@@ -115,7 +133,7 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
         job.bytes_per_s = job.bytes_per_s / min(len(groups), sc.defaultParallelism)
     # parallelize slices a list of n elements into n slices: exactly one group per task, no shuffle
     try:
-        rows = sc.parallelize(groups, len(groups)).mapPartitions(_run_groups(job)).collect()
+        rows: list[dict[str, Any]] = sc.parallelize(groups, len(groups)).mapPartitions(_run_groups(job)).collect()
     except Exception as exc:
         from dr_toolkit.errors import ConfigError
         from dr_toolkit.spark.executor_env import missing_module
@@ -124,9 +142,4 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
         if why:  # the executors cannot run the tasks at all: one line, not a JVM trace
             raise ConfigError(why, where=str(sc.master)) from None
         raise
-    fenced = [r for r in rows if r.pop(FENCED, False)]
-    if fenced:  # the executors found the target taken by another run: the run stops, exit 1
-        from dr_toolkit.copy.state import LeaseLost
-
-        raise LeaseLost(f"{fenced[0]['error']} ({len(fenced)} files left to the run that took it)")
-    return [Outcome(**r) for r in rows]
+    return rows

@@ -23,7 +23,8 @@ Rules (issue 15):
   ConfigError (exit 2).
 - **The copy engine starts no SQL session**: :func:`get_context` gives it a bare SparkContext
   (Spark SQL's catalog and function registry cost seconds of driver CPU it never uses), its
-  JVMs with the client JIT and the serial collector unless the cluster's conf says otherwise.
+  JVMs with the client JIT and the serial collector unless the cluster's conf says otherwise;
+  :func:`release_context` stops it, and the JVM it launched, after the copy.
 - Local mode and a standalone master on 127.0.0.1 bind the driver (and its UI) to
   127.0.0.1. ANSI mode stays on: code that sums hashes uses ``bit_xor`` or a modular sum.
 """
@@ -235,6 +236,35 @@ def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
                                hint="check that the master is running and reachable, and JAVA_HOME") from None
     sc.setLogLevel("WARN")
     return sc
+
+
+def release_context(sc: SparkContext, *, jvm: bool) -> None:
+    """Stop a context :func:`get_context` started and, with ``jvm``, the driver JVM this process
+    launched for it: the quick-start options are that JVM's for its life (and the conf it was
+    launched with stays in its system properties), so a session started later in the same
+    process (the runbook's final verify after its final copy) gets a JVM of its own."""
+    from pyspark import SparkContext
+
+    sc.stop()
+    gateway = SparkContext._gateway
+    if not jvm or gateway is None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return  # not ours (spark-submit's, or one that existed before the copy)
+    with SparkContext._lock:
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        import subprocess
+
+        try:
+            proc.stdin.close()  # the gateway JVM exits when its stdin closes
+            proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
 
 
 def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, *,

@@ -243,6 +243,36 @@ sc.stop()
 """
 
 
+COPY_THEN_SESSION = """
+import json, sys
+from pyspark import SparkContext
+from dr_toolkit.cli.main import main
+from dr_toolkit.spark.session import get_session
+rc = main(["--json", "distcp", sys.argv[2], sys.argv[3], "--engine", "spark", "--spark-master", sys.argv[1]])
+assert rc == 0, rc
+left = SparkContext._active_spark_context is not None
+s = get_session(sys.argv[1], app_name="drt-verify")
+print("PROBE " + json.dumps({"left_running": left, "app": s.sparkContext.appName,
+                             "executor_jvm": s.sparkContext.getConf().get("spark.executor.extraJavaOptions", None)}))
+s.stop()
+"""
+
+
+def test_a_session_after_a_spark_copy_in_the_same_process_is_its_own(spark_cluster: SparkCluster,
+                                                                     tmp_path: Path) -> None:
+    """The copy engine stops the context it started: a verify after it (the runbook's final copy,
+    then its final verify) gets a session of its own, not the copy's quick-start JVMs."""
+    src = tmp_path / "src"
+    _tree(src, 3, 1024)
+    p = subprocess.run([sys.executable, "-c", COPY_THEN_SESSION, spark_cluster.master_url, f"file://{src}",
+                        f"file://{tmp_path / 'dst'}"], env=env(), capture_output=True, text=True, timeout=400,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("PROBE "))[6:])
+    assert got["left_running"] is False and got["app"] == "drt-verify", got
+    assert not any(o in (got["executor_jvm"] or "") for o in QUICK_START_JVM.split()), got  # a JVM of its own
+
+
 def test_the_copy_engine_context_starts_no_sql_session_and_is_reused(spark_cluster: SparkCluster,
                                                                       tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", CONTEXT_PROBE, spark_cluster.master_url], env=env(),
