@@ -40,8 +40,8 @@ from dr_toolkit.retry import Retry
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 3
-PER_FILE_COST = 256 << 10
-SMALL = 1 << 20  # local to local: files up to this size are copied through one buffer  # bytes a file "costs" beyond its size when balancing groups
+PER_FILE_COST = 256 << 10  # bytes a file "costs" beyond its size when balancing groups
+SMALL = 1 << 20  # local to local: files up to this size are copied through one buffer (_local_small)
 
 
 class SourceChanged(Exception):
@@ -277,33 +277,14 @@ def _matched(info: _Source) -> str:
 
 
 def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, str, str] | None:
-    """Local to local, proven: a small file is read once (its SHA-256 taken from the bytes read),
-    written, and read back and compared byte for byte with the bytes read; a large one is copied in the kernel
-    (copy_file_range) and then both files are read and compared byte for byte (the SHA-256 taken
-    on the way). Returns (bytes, CRC32C or "", SHA-256); None: not local to local."""
+    """Local to local, proven: copied in the kernel (copy_file_range), then both files are read
+    and compared byte for byte (the SHA-256 taken on the way). Returns (bytes, "", SHA-256); None:
+    not local to local. (Small files take :func:`_local_small`.)"""
     if ctx.src_fs.kind != "local" or not isinstance(ctx.tgt_fs, LocalFileSystem):
         return None
-    # every file: created relative to its directory, whose real path was checked (no symlink
-    # among its parents, nothing written outside the target)
+    # created relative to its directory, whose real path was checked (no symlink among its
+    # parents, nothing written outside the target)
     fd = ctx.tgt_fs.open_confined(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    if size <= SMALL and not ctx.throttle.rate:
-        with open(src, "rb", buffering=0) as fi:
-            data = fi.read(size + 1)
-        with open(fd, "wb", buffering=0) as fo:
-            mv = memoryview(data)
-            while mv:
-                mv = mv[fo.write(mv):]
-        if ctx.on_bytes:
-            ctx.on_bytes(len(data))
-        crc = ContentHash()
-        crc.update(data)
-        sha = hashlib.sha256(data).hexdigest()
-        with open(tmp, "rb", buffering=0) as fb:  # read back, compared byte for byte with the bytes read
-            back = fb.read(len(data) + 1)
-        if back != data:
-            raise ReadBackMismatch(f"verification failed: the bytes read back from {tmp} differ from the source "
-                                   "bytes read (compared byte for byte)")
-        return len(data), crc.hexdigest(), sha
     n = 0
     step = CHUNK if (ctx.throttle.rate or ctx.on_bytes) else 16 * CHUNK
     with open(src, "rb") as fi, open(fd, "wb") as fo:
@@ -322,6 +303,71 @@ def _local_copy(ctx: CopyContext, src: str, tmp: str, size: int) -> tuple[int, s
         raise ReadBackMismatch(f"verification failed: the bytes read back from {tmp} differ from the source's "
                       "(compared byte for byte)")
     return n, "", got
+
+
+def _local_small(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
+                 version: str | None) -> Outcome | None:
+    """Local to local, a small file (up to :data:`SMALL`), the whole commit through one
+    descriptor of the target's directory, checked once (:meth:`LocalFileSystem.dir_fd`): read once
+    (SHA-256 and CRC32C of the bytes read), written to the temporary name, read back through the
+    same descriptor and compared byte for byte with the bytes read, the source checked unchanged,
+    permission and times set on the open file, the fencing token checked, the directory checked
+    again to be where it was (:meth:`LocalFileSystem.still_confined`: not moved out of the target,
+    no symlink put in its place), renamed into place within it; the token recorded from the open
+    file after the rename. None when this
+    path does not apply (not local to local, a throttle, owner/group/ACL/xattrs to preserve, no
+    /proc): :func:`_copy_full`'s general path."""
+    tgt = ctx.tgt_fs
+    if (size > SMALL or ctx.src_fs.kind != "local" or not isinstance(tgt, LocalFileSystem) or ctx.throttle.rate
+            or EXTRA_ATTRIBUTES.intersection(ctx.preserve)):
+        return None
+    tmp = tmp_name(dst, ctx.run_id)
+    dfd = tgt.dir_fd(tmp)
+    if dfd is None:
+        return None
+    try:
+        fi = os.open(src, os.O_RDONLY)
+        try:
+            data = os.read(fi, size + 1)
+        finally:
+            os.close(fi)
+        with _removed_on_failure(ctx, tmp):
+            fd = os.open(os.path.basename(tmp), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666,
+                         dir_fd=dfd)
+            try:
+                mv = memoryview(data)
+                while mv:
+                    mv = mv[os.write(fd, mv):]
+                if ctx.on_bytes:
+                    ctx.on_bytes(len(data))
+                crc = ContentHash()
+                crc.update(data)
+                digest, sha = crc.hexdigest(), hashlib.sha256(data).hexdigest()
+                if os.pread(fd, len(data) + 1, 0) != data:  # read back, compared byte for byte
+                    _check_source(ctx, src, size, mtime, version, size, "")  # a source that moved says so
+                    raise ReadBackMismatch(f"verification failed: the bytes read back from {tmp} differ from the "
+                                           "source bytes read (compared byte for byte)")
+                info = _check_source(ctx, src, size, mtime, version, len(data), digest, sha=sha)
+                if "permissions" in ctx.preserve and task.permission:
+                    os.fchmod(fd, int(task.permission, 8))
+                if "times" in ctx.preserve:
+                    ns = int(round(mtime * 1e9))
+                    os.utime(fd, ns=(ns, ns))
+                _fence(ctx)
+                tgt.still_confined(dfd, tmp)
+                try:
+                    os.rename(os.path.basename(tmp), os.path.basename(dst), src_dir_fd=dfd, dst_dir_fd=dfd)
+                except IsADirectoryError:  # a directory in the way (a type change): the general rule
+                    _place(ctx, tmp, dst)
+                t = LocalFileSystem._status(dst, os.fstat(fd))  # after the rename (it moves ctime)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dfd)
+    return Outcome(task.rel, True, len(data), len(data), mtime, f"{DIGEST_ALGO}:{sha}",
+                   mtime if "times" in ctx.preserve else t.mtime, "copy", version=info.version,
+                   schecksum=info.checksum, tversion=t.version, open=info.open,
+                   verified="read back and compared byte for byte with the source bytes read")
 
 
 def _place(ctx: CopyContext, tmp: str, dst: str) -> None:
@@ -361,6 +407,9 @@ def _own_checksum(ctx: CopyContext, dst: str, known: str | None) -> str | None:
 
 def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, mtime: float,
                version: str | None) -> Outcome:
+    small = _local_small(ctx, task, src, dst, size, mtime, version)
+    if small is not None:
+        return small
     crc = _Hashes(ctx, task)
     counter = [0]
     both_hdfs = ctx.src_fs.kind == ctx.tgt_fs.kind == "webhdfs"

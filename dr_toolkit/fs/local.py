@@ -83,25 +83,49 @@ class LocalFileSystem(FileSystem):
         """``os.open`` of ``path`` (its parents made when missing) relative to a descriptor of its
         directory whose real path was checked (:meth:`confined`): the file is created in the
         directory that was checked, even if a parent is swapped for a link right after."""
-        c = self.confine
-        if c is None or not _PROC_FD:
+        dfd = self.dir_fd(path)
+        if dfd is None:
             self.confined(path)
             os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
             return os.open(path, flags | os.O_NOFOLLOW, mode)
-        d = self._inside(path, c)
-        name = os.path.basename(path)
+        try:
+            return os.open(os.path.basename(path), flags | os.O_NOFOLLOW, mode, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def dir_fd(self, path: str) -> int | None:
+        """A descriptor (``O_PATH``) of ``path``'s directory, made when missing, whose real path
+        the kernel resolved and that was checked to be :attr:`confine`'s or below it (no parent
+        a symlink): what is created, renamed or changed relative to it stays in the directory that
+        was checked. The caller closes it. None where /proc is not mounted (no such check)."""
+        if not _PROC_FD:
+            return None
+        c = self.confine
+        d = os.path.dirname(path) or "/"
+        if c is not None:
+            d = self._inside(path, c)
         try:
             dfd = os.open(d, os.O_PATH | os.O_DIRECTORY)
         except FileNotFoundError:
             self.confined(path)  # before a directory is made: no parent may be a link
             os.makedirs(d, exist_ok=True)
             dfd = os.open(d, os.O_PATH | os.O_DIRECTORY)
-        try:
-            if _fd_path(dfd) != d:
-                self._refuse(path, c, d)
-            return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dfd)
-        finally:
+        if c is not None and _fd_path(dfd) != d:
             os.close(dfd)
+            self._refuse(path, c, d)
+        return dfd
+
+    def still_confined(self, dfd: int, path: str) -> None:
+        """Refuse (OSError, one line) when the directory of ``dfd`` (from :meth:`dir_fd` for
+        ``path``) is no longer where it was checked — moved away, a symlink put in its place —
+        before anything is renamed into it: a file is never placed in a directory that left the
+        target."""
+        c = self.confine
+        if c is None:
+            return
+        d = self._inside(path, c)
+        if _fd_path(dfd) != d:
+            self._refuse(path, c, d)
 
     @staticmethod
     def _status(path: str, r: os.stat_result) -> FileStatus:

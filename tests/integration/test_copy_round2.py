@@ -108,6 +108,27 @@ def test_a_target_directory_swapped_for_a_symlink_mid_copy_is_refused_for_every_
     assert os.listdir(tmp_path / "outside") == []
 
 
+def test_a_target_directory_moved_away_mid_copy_gets_no_file_and_the_run_copies_it_again(tmp_path: Path) -> None:
+    """The directory a file is being written into is moved out of the target before the file is
+    renamed into place: the file is not placed in the moved directory (it would be counted copied
+    and recorded while the target lacks it); it is copied again into the directory made anew, so
+    the run ends with the replica equal to the source. (Small files commit through one descriptor
+    of their directory: this is what checks that directory again before the rename.)"""
+    make_tree(tmp_path / "src", {"d/f1": b"1", "d/f2": b"two"})
+    moved = []
+
+    def move(kind: str, n: int) -> None:
+        if kind == "bytes" and not moved:  # the first file's bytes are in its temp file in dst/d
+            os.rename(tmp_path / "dst/d", tmp_path / "moved")
+            moved.append(1)
+
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=move,
+               access=Access.from_env())
+    assert moved and r.ok, r.failures
+    assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
+    assert [p for p in os.listdir(tmp_path / "moved") if not p.startswith(".drt-tmp.")] == []
+
+
 # -- item 10: --delete leaves exactly the source's entries; odd names; append-only -----------------
 def test_delete_removes_and_reports_target_only_symlinks_fifos_and_directories(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
