@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import posixpath
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
 from dr_toolkit.copy.execute import EXTRA_ATTRIBUTES, Cancelled, CopyContext, Outcome, Throttle, run_local
+from dr_toolkit.copy.job import CopyJob
 from dr_toolkit.copy.plan import (
     FileTask,
     Plan,
@@ -39,6 +41,7 @@ from dr_toolkit.copy.plan import (
     filters_of,
     reconcile,
 )
+from dr_toolkit.copy.processes import PROCESS_MIN_FILES, run_processes
 from dr_toolkit.copy.state import (
     Fence,
     LeaseLost,
@@ -1163,17 +1166,27 @@ def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_i
             _copy_instead(src, read_root, plan, new)
     # 4. copies
     bw = options.bandwidth_mb_s * 1e6 if options.bandwidth_mb_s else None
+    job = CopyJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
+                  creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker)
     if options.engine == "spark" and plan.copies:
-        from dr_toolkit.copy.spark_engine import SparkJob, run_spark
+        from dr_toolkit.copy.spark_engine import run_spark
 
-        job = SparkJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                       creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker)
         tgt.check()  # the executors check the marker; the driver's lease is checked before and after
         outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:
                 progress("bytes", o.bytes)
                 progress("file", 1)
+    elif _on_processes(src, tgt, options, len(plan.copies), bw):
+        tgt.check()
+
+        def done(o: Outcome) -> None:
+            if progress:
+                progress("bytes", o.bytes)
+                progress("file", 1)
+
+        outcomes = run_processes(job, plan.copies, min(options.workers, os.cpu_count() or 1), cancel=cancel,
+                                 check=tgt.check, on_done=done, strategy=options.strategy)
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
@@ -1217,6 +1230,19 @@ def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_i
     if options.log_dir:
         result.file_log = _file_log(plan, outcomes, deleted)
     return pending
+
+
+def _on_processes(src: _Side, tgt: _Side, options: CopyOptions, files: int, bw: float | None) -> bool:
+    """Local to local is bound by the interpreter (one lock for every thread): on more than one
+    core and with no bandwidth limit, the files are copied by processes (:func:`run_processes`)
+    when there are enough of them to pay for starting the processes. ``DRT_COPY_PROCESSES``:
+    ``auto`` (the default, as above), ``on`` (whatever the count), ``off`` (threads)."""
+    how = os.environ.get("DRT_COPY_PROCESSES", "auto").strip().lower()
+    if how not in ("auto", "on", "off"):
+        raise ConfigError(f"DRT_COPY_PROCESSES={how!r} is not one of auto, on, off", where="environment",
+                          hint="unset it for the default (auto)")
+    return (how != "off" and src.fs.kind == tgt.fs.kind == "local" and bw is None
+            and min(options.workers, os.cpu_count() or 1) > 1 and (how == "on" or files >= PROCESS_MIN_FILES))
 
 
 def _file_log(plan: Plan, outcomes: list[Outcome], deleted: list[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -5,8 +5,11 @@ the target, verifies length and checksum, renames it into place, and detects a s
 changed while it was being read (re-copied, then reported as failed). ``append`` tasks check
 that the target is a verified prefix of the source and send only the tail.
 
-Engines: :func:`run_local` (a thread pool) here, and :func:`dr_toolkit.copy.spark_engine.run_spark` (``mapPartitions`` over
-groups of files balanced by bytes and by file count, like DistCp's dynamic strategy).
+Engines: :func:`run_local` (a thread pool) here, :func:`dr_toolkit.copy.processes.run_processes`
+(local to local: copy processes, each its own interpreter) and
+:func:`dr_toolkit.copy.spark_engine.run_spark` (``mapPartitions`` over groups of files balanced by
+bytes and by file count, like DistCp's dynamic strategy); those two run a
+:class:`dr_toolkit.copy.job.CopyJob` per group of files.
 """
 
 from __future__ import annotations
@@ -675,3 +678,4 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
         raise
     pool.shutdown(wait=True)
     return out
+

@@ -14,18 +14,14 @@ pickled task (never in the Spark conf, logs or UI).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from dr_toolkit.copy.execute import PER_FILE_COST, CopyContext, Outcome, Throttle, copy_one
+from dr_toolkit.copy.execute import PER_FILE_COST, Outcome
+from dr_toolkit.copy.job import CopyJob, outcomes
 from dr_toolkit.copy.plan import FileTask
-from dr_toolkit.copy.state import Fence
-from dr_toolkit.fs.uri import Location
-from dr_toolkit.secrets import Credentials
 
 GROUP_BYTES = 512 << 20  # at most about this much data per Spark task
 GROUP_FILES = 5000  # and at most about this many files
-FENCED = "fenced"  # an executor's row for a file it left alone: the run's fencing token was taken
 
 
 def balance(tasks: list[FileTask], groups: int) -> list[list[FileTask]]:
@@ -40,46 +36,6 @@ def balance(tasks: list[FileTask], groups: int) -> list[list[FileTask]]:
     return [b for b in bins if b]
 
 
-@dataclass
-class SparkJob:
-    """Everything an executor needs to rebuild the filesystems (pickled into the tasks)."""
-
-    src: Location
-    tgt: Location
-    src_root: str
-    tgt_root: str
-    run_id: str
-    preserve: tuple[str, ...]
-    bytes_per_s: float | None
-    stable_source: bool
-    src_credentials: Credentials | None = None
-    tgt_credentials: Credentials | None = None
-    live_root: str | None = None  # the live source root when src_root is a snapshot of it
-    fence: Fence | None = None  # the run's fencing token: checked by the executor before every destructive step
-
-    def __call__(self, tasks: Iterable[FileTask]) -> Iterator[dict[str, Any]]:
-        from dr_toolkit.copy.state import LeaseLost
-        from dr_toolkit.fs import open_fs_credentials
-
-        tfs = open_fs_credentials(self.tgt, self.tgt_credentials)
-        if tfs.kind == "local":
-            tfs.confine = self.tgt_root  # type: ignore[attr-defined]  # the target's real path (see api._resolve)
-        fence = self.fence
-        ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials), tfs,
-                          self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
-                          stable_source=self.stable_source, live_root=self.live_root,
-                          fence=(lambda: fence.check(tfs)) if fence is not None else None)
-        lost: str | None = None
-        for t in tasks:
-            if lost is None:
-                try:
-                    yield copy_one(ctx, t).to_dict()
-                    continue
-                except LeaseLost as exc:  # another run took the target: nothing more is placed by this task
-                    lost = str(exc)
-            yield {**Outcome(t.rel, False, error=lost).to_dict(), FENCED: True}
-
-
 def group_count(tasks: list[FileTask], parallelism: int) -> int:
     """How many groups (= Spark tasks): at least two per core, and more when the work is large, so a
     group holds at most ~GROUP_BYTES and GROUP_FILES (a lost executor redoes one small group)."""
@@ -88,13 +44,13 @@ def group_count(tasks: list[FileTask], parallelism: int) -> int:
     return max(1, min(len(tasks), want))
 
 
-def _run_groups(job: SparkJob) -> Callable[[Iterable[list[FileTask]]], Iterator[dict[str, Any]]]:
+def _run_groups(job: CopyJob) -> Callable[[Iterable[list[FileTask]]], Iterator[dict[str, Any]]]:
     def run(groups: Iterable[list[FileTask]]) -> Iterator[dict[str, Any]]:
         return job(t for g in groups for t in g)  # one filesystem client per Spark task
     return run
 
 
-def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | None = None) -> list[Outcome]:
+def run_spark(job: CopyJob, tasks: list[FileTask], workers: int, master: str | None = None) -> list[Outcome]:
     """Copy on Spark: one Spark task per balanced group of files, results collected.
 
     The master is ``master`` (else ``$DRT_SPARK_MASTER``, else the source/target cluster's
@@ -115,15 +71,10 @@ def run_spark(job: SparkJob, tasks: list[FileTask], workers: int, master: str | 
     finally:
         if started:  # ours, tuned for copying: a later verify in this process starts its own session
             release_context(sc, jvm=launched)
-    fenced = [r for r in rows if r.pop(FENCED, False)]
-    if fenced:  # the executors found the target taken by another run: the run stops, exit 1
-        from dr_toolkit.copy.state import LeaseLost
-
-        raise LeaseLost(f"{fenced[0]['error']} ({len(fenced)} files left to the run that took it)")
-    return [Outcome(**r) for r in rows]
+    return outcomes(rows)
 
 
-def _copy_on(sc: Any, job: SparkJob, tasks: list[FileTask], workers: int) -> list[dict[str, Any]]:
+def _copy_on(sc: Any, job: CopyJob, tasks: list[FileTask], workers: int) -> list[dict[str, Any]]:
     from dr_toolkit.spark.executor_env import check_executors
 
     check_executors(sc)  # one line, before any file is touched, when the executors cannot run the tasks
