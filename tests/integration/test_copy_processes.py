@@ -27,6 +27,7 @@ from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, tmp_files, tree_digest
+from tests.support.procs import children
 
 pytestmark = pytest.mark.integration
 
@@ -68,20 +69,8 @@ def test_a_large_local_tree_is_copied_on_processes_and_equals_the_source(tmp_pat
 
 
 def _workers_of(pid: int) -> list[int]:
-    """The copy processes `pid` started (its children running the worker)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            status = (d / "status").read_text()
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
-        if ppid == pid and b"dr_toolkit.copy.processes" in cmd:
-            out.append(int(d.name))
-    return out
+    """The copy processes `pid` started."""
+    return children({pid}, b"dr_toolkit.copy.processes")
 
 
 def _placed(root: Path) -> dict[str, int]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.procs import free_port
+from tests.support.procs import children, free_port
 
 
 def spark_home() -> Path:
@@ -63,19 +63,7 @@ class SparkCluster:
 
     def executor_pids(self) -> list[int]:
         """PIDs of the executor JVMs the workers launched (children of the worker processes)."""
-        workers = set(self.pids[1:])
-        out = []
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                stat = (d / "stat").read_text()
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                if ppid in workers and b"CoarseGrainedExecutorBackend" in (d / "cmdline").read_bytes():
-                    out.append(int(d.name))
-            except (OSError, ValueError, IndexError):
-                continue
-        return sorted(out)
+        return children(set(self.pids[1:]), b"CoarseGrainedExecutorBackend")
 
     def executor_logs(self) -> str:
         """Everything the executors wrote to their stdout/stderr files."""
