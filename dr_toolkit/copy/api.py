@@ -825,7 +825,9 @@ def distcp(source: str, target: str, *, access: Access, topology: Topology | Non
 
 def _check_options(src: _Side, tgt: _Side, options: CopyOptions) -> None:
     """Refuse (exit 2, nothing written) a ``--preserve`` the two ends cannot honour: DistCp
-    fails such a job too (ACLs and xattrs need both filesystems to support them)."""
+    fails such a job too (ACLs and xattrs need both filesystems to support them); and a
+    ``DRT_COPY_PROCESSES`` that is not auto, on or off."""
+    _processes_mode()
     extra = EXTRA_ATTRIBUTES.intersection(options.preserve)
     for side, what in ((src, "source"), (tgt, "target")):
         missing = sorted(a for a in extra if a not in side.fs.preservable)
@@ -1232,15 +1234,22 @@ def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_i
     return pending
 
 
-def _on_processes(src: _Side, tgt: _Side, options: CopyOptions, files: int, bw: float | None) -> bool:
-    """Local to local is bound by the interpreter (one lock for every thread): on more than one
-    core and with no bandwidth limit, the files are copied by processes (:func:`run_processes`)
-    when there are enough of them to pay for starting the processes. ``DRT_COPY_PROCESSES``:
-    ``auto`` (the default, as above), ``on`` (whatever the count), ``off`` (threads)."""
-    how = os.environ.get("DRT_COPY_PROCESSES", "auto").strip().lower()
+def _processes_mode() -> str:
+    """``DRT_COPY_PROCESSES``: ``auto`` (the default), ``on`` or ``off`` (checked before anything
+    is written: ConfigError, exit 2)."""
+    how = os.environ.get("DRT_COPY_PROCESSES", "auto").strip().lower() or "auto"
     if how not in ("auto", "on", "off"):
         raise ConfigError(f"DRT_COPY_PROCESSES={how!r} is not one of auto, on, off", where="environment",
                           hint="unset it for the default (auto)")
+    return how
+
+
+def _on_processes(src: _Side, tgt: _Side, options: CopyOptions, files: int, bw: float | None) -> bool:
+    """Local to local is bound by the interpreter (one lock for every thread): on more than one
+    core and with no bandwidth limit, the files are copied by processes (:func:`run_processes`)
+    when there are enough of them to pay for starting the processes, or always with
+    ``DRT_COPY_PROCESSES=on``; never with ``off``."""
+    how = _processes_mode()
     return (how != "off" and src.fs.kind == tgt.fs.kind == "local" and bw is None
             and min(options.workers, os.cpu_count() or 1) > 1 and (how == "on" or files >= PROCESS_MIN_FILES))
 

@@ -123,8 +123,10 @@ def run_processes(job: CopyJob, tasks: list[FileTask], processes: int, *, cancel
 
 
 _HEADER = struct.Struct("!Q")
-#: ``python -c BOOT PATH PID``: the process, with ``PATH`` (JSON) as its module path, ``PID`` its parent
-BOOT = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from dr_toolkit.copy.processes import main; main()"
+#: ``python -c BOOT PATH PID``: the process, with ``PATH`` (JSON) as its module path, ``PID`` its parent;
+#: Ctrl-C and SIGTERM ignored from its first line (the parent stops it), so none prints a traceback
+BOOT = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from dr_toolkit.copy.processes import main; main()")
 
 
 def send(f: IO[bytes], obj: Any) -> None:
@@ -155,8 +157,6 @@ def main() -> None:
         pass
     if os.getppid() != parent:  # the parent died before that took effect: nothing to do
         return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: stop.set())
     # the frames go through private descriptors: a stray print cannot corrupt them
