@@ -36,13 +36,15 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.secrets import redact
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -190,11 +192,7 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
         builder = builder.master(chosen)
     for k, v in keys.items():
         builder = builder.config(k, v)
-    try:
-        session = builder.getOrCreate()
-    except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
-        raise UnreachableError(f"Spark did not start on master {redact(chosen)}: {_first(exc)}",
-                               hint="check that the master is running and reachable, and JAVA_HOME") from None
+    session = _started(chosen, builder.getOrCreate)
     session.sparkContext.setLogLevel("WARN")
     out: SparkSession = session
     return out
@@ -207,6 +205,16 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
 QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CONTEXT_DEFAULTS = {"spark.driver.extraJavaOptions": QUICK_START_JVM,
                     "spark.executor.extraJavaOptions": QUICK_START_JVM}
+
+
+def _started(master: str, start: Callable[[], _T]) -> _T:
+    """``start()`` (a session's or a context's getOrCreate); any failure is one line naming the
+    master (UnreachableError, exit 3)."""
+    try:
+        return start()
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
+        raise UnreachableError(f"Spark did not start on master {redact(master)}: {_first(exc)}",
+                               hint="check that the master is running and reachable, and JAVA_HOME") from None
 
 
 def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
@@ -229,11 +237,7 @@ def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
     if "spark.master" not in submitted:
         spark_conf.setMaster(chosen)
     spark_conf.setAll(list(keys.items()))
-    try:
-        sc = SparkContext.getOrCreate(spark_conf)
-    except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
-        raise UnreachableError(f"Spark did not start on master {redact(chosen)}: {_first(exc)}",
-                               hint="check that the master is running and reachable, and JAVA_HOME") from None
+    sc = _started(chosen, lambda: SparkContext.getOrCreate(spark_conf))
     sc.setLogLevel("WARN")
     return sc
 
