@@ -690,7 +690,8 @@ def approve_in_airflow(ui: dict[str, Any], dag_id: str, waiting: Callable[[], bo
             details = call("GET", f"/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}", token)
             for d in details.get("hitl_details") or []:
                 ti = d["task_instance"]
-                if d.get("response_received") or ti["task_id"] != "approval":
+                # only a parked task: an answer given before the park is lost on a SQLite metadata DB
+                if d.get("response_received") or ti["task_id"] != "approval" or ti.get("state") != "awaiting_input":
                     continue
                 call("PATCH", f"/api/v2/dags/{ti['dag_id']}/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}"
                               f"/taskInstances/{ti['task_id']}/{ti['map_index']}/hitlDetails", token,

@@ -61,7 +61,7 @@ def test_dry_run_goes_through_every_step_without_changing_anything(airflow_home,
     assert row["reason"] == "quarterly drill" and row["execute"] == 0 and row["status"] == "succeeded"
 
 
-def _give_up_waiting(dag_id: str) -> None:
+def _give_up_waiting(dag_id: str) -> int:
     """Fail the parked approval in the metadata DB: ``dag.test()`` waits for a HITL answer without
     a time limit (it runs no timeout sweep) and pytest-timeout cannot interrupt it, so without
     this a lost answer would stall the whole suite instead of failing one test."""
@@ -69,24 +69,34 @@ def _give_up_waiting(dag_id: str) -> None:
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
+    failed = 0
     with create_session() as session:
         for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == dag_id,
                                                      TaskInstance.state == TaskInstanceState.AWAITING_INPUT):
             ti.state = TaskInstanceState.FAILED
+            failed += 1
+    return failed
 
 
 def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list, choice: str = "Approve",
                         deadline_s: float = 300) -> None:
-    """Answer the approval through the HITL REST API, as a human in the UI would. Any failed call
-    (the api-server busy, the task not yet parked) is retried until ``stop``: a thread that died on
-    one error would leave ``dag.test()`` waiting for the answer for ever. After ``deadline_s``
-    without an answer the approval is failed instead (the test then fails, showing ``answered``)."""
+    """Answer the approval through the HITL REST API, as a human in the UI would, once the task is
+    parked (``awaiting_input``): the question is listed as soon as the operator writes it, but an
+    answer given before the task parks is lost on Airflow's SQLite metadata DB (the park does not
+    see it and nothing resumes the task; seen in CI: ``dag.test()`` waited 85 minutes). Any failed
+    call (the api-server busy) is retried until ``stop``: a thread that died on one error would
+    leave ``dag.test()`` waiting for the answer for ever. Until the run ends — answered or not —
+    after ``deadline_s`` a parked approval is failed instead (the test then fails, showing
+    ``answered``)."""
     give_up = time.monotonic() + deadline_s
+    done = False
     while not stop.is_set():
         if time.monotonic() > give_up:  # until the run ends: the approval may not be parked yet
-            if not answered or "within" not in answered[-1].get("error", ""):
-                answered.append({"error": f"no answer given within {deadline_s:g}s: approval failed"})
-            _give_up_waiting(dag_id)
+            if _give_up_waiting(dag_id):
+                answered.append({"error": f"still waiting for an answer after {deadline_s:g}s: approval failed"})
+            time.sleep(1)
+            continue
+        if done:  # answered: watch the run until it ends
             time.sleep(1)
             continue
         try:
@@ -97,7 +107,7 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list,
                 details = json.loads(r.read())["hitl_details"]
             for d in details:
                 ti = d["task_instance"]
-                if d.get("response_received") or ti["task_id"] != "approval":
+                if d.get("response_received") or ti["task_id"] != "approval" or ti.get("state") != "awaiting_input":
                     continue
                 url = (f"{api.url}/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/"
                        f"{ti['task_id']}/{ti['map_index']}/hitlDetails")
@@ -105,7 +115,8 @@ def _approve_when_asked(api, dag_id: str, stop: threading.Event, answered: list,
                 with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PATCH", headers=headers),
                                             timeout=10) as r:
                     answered.append({**json.loads(r.read()), "asked": d.get("body"), "subject": d.get("subject")})
-                return
+                done = True
+                break
         except Exception as exc:  # noqa: BLE001 - retried; shown if the test fails
             answered.append({"error": f"{type(exc).__name__}: {exc}"})
         time.sleep(1)
