@@ -7,7 +7,8 @@ same local Spark session, same script.
 Prints: planted-difference time of both and the ratio (issue 22's goal: datacompy / drt >= 10 at
 10M rows), both sets of counters, the identical-data time over the planted-difference time (goal
 <= 0.5), and the driver's peak memory (JVM heap pools, and the Python process RSS) per run (goal:
-the driver within 2 GiB, the default ``--driver-memory``).
+the driver within 2 GiB, the default ``--driver-memory``); under the planted run, the seconds
+from each of its progress messages to the next (where its time goes).
 """
 
 from __future__ import annotations
@@ -65,16 +66,23 @@ def make_data(spark: Any, rows: int, diffs: int, base: Path) -> dict[str, Any]:
     return {"deleted": len(deleted), "changed": len(changed), "added": len(added)}
 
 
-def run_drt(spark: Any, base: Path, other: str) -> tuple[float, dict[str, int], float]:
+def run_drt(spark: Any, base: Path, other: str, phases: list[tuple[str, float]] | None = None
+            ) -> tuple[float, dict[str, int], float]:
+    """One verification; ``phases``: each progress message with the seconds until the next one
+    (where the run's time goes)."""
     from dr_toolkit.access import Access
     from dr_toolkit.verify.api import verify
     from dr_toolkit.verify.request import VerifyRequest
 
+    marks: list[tuple[str, float]] = []
     jvm_peak_reset(spark)
     t = time.perf_counter()
     r = verify(VerifyRequest(source=f"file://{base}/source", target=f"file://{base}/{other}", key=["id"]),
-               access=Access.none(), spark=spark)
-    return time.perf_counter() - t, r.counters, jvm_peak_mb(spark)
+               access=Access.none(), spark=spark, progress=lambda m: marks.append((m, time.perf_counter())))
+    end = time.perf_counter()
+    if phases is not None:
+        phases += [(m, (marks[i + 1][1] if i + 1 < len(marks) else end) - at) for i, (m, at) in enumerate(marks)]
+    return end - t, r.counters, jvm_peak_mb(spark)
 
 
 def run_datacompy(spark: Any, base: Path) -> tuple[float, dict[str, int], float]:
@@ -112,8 +120,11 @@ def main() -> int:
         print(f"data: {args.rows:,} rows x 10 columns of Parquet, planted {planted} "
               f"(written in {time.perf_counter() - t:.0f} s)")
         run_drt(spark, base, "same")  # warm-up (JIT, file cache) so neither side pays it in the timings
-        d_time, d_counters, d_mem = run_drt(spark, base, "peer")
+        phases: list[tuple[str, float]] = []
+        d_time, d_counters, d_mem = run_drt(spark, base, "peer", phases)
         print(f"drt verify (planted):    {d_time:8.1f} s  {d_counters}  JVM heap peak {d_mem:,.0f} MB")
+        for message, secs in phases:
+            print(f"    {secs:6.1f} s  {message}")
         c_time, c_counters, c_mem = run_datacompy(spark, base)
         print(f"datacompy SparkCompare:  {c_time:8.1f} s  {c_counters}  JVM heap peak {c_mem:,.0f} MB")
         i_time, i_counters, i_mem = run_drt(spark, base, "same")
