@@ -109,7 +109,9 @@ def dag_import_times() -> list[tuple[str, float, float]]:
             "runpy.run_path(sys.argv[1]); t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
     from tests.support.airflow import env as airflow_env
 
-    env = {**os.environ, **airflow_env(Path(tempfile.mkdtemp(prefix="drt-bench-airflow-")))}
+    # dr_policies.py builds one DAG per policy of the topology: it needs one (the example's)
+    env = {**os.environ, **airflow_env(Path(tempfile.mkdtemp(prefix="drt-bench-airflow-"))),
+           "DRT_CONFIG": str(REPO / "examples/embedded.yaml")}
     out = []
     for f in sorted((REPO / "dags").glob("*.py")):
         best_base, best = 1e9, 1e9

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from dr_toolkit.topology import HdfsPolicy, Topology
 
 CHAIN_LIMIT = 1000  # manifests walked back from the newest to the last completed run
+PARALLEL = 8  # policy targets probed at once by the gate
 
 
 def _is_completed(r: dict[str, Any]) -> bool:
@@ -90,70 +91,75 @@ def _descends(ledger: Ledger, newest: str, ancestor: str, runs: dict[str, dict[s
 
 
 def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
-    """One signal per HDFS policy target (name ``<policy>:<target>``); see the module doc."""
+    """One signal per HDFS policy target (name ``<policy>:<target>``), in the topology's order; see
+    the module doc. The targets are probed side by side (each probe is a dry run: listings and
+    manifest reads, mostly waiting on the NameNodes and DataNodes)."""
+    import concurrent.futures as cf
+
+    pairs = [(policy, target) for policy in topology.policies.hdfs for target in policy.targets]
+    if len(pairs) <= 1:
+        return [_target_signal(topology, ledger, access, now, p, t) for p, t in pairs]
+    with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(pairs)), thread_name_prefix="drt-hdfs-gate") as ex:
+        futs = [ex.submit(_target_signal, topology, ledger, access, now, p, t) for p, t in pairs]
+        return [f.result() for f in futs]  # LedgerUnreachable propagates: the caller exits 3
+
+
+def _target_signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy,
+                   target: str) -> Signal:
+    """The signal of one policy target."""
     from dr_toolkit.copy.api import probe
     from dr_toolkit.fs.uri import parse_uri
 
-    out: list[Signal] = []
-    for policy in topology.policies.hdfs:
-        for target in policy.targets:
-            name = f"{policy.name}:{target}"
-            try:
-                target_uri = parse_uri(target, topology).uri
-                runs = _runs(ledger, policy.name, target_uri)
-                done = next((x for x in runs if _is_completed(x)), None)
-                r = probe(topology, policy.name, target, ledger, access)
-            except DrtError as exc:
-                if isinstance(exc, LedgerUnreachable):
-                    raise
-                out.append(unreadable("hdfs", name, _why(exc)))
-                continue
-            except Exception as exc:  # noqa: BLE001 - any failure is a NO_GO with its reason
-                out.append(unreadable("hdfs", name, _why(exc)))
-                continue
-            files = r.files_copied + r.files_deleted + r.files_renamed
-            detail: dict[str, Any] = {"files_pending": files, "bytes_pending": r.bytes_copied, "mode": r.mode,
-                                      "mode_reason": r.mode_reason, "cold_holds_manifest": r.base_manifest_id,
-                                      "last_completed_run": done["run_id"] if done else None}
-            if done is None:
-                out.append(Signal("hdfs", name, False, None, None, "no completed run", detail,
-                                  "never replicated completely (no run of this target succeeded)"))
-                continue
-            mrow = ledger.manifest(done["manifest_id"])
-            if mrow is None:
-                out.append(Signal("hdfs", name, False, None, None, "manifest not indexed", detail,
-                                  f"the manifest {done['manifest_id']} of run {done['run_id']} is not in the ledger"))
-                continue
-            detail["manifest_id"] = mrow["manifest_id"]
-            detail["source_snapshot"] = mrow.get("source_snapshot")
-            if r.mode != "fast-forward" or r.base_manifest_id is None:
-                why: str | None = r.mode_reason or "cold holds no manifest"
-            else:
-                by_manifest = {x["manifest_id"]: x for x in runs if x.get("manifest_id")}
-                why = _descends(ledger, r.base_manifest_id, mrow["manifest_id"], by_manifest)
-            if why is not None:
-                out.append(Signal("hdfs", name, False, None, None, "cold does not hold a completed run", detail,
-                                  f"cold no longer holds the last completed run's files: {why}"))
-                continue
-            safe = float(mrow["source_time"])
-            detail["snapshot_age_s"] = round(max(0.0, now - safe), 1)  # how old the source state cold holds is
-            basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
-                     + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
-                     + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
-            unreplicated = {k: v for k, v in r.skipped_reasons.items() if k != "empty directory"}
-            if unreplicated:  # symlinks, temp-named files, devices on hot: never copied, so never on cold
-                detail["unreplicated"] = unreplicated
-                example = next((e["path"] for e in r.skipped_entries if e["reason"] != "empty directory"), "")
-                out.append(Signal("hdfs", name, False, None, None, basis, detail,
-                                  f"{sum(unreplicated.values())} entries on hot are never replicated ("
-                                  + ", ".join(f"{n} {k}" for k, n in sorted(unreplicated.items()))
-                                  + f"; e.g. {example}): replace them with regular files or exclude them"))
-            elif files:
-                out.append(Signal("hdfs", name, False, max(0.0, now - safe), safe, basis, detail,
-                                  f"{files} files ({r.bytes_copied} bytes) pending since the last run"))
-            else:
-                out.append(Signal("hdfs", name, True, max(0.0, now - safe), safe, basis, detail))
-    return out
+    name = f"{policy.name}:{target}"
+    try:
+        target_uri = parse_uri(target, topology).uri
+        runs = _runs(ledger, policy.name, target_uri)
+        done = next((x for x in runs if _is_completed(x)), None)
+        r = probe(topology, policy.name, target, ledger, access)
+    except DrtError as exc:
+        if isinstance(exc, LedgerUnreachable):
+            raise
+        return unreadable("hdfs", name, _why(exc))
+    except Exception as exc:  # noqa: BLE001 - any failure is a NO_GO with its reason
+        return unreadable("hdfs", name, _why(exc))
+    files = r.files_copied + r.files_deleted + r.files_renamed
+    detail: dict[str, Any] = {"files_pending": files, "bytes_pending": r.bytes_copied, "mode": r.mode,
+                              "mode_reason": r.mode_reason, "cold_holds_manifest": r.base_manifest_id,
+                              "last_completed_run": done["run_id"] if done else None}
+    if done is None:
+        return Signal("hdfs", name, False, None, None, "no completed run", detail,
+                      "never replicated completely (no run of this target succeeded)")
+    mrow = ledger.manifest(done["manifest_id"])
+    if mrow is None:
+        return Signal("hdfs", name, False, None, None, "manifest not indexed", detail,
+                      f"the manifest {done['manifest_id']} of run {done['run_id']} is not in the ledger")
+    detail["manifest_id"] = mrow["manifest_id"]
+    detail["source_snapshot"] = mrow.get("source_snapshot")
+    if r.mode != "fast-forward" or r.base_manifest_id is None:
+        why: str | None = r.mode_reason or "cold holds no manifest"
+    else:
+        by_manifest = {x["manifest_id"]: x for x in runs if x.get("manifest_id")}
+        why = _descends(ledger, r.base_manifest_id, mrow["manifest_id"], by_manifest)
+    if why is not None:
+        return Signal("hdfs", name, False, None, None, "cold does not hold a completed run", detail,
+                      f"cold no longer holds the last completed run's files: {why}")
+    safe = float(mrow["source_time"])
+    detail["snapshot_age_s"] = round(max(0.0, now - safe), 1)  # how old the source state cold holds is
+    basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
+             + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
+             + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
+    unreplicated = {k: v for k, v in r.skipped_reasons.items() if k != "empty directory"}
+    if unreplicated:  # symlinks, temp-named files, devices on hot: never copied, so never on cold
+        detail["unreplicated"] = unreplicated
+        example = next((e["path"] for e in r.skipped_entries if e["reason"] != "empty directory"), "")
+        return Signal("hdfs", name, False, None, None, basis, detail,
+                      f"{sum(unreplicated.values())} entries on hot are never replicated ("
+                      + ", ".join(f"{n} {k}" for k, n in sorted(unreplicated.items()))
+                      + f"; e.g. {example}): replace them with regular files or exclude them")
+    if files:
+        return Signal("hdfs", name, False, max(0.0, now - safe), safe, basis, detail,
+                      f"{files} files ({r.bytes_copied} bytes) pending since the last run")
+    return Signal("hdfs", name, True, max(0.0, now - safe), safe, basis, detail)
 
 
 def cold_holds(topology: Topology, ledger: Ledger, policy: HdfsPolicy, target: str, manifest_id: str,

@@ -134,3 +134,50 @@ def test_a_run_that_deleted_a_file_and_failed_its_new_path_leaves_no_safe_time(
     monkeypatch.undo()
     [r3] = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.none())
     assert r3.ok and _one(env).safe_time == r3.source_time
+
+
+def test_many_targets_read_side_by_side_give_each_its_own_signal_in_the_topology_order(tmp_path: Path) -> None:
+    """The gate probes the policy targets side by side (``PARALLEL`` at once): with more targets than
+    that, in five different states, every signal is the one the target gives when read alone, and
+    they come back in the topology's order."""
+    import shutil
+
+    from dr_toolkit.copy import signals
+
+    hot, cold = tmp_path / "hot", tmp_path / "cold"
+    n = signals.PARALLEL + 5
+    for i in range(n):
+        make_tree(hot / f"p{i:02d}", sample_tree(3))
+    cold.mkdir()
+    cfg = tmp_path / "drt.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "version": 1,
+        "clusters": {"hot": {"role": "hot", "local_root": str(hot)}, "cold": {"role": "cold", "local_root": str(cold)}},
+        "policies": {"hdfs": [{"name": f"p{i:02d}", "source": f"hdfs://hot/p{i:02d}",
+                               "targets": [f"hdfs://cold/p{i:02d}"]} for i in reversed(range(n))]},
+        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
+    topo = load_topology(cfg)
+    ledger = open_ledger(topo, Access.none())
+    for i in range(n):
+        if i % 5 != 0:  # every fifth: never replicated
+            replicate_policy(topo, f"p{i:02d}", ledger, access=Access.none())
+    for i in range(n):
+        if i % 5 == 1:  # hot takes a write: pending
+            (hot / f"p{i:02d}" / "late.bin").write_bytes(b"late")
+        elif i % 5 == 2:  # cold changed behind our back
+            next(p for p in sorted((cold / f"p{i:02d}").rglob("*")) if p.is_file()).unlink()
+        elif i % 5 == 3:  # hot unreadable
+            shutil.rmtree(hot / f"p{i:02d}")
+    now = time.time()
+    sigs = hdfs_signals(topo, ledger, Access.none(), now)
+    assert [s.name for s in sigs] == [f"p{i:02d}:hdfs://cold/p{i:02d}" for i in reversed(range(n))]
+    alone = [signals._target_signal(topo, ledger, Access.none(), now, p, t)
+             for p in topo.policies.hdfs for t in p.targets]
+    assert [(s.caught_up, s.safe_time, s.basis, s.reason) for s in sigs] == \
+           [(s.caught_up, s.safe_time, s.basis, s.reason) for s in alone]
+    states = {s.name.split(":")[0]: s for s in sigs}
+    assert states["p04"].caught_up and states["p04"].safe_time is not None
+    assert "never replicated" in (states["p05"].reason or "")
+    assert "pending" in (states["p06"].reason or "")
+    assert "no longer holds" in (states["p07"].reason or "")
+    assert states["p08"].basis == "unreadable"
