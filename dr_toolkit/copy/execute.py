@@ -661,7 +661,7 @@ def run_local(ctx: CopyContext, tasks: list[FileTask], workers: int,
         # disk to disk is bound by this process's CPU (copy, read-back, digests, Python per file):
         # threads beyond the cores only contend for the interpreter lock. Measured on 2 cores, 40,936
         # files on tmpfs: 8 threads 24.6 s, 2 threads 17.1 s, 1 thread 16.8 s
-        # (benchmarks/README.md, "Local copies")
+        # (`git show c7ce6e0:benchmarks/README.md`, "Local copies after profiling")
         workers = min(workers, max(2, os.cpu_count() or 2))
     batches = uniform_lists(tasks, workers) if strategy == "uniformsize" else _batches(tasks)
     pool = ThreadPoolExecutor(max(1, min(workers, len(batches))))

@@ -40,7 +40,7 @@ def run_processes(job: CopyJob, tasks: list[FileTask], processes: int, *, cancel
     run's fencing marker on the target before every rename; this process runs ``check`` (the
     lease on its own clock, and the marker) after each group, and stops the processes when
     ``cancel`` is set or a check fails: each finishes or removes the file in hand and takes no
-    other. Measured on 2 cores: benchmarks/README.md ("Local copies on processes")."""
+    other. Measured on 2 cores: ``git show c7ce6e0:benchmarks/README.md`` ("Local copies on processes")."""
     import json
     import queue
     import subprocess

@@ -201,7 +201,8 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
 # The copy engine's JVMs only schedule tasks and pass file lists and results: the client JIT
 # and the serial collector start them seconds sooner on small machines (a 2-core, 2-worker
 # standalone cluster: ~23 s to the first task with the JVM defaults, ~15 s with these —
-# benchmarks/README.md). clusters.<name>.spark.conf replaces them, key by key.
+# `git show c7ce6e0:benchmarks/README.md`, "Spark copy engine start-up"). clusters.<name>.spark.conf
+# replaces them, key by key.
 QUICK_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CONTEXT_DEFAULTS = {"spark.driver.extraJavaOptions": QUICK_START_JVM,
                     "spark.executor.extraJavaOptions": QUICK_START_JVM}
