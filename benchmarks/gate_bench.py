@@ -109,9 +109,11 @@ def dag_import_times() -> list[tuple[str, float, float]]:
             "runpy.run_path(sys.argv[1]); t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
     from tests.support.airflow import env as airflow_env
 
-    # dr_policies.py builds one DAG per policy of the topology: it needs one (the example's)
+    # dr_policies.py builds one DAG per policy of the topology: it gets the example's, as a deployment
+    # gives it (the drt_default connection's extra, here from the environment: no metadata DB to ask)
+    conn = {"conn_type": "generic", "extra": {"config": str(REPO / "examples/embedded.yaml")}}
     env = {**os.environ, **airflow_env(Path(tempfile.mkdtemp(prefix="drt-bench-airflow-"))),
-           "DRT_CONFIG": str(REPO / "examples/embedded.yaml")}
+           "AIRFLOW_CONN_DRT_DEFAULT": json.dumps(conn)}
     out = []
     for f in sorted((REPO / "dags").glob("*.py")):
         best_base, best = 1e9, 1e9
