@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from drt_servers import maven
 from drt_servers.process import ManagedProcess, free_port
@@ -344,6 +345,25 @@ def _data_records(address: str, topic: str) -> dict[int, int]:
     return out
 
 
+# What a broker answers for a partition MirrorMaker 2 has just created, before its leader is known
+# everywhere: "not yet", never an error (seen in CI: NOT_LEADER_FOR_PARTITION right after MM2 started).
+_NOT_YET = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION",
+            "_UNKNOWN_TOPIC", "_TIMED_OUT", "_LEADER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS"}
+
+
+def _ends(consumer: Any, tp: Any) -> tuple[int, int] | None:
+    """A partition's (low, high) watermarks, or None while its leader is not known yet."""
+    from confluent_kafka import KafkaException
+
+    try:
+        lo, hi = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+    except KafkaException as exc:
+        if exc.args and getattr(exc.args[0], "name", lambda: "")() in _NOT_YET:
+            return None
+        raise
+    return int(lo), int(hi)
+
+
 def mirror_behind(hot: str, cold: str, topics: dict[str, str]) -> dict[tuple[str, int], tuple[int, int]]:
     """``{hot topic: cold topic}`` → the partitions where cold holds fewer data records than
     hot: ``{(topic, partition): (hot count, cold count)}``. Counts end offsets when neither
@@ -366,8 +386,12 @@ def mirror_behind(hot: str, cold: str, topics: dict[str, str]) -> dict[tuple[str
                     out[(t, p)] = (-1, -1)
                 continue
             for p in parts:
-                hlo, hhi = ch.get_watermark_offsets(TopicPartition(t, p), timeout=5, cached=False)
-                clo, chi = cc.get_watermark_offsets(TopicPartition(ct, p), timeout=5, cached=False)
+                hot_ends = _ends(ch, TopicPartition(t, p))
+                cold_ends = _ends(cc, TopicPartition(ct, p))
+                if hot_ends is None or cold_ends is None:  # a partition whose leader is still being elected
+                    out[(t, p)] = (-1, -1)
+                    continue
+                (hlo, hhi), (clo, chi) = hot_ends, cold_ends
                 if chi - clo < hhi - hlo:
                     out[(t, p)] = (hhi - hlo, chi - clo)
     finally:
@@ -376,6 +400,8 @@ def mirror_behind(hot: str, cold: str, topics: dict[str, str]) -> dict[tuple[str
     # Transaction markers and aborted records count in hot's offsets but are not mirrored:
     # where the offsets say "behind", count the data records before reporting it.
     for (t, p), _ in list(out.items()):
+        if out[(t, p)] == (-1, -1):  # no cold topic yet, or a leader not known yet: behind
+            continue
         h = _data_records(hot, t).get(p, 0)
         c = _data_records(cold, topics[t]).get(p, -1)
         if c >= h:
