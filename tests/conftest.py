@@ -27,6 +27,18 @@ _FIXTURE_MODULES = ["fixtures", "fixtures_hdfs", "fixtures_copy", "fixtures_kafk
 pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A test marked `child_process` runs in a child pytest process (tests/support/child.py): a
+    native client aborting there fails that test, not the whole run."""
+    from tests.support import child
+
+    if item.get_closest_marker("child_process") is None or child.in_child():
+        return None
+    child.run_item(item)
+    return True
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
