@@ -773,7 +773,8 @@ def distcp(source: str, target: str, *, access: Access, topology: Topology | Non
     if topology is not None and not dry_run:
         from dr_toolkit.zk.fencing import assert_copy_allowed
 
-        assert_copy_allowed(topology, parse_uri(source, topology).cluster, parse_uri(target, topology).cluster,
+        # by identity, not spelling: a webhdfs:// address of a cluster's NameNode is that cluster
+        assert_copy_allowed(topology, parse_uri(source, topology), parse_uri(target, topology),
                             epoch=fence_epoch, access=access)
     src, tgt = _resolve(source, target, topology, access)
     log_fs: _LogDir | None = None

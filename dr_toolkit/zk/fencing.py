@@ -320,32 +320,249 @@ def assert_offsets_apply_allowed(topology: Topology, *, access: Access) -> None:
                               where=f"zookeeper {fence.zk.quorum} {fence.fencing_path}")
 
 
-def assert_copy_allowed(topology: Topology, source_cluster: str | None, target_cluster: str | None, *,
+# -- which cluster an address is ----------------------------------------------------------------
+# The fence is keyed by cluster identity, never by how a URI is spelled: ``hdfs://hot/x``,
+# ``webhdfs://<any of hot's NameNodes>/x`` (127.0.0.1, localhost, the host's name, [::1], upper
+# case, a trailing dot, the default port) and a ``file://`` path under hot's ``local_root`` are all
+# hot. An address the topology does not name is asked what it is (the NameNode's ClusterId, over its
+# HTTP server's /jmx) only while a fence is up; one that cannot be identified is refused then.
+
+FOREIGN = "<not a cluster of the topology>"
+UNKNOWN = "<unidentified>"
+_DEFAULT_PORT = {"http": 9870, "https": 9871}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which topology cluster a copy's endpoint is: ``cluster`` (a name, :data:`FOREIGN` or
+    :data:`UNKNOWN`) and ``how`` it was decided."""
+
+    cluster: str
+    how: str
+
+
+def _is_local_ip(ip: Any) -> bool:
+    import socket
+
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    fam = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(fam, socket.SOCK_DGRAM) as s:
+            s.bind((str(ip), 0))  # binds only to an address of this host's own interfaces
+        return True
+    except OSError:
+        return False
+
+
+def host_key(host: str) -> frozenset[str]:
+    """The addresses a host name stands for (resolved; every address of this machine is one key,
+    ``this-host``), so any spelling of one host compares equal: case, a trailing dot, brackets."""
+    import ipaddress
+    import socket
+
+    h = host.strip().strip("[]").rstrip(".").lower()
+    try:
+        infos = socket.getaddrinfo(h, None)
+        ips = {ipaddress.ip_address(str(i[4][0]).split("%", 1)[0]) for i in infos}
+    except (OSError, ValueError, UnicodeError):
+        return frozenset({h})
+    if any(_is_local_ip(ip) for ip in ips):
+        return frozenset({"this-host"})
+    return frozenset(str(ip) for ip in ips) or frozenset({h})
+
+
+def _nn_key(url: str) -> tuple[frozenset[str], int | None]:
+    from urllib.parse import urlparse
+
+    p = urlparse(url if "://" in url else f"http://{url}")
+    try:
+        port = p.port
+    except ValueError:
+        port = None
+    scheme = {"webhdfs": "http", "swebhdfs": "https"}.get(p.scheme.lower(), p.scheme.lower())
+    return host_key(p.hostname or ""), port if port is not None else _DEFAULT_PORT.get(scheme)
+
+
+def _same_namenode(a: str, b: str) -> bool:
+    (ha, pa), (hb, pb) = _nn_key(a), _nn_key(b)
+    return pa == pb and bool(ha & hb)
+
+
+def static_identity(topology: Topology, loc: Any) -> Identity:
+    """Which cluster ``loc`` (a :class:`dr_toolkit.fs.uri.Location`) is, from the topology alone:
+    named (``hdfs://<cluster>``, an S3 bucket), one of a cluster's NameNodes by address, a local path
+    under a cluster's ``local_root``; :data:`FOREIGN` for a local path or bucket no cluster holds;
+    :data:`UNKNOWN` for a WebHDFS address no cluster lists."""
+    if loc.cluster:
+        return Identity(loc.cluster, "named in the URI")
+    if loc.kind == "webhdfs":
+        for name, c in topology.clusters.items():
+            if c.hdfs is None:
+                continue
+            for nn in c.hdfs.namenodes:
+                if any(_same_namenode(mine, nn) for mine in loc.namenodes):
+                    return Identity(name, f"NameNode {nn} of cluster {name!r}")
+        return Identity(UNKNOWN, "a WebHDFS address the topology does not list")
+    if loc.kind == "local":
+        from pathlib import Path
+
+        from dr_toolkit.fs.uri import real_path
+
+        mine = real_path(loc.path)
+        for name, c in topology.clusters.items():
+            if c.local_root is None:
+                continue
+            root = Path(c.local_root)
+            if not root.is_absolute() and topology.source_file:
+                root = Path(topology.source_file).resolve().parent / root
+            r = real_path(str(root))
+            if mine == r or mine.startswith(r.rstrip("/") + "/"):
+                return Identity(name, f"under cluster {name!r}'s local_root {r}")
+    return Identity(FOREIGN, "no cluster of the topology holds it")
+
+
+def namenode_cluster_id(url: str, timeout_s: float = 5.0) -> str:
+    """The HDFS ClusterId a NameNode's HTTP server reports (its /jmx NameNodeInfo bean); every
+    NameNode of one cluster (HA pairs included) reports the same one. Raises OSError/ValueError."""
+    import urllib.request
+
+    base = url.rstrip("/")
+    with urllib.request.urlopen(f"{base}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo",
+                                timeout=timeout_s) as r:
+        beans = json.loads(r.read().decode()).get("beans") or []
+    cid = beans[0].get("ClusterId") if beans else None
+    if not cid:
+        raise ValueError(f"{base}/jmx has no NameNodeInfo ClusterId")
+    return str(cid)
+
+
+def asked_identity(topology: Topology, loc: Any, timeout_s: float = 5.0) -> Identity:
+    """A WebHDFS address the topology does not list, identified by asking it: its NameNode's
+    ClusterId against each topology cluster's (asked the same way). :data:`FOREIGN` only when the
+    address and every topology HDFS cluster answered and none matched; else :data:`UNKNOWN`."""
+    theirs: str | None = None
+    errors: list[str] = []
+    for nn in loc.namenodes:
+        try:
+            theirs = namenode_cluster_id(nn, timeout_s)
+            break
+        except (OSError, ValueError) as exc:
+            errors.append(f"{nn}: {type(exc).__name__}: {exc}")
+    if theirs is None:
+        return Identity(UNKNOWN, "its NameNode did not say its ClusterId (" + "; ".join(errors) + ")")
+    unread: list[str] = []
+    for name, c in topology.clusters.items():
+        if c.hdfs is None:
+            continue
+        ids: set[str] = set()
+        for nn in c.hdfs.namenodes:
+            try:
+                ids.add(namenode_cluster_id(nn, timeout_s))
+            except (OSError, ValueError):
+                continue
+        if theirs in ids:
+            return Identity(name, f"its NameNode reports ClusterId {theirs}, cluster {name!r}'s")
+        if not ids:
+            unread.append(name)
+    if unread:
+        return Identity(UNKNOWN, f"ClusterId {theirs}, and cluster(s) {', '.join(unread)} did not say theirs")
+    return Identity(FOREIGN, f"ClusterId {theirs} is no topology cluster's")
+
+
+def _endpoint(topology: Topology, end: Any) -> Identity | None:
+    if end is None:
+        return None
+    if isinstance(end, str):
+        return Identity(end, "given")
+    return static_identity(topology, end)
+
+
+def _fence_up(fence: Fence, st: FenceState, active: dict[str, Any]) -> bool:
+    from dr_toolkit.zk.client import ZkNoNode
+
+    if st.fenced_cluster or active.get("cluster"):
+        return True
+    try:
+        return bool(fence.zk.get_children(f"{fence.root}/read-only"))
+    except ZkNoNode:
+        return False
+
+
+def _spell(end: Any) -> str:
+    return str(getattr(end, "uri", end))
+
+
+def assert_copy_allowed(topology: Topology, source_cluster: Any, target_cluster: Any, *,
                         access: Access, epoch: int | None = None) -> None:
     """For every copy into a cluster of the topology (`drt replicate`, `drt distcp`, the runbook):
     refuse (FencedError) to write into a read-only or fenced cluster, and — for hot → cold — once
     the hot cluster is fenced (unless the writer holds the current ``epoch``: the runbook's final
     copy) or once the cold cluster has been made active (after promotion nothing replicates into
     it from the old hot cluster, whatever the epoch). Topologies without any ZooKeeper have no
-    fencing state and are not checked; copies whose target is no cluster of the topology neither."""
+    fencing state and are not checked.
+
+    ``source_cluster``/``target_cluster``: a cluster name, or the copy's
+    :class:`~dr_toolkit.fs.uri.Location` — identified by cluster, not by spelling
+    (:func:`static_identity`; while a fence is up, an address the topology does not list is asked
+    its ClusterId, :func:`asked_identity`). While a fence is up, a write to an address that cannot
+    be identified, or from one into the cold cluster, is refused: it may be the fenced cluster under
+    a name the topology does not know. Copies into a place that is no cluster of the topology (a
+    local path outside every ``local_root``, another bucket, a NameNode of another ClusterId) are
+    not checked."""
     if target_cluster is None or (topology.cold.zookeeper is None and topology.hot.zookeeper is None):
         return
-    where_active = None
+    tgt = _endpoint(topology, target_cluster)
+    assert tgt is not None
+    if tgt.cluster == FOREIGN:
+        return
     with open_fence(topology, access=access) as fence:
         st = fence.check_epoch(epoch) if epoch is not None else fence.state()
         active = fence.active() or {}
         where = f"zookeeper {fence.zk.quorum} {fence.fencing_path}"
         where_active = f"zookeeper {fence.zk.quorum} {fence.active_path}"
-        if fence.is_read_only(target_cluster) or (st.fenced_cluster == target_cluster and epoch is None):
-            raise FencedError(f"cluster {target_cluster!r} is fenced (epoch {st.epoch}, by {st.by}): "
-                              "writes into it are refused", where=where,
+        if tgt.cluster == UNKNOWN:
+            if not _fence_up(fence, st, active):
+                return
+            tgt = asked_identity(topology, target_cluster)
+            if tgt.cluster == FOREIGN:
+                return
+            if tgt.cluster == UNKNOWN:
+                raise FencedError(
+                    f"target {_spell(target_cluster)} is no cluster the topology names and could not be identified "
+                    f"({tgt.how}): while the fence is up (epoch {st.epoch}, fenced {st.fenced_cluster!r}, active "
+                    f"{active.get('cluster')!r}) such writes are refused", where=where,
+                    hint="write hdfs://<cluster>/path, or list that NameNode under clusters.<name>.hdfs.namenodes")
+        target_name = tgt.cluster
+        if fence.is_read_only(target_name) or (st.fenced_cluster == target_name and epoch is None):
+            raise FencedError(f"cluster {target_name!r} is fenced (epoch {st.epoch}, by {st.by}): "
+                              f"writes into it are refused ({_spell(target_cluster)}: {tgt.how})", where=where,
                               hint="it is no longer the active cluster; copy into the active one")
-        if source_cluster != topology.hot_name or target_cluster != topology.cold_name:
+        if target_name != topology.cold_name:
             return
-        if active.get("cluster") == target_cluster:
-            raise FencedError(f"the cold cluster {target_cluster!r} is the active cluster (promoted at epoch "
-                              f"{active.get('epoch')} by {active.get('by')}): replication from {source_cluster!r} "
-                              "into it is refused", where=where_active,
+        src = _endpoint(topology, source_cluster)
+        if src is None or src.cluster == FOREIGN:
+            return
+        if src.cluster == UNKNOWN:
+            if not _fence_up(fence, st, active):
+                return
+            src = asked_identity(topology, source_cluster)
+            if src.cluster == FOREIGN:
+                return
+            if src.cluster == UNKNOWN:
+                raise FencedError(
+                    f"source {_spell(source_cluster)} is no cluster the topology names and could not be identified "
+                    f"({src.how}): while the fence is up (epoch {st.epoch}, fenced {st.fenced_cluster!r}) a copy "
+                    f"from it into {target_name!r} may be replication from the fenced cluster and is refused",
+                    where=where,
+                    hint="write hdfs://<cluster>/path, or list that NameNode under clusters.<name>.hdfs.namenodes")
+        source_name = src.cluster
+        if source_name != topology.hot_name:
+            return
+        if active.get("cluster") == target_name:
+            raise FencedError(f"the cold cluster {target_name!r} is the active cluster (promoted at epoch "
+                              f"{active.get('epoch')} by {active.get('by')}): replication from {source_name!r} "
+                              f"({_spell(source_cluster)}: {src.how}) into it is refused", where=where_active,
                               hint="after a failover, set up replication in the new direction")
         if epoch is not None:
             return
