@@ -1265,6 +1265,8 @@ def _file_log(plan: Plan, outcomes: list[Outcome], deleted: list[tuple[str, str]
         if o.ok:
             out.append({"path": o.rel, "action": "appended" if o.action == "append" else "copied",
                         "bytes": o.bytes, "size": o.size})
+        elif o.open:
+            out.append({"path": o.rel, "action": "open", "error": o.error})
         else:
             out.append({"path": o.rel, "action": "failed", "error": o.error, "attempts": o.attempts})
     out += [{"path": rel, "action": "skipped", "size": e.size} for rel, e in sorted(plan.keep.items())
@@ -1332,13 +1334,16 @@ def _account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str
                 result.verified[o.verified] = result.verified.get(o.verified, 0) + 1
             if o.open:
                 result.files_open += 1
-                result.open_files.append({"path": o.rel, "copied_bytes": o.size,
-                                          "reason": "open for write: copied up to the length the NameNode "
-                                                    "reported (readers may already see more: it learns "
-                                                    "an open file's length only at the writer's fsync); "
-                                                    "copied again by the next run"})
+                result.open_files.append({"path": o.rel, "copied_bytes": o.size, "placed": True,
+                                          "reason": "open for write: copied as the snapshot holds it (the live "
+                                                    "file may hold more); copied again by the next run"})
             plan.keep[o.rel] = mf.Entry(o.size, o.mtime, o.checksum, o.tmtime, o.version, o.schecksum, o.tversion,
                                         o.open, o.tchecksum)
+        elif o.open:  # under construction when read live: nothing placed (execute.StillOpen), pending
+            result.files_open += 1
+            result.open_files.append({"path": o.rel, "copied_bytes": 0, "placed": False, "reason": o.error})
+            plan.keep.pop(o.rel, None)
+            pending.add(o.rel)
         else:
             result.files_failed += 1
             result.failures.append({"path": o.rel, "error": o.error, "attempts": o.attempts,

@@ -51,6 +51,15 @@ class SourceChanged(Exception):
     """The source file moved (size, mtime or content) while it was being copied."""
 
 
+class StillOpen(Exception):
+    """The source file was under construction when its bytes were read live: open for write, or a
+    truncate or append whose block the NameNode is recovering. Its NameNode length is then not a
+    length the file ever had for sure — during a truncate's recovery it is the old end of the block
+    being cut (3 MiB truncated to 1,234,567 reads as 2,097,152 bytes), and GETFILESTATUS and
+    GET_BLOCK_LOCATIONS answer exactly as for a writer's open file — so the bytes read are no
+    proven version of it: nothing is placed (not retried), the file is reported open and pending."""
+
+
 class Throttle:
     """A token bucket shared by the workers of one process (bytes per second)."""
 
@@ -123,7 +132,9 @@ class Outcome:
     schecksum: str | None = None  # the source's own checksum of the bytes copied
     tversion: str | None = None  # the target's change token after commit
     tchecksum: str | None = None  # the target's own checksum after commit (token not a content token)
-    open: bool = False  # the source was open for write: copied up to the length listed
+    #: the source was open for write: ok — copied from a snapshot as the snapshot holds it; not ok —
+    #: read live under construction, nothing placed (StillOpen), pending
+    open: bool = False
     verified: str = ""  # how the written bytes were checked
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,6 +217,13 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
             s = ctx.src_fs.stat(src)
             if s is None or s.size < n or n != size:
                 raise SourceChanged(f"{src} changed while being copied (open for write)") from None
+            if not ctx.stable_source:
+                # a live file under construction: a writer's, or a truncate/append being recovered
+                # (nothing over WebHDFS tells them apart): its bytes are no proven version
+                raise StillOpen(f"open on the source (under construction: open for write, or a truncate or "
+                                f"append being recovered): its length ({s.size} bytes now) is not final and the "
+                                "bytes read are no proven version of it, so it was not copied (the target keeps "
+                                "what it held); the first run after it is closed copies it") from None
             return _Source(None, s.version, True)
         if c is not None:
             if c.algorithm == CONTENT_ALGO and c.value != digest:
@@ -498,6 +516,19 @@ def _copy_tail(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         break
     if h.sha.hexdigest() != want:
         return None
+    if size == task.offset:
+        # nothing to append (a file recorded open that was closed, or is still open, with no byte
+        # more): the target already holds these bytes — no empty temporary file, no CONCAT (which
+        # the NameNode refuses for an empty source: "invalid or empty or underConstruction")
+        getattr(reader, "close", lambda: None)()
+        digest, sha = h.hexdigest(), h.sha.hexdigest()
+        info = _check_source(ctx, src, size, mtime, version, size, digest, sha=sha)
+        verified, tck = _verify_written(ctx, dst, size, digest, info, sha)
+        tm, tv = _after(ctx, dst, mtime)
+        return Outcome(task.rel, True, 0, size, mtime, f"{DIGEST_ALGO}:{sha}", tm, "append", version=info.version,
+                       schecksum=info.checksum, tversion=tv, open=info.open,
+                       verified=f"{verified}; nothing to append (the target held every byte)",
+                       tchecksum=_own_checksum(ctx, dst, tck))
 
     def tail() -> Iterator[bytes]:
         if pending:
@@ -588,6 +619,8 @@ def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
                     changed = changed or isinstance(exc, SourceChanged)
                     log.warning("copy of %s failed (attempt %d/%d): %s", task.rel, n, ATTEMPTS, _why(exc))
                     raise
+    except StillOpen as exc:  # not retried: it stays open for as long as its writer (or recovery) holds it
+        return Outcome(task.rel, False, attempts=n, changed=changed, error=str(exc), open=True)
     except RETRY.retry_on as exc:
         if ctx.cancel.is_set():
             raise Cancelled("the run was interrupted") from None

@@ -31,17 +31,17 @@ pytestmark = pytest.mark.integration
 UPD = CopyOptions(update=True, delete=True)
 
 
-def test_open_file_is_copied_up_to_its_visible_length_and_never_fails_the_run(tmp_path: Path, webhdfs: Any
-                                                                             ) -> None:
+def test_open_file_is_reported_pending_and_never_fails_the_run(tmp_path: Path, webhdfs: Any) -> None:
     fs = open_fs(webhdfs.location("/logs"), Access.from_env())
     fs.write_bytes(webhdfs.p("/logs/closed.log"), b"done\n" * 100)
     webhdfs.open_for_write("/logs/app.log", b"line 1\n" * 50)
     r = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
                options=CopyOptions(update=True, append_only=["*.log"]), access=Access.from_env())
-    assert r.ok and r.files_copied == 2 and r.files_open == 1
+    # open on the source: not placed (its NameNode length is no proven version), reported pending
+    assert r.ok and r.files_copied == 1 and r.files_open == 1
     assert r.open_files[0]["path"] == "app.log" and "open for write" in r.open_files[0]["reason"]
-    assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50
-    # the writer goes on and closes the file: the next run completes it (the copied prefix is kept)
+    assert not (tmp_path / "dst/app.log").exists()
+    # the writer goes on and closes the file: the next run copies it
     webhdfs.hflush("/logs/app.log", b"line 2\n" * 30)
     webhdfs.close_file("/logs/app.log")
     r2 = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",

@@ -1,0 +1,126 @@
+"""A source truncated while the copy runs (issue 39, item 3), on a real HDFS.
+
+What the real NameNode does: ``TRUNCATE`` to a length inside a block drops every block past it at
+once and leaves the file *under construction* while a DataNode recovers the block that is cut; until
+then GETFILESTATUS reports the **old** end of that block (3 MiB file, 1 MiB blocks, truncated to
+1,234,567: the NameNode says 2,097,152) and OPEN serves the old bytes up to there — a state the
+file never had. Recovery is started by the DataNode's next heartbeat; this test's own cluster has
+its DataNode heartbeat once every 10 minutes, so the recovery is still pending for the whole test
+(deterministic: no race with the copy). GET_BLOCK_LOCATIONS and GETFILESTATUS answer exactly as
+for a file a writer holds open (checked here), so nothing over WebHDFS tells the two apart: a file
+under construction whose bytes were read live is never placed; it is reported open (pending) and
+the target keeps the version it held.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from dr_toolkit.access import Access
+from dr_toolkit.cli.main import main
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.topology import CopyOptions
+from drt_servers.hdfs import HdfsCluster
+
+pytestmark = pytest.mark.integration
+
+MIB = 1 << 20
+OLD = bytes(range(251)) * (3 * MIB // 251) + bytes(3 * MIB % 251)  # 3 MiB, three 1 MiB blocks
+NEW_LEN = 1_234_567
+
+
+@pytest.fixture(scope="module")
+def slow_recovery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
+    """A real HDFS whose DataNode heartbeats every 600 s: block recovery (which the NameNode hands
+    out in heartbeat replies) does not start while a test runs."""
+    c = HdfsCluster("hdfs-slow-recovery", tmp_path_factory.mktemp("hdfs-slow-recovery"),
+                    conf={"dfs.heartbeat.interval": "600"}).start()
+    yield c
+    c.kill()
+
+
+def _truncate(c: HdfsCluster, path: str, length: int) -> bool:
+    r = requests.post(f"{c.webhdfs_url}/webhdfs/v1{path}",
+                      params={"op": "TRUNCATE", "newlength": str(length), "user.name": "hdfs"}, timeout=30)
+    assert r.status_code == 200, r.text
+    return bool(r.json()["boolean"])
+
+
+def _blocks(c: HdfsCluster, path: str) -> dict[str, Any]:
+    r = requests.get(f"{c.webhdfs_url}/webhdfs/v1{path}",
+                     params={"op": "GET_BLOCK_LOCATIONS", "offset": "0", "length": "1", "user.name": "hdfs"}, timeout=30)
+    return r.json()["LocatedBlocks"]  # type: ignore[no-any-return]
+
+
+def _drt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any] | None, str]:
+    capsys.readouterr()
+    code = main(["--json", "distcp", *args])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+@pytest.mark.parametrize("target", ["hdfs", "local"])
+def test_a_file_truncated_while_its_block_is_recovered_is_never_placed_torn(
+        slow_recovery: HdfsCluster, tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    c = slow_recovery
+    base = f"/t/{target}"
+    c.write(f"{base}/src/big.bin", OLD, block_size=MIB)
+    c.write(f"{base}/src/small.txt", b"small")
+    dst = c.uri(f"{base}/dst") if target == "hdfs" else str(tmp_path / "dst")
+    code, out, err = _drt(capsys, c.uri(f"{base}/src"), dst, "--update")
+    assert code == 0 and out is not None and out["files_copied"] == 2, err
+
+    def held() -> bytes:
+        return c.read(f"{base}/dst/big.bin") if target == "hdfs" else (tmp_path / "dst" / "big.bin").read_bytes()
+
+    assert held() == OLD
+    # TRUNCATE inside the second block: the third is dropped, the second waits for recovery
+    assert _truncate(c, f"{base}/src/big.bin", NEW_LEN) is False  # False: block recovery pending
+    st = c.stat(f"{base}/src/big.bin")
+    assert st is not None and st["length"] == 2 * MIB  # neither the old length nor the new one
+    lb = _blocks(c, f"{base}/src/big.bin")
+    assert lb["isUnderConstruction"] and not lb["isLastBlockComplete"]  # as for a file open for write
+    assert len(c.read(f"{base}/src/big.bin")) == 2 * MIB  # what a reader gets now
+    # the copy: the 2 MiB state was never a version of the file; the target keeps the old version
+    # and the file is reported open (pending), never counted as copied
+    code, out, err = _drt(capsys, c.uri(f"{base}/src"), dst, "--update")
+    assert out is not None, err
+    data = held()
+    assert len(data) != 2 * MIB, "the copy placed bytes no version of the source ever held"
+    assert data == OLD
+    assert out["files_open"] == 1 and out["files_copied"] == 0 and out["files_failed"] == 0, out
+    assert code == 0, err
+    opened = out["open_files"][0]
+    assert opened["path"] == "big.bin" and opened["copied_bytes"] == 0 and opened["placed"] is False
+    assert "not copied" in opened["reason"]
+    # a first copy into an empty target: the file is not placed at all
+    fresh = c.uri(f"{base}/fresh") if target == "hdfs" else str(tmp_path / "fresh")
+    code, out, err = _drt(capsys, c.uri(f"{base}/src"), fresh, "--update")
+    assert code == 0 and out is not None and out["files_open"] == 1 and out["files_copied"] == 1, (err, out)
+    if target == "hdfs":
+        assert c.stat(f"{base}/fresh/big.bin") is None and c.read(f"{base}/fresh/small.txt") == b"small"
+    else:
+        assert not (tmp_path / "fresh" / "big.bin").exists()
+        assert (tmp_path / "fresh" / "small.txt").read_bytes() == b"small"
+
+
+def test_a_file_open_for_write_is_reported_pending_not_placed(slow_recovery: HdfsCluster, tmp_path: Path) -> None:
+    """The same rule for a writer's open file (nothing tells it from a recovery over WebHDFS): the
+    next run after the writer closes it copies it whole."""
+    c = slow_recovery
+    c.open_for_write("/t/open/src/app.log", b"a" * 1500, block_size=MIB)
+    r = distcp(c.uri("/t/open/src"), f"file://{tmp_path / 'dst'}", options=CopyOptions(update=True),
+               access=Access.from_env())
+    assert r.ok and r.files_open == 1 and r.files_copied == 0 and not (tmp_path / "dst" / "app.log").exists()
+    c.hflush("/t/open/src/app.log", b"b" * 100)
+    c.close_file("/t/open/src/app.log")
+    r = distcp(c.uri("/t/open/src"), f"file://{tmp_path / 'dst'}", options=CopyOptions(update=True),
+               access=Access.from_env())
+    assert r.ok and r.files_open == 0 and r.files_copied == 1
+    assert (tmp_path / "dst" / "app.log").read_bytes() == b"a" * 1500 + b"b" * 100
