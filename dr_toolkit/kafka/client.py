@@ -92,7 +92,7 @@ class KafkaCluster:
         self._admin: Any = None
         self._consumer: Any = None
         self._uncommitted: Any = None
-        self._compacted: dict[str, bool] = {}
+        self._configs: dict[str, dict[str, str] | None] = {}
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
 
@@ -235,23 +235,38 @@ class KafkaCluster:
                 out[key] = (off, off) if i == 0 else (out[key][0], off)
         return out
 
-    def compacted(self, topic: str) -> bool:
-        """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
-        True when the broker does not say (the safe assumption for the searches)."""
-        if topic in self._compacted:
-            return self._compacted[topic]
+    def topic_config(self, topic: str) -> dict[str, str] | None:
+        """The topic's effective configuration as the broker states it (describe_configs: the
+        topic's own values and the broker defaults it inherits), asked once per client; None when
+        the broker does not answer it."""
+        if topic in self._configs:
+            return self._configs[topic]
         from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
         res = ConfigResource(ResourceType.TOPIC, topic)
         try:
             entries = self.admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(
                 timeout=self.timeout_s + 1)
-            policy = entries["cleanup.policy"].value or ""
-            answer = "compact" in policy
-        except Exception:  # noqa: BLE001 - unknown: assume compacted (only costs exactness)
-            answer = True
-        self._compacted[topic] = answer
+            answer: dict[str, str] | None = {k: str(e.value or "") for k, e in entries.items()}
+        except Exception:  # noqa: BLE001 - unknown: each caller assumes the worst
+            answer = None
+        self._configs[topic] = answer
         return answer
+
+    def compacted(self, topic: str) -> bool:
+        """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
+        True when the broker does not say (the safe assumption for the searches)."""
+        conf = self.topic_config(topic)
+        return True if conf is None else "compact" in conf.get("cleanup.policy", "")
+
+    def log_append_time(self, topic: str) -> bool:
+        """Does the broker stamp ``topic``'s records with its own append time
+        (``message.timestamp.type=LogAppendTime``, the topic's or the broker's default)? Then a
+        record's timestamp there is that broker's clock, never its producer's: a mirror's copy
+        does not carry the source's timestamp. True when the broker does not say (the safe
+        assumption: timestamps there prove nothing)."""
+        conf = self.topic_config(topic)
+        return True if conf is None else conf.get("message.timestamp.type", "CreateTime") == "LogAppendTime"
 
     def stable_ends(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The last stable offset (LSO) of each partition: read_committed readers (the mirror,

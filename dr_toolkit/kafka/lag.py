@@ -15,8 +15,18 @@ from typing import Any
 from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.kafka.client import KafkaCluster, Record
 from dr_toolkit.kafka.mirror import DEFAULT_SKEW_S, Mirror, partition_counts
-from dr_toolkit.kafka.remap import WINDOW, Anchor, count_identical_before, remap_partition, safe_floor
+from dr_toolkit.kafka.remap import (
+    WINDOW,
+    Anchor,
+    count_identical_before,
+    identical_offsets,
+    remap_partition,
+    safe_floor,
+)
 from dr_toolkit.kafka.rows import LagReport, LagRow
+
+IDENTITY_WINDOW = 8  # records before a match that must be the copies of those before it on hot
+CANDIDATES = 16  # cold's newest records tried as proof of its position, newest first
 
 
 def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
@@ -48,6 +58,9 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
         for t in topics:
             ct = mirror.cold_topic(t)
             parts = list(range(counts[t]))
+            # The cold broker restamps every record of a LogAppendTime topic: its timestamps are its
+            # own clock, never hot's — no evidence of which hot records it holds (issue 38 #5).
+            restamped = cold.log_append_time(ct)
             # every partition's ends in a few requests: hot's first (and the time before), then cold's
             read_at = time.time()
             hot_marks = hot.watermarks_many([(t, p) for p in parts])
@@ -61,11 +74,14 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
             for p in parts:
                 hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
                 marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
-                if marks is not None and p in tails and _tails_match(*tails[p], marks[1], marks[2][0], skew):
-                    out.append(_caught_up_row(t, p, read_at, marks[1][1], marks[2][1]))
+                if (not restamped and marks is not None and p in tails
+                        and _tails_match(*tails[p], marks[1], marks[2][0], skew)):
+                    out.append(_caught_up_row(t, p, read_at, marks[1][1], marks[2][1], tails[p][1][-1],
+                                              tails[p][0][-1].offset))
                     continue
                 try:
-                    out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p))))
+                    out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p)),
+                                             restamped=restamped))
                 except DrtError as exc:
                     out.append(LagRow(t, p, None, None, None, None, None, None, "unreadable", "error", exc.message))
     return LagReport(time.time(), topics, out, notes, skew / 1000.0)
@@ -135,19 +151,65 @@ def _tails_match(hot_w: list[Record], cold_w: list[Record], hs: int, cs: int, ho
     # Hot's log start is a boundary only when nothing was ever removed from its head (see
     # hot_start_proves); cold's may always serve (a trimmed cold only lowers its count: not caught up).
     kh = _identical_before_last(hot_w, hs == hlo and hot_start_proves(hlo), skew)
-    return kh is not None and kh == _identical_before_last(cold_w, cs == clo, skew)
+    return (kh is not None and kh == _identical_before_last(cold_w, cs == clo, skew)
+            and window_proves(hot_w, cold_w, hot_from_start=hs == hlo))
 
 
-def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int) -> LagRow:
+def _identity(r: Record) -> tuple[int, str]:
+    return r.timestamp, r.fingerprint
+
+
+def window_proves(hot_w: list[Record], cold_w: list[Record], *, hot_from_start: bool,
+                  need: int = IDENTITY_WINDOW) -> bool:
+    """Is cold's record ``cold_w[-1]`` the copy of hot's ``hot_w[-1]`` *at its position*? The
+    identity of a record is its timestamp and fingerprint (key, value, headers) and its place in
+    the log: read backwards, the records before it on cold must be the copies of the records before
+    it on hot — ``need`` of them, or every one hot holds before it (``hot_from_start``: ``hot_w``
+    begins at hot's log start). A record on cold identical to a hot record already matched is a
+    mirror's re-send (at-least-once) and is passed over; any other record — one hot never had
+    (produced on cold directly), or a hot record cold holds out of place — refuses the proof.
+    So a record written on cold, even one equal to a hot record, never makes the records hot has
+    and cold lacks before it count as mirrored."""
+    if not hot_w or not cold_w or _identity(hot_w[-1]) != _identity(cold_w[-1]):
+        return False
+    seen = {_identity(hot_w[-1])}
+    i, j, matched = len(hot_w) - 2, len(cold_w) - 2, 0
+    while matched < need and i >= 0:
+        if j < 0:
+            return False  # cold holds fewer records than hot before the match
+        c = _identity(cold_w[j])
+        if c == _identity(hot_w[i]):
+            seen.add(c)
+            i, j, matched = i - 1, j - 1, matched + 1
+        elif c in seen:
+            j -= 1  # a re-sent copy of a record already matched
+        else:
+            return False
+    return matched >= need or hot_from_start or matched >= 1
+
+
+def _caught_up_row(t: str, p: int, read_at: float, hot_end: int, cold_end: int, proof: Record | None = None,
+                   hot_offset: int | None = None) -> LagRow:
     return LagRow(t, p, hot_end, cold_end, safe_time=read_at, method="exact", basis=(
-        "caught up: cold's newest record is hot's last (timestamp, fingerprint and identical-record count); "
-        f"cold holds hot's records up to hot's end offset read at {read_at:.3f}"))
+        "caught up: cold's newest record is hot's last (timestamp, fingerprint, identical-record count, "
+        f"and the {IDENTITY_WINDOW} records before it are the copies of those before it on hot); "
+        f"cold holds hot's records up to hot's end offset read at {read_at:.3f}"),
+        proof=_proof(proof, hot_offset))
+
+
+def _proof(rec: Record | None, hot_offset: int | None) -> dict[str, Any] | None:
+    """What the ledger keeps of a proven position: cold's record (offset and identity) that is the
+    copy of hot's record at ``hot_offset`` — checked again on cold when hot is gone."""
+    if rec is None or hot_offset is None:
+        return None
+    return {"cold_offset": rec.offset, "timestamp": rec.timestamp, "fingerprint": rec.fingerprint,
+            "hot_offset": hot_offset}
 
 
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
                   skew: int = int(DEFAULT_SKEW_S * 1000),
                   marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None,
-                  stable_end: int | None = None) -> LagRow:
+                  stable_end: int | None = None, restamped: bool | None = None) -> LagRow:
     """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
     holds then was on hot before hot's end was read. ``marks``: (the time before hot's ends were
     read, hot's (start, end), cold's (start, end)) read in that order by the caller;
@@ -156,8 +218,11 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
     An open transaction on hot hides its records and every record after it (non-transactional
     ones included, acknowledged or not) from read_committed readers — the mirror too — until it
     ends: hot's records from the last stable offset on count as unmirrored, the oldest of them
-    dated by a read_uncommitted read."""
+    dated by a read_uncommitted read. ``restamped``: the cold topic is LogAppendTime (asked here
+    when not given): its timestamps are the cold broker's, never evidence."""
     ct = ct or t
+    if restamped is None:
+        restamped = cold.log_append_time(ct)
     if marks is None:
         read_at = time.time()
         hm = hot.watermarks_many([(t, p)]).get((t, p))  # the end offset (read_uncommitted), not the LSO
@@ -171,32 +236,12 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
         read_at, (hlo, hhi), (clo, chi) = marks
     lso = hhi if stable_end is None else max(hlo, min(int(stable_end), hhi))
     row = LagRow(t, p, hhi, chi, safe_time=read_at)
-    cold_new = cold.record_at(ct, p, chi - 1, chi) if chi > clo else None
-    if cold_new is None and chi > clo:  # the end offset is a marker: the last data record before it
-        window = list(cold.read(ct, p, max(clo, chi - WINDOW), chi))
-        cold_new = window[-1] if window else None
     if hhi <= hlo:
         return replace(row, basis="hot partition empty when its end offset was read")
-    if cold_new is None:
-        q, method, basis = hlo, "cold_empty", "cold holds no record of this partition"
-    else:
-        # Copies on cold trimmed or never mirrored only lower this count (the hot position found is
-        # then earlier: more records counted behind). Known limit: an at-least-once mirror that
-        # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
-        k = count_identical_before(cold, ct, p, cold_new, clo, skew, lo_proves=True)
-        r = remap_partition(hot, t, p, Anchor(cold_new.timestamp, cold_new.fingerprint, True, k), hlo, lso,
-                            skew_ms=skew, lo_proves=hot_start_proves(hlo), compacted=hot.compacted(t))
-        if r.method == "exact":
-            q, method = int(r.target_offset or hlo), "exact"
-            basis = "cold's newest record found on hot by timestamp, fingerprint and identical-record count"
-        else:
-            # Cold's newest record (appended on hot at or after its timestamp − S) is not provably
-            # located: hot records older than its timestamp − 2S were appended before it — mirrored.
-            q = safe_floor(hot, t, p, cold_new.timestamp - 2 * skew, hlo, lso)
-            method = "skew_bound"
-            basis = f"cold's newest record not located exactly; bounded by the clock-skew bound ({skew / 1000:g}s)"
+    q, method, basis, proof = mirrored_position(hot, cold, t, p, ct, skew, (hlo, lso), (clo, chi),
+                                                restamped=restamped)
     behind = max(0, hhi - q)
-    row = replace(row, records_behind=behind, method=method)
+    row = replace(row, records_behind=behind, method=method, proof=proof)
     if behind == 0:
         return replace(row, basis=f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}")
     oldest = hot.record_at(t, p, q, lso) if q < lso else None
@@ -217,3 +262,82 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
                          f"(safe time = that − the {skew / 1000:g}s skew bound)")
 
 
+
+
+def _window_at(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, p: int, h: int, d: int, hlo: int,
+               clo: int) -> bool:
+    """:func:`window_proves` for hot's record at ``h`` and cold's at ``d``: the records before each,
+    read on both clusters (offsets without a record — markers, compaction — make a range hold fewer)."""
+    hs = max(hlo, h - 4 * IDENTITY_WINDOW)
+    hot_w = list(hot.read(t, p, hs, h + 1))
+    cold_w = list(cold.read(ct, p, max(clo, d - 8 * IDENTITY_WINDOW), d + 1))
+    return bool(hot_w) and hot_w[-1].offset == h and window_proves(hot_w, cold_w, hot_from_start=hs == hlo)
+
+
+def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str, skew: int,
+                      hot_range: tuple[int, int], cold_range: tuple[int, int], *, restamped: bool,
+                      ) -> tuple[int, str, str, dict[str, Any] | None]:
+    """Cold's position on hot — q such that every hot record before q is on cold — found by the
+    identity of the records, never by a timestamp alone (issue 38 #4, #5): (q, method, basis, the
+    proof to keep). ``hot_range``: hot's (log start, last stable offset); ``cold_range``: cold's
+    (log start, end).
+
+    Cold's newest records are tried newest first (at most :data:`CANDIDATES`): a record counts
+    only when it is found on hot — timestamp, fingerprint and identical-record count from a proven
+    boundary (``exact``: q = after it) — *and* sits on cold where the mirror puts it: the records
+    before it on cold are the copies of those before it on hot (:func:`window_proves`). A record
+    found on hot at its position whose exact place among identical records is not provable (a
+    trimmed head, a compacted gap, a run too long) bounds q by the clock-skew bound of its — hot's —
+    timestamp (``skew_bound``). A record hot never had (produced on cold directly), a copy out of
+    place, or a record restamped by the cold broker proves nothing and is passed over; when none
+    of them proves anything, q is hot's log start (every hot record counts as unmirrored)."""
+    hlo, lso = hot_range
+    clo, chi = cold_range
+    if restamped:
+        return hlo, "log_append_time", (
+            f"cold topic {ct} has message.timestamp.type=LogAppendTime: the cold broker restamps every "
+            "mirrored record, so its timestamps are its own clock, never hot's, and cannot show which hot "
+            "records it holds; every hot record counts as unmirrored (set message.timestamp.type=CreateTime "
+            "on the cold topic — MirrorMaker 2 does not copy it — and re-mirror)"), None
+    tail = list(cold.read(ct, p, max(clo, chi - WINDOW), chi)) if chi > clo else []
+    if not tail:
+        return hlo, "cold_empty", "cold holds no record of this partition", None
+    compacted = hot.compacted(t)
+    tried = restamped_seen = 0
+    for rec in reversed(tail):
+        if tried >= CANDIDATES:
+            break
+        if rec.timestamp_type == "log_append":  # stamped by the cold broker: never hot's timestamp
+            restamped_seen += 1
+            continue
+        tried += 1
+        # Copies on cold trimmed or never mirrored only lower this count (the hot position found is
+        # then earlier: more records counted behind). Known limit: an at-least-once mirror that
+        # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
+        k = count_identical_before(cold, ct, p, rec, clo, skew, lo_proves=True)
+        r = remap_partition(hot, t, p, Anchor(rec.timestamp, rec.fingerprint, True, k), hlo, lso,
+                            skew_ms=skew, lo_proves=hot_start_proves(hlo), compacted=compacted)
+        skipped = "" if rec is tail[-1] else (
+            f" ({tried - 1} newer record(s) on cold are no proven copies of hot records: produced on cold "
+            "directly, or copies out of place; never counted as mirrored)")
+        if r.method == "exact" and r.matched_offset is not None:
+            if _window_at(hot, cold, t, ct, p, r.matched_offset, rec.offset, hlo, clo):
+                return (int(r.target_offset or hlo), "exact",
+                        "cold's newest proven copy found on hot by timestamp, fingerprint, identical-record count "
+                        f"and the {IDENTITY_WINDOW} records before it{skipped}", _proof(rec, r.matched_offset))
+            continue
+        # Not exactly placed among identical records: is it hot's record at all, where the mirror puts it?
+        b = safe_floor(hot, t, p, rec.timestamp - 2 * skew, hlo, lso)
+        found = identical_offsets(hot, t, p, rec.timestamp, rec.fingerprint, b, lso, stop_after=1)
+        if found and _window_at(hot, cold, t, ct, p, found[0], rec.offset, hlo, clo):
+            # hot's record (hot's timestamp), appended on hot at or after its timestamp − S: hot
+            # records stamped < its timestamp − 2S were appended before it — mirrored before it.
+            return (b, "skew_bound", "cold's newest proven copy of a hot record not placed exactly among identical "
+                                     f"records; bounded by the clock-skew bound ({skew / 1000:g}s){skipped}",
+                    _proof(rec, found[0]))
+    why = (f"{restamped_seen} of cold's newest records carry the cold broker's LogAppendTime; "
+           if restamped_seen else "")
+    return hlo, "unproven", (
+        f"{why}none of cold's newest {tried} record(s) is a proven copy of a hot record at its position "
+        "(records produced on cold directly, or copies out of place): cold's position on hot is unknown and every "
+        "hot record counts as unmirrored"), None

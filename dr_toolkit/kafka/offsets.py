@@ -34,7 +34,7 @@ from dr_toolkit.kafka.remap import (
     remap_partition,
     worth_reading_whole,
 )
-from dr_toolkit.kafka.rows import NONE, TRIMMED, Checkpoint, Position, RemapRow, offsets_json
+from dr_toolkit.kafka.rows import LOG_APPEND_TIME, NONE, TRIMMED, Checkpoint, Position, RemapRow, offsets_json
 from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ def _key(mirror: Mirror, r: Checkpoint) -> Key:
             r.record_timestamp, None if r.fingerprint else r.taken_at, r.trimmed)
 
 
-def _position(k: Key, reader: PartitionReader, compacted: bool, marks: tuple[int, int], skew: int) -> Position:
+def _position(k: Key, reader: PartitionReader, compacted: bool, marks: tuple[int, int], skew: int,
+              restamped: bool = False) -> Position:
     ct, p, none, fp, ts, taken, trimmed = k
     if none:
         return NONE
@@ -99,6 +100,11 @@ def _position(k: Key, reader: PartitionReader, compacted: bool, marks: tuple[int
     if trimmed:
         # committed below hot's log start: cold's log start (every record on cold may be re-read)
         return Position(lo, TRIMMED, 0, (lo, hi) if hi > lo else None)
+    if restamped:
+        # A LogAppendTime cold topic: its timestamps are the cold broker's clock, not hot's, so no
+        # timestamp search on it proves anything (issue 38 #5): cold's log start, every record may
+        # be re-read — MirrorMaker 2's own translation (re-read only) may narrow it afterwards.
+        return Position(lo, LOG_APPEND_TIME, 0, (lo, hi) if hi > lo else None)
     return remap_partition(reader, ct, p, anchor_of(fp, ts), lo, hi, skew_ms=skew, compacted=compacted,
                            use_index=not isinstance(reader, MemoryPartition),
                            taken_at_ms=int(float(taken) * 1000) if taken is not None else None).position()
@@ -128,19 +134,21 @@ def remap(mirror: Mirror, cold: KafkaCluster, checkpoints: Mapping[str, list[Che
             would cost more fetches); searched one by one if that read fails."""
             live = pool.get()
             reader: PartitionReader = live
-            compacted = live.compacted(tp[0])
+            compacted, restamped = live.compacted(tp[0]), live.log_append_time(tp[0])
             try:
                 reader = MemoryPartition.load(reader, tp[0], tp[1], *marks[tp])
             except DrtError:
                 pass  # (e.g. an open transaction on cold) the searches read what they need
-            return {k: _position(k, reader, compacted, marks[tp], mirror.skew_ms) for k in by_partition[tp]}
+            return {k: _position(k, reader, compacted, marks[tp], mirror.skew_ms, restamped)
+                    for k in by_partition[tp]}
 
         def task(t: tuple[str, Any]) -> dict[Key, Position]:
             if t[0] == "partition":
                 return whole(t[1])
             reader = pool.get()
             k: Key = t[1]
-            return {k: _position(k, reader, reader.compacted(k[0]), marks[(k[0], k[1])], mirror.skew_ms)}
+            return {k: _position(k, reader, reader.compacted(k[0]), marks[(k[0], k[1])], mirror.skew_ms,
+                                 reader.log_append_time(k[0]))}
 
         tasks: list[tuple[str, Any]] = []
         for tp, ks in by_partition.items():

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 TRIMMED = "trimmed"  # checkpoint rows whose committed offset lay below hot's log start
+LOG_APPEND_TIME = "log_append_time"  # a remap onto a cold topic whose broker restamps records
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Position:
     """Where a consumer resumes on one cold partition, and how it was found."""
 
     target_offset: int | None
-    method: str  # exact | skew_bound | time | empty | trimmed | mm2 | none
+    method: str  # exact | skew_bound | time | empty | trimmed | log_append_time | mm2 | none
     probes: int = 0
     duplicate_window: tuple[int, int] | None = None  # [first, last) offsets that may be re-read
 
@@ -135,13 +136,17 @@ class LagRow:
     oldest_unmirrored_ts: float | None = None
     safe_time: float | None = None
     basis: str = ""
-    method: str = "empty"  # exact | skew_bound | cold_empty | empty | error
+    method: str = "empty"  # exact | skew_bound | cold_empty | unproven | log_append_time | empty | error
     error: str | None = None
+    # cold's record proven to be the copy of hot's at hot_offset: {cold_offset timestamp fingerprint hot_offset}
+    proof: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         if d["error"] is None:
             del d["error"]
+        if d["proof"] is None:
+            del d["proof"]
         return d
 
 

@@ -58,8 +58,12 @@ def topic_signal(topic: str, report: LagReport, now: float) -> Signal:
     if behind == 0:
         return Signal("kafka", topic, True, max(0.0, now - safe), safe, basis, detail)
     lagging = sum(1 for p in parts if p.records_behind)
-    return Signal("kafka", topic, False, max(0.0, now - safe), safe, basis, detail,
-                  f"{behind} hot record(s) not yet on cold in {lagging} partition(s)")
+    reason = f"{behind} hot record(s) not yet on cold in {lagging} partition(s)"
+    unproven = [p for p in parts if p.method in ("log_append_time", "unproven")]
+    if unproven:  # cold's position could not be proven by identity: say why, naming the topic
+        detail["unproven_partitions"] = [p.partition for p in unproven]
+        reason += f"; topic {topic} partition {unproven[0].partition}: {unproven[0].basis}"
+    return Signal("kafka", topic, False, max(0.0, now - safe), safe, basis, detail, reason)
 
 
 def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[str, int]] | None,

@@ -13,7 +13,7 @@ SKEW = 1_000
 
 def _lag(hot: ListPartition, cold: ListPartition) -> LagRow:
     marks = (100.0, (hot.lo, hot.hi), (cold.lo, cold.hi))
-    return lag.partition_lag(hot, cold, "t", 0, "t", SKEW, marks=marks)  # type: ignore[arg-type]
+    return lag.partition_lag(hot, cold, "t", 0, "t", SKEW, marks=marks, restamped=False)  # type: ignore[arg-type]
 
 
 def _tails(hot: ListPartition, cold: ListPartition) -> bool:

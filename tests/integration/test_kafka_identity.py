@@ -1,0 +1,164 @@
+"""Cold's position on hot is found by the identity of the records, never by a timestamp alone
+(issue 38, Kafka items 4-6), on the real brokers.
+
+- A record produced directly on cold (identity topic names: the same topic as the mirror's) is
+  never a proof that hot's unmirrored records are on cold: neither for the gate's lag nor for the
+  unplanned loss window (item 4).
+- A cold topic with ``message.timestamp.type=LogAppendTime`` restamps every mirrored record: its
+  timestamps are the cold broker's, never evidence (item 5); the remap never searches them.
+- The unplanned loss window states every Kafka topic the gate gates — by pattern, the protected
+  groups' topics — and partitions hot has and cold lacks (item 6).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from dr_toolkit.access import Access
+from dr_toolkit.failover.unplanned import loss_window
+from dr_toolkit.kafka import api
+from dr_toolkit.kafka.client import KafkaCluster
+from dr_toolkit.kafka.lag import IDENTITY_WINDOW
+from dr_toolkit.kafka.signals import kafka_signals
+from dr_toolkit.ledger import Ledger
+from dr_toolkit.topology import load_topology
+from tests.support.fixtures_kafka import QUIET, Rec, create_topic, produce, unique, write_topology
+
+pytestmark = pytest.mark.integration
+
+SKEW_S = 1.0  # the declared producer clock-skew bound
+
+
+def _history(n: int = 10, age_s: float = 60.0) -> list[Rec]:
+    """``n`` records stamped ``age_s`` seconds ago onwards, one second apart: every one older than
+    now − 2S, so a timestamp search from "now" passes all of them."""
+    base = int((time.time() - age_s) * 1000)
+    return [Rec(f"v{i}".encode(), base + 1000 * i, f"k{i % 3}".encode(), [("h", b"1")]) for i in range(n)]
+
+
+def _topic_signal(topo, ledger, topic):  # type: ignore[no-untyped-def]
+    return {s.name: s for s in kafka_signals(topo, ledger, Access.none(), time.time())}[topic]
+
+
+def _setup(kafka_env, tmp_path: Path, *, cold_config: dict[str, str] | None = None, groups: list[str] | None = None,
+           policy: dict | None = None, topics: list[str] | None = None):  # type: ignore[no-untyped-def]
+    hot, cold = kafka_env
+    topic = unique("ident")
+    create_topic(hot, topic, 1)
+    admin = AdminClient({"bootstrap.servers": cold, **QUIET})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config=cold_config or {})], request_timeout=10).values():
+        f.result(timeout=15)
+    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic] if topics is None else topics,
+                         groups=groups or [], ledger_url=f"sqlite:///{tmp_path}/ledger.db", skew_s=SKEW_S,
+                         policy=policy)
+    topo = load_topology(cfg)
+    return topo, Ledger.open(topo.ledger.url), topic
+
+
+def test_a_record_produced_on_cold_never_hides_hot_records_it_lacks(kafka_env, tmp_path: Path) -> None:
+    """Item 4: 10 records on hot, 3 mirrored (identity names). One record written directly on cold
+    (its producer's clock: now) made the 7 unmirrored records count as mirrored — NO_GO turned GO
+    (the skew bound applied to a record hot never had). A record on cold that is identical (key,
+    value, headers, timestamp) to hot's last record but not at its position (cold lacks the 6
+    between) made the tails' proof say caught up. Cold's position is now found by the identity of
+    its records and their position: 7 behind in every case, the safe time before the oldest."""
+    hot, cold = kafka_env
+    topo, ledger, topic = _setup(kafka_env, tmp_path)
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, recs[:3])
+    sig = _topic_signal(topo, ledger, topic)
+    assert not sig.caught_up and sig.detail["records_behind"] == 7, sig
+    assert sig.safe_time == recs[3].timestamp / 1000 - SKEW_S
+
+    produce(cold, topic, 0, [Rec(b"written on cold", int(time.time() * 1000), b"k1")])
+    sig = _topic_signal(topo, ledger, topic)
+    assert not sig.caught_up and sig.detail["records_behind"] == 7, sig
+    assert sig.safe_time == recs[3].timestamp / 1000 - SKEW_S, sig
+
+    # A copy of hot's last record, out of place (cold lacks hot's records 3..8 before it).
+    produce(cold, topic, 0, [recs[-1]])
+    (row,) = api.lag(topo, access=Access.none())["partitions"]
+    assert row["records_behind"] == 7 and row["oldest_unmirrored_ts"] == recs[3].timestamp / 1000, row
+
+    # The same key and value as hot's next record, from a producer on cold (its own clock): not hot's.
+    produce(cold, topic, 0, [Rec(recs[3].value, int(time.time() * 1000), recs[3].key, recs[3].headers)])
+    (row,) = api.lag(topo, access=Access.none())["partitions"]
+    assert row["records_behind"] == 7, row
+
+    # The mirror copies the rest after the foreign records, and hot's next records: caught up, proven
+    # by identity once the window before cold's newest record holds copies only.
+    more = [Rec(f"w{i}".encode(), int((time.time() - 30) * 1000) + i, b"k") for i in range(IDENTITY_WINDOW + 2)]
+    produce(hot, topic, 0, more)
+    produce(cold, topic, 0, recs[3:] + more)
+    sig = _topic_signal(topo, ledger, topic)
+    assert sig.caught_up and sig.detail["records_behind"] == 0, sig
+
+
+def test_the_unplanned_recovery_point_never_moves_past_hot_records_cold_lacks(kafka_env, tmp_path: Path) -> None:
+    """Item 4, unplanned: with hot gone, cold's newest record (here one produced on cold) is no
+    evidence of what hot had. The loss window states, per partition, what a gate check proved by
+    identity (recorded in the ledger) while cold still holds that proven record — never the
+    newest cold timestamp; without such a proof the topic is unbounded."""
+    hot, cold = kafka_env
+    topo, ledger, topic = _setup(kafka_env, tmp_path)
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, recs[:3])
+    lw = loss_window(topo, ledger, Access.none())
+    (k,) = [c for c in lw["components"] if c["component"] == "kafka"]
+    assert k["safe_time"] is None and f"kafka {topic}" in lw["unbounded"], k  # nothing proven yet
+
+    _topic_signal(topo, ledger, topic)  # a gate check proves cold holds hot's records 0..2
+    produce(cold, topic, 0, [Rec(b"written on cold", int(time.time() * 1000), b"k1")])
+    lw = loss_window(topo, ledger, Access.none())
+    (k,) = [c for c in lw["components"] if c["component"] == "kafka"]
+    assert k["safe_time"] is not None and k["safe_time"] <= recs[3].timestamp / 1000 - SKEW_S, k
+    assert lw["recovery_point_epoch"] <= recs[3].timestamp / 1000 - SKEW_S
+
+
+def test_a_log_append_time_cold_topic_is_never_evidence(kafka_env, tmp_path: Path) -> None:
+    """Item 5: the cold topic restamps every mirrored record with the cold broker's clock
+    (``message.timestamp.type=LogAppendTime``; MirrorMaker 2 never copies that setting). 7 of 10
+    records missing read as mirrored (GO) — a CreateTime cold topic said NO_GO. Now NO_GO naming
+    the topic and its setting; the unplanned window states no safe time for it."""
+    hot, cold = kafka_env
+    topo, ledger, topic = _setup(kafka_env, tmp_path, cold_config={"message.timestamp.type": "LogAppendTime"})
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, recs[:3])  # the mirror's copies: restamped by the cold broker
+    sig = _topic_signal(topo, ledger, topic)
+    assert not sig.caught_up and sig.detail["records_behind"] >= 7, sig
+    assert sig.safe_time is None or sig.safe_time <= recs[3].timestamp / 1000 - SKEW_S, sig
+    assert "LogAppendTime" in (sig.reason or "") and topic in (sig.reason or ""), sig
+
+    produce(cold, topic, 0, recs[3:])  # every record copied: still not provable by timestamps
+    sig = _topic_signal(topo, ledger, topic)
+    assert not sig.caught_up and "LogAppendTime" in (sig.reason or ""), sig
+    lw = loss_window(topo, ledger, Access.none())
+    (k,) = [c for c in lw["components"] if c["component"] == "kafka"]
+    assert k["safe_time"] is None and "LogAppendTime" in k["basis"], k
+
+
+def test_the_remap_never_searches_log_append_time_stamps(kafka_env, tmp_path: Path) -> None:
+    """Item 5, remap: on a LogAppendTime cold topic the timestamps are the cold broker's; the
+    remap never binary-searches them: the position is cold's log start (every record may be
+    re-read) unless MirrorMaker 2's own translation narrows it, and the reason is said."""
+    hot, cold = kafka_env
+    group = unique("grp")
+    topo, ledger, topic = _setup(kafka_env, tmp_path, cold_config={"message.timestamp.type": "LogAppendTime"},
+                                 groups=[group])
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, recs)
+    with KafkaCluster(hot) as c:
+        c.commit(group, {(topic, 0): 5})
+    api.checkpoint(topo, ledger, access=Access.none())
+    doc = api.remap(topo, ledger, group=group, access=Access.none())
+    (part,) = doc["partitions"]
+    assert part["target_offset"] == 0 and part["method"] == "log_append_time", part
+    assert part["may_reread"] == 10, part
