@@ -266,5 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         return report(exc, verbose)
 
 
+def entry() -> None:
+    """The `drt` console script: :func:`main`, in a forked child for the commands whose native
+    client may abort (one line and exit 3 instead of SIGABRT; see :mod:`dr_toolkit.cli.guard`)."""
+    from dr_toolkit.cli import guard
+
+    args = sys.argv[1:]
+    sys.exit(guard.run_guarded(main, args) if guard.wanted(args) else main(args))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
