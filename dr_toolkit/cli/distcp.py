@@ -265,10 +265,16 @@ def register(app: typer.Typer) -> None:
             "failed (a path or URI)."))] = None,
         diff: Annotated[tuple[str, str] | None, typer.Option("--diff", "-diff", metavar="S1 S2", help=(
             "With --update: copy the source's snapshot S2, applying only the snapshot diff S1→S2 when "
-            "the target's last run was at S1 (else S2 is listed)."), show_default=False)] = None,
+            "the target's last run read the snapshot now named S1 — the same snapshot, by its HDFS "
+            "snapshot id, not a later one given its name — else S2 is listed and the run says why. A "
+            "snapshot diff does not report a file rewritten in place (TRUNCATE + APPEND + SETTIMES back "
+            "to its size and mtime: HDFS's own limit); a run without -diff compares every file."),
+            show_default=False)] = None,
         rdiff: Annotated[tuple[str, str] | None, typer.Option("--rdiff", "-rdiff", metavar="S2 S1", help=(
             "With --update: put the target back to the source's snapshot S1 (files S1 lacks are "
-            "deleted)."), show_default=False)] = None,
+            "deleted): when the target's last run read S2 (by its snapshot id), the paths the diff "
+            "S2→S1 names are listed in S1, else S1 is listed. The same limit as -diff."),
+            show_default=False)] = None,
         spark_master: Annotated[str | None, typer.Option(
             "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
                                    "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,

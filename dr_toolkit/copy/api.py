@@ -40,6 +40,7 @@ from dr_toolkit.copy.plan import (
     filters_key,
     filters_of,
     reconcile,
+    relist_diff,
 )
 from dr_toolkit.copy.processes import PROCESS_MIN_FILES, run_processes
 from dr_toolkit.copy.state import (
@@ -54,7 +55,15 @@ from dr_toolkit.copy.state import (
 )
 from dr_toolkit.errors import ConfigError, LeaseHeld, UnreachableError
 from dr_toolkit.fs import credentials_for, open_fs
-from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, run_tag, stage_name, tmp_run_tag
+from dr_toolkit.fs.base import (
+    Checksum,
+    FileStatus,
+    FileSystem,
+    SnapshotInfo,
+    run_tag,
+    stage_name,
+    tmp_run_tag,
+)
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
@@ -498,7 +507,7 @@ def _attr_drift(plan: Plan, src: _Side, read_root: str, tgt: _Side, preserve: An
 
 def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
           tmp_found: list[str] | None = None, empty_found: list[str] | None = None,
-          changing: list[str] | None = None) -> tuple[Plan, str]:
+          changing: list[str] | None = None, snaps: _Snaps | None = None) -> tuple[Plan, str]:
     """Decide the mode and plan. Returns the plan and the root the source is read from. With
     ``changing`` given, a live listing (no snapshot) is proven (:func:`_proven_listing`) and the
     directories that kept changing are put in it.
@@ -510,7 +519,7 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     that held only temporary files of killed runs are pruned with ``--delete``."""
     odd: list[tuple[str, str]] = []
     plan, read_root, src_files, tgt_files = _plan_modes(src, tgt, options, base, snapshot, skips, tmp_found,
-                                                         empty_found, odd, changing)
+                                                         empty_found, odd, changing, snaps)
     if options.preserve:
         _drift(plan, src_files, tgt_files, tgt.fs, options.preserve)
         _attr_drift(plan, src, read_root, tgt, options.preserve, options.workers)
@@ -541,9 +550,51 @@ def _plan(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: s
     return plan, read_root
 
 
+@dataclass
+class _Snaps:
+    """The source's snapshots as the NameNode lists them at the start of a snapshot-mode run."""
+
+    infos: dict[str, SnapshotInfo]
+    #: -diff S1 S2 / -rdiff S2 S1: the snapshot the user says the target's last run read (S1 / S2)
+    expected: str | None = None
+
+
+def _diff_base(src: _Side, header: dict[str, Any], snapshot: str, snaps: _Snaps | None
+               ) -> tuple[str | None, str, bool, bool]:
+    """Which snapshot to diff from, by identity, never by name alone: the one the base run read
+    (its id recorded in the base manifest), under whatever name it has now — with -diff/-rdiff,
+    only when that is the snapshot the user named as the base. Returns (its name or None, why
+    not, whether the base is gone — a reconcile — rather than just not usable, and whether the
+    diff is proven forward: the base snapshot older than the one read, by snapshot id)."""
+    rec_name, rec_id = str(header["source_snapshot"]), header.get("source_snapshot_id")
+    infos = snaps.infos if snaps is not None else {}
+    by_id = {i.identity: n for n, i in infos.items()}
+    now = by_id.get(str(rec_id)) if rec_id is not None else None
+    if snaps is not None and snaps.expected is not None:
+        exp = infos.get(snaps.expected)
+        if rec_id is None:
+            return None, (f"the target's last run read snapshot {rec_name} and did not record which one it was "
+                          f"(its snapshot id): {snapshot} listed"), False, False
+        if exp is None or exp.identity != str(rec_id):
+            where = f" (now named {now})" if now and now != rec_name else (" (gone)" if now is None else "")
+            return None, (f"{snaps.expected} is not the snapshot the target's last run read: that was {rec_name} "
+                          f"({rec_id}){where}, {snaps.expected} is "
+                          f"{exp.identity if exp else 'not on the source'}: {snapshot} listed"), False, False
+        now = snaps.expected
+    elif rec_id is None or now is None:
+        if rec_id is None and src.fs.snapshot_exists(src.root, rec_name):
+            return None, (f"the base manifest does not record which snapshot {rec_name} was (its id): "
+                          f"{snapshot} listed"), False, False
+        return None, f"the base snapshot {rec_name} is gone (or was re-created)", True, False
+    a, b = infos.get(now), infos.get(snapshot)
+    forward = a is not None and b is not None and a.id is not None and b.id is not None and a.id < b.id
+    return now, "", False, forward
+
+
 def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snapshot: str | None, skips: _Skips,
                 tmp_found: list[str] | None, empty_found: list[str] | None, odd: list[tuple[str, str]],
-                changing: list[str] | None = None) -> tuple[Plan, str, dict[str, FileStatus], dict[str, FileStatus]]:
+                changing: list[str] | None = None, snaps: _Snaps | None = None
+                ) -> tuple[Plan, str, dict[str, FileStatus], dict[str, FileStatus]]:
     """The plan of the mode that applies, the root read, the source and target files planned."""
     read_root = src.fs.snapshot_path(src.root, snapshot) if snapshot else src.root
     reading = _Side(src.loc, src.fs, read_root, src.fs.join(read_root, posixpath.basename(src.single))
@@ -564,20 +615,51 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
             tgt_future = pool.submit(_target_listing, src, tgt, tmp_found, empty_found, odd)
         diff = None
         how_not = ""
+        old: str | None = None
+        forward = False
         if entries is not None and snapshot and header.get("source_snapshot") and not src.single:
-            old = str(header["source_snapshot"])
             if header.get("filters") != filters_key(options):
                 # the base was planned under other filters: files newly wanted are in no diff
                 how_not = "the filters changed since the base (or it does not say which it used): listed"
                 diff = None
-            elif src.fs.snapshot_exists(src.root, old):
-                diff = src.fs.snapshot_diff(src.root, old, snapshot)
             else:
-                why = f"the base snapshot {old} is gone"
-                entries = None
+                old, why_not, gone, forward = _diff_base(src, header, snapshot, snaps)
+                if old is not None:
+                    diff = src.fs.snapshot_diff(src.root, old, snapshot)
+                elif gone:
+                    why = why_not
+                    entries = None
+                else:
+                    how_not = why_not
         moves: dict[str, str] = {}
         changed: set[str] | None = None
-        if diff is not None and entries is not None:
+        if diff is not None and entries is not None and snapshot and not forward:
+            def stat_read(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
+                s = src.fs.stat(src.fs.join(read_root, rel))
+                if s is None:
+                    return {}
+                if s.is_dir:
+                    return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
+                return {rel: s}
+
+            # the base snapshot is the newer one (or no snapshot id says which is): the paths the
+            # report names are listed in the snapshot read, none replayed (plan.relist_diff)
+            state, changed = relist_diff(entries, diff, stat_read)
+            for rel in pending:
+                fresh = stat_read(rel, False)
+                if fresh:
+                    state.update(fresh)
+                    changed.update(fresh)
+            for rel in [r for r, e in entries.items() if e.open]:
+                if rel in state and rel not in changed:
+                    fresh = stat_read(rel, False)
+                    if fresh:
+                        state.update(fresh)
+                        changed.update(fresh)
+            src_files = {r: s for r, s in state.items() if f.wanted(r)}
+            how = (f"snapshot diff {old} → {snapshot} ({len(diff)} entries; {old} is not proven the older: "
+                   f"the paths it names listed in {snapshot})")
+        elif diff is not None and entries is not None:
             def stat_tree(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
                 s = src.fs.stat(src.fs.join(read_root, rel))
                 if s is None:
@@ -613,7 +695,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                         state.update(fresh)
                         changed.update(fresh)
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
-            how = f"snapshot diff {header.get('source_snapshot')} → {snapshot} ({len(diff)} entries)"
+            how = f"snapshot diff {old} → {snapshot} ({len(diff)} entries)"
         else:
             if changing is not None and not snapshot and not src.single:
                 listed, still = _proven_listing(reading, skips)
@@ -838,10 +920,17 @@ def _check_options(src: _Side, tgt: _Side, options: CopyOptions) -> None:
                               hint="owner and group need local or HDFS ends, acl and xattr HDFS on both ends")
 
 
+#: what a snapshot diff cannot see (said in a -diff/-rdiff run's mode_reason and in --help)
+DIFF_BLIND_SPOT = ("a snapshot diff does not report a file rewritten in place (TRUNCATE + APPEND + SETTIMES "
+                   "back to the same size and mtime: HDFS's own limit); a run without -diff/-rdiff compares "
+                   "every file")
+
+
 def _named_snapshot(src: _Side, options: CopyOptions, diff: tuple[str, str] | None,
-                    rdiff: tuple[str, str] | None) -> tuple[tuple[str, str] | None, CopyOptions]:
-    """-diff/-rdiff: (the source snapshot read, what the report says) and the run's options
-    (-rdiff deletes what the snapshot does not have); refused (exit 2) as DistCp refuses them."""
+                    rdiff: tuple[str, str] | None) -> tuple[tuple[str, str, str] | None, CopyOptions]:
+    """-diff/-rdiff: (the source snapshot read, what the report says, the snapshot named as the
+    target's base) and the run's options (-rdiff deletes what the snapshot does not have);
+    refused (exit 2) as DistCp refuses them."""
     if diff is None and rdiff is None:
         return None, options
     if diff is not None and rdiff is not None:
@@ -867,8 +956,8 @@ def _named_snapshot(src: _Side, options: CopyOptions, diff: tuple[str, str] | No
             raise ConfigError(f"{flag}: the source {src.loc.uri} has no snapshot {name!r}",
                               hint=f"list them under {src.loc.uri.rstrip('/')}/.snapshot")
     if diff is not None:
-        return (b, f"-diff {a} {b}"), options
-    return (b, f"-rdiff {a} {b}"), options.model_copy(update={"delete": True})
+        return (b, f"-diff {a} {b}", a), options
+    return (b, f"-rdiff {a} {b}", a), options.model_copy(update={"delete": True})
 
 
 class _LogDir:
@@ -958,7 +1047,7 @@ class CopyRun:
     spark_master: str | None
     t0: float
     cancel: threading.Event
-    named: tuple[str, str] | None = None  # -diff/-rdiff: (the source snapshot read, what the report says)
+    named: tuple[str, str, str] | None = None  # -diff/-rdiff: (snapshot read, what the report says, base named)
 
 
 def _run(run: CopyRun) -> CopyResult:
@@ -979,12 +1068,22 @@ def _run(run: CopyRun) -> CopyResult:
         snapshot = SNAP_PREFIX + run_id
         state.note_snapshot(snapshot)  # noted first: a killed run's snapshot is found and deleted later
         src.fs.create_snapshot(src.root, snapshot)
+    snaps: _Snaps | None = None
+    snap_id: str | None = None
+    if snapshot:
+        snaps = _Snaps(src.fs.snapshots(src.root), named[2] if named else None)
+        info = snaps.infos.get(snapshot)
+        snap_id = info.identity if info is not None else None
+        if named and info is not None:
+            # the tree is the snapshot's: its own time, not the run's (HDFS's time of the snapshot —
+            # set at its creation, and again by a renameSnapshot: never earlier than the creation)
+            listed_at = min(listed_at, info.mtime)
     skips = _Skips()
     tmp_found: list[str] = []
     empty_found: list[str] = []
     try:
         changing: list[str] | None = None if dry_run else []
-        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found, empty_found, changing)
+        plan, read_root = _plan(src, tgt, options, base, snapshot, skips, tmp_found, empty_found, changing, snaps)
         if options.delete:  # empty target directories the source does not have go too
             plan.empty_dirs = [tgt.fs.relative(tgt.root, p) for p in empty_found]
         if changing:  # a file moved during the listing may be listed nowhere: nothing is deleted on its word
@@ -1006,6 +1105,8 @@ def _run(run: CopyRun) -> CopyResult:
     result = pre
     if named:
         plan.mode_reason = f"{named[1]}: read from snapshot {named[0]}; {plan.mode_reason}"
+        if "snapshot diff" in plan.mode_reason:
+            plan.mode_reason += f"; {DIFF_BLIND_SPOT}"
     result.mode, result.mode_reason = plan.mode, plan.mode_reason
     result.policy, result.dry_run, result.engine = policy, dry_run, options.engine
     result.files_total, result.bytes_total = plan.files_total, plan.bytes_total
@@ -1033,7 +1134,7 @@ def _run(run: CopyRun) -> CopyResult:
         manifest_id = mf.new_manifest_id()
         header_out = {"manifest_id": manifest_id, "source": src.loc.uri, "target": tgt.loc.uri, "run_id": run_id,
                       "base_manifest_id": result.base_manifest_id, "source_snapshot": snapshot,
-                      "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
+                      "source_snapshot_id": snap_id, "source_time": listed_at, "mode": plan.mode, "policy": policy, "pending": sorted(pending),
                       "ok": result.ok, "filters": filters_key(options)}
         unchanged = (base.entries is not None and base.manifest_id is not None and not pending
                      and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)

@@ -562,3 +562,81 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
                 state[r] = s
                 changed.add(r)
     return state, origin, changed
+
+
+def relist_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None]
+                ) -> tuple[dict[str, FileStatus], set[str]]:
+    """The state of the snapshot read, from the base manifest and an HDFS snapshot diff whose
+    direction is not proven forward (the base snapshot is the newer one: ``-rdiff``, a backward
+    ``-diff``, or a NameNode that gives no snapshot ids).
+
+    HDFS computes every diff from the earlier snapshot to the later one and, asked the other way,
+    reverses the report: CREATE and DELETE swap, a RENAME names the later path first — but every
+    other path still names the *earlier* (here: the read, older) snapshot's location, under a
+    renamed directory too. No path is replayed here: each path the report names — both ends of
+    every rename, every created and deleted path, each translated through every rename whose one
+    end is it or a parent, both ways — is dropped from the base and listed in the snapshot read
+    (``stat_tree(rel, recursive)``); a MODIFY names one file (a directory's changed children have
+    entries of their own). Outside those paths the two snapshots hold the same inodes at the same
+    paths, unchanged (else the NameNode would have reported them), so the base stands there.
+    Naming more paths than needed only lists more; the result is the snapshot read, whichever way
+    the report runs. Moves are copies (no rename is replayed). Returns (state, files listed)."""
+    subtree: set[str] = set()
+    exact: set[str] = set()
+    fwd: dict[str, list[str]] = {}
+    bwd: dict[str, list[str]] = {}
+    for d in diff:
+        p = _norm(d.path)
+        if d.type == "R" and d.target is not None:
+            t = _norm(d.target)
+            subtree.update((p, t))
+            fwd.setdefault(p, []).append(t)
+            bwd.setdefault(t, []).append(p)
+        elif d.type in ("+", "-"):
+            subtree.add(p)
+        elif d.type == "M":
+            exact.add(p)
+
+    def translations(p: str) -> list[str]:
+        out = []
+        for q in [p, *_parents(p)]:
+            for other in [*fwd.get(q, []), *bwd.get(q, [])]:
+                out.append(other + p[len(q):])
+        return out
+
+    subtree.update([x for p in list(subtree) for x in translations(p)])
+    exact.update([x for p in list(exact) for x in translations(p)])
+    tops: list[str] = []  # the shallowest paths: one under another is listed with it
+    tops_set: set[str] = set()
+    for p in [""] if "" in subtree else sorted(subtree, key=lambda x: (_depth(x), x)):
+        if not any(q in tops_set for q in _parents(p)):
+            tops.append(p)
+            tops_set.add(p)
+    keys = _Sorted(base)
+    gone: set[str] = set()
+    for p in tops:
+        gone.update(keys.under(p))
+    covered = "" in tops_set
+    singles = sorted(p for p in exact
+                     if p and not covered and p not in tops_set and not any(q in tops_set for q in _parents(p)))
+    fresh_of: dict[str, dict[str, FileStatus]] = {}
+    for p in singles:
+        fresh = stat_tree(p, False)
+        if fresh is None:  # a directory in the snapshot read
+            if p not in base:
+                continue  # a directory on both sides: its changed children have entries of their own
+            fresh = stat_tree(p, True) or {}  # the base has a file there: the directory listed whole
+        gone.update(keys.under(p))
+        fresh_of[p] = fresh
+    state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
+                                    for r, e in base.items() if r not in gone}
+    changed: set[str] = set()
+    for p in tops:
+        for r, s in (stat_tree(p, True) or {}).items():
+            state[r] = s
+            changed.add(r)
+    for fresh in fresh_of.values():
+        for r, s in fresh.items():
+            state[r] = s
+            changed.add(r)
+    return state, changed

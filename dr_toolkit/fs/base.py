@@ -196,6 +196,24 @@ class DiffEntry:
     target: str | None = None  # for renames
 
 
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """One snapshot of a snapshottable directory, as the NameNode lists it."""
+
+    name: str
+    #: HDFS's snapshot id: the NameNode's counter, never reused and kept by renameSnapshot, so it
+    #: tells a snapshot from another one put under its name later (None: the NameNode does not say)
+    id: int | None
+    #: the snapshot root's modification time (s): its creation — or its last renameSnapshot, which
+    #: sets it too
+    mtime: float
+
+    @property
+    def identity(self) -> str:
+        """What this snapshot is, whatever it is called: its id, else (older NameNodes) its time."""
+        return f"id:{self.id}" if self.id is not None else f"mtime:{round(self.mtime * 1000)}"
+
+
 class FileSystem:
     """Base class; subclasses implement the primitives. ``kind`` is local | webhdfs | s3."""
 
@@ -352,6 +370,10 @@ class FileSystem:
 
     def snapshot_diff(self, path: str, from_snapshot: str, to_snapshot: str) -> list[DiffEntry]:
         raise NotImplementedError(f"{self.kind} has no snapshots")
+
+    def snapshots(self, path: str) -> dict[str, SnapshotInfo]:
+        """Every snapshot of the snapshottable directory ``path``, by name ({} when none or unknown)."""
+        return {}
 
     def is_open(self, path: str) -> bool:
         """Whether a writer holds ``path`` open now (HDFS: under construction). A snapshot of an

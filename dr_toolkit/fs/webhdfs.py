@@ -41,6 +41,7 @@ from dr_toolkit.fs.base import (
     FileStatus,
     FileSystem,
     Skipped,
+    SnapshotInfo,
     UnderConstruction,
 )
 
@@ -62,6 +63,7 @@ def _client_class(kerberos: bool) -> Any:
 
     class DrtClient(base):  # type: ignore[misc]
         _get_snapshot_diff = _Request("GET")
+        _get_snapshot_list = _Request("GET")  # GETSNAPSHOTLIST (Hadoop 3.3+): snapshot ids and times
         _rename2 = _Request("PUT")  # op name from the attribute: RENAME (digits dropped)
         _concat = _Request("POST")  # CONCAT: the sources' blocks moved onto the target's end, atomically
         _get_xattrs = _Request("GET")  # GETXATTRS (all of them)
@@ -236,8 +238,19 @@ class WebHdfsFileSystem(FileSystem):
 
     def is_open(self, path: str) -> bool:
         """Under construction now, from the NameNode's ``LocatedBlocks`` (GET_BLOCK_LOCATIONS,
-        one NameNode call, no DataNode read). GETFILESTATUS has no such flag; a file in a snapshot
-        answers ``false`` even while its live file is being written. False when the file is gone."""
+        one NameNode call, no DataNode read). GETFILESTATUS has no such flag. False when the file
+        is gone.
+
+        A file in a snapshot (``…/.snapshot/<name>/…``) answers ``false`` even while it is being
+        written, so the snapshot is asked which inode it holds (its ``fileId``) and that inode is
+        asked, through ``/.reserved/.inodes/<fileId>`` — never the live path of the same name,
+        which may hold another file, or be unreachable (a parent that became a file:
+        ``AccessControlException … is not a directory``)."""
+        if "/.snapshot/" in path:
+            st = self.stat(path)
+            if st is None or st.is_dir or st.version is None:
+                return False
+            path = f"/.reserved/.inodes/{st.version}"
         try:
             with self._errors(path):
                 d = self.client._get_block_locations(path, offset=0, length=1).json()
@@ -397,6 +410,30 @@ class WebHdfsFileSystem(FileSystem):
 
     def snapshot_exists(self, path: str, name: str) -> bool:
         return self.stat(self.snapshot_path(path, name)) is not None
+
+    def snapshots(self, path: str) -> dict[str, SnapshotInfo]:
+        """GETSNAPSHOTLIST: every snapshot of ``path`` with its id (the NameNode's counter: never
+        reused, kept by renameSnapshot) and time (the snapshot root's modification time: set at
+        its creation and again by renameSnapshot). A NameNode without GETSNAPSHOTLIST (before
+        Hadoop 3.3): LISTSTATUS of ``<path>/.snapshot``, names and times, no ids."""
+        try:
+            with self._errors(path):
+                res = self.client._get_snapshot_list(path)
+            out = {}
+            for d in res.json()["SnapshotList"]:
+                name = str(d.get("fullPath") or "").rsplit("/", 1)[-1] or str(d["dirStatus"]["pathSuffix"])
+                sid = d.get("snapshotID")
+                out[name] = SnapshotInfo(name, int(sid) if sid is not None else None,
+                                         int(d["dirStatus"]["modificationTime"]) / 1000.0)
+            return out
+        except (KeyError, ValueError, TypeError):
+            pass  # an answer of another shape: the names and times below
+        except OSError as exc:  # the NameNode does not know the op (IllegalArgumentException)
+            if isinstance(exc, FileNotFoundError):
+                raise
+
+        return {name: SnapshotInfo(name, None, int(st.get("modificationTime", 0)) / 1000.0)
+                for name, st in self._list(posixpath.join(path, ".snapshot"))}
 
     def snapshot_diff(self, path: str, from_snapshot: str, to_snapshot: str) -> list[DiffEntry]:
         """GETSNAPSHOTDIFF as HDFS reports it, in HDFS's order, untranslated:
