@@ -33,9 +33,15 @@ class _LazyConsole:
 
     def _get(self) -> Console:
         if self._console is None:
+            import os
+
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr)
+            # piped or redirected (no terminal, no COLUMNS): rich would wrap every line at 80
+            # columns; a result line is one line however long (its width is the content's)
+            stream = sys.stderr if self._stderr else sys.stdout
+            piped = not stream.isatty() and not os.environ.get("COLUMNS")
+            self._console = Console(stderr=self._stderr, width=4096 if piped else None, soft_wrap=piped)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
