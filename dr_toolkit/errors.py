@@ -1,4 +1,4 @@
-"""One root error, a few subclasses, and the exit codes of DESIGN §3.
+"""One root error, a few subclasses, and the exit codes of docs/contracts.md.
 
 Every error says what failed, where (file:line, path, host:port) and what to do next.
 The CLI prints ``str(err)`` on one line and exits with ``err.exit_code``.

@@ -1,4 +1,4 @@
-"""The launcher of the real servers the tests, the demo and the benchmarks run — DESIGN §4.
+"""The launcher of the real servers the tests, the demo and the benchmarks run — docs/contracts.md, the real servers.
 
 One module per component, all built on :class:`drt_servers.process.ManagedProcess` (a process
 on free 127.0.0.1 ports with its log kept, start / stop / kill / restart for fault injection,

@@ -1,4 +1,4 @@
-"""Real HDFS (DESIGN §4): a NameNode (or an HA pair) and one DataNode from Hadoop's
+"""Real HDFS (docs/contracts.md, the real servers): a NameNode (or an HA pair) and one DataNode from Hadoop's
 ``hadoop-client-minicluster`` (``drt_servers/maven/hdfs/pom.xml``), started by our own main
 ``drt_servers/java/hdfs/DrtMiniDfs.java`` in its own Java 17 JVM on free 127.0.0.1 ports, with
 its data under a given directory (kept across stop/kill/restart).

@@ -1,5 +1,5 @@
 """Real Apache Kafka 4.x: single-node KRaft brokers (combined broker + controller) and
-MirrorMaker 2 in dedicated mode (DESIGN §4).
+MirrorMaker 2 in dedicated mode (docs/contracts.md, the real servers).
 
 * :class:`KafkaBroker` — one broker on two free 127.0.0.1 ports (client + controller), its
   storage under a given directory, formatted with ``kafka.tools.StorageTool`` before the first

@@ -1,4 +1,4 @@
-"""ZooKeeper 3.8 standalone from Debian's `zookeeper` package (DESIGN §4)."""
+"""ZooKeeper 3.8 standalone from Debian's `zookeeper` package (docs/contracts.md, the real servers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`drt distcp SRC DST` and `drt replicate POLICY`: file replication (DESIGN 1.1)."""
+"""`drt distcp SRC DST` and `drt replicate POLICY`: file replication (docs/design.md §1.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`drt`: the dr-toolkit command line (DESIGN §3).
+"""`drt`: the dr-toolkit command line (docs/contracts.md).
 
 Global options (``--json``, ``--config/-c PATH``, ``-v``) are accepted before or after the
 subcommand, on every command. Exit codes: 0 ok; 1 the operation ran and found a problem;
@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def hoist_globals(argv: list[str]) -> list[str]:
     """Move the global options (``--json``, ``-v``, ``--config PATH``) in front of the
-    subcommand, so they are accepted before or after it on every command (DESIGN §3).
+    subcommand, so they are accepted before or after it on every command (docs/contracts.md).
     Everything after ``--`` is left alone."""
     front: list[str] = []
     rest: list[str] = []

@@ -1,4 +1,4 @@
-"""`drt verify SRC DST --key COLS`: verifyrep on Spark (DESIGN §1.4, §3).
+"""`drt verify SRC DST --key COLS`: verifyrep on Spark (docs/design.md §1.4, docs/contracts.md).
 
 Exit 0 when BADROWS = 0, 1 when the replica differs, 2 for bad input (a missing path, a key
 column that does not exist, files not in ``--format``), 3 when a dependency is unreachable.

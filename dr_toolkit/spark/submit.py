@@ -19,7 +19,7 @@ it): the fields are ``drt verify``'s options by name (``key``, ``format``, ``ts_
 as the CLI's. Credentials come from ``AIRFLOW_CONN_<CONN_ID>`` on the driver.
 
 spark-submit's master and configuration win: :func:`dr_toolkit.spark.session.get_session`
-only fills in the keys it left unset. It prints the result JSON (DESIGN §3 ``drt verify``) on stdout and exits 0 (no difference),
+only fills in the keys it left unset. It prints the result JSON (docs/contracts.md, ``drt verify``) on stdout and exits 0 (no difference),
 1 (BADROWS > 0) or 2 (bad input), so a scheduler (an Airflow ``SparkSubmitOperator``) sees
 the outcome. With ``--config`` the result is recorded in the topology's ledger.
 """

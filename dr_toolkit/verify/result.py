@@ -1,4 +1,4 @@
-"""What one verification found (:class:`VerifyResult`): the CLI's JSON (DESIGN §3), the report's
+"""What one verification found (:class:`VerifyResult`): the CLI's JSON (docs/contracts.md), the report's
 input, the ledger row's detail. Below :mod:`dr_toolkit.verify.api` (which computes it) and
 :mod:`dr_toolkit.verify.report` (which renders it)."""
 
@@ -12,7 +12,7 @@ from dr_toolkit.verify import compare as C
 
 @dataclass
 class VerifyResult:
-    """What one verification found. ``to_json()`` is the CLI's JSON (DESIGN §3)."""
+    """What one verification found. ``to_json()`` is the CLI's JSON (docs/contracts.md)."""
 
     counters: dict[str, int]
     source_rows: int

@@ -1,4 +1,4 @@
-"""Each fixture talks to a real server: these prove it answers (DESIGN §4)."""
+"""Each fixture talks to a real server: these prove it answers (docs/contracts.md, the real servers)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The never-skip invariant of the Kafka remap and lag, attacked on the real Kafka brokers.
 
-Invariant (DESIGN-kafka): the position p applied on a cold partition is such that every
+Invariant (docs/design.md, Kafka consumer offsets): the position p applied on a cold partition is such that every
 record at an offset < p is a copy of a record the group had consumed on hot; ``exact`` means
 p is the copy of the first unconsumed record. Each test builds hot and cold partitions with
 explicit CreateTimes, commits a group on hot, checkpoints and remaps, and checks p against

@@ -1,4 +1,4 @@
-"""`drt verify`: JSON per DESIGN §3, exit 1 on differences, exit 2 with one clear error for bad
+"""`drt verify`: JSON per docs/contracts.md, exit 1 on differences, exit 2 with one clear error for bad
 input. Most run `main()` in this process (the shared Spark session); one runs the real
 `drt` command in a subprocess (its own Spark, ≈ 6 s)."""
 

@@ -1,4 +1,4 @@
-"""Session-scoped fixtures for the real servers (DESIGN §4). Loaded by tests/conftest.py.
+"""Session-scoped fixtures for the real servers (docs/contracts.md, the real servers). Loaded by tests/conftest.py.
 
 Every server runs on a free 127.0.0.1 port; its log is printed when a test fails
 (tests/conftest.py); each fixture value has stop/kill/restart helpers for fault tests.

@@ -1,4 +1,4 @@
-"""Real HDFS for the tests (DESIGN §4): one session-scoped pair of clusters from Hadoop's
+"""Real HDFS for the tests (docs/contracts.md, the real servers): one session-scoped pair of clusters from Hadoop's
 ``hadoop-client-minicluster`` (``drt_servers.hdfs``) — hot, an HA pair of NameNodes whose first
 (standby) is listed first so every client fails over, and cold, one NameNode — and, per test,
 a fresh unique directory on each so tests never see each other's files.

@@ -1,4 +1,4 @@
-"""Factories for the real servers the tests run — DESIGN §4.
+"""Factories for the real servers the tests run — docs/contracts.md, the real servers.
 
 ZooKeeper and the JVM servers come from :mod:`drt_servers` (the demo and the benchmarks
 run the same ones); PostgreSQL from :mod:`tests.support.postgres`. moto's S3 protocol

@@ -1,6 +1,6 @@
 """The Kafka mirror value and its typed rows (issue 23): built once from the topology or from
 bootstrap addresses alone; clients only through the given Access; the partition-count check in
-one place; the rows turn into the JSON of DESIGN §3 and the ledger's rows unchanged."""
+one place; the rows turn into the JSON of docs/contracts.md and the ledger's rows unchanged."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def test_never_skip_under_clock_skew_identical_records_and_mirror_duplicates(see
     """The invariant, attacked: skewed CreateTimes, identical heartbeats around the anchor, a
     mirror that re-sends a suffix of records (at-least-once, after a restart) and starts after
     unrelated ones. The declared bound S covers the producers' skew plus how far back a re-send
-    reaches (DESIGN). Every target must be at or before the first copy of an unconsumed record
+    reaches (docs/design.md, Kafka consumer offsets). Every target must be at or before the first copy of an unconsumed record
     (never skip); an ``exact`` one must be exactly there."""
     from dr_toolkit.kafka.remap import count_identical_before
 
