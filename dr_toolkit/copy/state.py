@@ -280,6 +280,10 @@ class TargetLease:
 
 #: the fencing marker in a target's root (a temporary-file name: every listing passes over it)
 FENCE_NAME = TMP_PREFIX + "fence"
+#: the marker's HDFS block size: the NameNode charges a block being written against the space quota
+#: at its full size until it is closed, so a marker made with the default 128 MiB could not be taken
+#: under a smaller quota; 1 MiB is HDFS's smallest (dfs.namenode.fs-limits.min-block-size)
+FENCE_BLOCK_SIZE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,14 @@ def take_fence(fs: FileSystem, root: str, holder: str) -> Fence:
         fs.write(path, [data])
     else:
         tmp = tmp_name(path, holder)
-        fs.write(tmp, [data])
+        try:
+            fs.write(tmp, [data], block_size=FENCE_BLOCK_SIZE)
+        except OSError as exc:
+            if "QuotaExceeded" not in str(exc):
+                raise
+            # not even one smallest block fits: an empty marker holds no block (its token, unread
+            # next time, restarts at 1; the fence is its change token, a new fileId either way)
+            fs.write(tmp, [])
         try:
             fs.rename(tmp, path)
         except Exception:
