@@ -323,7 +323,8 @@ class Runbook:
         for step in rb.steps:
             if step in state.done:
                 rb.results[step] = StepResult(step, DONE, {"earlier": True}, "done earlier in this run")
-        ledger.set_failover_status(run_id, "running")
+        # nothing is written here: a resume that only reads (a refused abort, the approval question)
+        # changes nothing in the ledger; the run is marked running when a step really runs (run_step)
         return rb
 
     # -- ledger state ------------------------------------------------------------------------------
@@ -394,6 +395,7 @@ class Runbook:
             res = StepResult(step, REJECTED, {}, "rejected earlier in this run")
             self.results[step] = res
             return res
+        self.ledger.set_failover_status(self.run_id, "running")  # a step really runs (resume alone writes nothing)
         self._audit(step, "started")
         try:
             with ExitStack() as stack:
@@ -834,6 +836,9 @@ class Runbook:
         epoch = self.state.epoch
         if epoch is None:
             return StepResult(Step.PROMOTE_COLD, FAILED, {}, "the hot cluster was not fenced by this run")
+        done = self._promoted_by_this_run(fence)
+        if done is not None:  # killed after the active-cluster write, before its audit row: never re-gated
+            return done
         if self._groups() and Step.KAFKA_APPLY not in self.state.done:
             # offsets are applied in one place only (kafka_apply, after approval and a fresh gate)
             return StepResult(Step.PROMOTE_COLD, FAILED, {},
@@ -849,7 +854,7 @@ class Runbook:
         before = f.snapshot()
         active = before.get("active") or {}
         if not (active.get("cluster") == cold and active.get("epoch") == epoch):
-            f.set_active(cold, epoch=epoch, by=by, recovery_point=recovery["recovery_point"])
+            f.set_active(cold, epoch=epoch, by=by, recovery_point=recovery["recovery_point"], recovery=recovery)
         if f.is_read_only(cold):
             f.set_read_only(cold, False, epoch=epoch, by=by)
         after = f.snapshot()
@@ -857,6 +862,34 @@ class Runbook:
         return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": {**after, "recovery": recovery},
                                                     "recovery_point": rp},
                           f"{cold} is the active cluster (epoch {epoch}), recovery point {rp or 'unknown'}")
+
+    def _promoted_by_this_run(self, fence: FenceSession) -> StepResult | None:
+        """The promotion already happened when ZooKeeper says so under this run's epoch: the
+        active-cluster znode names cold, at this run's fencing epoch, written by this run (a process
+        killed between that write and its audit row). Then the step finishes what it began (cold's
+        read-only flag cleared) and is recorded done with the recovery point the znode holds — the
+        gate is not asked again: cold already is the active cluster, hot's clients may still write,
+        and a NO_GO now would leave a promoted run that can neither finish nor be aborted. None when
+        this run has not promoted."""
+        cold, epoch = self.topology.cold_name, self.state.epoch
+        f = fence()
+        before = f.snapshot()
+        active = before.get("active") or {}
+        if not (active.get("cluster") == cold and active.get("epoch") == epoch
+                and f"run {self.run_id}" in str(active.get("by") or "")):
+            return None
+        f.check_epoch(int(epoch or 0))  # still this run's fence (a later fence means someone else decides)
+        if f.is_read_only(cold):
+            f.set_read_only(cold, False, epoch=int(epoch or 0), by=f"{self.who} run {self.run_id}")
+        after = f.snapshot()
+        recovery = dict(active.get("recovery") or {"recovery_point": active.get("recovery_point")})
+        recovery["source"] = "the active-cluster znode written at promotion"
+        rp = recovery.get("recovery_point")
+        return StepResult(Step.PROMOTE_COLD, DONE, {"before": before, "after": {**after, "recovery": recovery},
+                                                    "recovery_point": rp, "already_promoted": True},
+                          f"{cold} was already made the active cluster by this run (epoch {epoch}, at "
+                          f"{iso(active.get('at'))}, by {active.get('by')}): recorded, not re-gated; recovery "
+                          f"point {rp or 'unknown'}")
 
     def _promotion_recovery(self) -> dict[str, Any]:
         """The recovery point cold is promoted at (the gate, or for an unplanned run the loss window,

@@ -256,11 +256,15 @@ class Fence:
         return new
 
     # -- the active cluster and the read-only flag -------------------------------------------------
-    def set_active(self, cluster: str, *, epoch: int, by: str, recovery_point: str | None = None) -> dict[str, Any]:
-        """Name the active cluster (with the recovery point it was promoted at, when given)."""
+    def set_active(self, cluster: str, *, epoch: int, by: str, recovery_point: str | None = None,
+                   recovery: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Name the active cluster (with the recovery point it was promoted at, when given, and the
+        whole ``recovery`` record: a resumed run reads it back from here, not from the ledger)."""
         rec: dict[str, Any] = {"cluster": cluster, "epoch": epoch, "at": time.time(), "by": by}
         if recovery_point is not None:
             rec["recovery_point"] = recovery_point
+        if recovery is not None:
+            rec["recovery"] = recovery
         self.guarded_set(self.active_path, _dump(rec), epoch)
         return rec
 
