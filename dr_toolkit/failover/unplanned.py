@@ -10,11 +10,14 @@ can be compared, so every answer here comes from the cold side and the ledger:
   deletions, a hand-made change) leaves no safe time and is named as known missing. When cold
   or the manifest cannot be read, that is said ("unknown"), never "none". Everything hot
   changed after that listing is unknowable.
-- **Kafka**, per topic: per partition, the CreateTime of the newest record the cold cluster
-  holds (the mirror copies a partition in order, so every hot record before that one is on
-  cold), minus the hot cluster's declared producer clock-skew bound (``kafka.max_clock_skew_s``);
-  the topic is read under MirrorMaker 2's name on cold; the topic's safe time is the minimum
-  over its partitions. An empty cold partition states none (unknowable).
+- **Kafka**, every topic the gate gates (literal, by ``topics_regex``, the protected groups'
+  committed topics — :mod:`dr_toolkit.kafka.holdings`, the gate's own reader): per partition, the
+  safe time a gate check proved by the identity of the records (cold's record at offset d is hot's
+  record at offset h, the records before it too), while cold still holds that record — never cold's
+  newest timestamp (a record produced on cold, or a LogAppendTime cold topic, would lie); read under
+  MirrorMaker 2's name on cold; the topic's safe time is the minimum over its partitions. A
+  partition never proven, or one hot had and cold lacks, states none (unbounded); a pattern states
+  the last time the gate resolved it on hot.
 - **HBase**, per peer: the last *proven* drain time recorded by the gate (position >= WAL
   length); known missing: the WALs/bytes still queued at the last check; later edits are
   unknowable.
@@ -40,24 +43,94 @@ if TYPE_CHECKING:
 ACCEPT_PHRASE = "ACCEPT DATA LOSS"
 
 
+def _http_answers(url: str, timeout_s: float) -> tuple[bool, str | None]:
+    """Whether an HTTP server answers at ``url``: any HTTP response counts (a standby NameNode's 403,
+    a Kerberos 401 — the server is up); a refused or timed-out connection does not."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s):
+            return True, None
+    except urllib.error.HTTPError:
+        return True, None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return False, f"{url}: {getattr(exc, 'reason', None) or exc}"
+
+
+def _hot_namenodes(topology: Topology) -> list[tuple[str, str]]:
+    """(what, NameNode URL) of every HDFS the hot cluster's components live on, as the topology names
+    them: hot's own NameNodes, a policy source given by WebHDFS address, the HBase root directories."""
+    from dr_toolkit.fs.uri import parse_uri
+
+    out: list[tuple[str, str]] = []
+    hot = topology.hot
+    if hot.hdfs is not None:
+        out += [("hdfs NameNode", nn) for nn in hot.hdfs.namenodes]
+    for p in topology.policies.hdfs:
+        try:
+            loc = parse_uri(p.source, topology)
+        except Exception:  # noqa: BLE001 - a bad source is the copy's to report
+            continue
+        if loc.kind == "webhdfs" and loc.cluster is None:
+            out += [(f"hdfs NameNode of policy {p.name}'s source", nn) for nn in loc.namenodes]
+    for hp in topology.policies.hbase:
+        if "://" not in hp.hbase_rootdir:
+            continue  # a path on hot's own filesystem: probed above
+        try:
+            loc = parse_uri(hp.hbase_rootdir, topology)
+        except Exception:  # noqa: BLE001
+            continue
+        if loc.kind == "webhdfs":
+            out += [(f"hbase root directory's NameNode (peer {hp.peer_id})", nn) for nn in loc.namenodes]
+    first: dict[str, str] = {}
+    for what, url in out:
+        first.setdefault(url, what)
+    return [(what, url) for url, what in first.items()]
+
+
 def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dict[str, Any]:
-    """Which of the hot cluster's services still answer: ``{"zookeeper": bool|None, "kafka": bool|None,
-    "errors": {...}}`` (None: not configured)."""
-    out: dict[str, Any] = {"zookeeper": None, "kafka": None, "errors": {}}
+    """Which of the hot cluster's components still answer — every one the topology names: its
+    ZooKeeper (and, through it, HBase's live region servers and active master), its Kafka brokers,
+    its HDFS NameNodes (hot's own, a policy source's, the HBase root directory's):
+    ``{"zookeeper"|"kafka"|"hdfs"|"hbase": bool|None (None: not configured), "answered": [what answered,
+    one phrase each], "errors": {...}}``. An unplanned failover is refused while ``answered`` is not
+    empty. A ``local_root`` (the embedded default) is no server and is not probed."""
+    out: dict[str, Any] = {"zookeeper": None, "kafka": None, "hdfs": None, "hbase": None, "answered": [],
+                           "errors": {}}
     hot = topology.hot
     if hot.zookeeper is not None:
         from dr_toolkit.zk.client import zk_session
 
         ep = hot.zookeeper.model_copy(update={"connect_timeout_s": min(timeout_s, hot.zookeeper.connect_timeout_s),
                                               "call_timeout_s": min(timeout_s, hot.zookeeper.call_timeout_s)})
+        servers: list[Any] = []
         try:
             creds = access.endpoint(topology, topology.hot_name, "zookeeper")
             with zk_session(ep, credentials=creds) as zk:
                 zk.exists("/")
-            out["zookeeper"] = True
+                out["zookeeper"] = True
+                out["answered"].append(f"zookeeper {hot.zookeeper.quorum}")
+                if topology.policies.hbase:
+                    from dr_toolkit.hbase.live import active_master, live_region_servers
+
+                    parent = hot.zookeeper.hbase_znode_parent
+                    try:
+                        servers = [active_master(zk, parent), *live_region_servers(zk, parent)]
+                    except Exception as exc:  # noqa: BLE001 - no HBase there: said in errors
+                        out["errors"]["hbase"] = _why(exc)
         except Exception as exc:  # noqa: BLE001 - unreachable is the expected answer here
             out["zookeeper"] = False
             out["errors"]["zookeeper"] = _why(exc)
+        for srv in servers:
+            if srv.url is None:
+                continue
+            ok, err = _http_answers(f"{srv.url}/jmx?qry=java.lang:type=Runtime", timeout_s)
+            if ok:
+                out["hbase"] = True
+                out["answered"].append(f"hbase server {srv.name} ({srv.url})")
+            elif err:
+                out["errors"].setdefault("hbase_servers", []).append(err)
     if hot.kafka is not None:
         from dr_toolkit.kafka.client import KafkaCluster
 
@@ -67,9 +140,19 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
                               timeout_s=min(timeout_s, hot.kafka.timeout_s), role="hot") as k:
                 k.topics()
             out["kafka"] = True
+            out["answered"].append(f"kafka {hot.kafka.bootstrap_servers}")
         except Exception as exc:  # noqa: BLE001
             out["kafka"] = False
             out["errors"]["kafka"] = _why(exc)
+    for what, nn in _hot_namenodes(topology):
+        key = "hbase" if what.startswith("hbase") else "hdfs"
+        ok, err = _http_answers(f"{nn.rstrip('/')}/webhdfs/v1/?op=GETFILESTATUS", timeout_s)
+        if ok:
+            out[key] = True
+            out["answered"].append(f"{what} {nn}")
+        else:
+            out[key] = bool(out[key])
+            out["errors"].setdefault(key if key == "hdfs" else "hbase_rootdir", []).append(err)
     return out
 
 
@@ -107,53 +190,24 @@ def _hdfs(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str, 
     return out
 
 
-def _kafka(topology: Topology, access: Access) -> list[dict[str, Any]]:
-    topics = list(dict.fromkeys(t for p in topology.policies.kafka for t in p.topics))
-    if not topics:
+def _kafka(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str, Any]]:
+    """Every Kafka component the gate gates — literal topics, topics by pattern, the protected
+    groups' topics, per partition — from cold and the ledger (:func:`dr_toolkit.kafka.holdings.loss_rows`,
+    the same reader of "what cold holds" as the gate's)."""
+    if not topology.policies.kafka:
         return []
-    cold = topology.cold.kafka
-    if cold is None:
+    if topology.cold.kafka is None:
+        names = list(dict.fromkeys(t for p in topology.policies.kafka for t in p.topics)) or ["*"]
         return [{"component": "kafka", "name": t, "safe_time": None, "basis": "the cold cluster has no kafka section",
-                 "known_missing": None, "unknowable": "every record"} for t in topics]
-    from dr_toolkit.kafka.api import cold_topic, skew_ms
-    from dr_toolkit.kafka.client import KafkaCluster
+                 "known_missing": None, "unknowable": "every record"} for t in names]
+    from dr_toolkit.kafka.holdings import loss_rows
+    from dr_toolkit.kafka.mirror import Mirror
 
-    skew = skew_ms(topology) / 1000.0  # the hot cluster's declared producer clock-skew bound
-    out: list[dict[str, Any]] = []
     try:
-        creds = access.endpoint(topology, topology.cold_name, "kafka")
-        with KafkaCluster(cold.bootstrap_servers, credentials=creds, timeout_s=cold.timeout_s, role="cold") as k:
-            counts = k.topics()
-            for t in topics:
-                ct = cold_topic(topology, t)  # MirrorMaker 2's name on cold (hot.<t> with its default policy)
-                n = counts.get(ct)
-                if not n:
-                    out.append({"component": "kafka", "name": t, "safe_time": None,
-                                "basis": f"topic {ct} is missing on the cold cluster", "known_missing": None,
-                                "unknowable": "every record of the topic"})
-                    continue
-                newest: list[float | None] = []
-                held = 0
-                for part in range(n):
-                    lo, hi = k.watermarks(ct, part)
-                    held += max(0, hi - lo)
-                    rec = k.record_at(ct, part, hi - 1, hi) if hi > lo else None
-                    newest.append(None if rec is None else rec.timestamp / 1000.0 - skew)
-                known = [x for x in newest if x is not None]
-                empty = len(newest) - len(known)
-                safe = min(known) if known and not empty else None
-                out.append({"component": "kafka", "name": t, "safe_time": safe,
-                            "basis": (f"newest mirrored record per partition (CreateTime) minus the producer skew "
-                                      f"bound {skew:g}s; {held} records held on cold")
-                            if safe is not None else f"{empty} of {n} partitions hold nothing on cold",
-                            "known_missing": None,
-                            "unknowable": "records produced on hot after " + (iso(safe) or "the first record")})
-    except Exception as exc:  # noqa: BLE001 - cold brokers down too: nothing can be stated
-        why = _why(exc)
-        done = {r["name"] for r in out}
-        out.extend({"component": "kafka", "name": t, "safe_time": None, "basis": f"cold brokers unreadable: {why}",
-                    "known_missing": None, "unknowable": "every record"} for t in topics if t not in done)
-    return out
+        return loss_rows(Mirror.of(topology, access), ledger)
+    except Exception as exc:  # noqa: BLE001 - the ledger unreadable: nothing can be stated
+        return [{"component": "kafka", "name": p.name, "safe_time": None, "basis": f"unreadable: {_why(exc)}",
+                 "known_missing": None, "unknowable": "every record"} for p in topology.policies.kafka]
 
 
 def _hbase(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
@@ -178,7 +232,7 @@ def _hbase(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
 def loss_window(topology: Topology, ledger: Ledger, access: Access, *, now: float | None = None) -> dict[str, Any]:
     """The recovery point from what cold holds, and the loss window of every component."""
     now = time.time() if now is None else now
-    comps = _hdfs(topology, ledger, access) + _kafka(topology, access) + _hbase(topology, ledger)
+    comps = _hdfs(topology, ledger, access) + _kafka(topology, ledger, access) + _hbase(topology, ledger)
     known = [c["safe_time"] for c in comps if c["safe_time"] is not None]
     unbounded = [f"{c['component']} {c['name']}" for c in comps if c["safe_time"] is None]
     rp = min(known) if known else None

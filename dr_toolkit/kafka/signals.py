@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import time
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import why
@@ -98,6 +99,7 @@ def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[st
 
 def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
     """Every Kafka signal of the gate (see the module doc)."""
+    from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
     from dr_toolkit.kafka.lag import lag
     from dr_toolkit.kafka.mirror import Mirror
 
@@ -114,8 +116,15 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                 if patterns:  # MM2-style selection: resolved against hot's live groups and topics
                     groups, notes = mirror.protected_groups(hot)
                     if mirror.uses_patterns("topics"):
-                        live_topics = sorted(hot.topics())
+                        listed_at = time.time()  # before hot's topics are listed
+                        live = hot.topics()
+                        live_topics = sorted(live)
                         notes += mirror.unmatched_patterns(topics=live_topics)
+                        for p in topology.policies.kafka:
+                            if p.topics_regex:  # for the unplanned window: which topics hot had then
+                                with contextlib.suppress(Exception):  # an unwritable ledger: no record
+                                    record_resolved(ledger, p.name, listed_at,
+                                                    {t: n for t, n in live.items() if p.selects_topic(t)})
                 for g in groups:
                     committed[g] = {tp for tp in hot.committed(g) if not mirror.topic_excluded(g, tp[0])}
         except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
@@ -128,8 +137,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     # The offsets of every committed topic are carried over (the checkpoint holds them all), so
     # every such topic's mirror lag is gated too, not only the policies' topics: a group resumed
     # on a copy that lacks records would skip them.
-    topics = list(dict.fromkeys([*mirror.policy_topics(available=live_topics),
-                                 *sorted({t for tps in committed.values() for t, _p in tps})]))
+    topics = gated_topics(mirror, available=live_topics, committed=committed)
     out: list[Signal] = []
     if hot_error is not None and any(p.topics_regex for p in topology.policies.kafka):
         # which topics the patterns select is unknown: their lag cannot be gated -> NO_GO
@@ -140,7 +148,11 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
             futs = {t: ex.submit(lag, mirror, [t]) for t in topics}
             for t, fut in futs.items():
                 try:
-                    out.append(topic_signal(t, fut.result(), now))
+                    report = fut.result()
+                    out.append(topic_signal(t, report, now))
+                    with contextlib.suppress(Exception):  # the unplanned window's evidence; never the gate's
+                        record_proven(ledger, report, {t: 1 + max((r.partition for r in report.partitions),
+                                                                  default=-1)})
                 except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
                     out.append(unreadable("kafka", t, _why(exc)))
     if not groups:

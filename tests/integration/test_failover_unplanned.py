@@ -82,6 +82,9 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
         produce(kafka_cold.address, topic, 0, recs[:3])
         commit_after_consuming(hot_kafka.address, group, topic, {0: 2})
         checkpoint(topo, ledger, groups=[group], access=Access.from_env())
+        # a gate check proves, by the identity of the records, what cold holds of the topic (issue 38 #4:
+        # the unplanned window's Kafka evidence; cold's newest timestamp alone is none)
+        assert check(topo, ledger, components=("kafka",), access=Access.from_env()).verdict == "NO_GO"
         # HBase: drained and proven by a gate check, then rows put on hot that never ship (peer disabled)
         world = hbase_worlds(topo)
         assert check(topo, ledger, components=("hbase",), access=Access.from_env()).verdict == "GO"
@@ -139,8 +142,9 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert hdfs["safe_time"] == disaster["listed"] and "last completed run" in hdfs["basis"]
     assert "1 of 1 files present" in hdfs["basis"] and hdfs["known_missing"] is None  # cold listed now
     recs = disaster["records"]
-    # cold's newest mirrored record minus hot's declared producer skew bound (the default 120 s: issue 20 #9)
-    assert kafka["safe_time"] == recs[2].timestamp / 1000.0 - 120.0 and "skew bound 120s" in kafka["basis"]
+    # what the gate check proved (cold's record 2 is hot's record 2): the oldest unmirrored record minus hot's
+    # declared producer skew bound (the default 120 s: issue 20 #9), while cold still holds that record
+    assert kafka["safe_time"] == recs[3].timestamp / 1000.0 - 120.0 and "proven at the check" in kafka["basis"]
     assert kafka["safe_time"] < recs[3].timestamp / 1000.0  # before the first record cold does not hold
     assert hbase["safe_time"] is not None and hbase["safe_time"] < disaster["hbase_written"]
     # what the last check measured on the real WAL (the sim wrote exactly 300 bytes)

@@ -162,3 +162,58 @@ def test_the_remap_never_searches_log_append_time_stamps(kafka_env, tmp_path: Pa
     (part,) = doc["partitions"]
     assert part["target_offset"] == 0 and part["method"] == "log_append_time", part
     assert part["may_reread"] == 10, part
+
+
+def test_the_unplanned_window_states_every_gated_topic_and_partition(kafka_env, tmp_path: Path) -> None:
+    """Item 6: the loss window read only the policies' literal ``topics``: a topic chosen by
+    ``topics_regex`` (7 of 10 records missing on cold), a topic the protected group committed
+    outside the policy (4 records, cold's copy empty — the remap moves the group's offset 4 → 0
+    there anyway) and a topic whose second partition cold lacks got no safe time and were not
+    listed as unbounded, while the statement said every component states one. The window now
+    reads the same topics as the gate (one reader), per partition."""
+    hot, cold = kafka_env
+    group, prefix = unique("grp"), unique("rx")
+    lit, by_rx, committed_only, fewer = unique("lit"), f"{prefix}-b", unique("gtopic"), f"{prefix}-d"
+    for t in (lit, by_rx, committed_only):
+        create_topic(hot, t, 1)
+        create_topic(cold, t, 1)
+    create_topic(hot, fewer, 2)
+    create_topic(cold, fewer, 1)  # cold lacks partition 1
+    recs = _history()
+    for t in (lit, by_rx, fewer):
+        produce(hot, t, 0, recs)
+    produce(hot, fewer, 1, recs[:2])
+    produce(cold, lit, 0, recs)
+    produce(cold, by_rx, 0, recs[:3])
+    produce(cold, fewer, 0, recs)
+    produce(hot, committed_only, 0, recs[:4])
+    with KafkaCluster(hot) as c:
+        c.commit(group, {(lit, 0): 5, (committed_only, 0): 4})
+    policy = {"topics_regex": [f"{prefix}-.*"]}
+    cfg = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[lit], groups=[group],
+                         ledger_url=f"sqlite:///{tmp_path}/ledger.db", skew_s=SKEW_S, policy=policy)
+    topo = load_topology(cfg)
+    ledger = Ledger.open(topo.ledger.url)
+    api.checkpoint(topo, ledger, access=Access.none())
+    resolved_before = time.time()
+    sigs = {s.name: s for s in kafka_signals(topo, ledger, Access.none(), time.time())}
+    assert {lit, by_rx, committed_only, fewer} <= set(sigs), sorted(sigs)  # the gate gates all four
+    assert not sigs[fewer].caught_up and "partition count mismatch" in (sigs[fewer].reason or ""), sigs[fewer]
+
+    # hot is gone: the window comes from cold and the ledger only
+    gone = load_topology(write_topology(tmp_path / "gone.yaml", hot="127.0.0.1:1", cold=cold, topics=[lit],
+                                        groups=[group], ledger_url=f"sqlite:///{tmp_path}/ledger.db",
+                                        skew_s=SKEW_S, policy=policy, timeout_s=1))
+    lw = loss_window(gone, ledger, Access.none())
+    kafka = {c["name"]: c for c in lw["components"] if c["component"] == "kafka"}
+    assert {lit, by_rx, committed_only, fewer, "topics_regex:stream"} <= set(kafka), sorted(kafka)
+    for c in kafka.values():  # each states a safe time or is listed as unbounded
+        assert c["safe_time"] is not None or f"kafka {c['name']}" in lw["unbounded"], c
+    assert kafka[lit]["safe_time"] is not None and kafka[lit]["safe_time"] >= resolved_before - 0.001, kafka[lit]
+    assert kafka[by_rx]["safe_time"] == recs[3].timestamp / 1000 - SKEW_S, kafka[by_rx]
+    assert kafka[committed_only]["safe_time"] == recs[0].timestamp / 1000 - SKEW_S, kafka[committed_only]
+    assert kafka[fewer]["safe_time"] is None and "partition(s) 1" in (kafka[fewer]["known_missing"] or ""), kafka[fewer]
+    assert kafka["topics_regex:stream"]["safe_time"] is not None
+    assert kafka["topics_regex:stream"]["safe_time"] >= resolved_before, kafka["topics_regex:stream"]
+    assert lw["recovery_point_epoch"] == recs[0].timestamp / 1000 - SKEW_S  # bounded by the group's topic
+    assert "every component states a safe time" not in lw["statement"]
