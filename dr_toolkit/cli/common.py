@@ -91,8 +91,66 @@ class State:
         if self._ledger is None:
             from dr_toolkit.ledger import open_ledger  # SQLAlchemy: only for commands that use the ledger
 
-            self._ledger = open_ledger(self.topology(), self.access(), create=not read_only)
+            topo = self.topology()
+            if not read_only:
+                _note_new_ledger(topo)
+            self._ledger = open_ledger(topo, self.access(), create=not read_only)
+            if _NEW_LEDGER:
+                _NEW_LEDGER[-1]["ledger"] = self._ledger
         return self._ledger
+
+
+#: the SQLite ledger a write command is about to create (its file and the directories made for it);
+#: see :func:`undo_new_ledger`
+_NEW_LEDGER: list[dict[str, Any]] = []
+
+
+def _note_new_ledger(topo: Topology) -> None:
+    from pathlib import Path
+
+    from dr_toolkit.ledger.store import sqlite_file
+
+    base = Path(topo.source_file).resolve().parent if topo.source_file else None
+    path = sqlite_file(topo.ledger.url, base)
+    if path is None or path.exists():
+        return
+    made = []
+    d = path.parent
+    while not d.exists():
+        made.append(d)
+        d = d.parent
+    _NEW_LEDGER.append({"path": path, "dirs": made})
+
+
+def undo_new_ledger() -> None:
+    """A command that ended refused (exit 2, 3 …) leaves no ledger behind it had created itself:
+    when the SQLite file did not exist before this command and it still holds no row (nothing was
+    recorded: the refusal came before any run started), the file, its journal and the directories
+    made for it are removed again (issue 43 #9). A ledger with any row is kept."""
+    import contextlib
+    import sqlite3
+
+    while _NEW_LEDGER:
+        new = _NEW_LEDGER.pop()
+        path = new["path"]
+        ledger = new.get("ledger")
+        if ledger is not None:
+            ledger.engine.dispose()
+        if path.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+                    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                    if any(db.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchone()  # table names read from the file
+                           for t in tables if t != "schema_version"):
+                        continue
+            except sqlite3.Error:
+                continue
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    path.with_name(path.name + suffix).unlink()
+        for d in new["dirs"]:  # innermost first; only while empty
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def state(ctx: typer.Context) -> State:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from dr_toolkit.cli.common import emit, out_console, state
+from dr_toolkit.cli.common import emit, err_console, out_console, state
 
 
 def register(app: typer.Typer) -> None:
@@ -26,9 +26,16 @@ def register(app: typer.Typer) -> None:
                 emit(ctx, {"valid": False, "file": st.config, "problems": problems})
             raise
         p = topo.policies
-        summary = {"valid": True, "file": topo.source_file, "hot": topo.hot_name, "cold": topo.cold_name,
-                   "policies": {"hdfs": len(p.hdfs), "hbase": len(p.hbase), "kafka": len(p.kafka),
-                                "verify": len(p.verify)}}
+        summary: dict[str, object] = {
+            "valid": True, "file": topo.source_file, "hot": topo.hot_name, "cold": topo.cold_name,
+            "policies": {"hdfs": len(p.hdfs), "hbase": len(p.hbase), "kafka": len(p.kafka), "verify": len(p.verify)}}
+        notes = []
+        if topo.cold.zookeeper is None and topo.hot.zookeeper is None:
+            notes.append("no ZooKeeper configured: `drt failover run --execute` is refused (fence_hot keeps the "
+                         "fencing znode in the cold cluster's ZooKeeper); copies, checks and dry runs work")
+        summary["notes"] = notes
+        for n in notes:  # stderr: the summary on stdout stays one line
+            err_console.print(f"note: {n}", markup=False, highlight=False)
         emit(ctx, summary, lambda s: out_console.print(
             f"[green]valid[/]: {s['file']} — hot [bold]{s['hot']}[/], cold [bold]{s['cold']}[/], policies "
             + ", ".join(f"{k} {v}" for k, v in s["policies"].items())))

@@ -102,8 +102,13 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     bar = Progress(TextColumn("copy"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                    TextColumn("{task.fields[files]} files"), console=err_console, transient=True)
     task = bar.add_task("copy", total=None, files=0)
+    shown = False  # the bar starts with the copy's plan: a run refused before it prints nothing (issue 43 #9)
 
     def cb(kind: str, n: int) -> None:
+        nonlocal shown
+        if not shown:
+            shown = True
+            bar.start()
         if kind == "plan":
             bar.update(task, total=n, completed=0)
         elif kind == "bytes":
@@ -111,8 +116,11 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
         elif kind == "file":
             bar.update(task, files=bar.tasks[0].fields["files"] + n)
 
-    with bar:
+    try:
         yield cb
+    finally:
+        if shown:
+            bar.stop()
 
 
 def _optional_topology(ctx: typer.Context) -> tuple[Topology | None, Ledger | None]:
@@ -318,7 +326,7 @@ def register(app: typer.Typer) -> None:
         topology, ledger = _optional_topology(ctx)
         kw: dict[str, Any] = {"topology": topology, "ledger": ledger, "options": options, "dry_run": dry_run,
                               "access": st.access(), "spark_master": spark_master}
-        with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
+        with _sigterm() as ev, _progress(not st.json and not dry_run and err_console.is_terminal) as cb:
             if len(sources) == 1:
                 r = distcp(sources[0], target, progress=cb, cancel=ev, diff=diff, rdiff=rdiff, **kw)
                 emit(ctx, r.to_json(), _render)
@@ -344,7 +352,7 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.copy.api import replicate_policy
 
         st = state(ctx)
-        with _sigterm() as ev, _progress(not st.json and not dry_run) as cb:
+        with _sigterm() as ev, _progress(not st.json and not dry_run and err_console.is_terminal) as cb:
             results = replicate_policy(st.topology(), policy, st.ledger(), dry_run=dry_run, engine=engine,
                                        progress=cb, access=st.access(), cancel=ev)
         rows = [r.to_json() for r in results]

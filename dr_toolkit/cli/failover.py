@@ -160,7 +160,13 @@ def register(app: typer.Typer) -> None:
         from dr_toolkit.failover.runbook import Runbook
 
         st = state(ctx)
-        topo, ledger, access = st.topology(), st.ledger(), st.access()
+        topo = st.topology()
+        if execute and topo.cold.zookeeper is None and topo.hot.zookeeper is None:  # refused before any record
+            raise ConfigError("failover run --execute: no ZooKeeper configured — fence_hot keeps the fencing "
+                              "znode there, so the run would stop at its first step", where=topo.source_file,
+                              hint="add a zookeeper section to the cold cluster (or run without --execute "
+                                   "for a dry run)")
+        ledger, access = st.ledger(), st.access()
         approver = _typed_approver(topo, acks=list(acknowledge or []), yes=yes, accept_loss=accept_loss,
                                    json_out=st.json)
         if resume:

@@ -249,6 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     # model it builds (40-60 ms with Airflow installed); drt uses none. Setting the variable
     # to an empty value turns the scan back on.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    code = _main(args, verbose)
+    if code != EXIT_OK and "dr_toolkit.cli.common" in sys.modules:  # a refused command leaves no new ledger
+        from dr_toolkit.cli.common import undo_new_ledger
+
+        undo_new_ledger()
+    return code
+
+
+def _main(args: list[str], verbose: int) -> int:
     try:
         return _run(args)
     except KeyboardInterrupt:
