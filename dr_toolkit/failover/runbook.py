@@ -478,7 +478,7 @@ class Runbook:
             from dr_toolkit.failover.unplanned import probe_hot
 
             probe = probe_hot(self.topology, self.access)
-            up = [k for k in ("zookeeper", "kafka") if probe.get(k)]
+            up = list(probe.get("answered") or [])  # every hot component the topology names
             if up:
                 return StepResult(Step.FENCE_HOT, FAILED, {"probe": probe},
                                   f"the hot cluster still answers ({', '.join(up)}): use the planned failover "

@@ -47,10 +47,14 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
 
     hot_hb, _ = hbase_worlds.clusters
     link = TcpLink("127.0.0.1", int(hot_hb.info["zk_port"])).start()
+    # hot HBase's root directory is read through a link too: its NameNode answering means hot is up
+    # (issue 38 #7: the unplanned run probes every hot component the topology names)
+    nn_link = TcpLink("127.0.0.1", hot_hb.nn_http_port).start()
     hot_kafka = servers.kafka_broker(tmp_path_factory.mktemp("hot-kafka"), "hot-private").start()
 
     def lose_hot() -> None:
         link.cut()
+        nn_link.cut()
         hot_kafka.kill()
 
     try:
@@ -58,7 +62,7 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
         path = write_topology(
             tmp_path, zk=None, kafka_hot=hot_kafka.address, kafka_cold=kafka_cold.address,
             hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"]}],
-            hbase=[{"name": "hb", "peer_id": "1"}],
+            hbase=[{"name": "hb", "peer_id": "1", "hbase_rootdir": f"webhdfs://{nn_link.address}{hot_hb.rootdir}"}],
             kafka=[{"name": "stream", "topics": [topic], "groups": [group]}], hbase_clusters=hbase_worlds.clusters,
             hot_extra={"zookeeper": {"quorum": link.address, "hbase_znode_parent": hot_hb.znode_parent,
                                      "dr_root": f"/drt-hot-{uuid.uuid4().hex[:8]}",
@@ -100,6 +104,7 @@ def disaster(tmp_path, tmp_path_factory, kafka_cold, hbase_worlds):
                "cold": kafka_cold.address}
     finally:
         link.cut()
+        nn_link.cut()
         hot_kafka.kill()
 
 
