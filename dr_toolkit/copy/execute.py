@@ -242,9 +242,11 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
         if ctx.live_root is not None:
             # the snapshot of a file open for write reads as a closed file of the length the
             # NameNode knew, and later hflushed bytes change neither the snapshot diff nor the
-            # length or mtime: the copy is of an open file (so the next run looks again)
-            live = ctx.src_fs.join(ctx.live_root, ctx.src_fs.relative(ctx.src_root, src))
-            out.open = ctx.src_fs.is_open(live)
+            # length or mtime: the copy is of an open file (so the next run looks again). The
+            # snapshot is asked which inode it holds, and that inode whether it is open
+            # (WebHdfsFileSystem.is_open) — never the live path, which may hold another file or
+            # not be reachable (a parent now a file: "is not a directory")
+            out.open = ctx.src_fs.is_open(src)
         return out
     s = ctx.src_fs.stat(src)
     if s is None:

@@ -241,16 +241,28 @@ class WebHdfsFileSystem(FileSystem):
         one NameNode call, no DataNode read). GETFILESTATUS has no such flag. False when the file
         is gone.
 
-        A file in a snapshot (``…/.snapshot/<name>/…``) answers ``false`` even while it is being
-        written, so the snapshot is asked which inode it holds (its ``fileId``) and that inode is
-        asked, through ``/.reserved/.inodes/<fileId>`` — never the live path of the same name,
-        which may hold another file, or be unreachable (a parent that became a file:
-        ``AccessControlException … is not a directory``)."""
+        A file in a snapshot (``…/.snapshot/<name>/…``) cannot say: the real NameNode answers
+        ``isUnderConstruction: false`` and a complete last block for the snapshot of a file still
+        being written. So the snapshot is asked which inode it holds (its ``fileId``) and that
+        inode is asked, through ``/.reserved/.inodes/<fileId>`` — never the live path of the same
+        name, which may hold another file, or be unreachable (a parent that became a file:
+        ``AccessControlException … is not a directory``). The NameNode resolves an inode path
+        through the inode's parents: an inode no longer in the live tree (deleted, kept only by
+        snapshots — HDFS drops the lease of a file deleted while open) answers "not found", "is
+        not a directory" or another file's status there: not open."""
         if "/.snapshot/" in path:
             st = self.stat(path)
             if st is None or st.is_dir or st.version is None:
                 return False
             path = f"/.reserved/.inodes/{st.version}"
+            try:
+                now = self.stat(path)
+            except OSError as exc:
+                if "is not a directory" in str(exc):
+                    return False
+                raise
+            if now is None or now.is_dir or now.version != st.version:
+                return False
         try:
             with self._errors(path):
                 d = self.client._get_block_locations(path, offset=0, length=1).json()

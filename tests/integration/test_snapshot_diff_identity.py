@@ -95,3 +95,29 @@ def test_rotation_and_a_recreated_snapshot_are_told_apart_by_identity(
                                      "s0-is-not-the-base": b"x"}, out["mode_reason"]
     assert "not the snapshot" in out["mode_reason"] and "listed" in out["mode_reason"], out["mode_reason"]
     assert "snapshot diff" not in out["mode_reason"].split(";")[1], out["mode_reason"]
+
+
+def test_a_snapshot_read_asks_the_snapshots_inode_never_the_live_path(
+        hot_dir: Any, cold_dir: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39 #4. s0 holds d/f and an open log; then, live, d becomes a file (the live path
+    d/f answers `AccessControlException … is not a directory`) and the open log is renamed to
+    log2 with a closed file put at its name. Reading s0: d/f is copied (it failed on every run
+    when the live path was asked), and log is reported open — its inode still is, wherever it
+    lives now — while the closed file now at its live path would have said it was not."""
+    hot_dir.allow_snapshot("/src")
+    hot_dir.create_snapshot("/src", "empty")
+    hot_dir.write("/src/d/f", b"f1")
+    hot_dir.open_for_write("/src/log", b"L" * 700, sync="hsync")
+    hot_dir.create_snapshot("/src", "s0")
+    try:
+        hot_dir.delete("/src/d")
+        hot_dir.write("/src/d", b"now a file")
+        hot_dir.rename("/src/log", "/src/log2")
+        hot_dir.write("/src/log", b"another, closed file")
+        code, out, err = drt(capsys, hot_dir.uri("/src"), cold_dir.uri("/dst"), "--update", "-diff", "empty", "s0")
+        assert out is not None, err
+        assert out["files_failed"] == 0 and code == 0, (err, out["failures"])
+        assert cold_dir.tree("/dst") == {"d/f": b"f1", "log": b"L" * 700}
+        assert [f["path"] for f in out["open_files"]] == ["log"], out["open_files"]
+    finally:
+        hot_dir.close_file("/src/log")
