@@ -181,6 +181,12 @@ class CopyOptions(_Model):
     workers: int = Field(default=8, ge=1, le=512)
     engine: Literal["local", "spark"] = "local"
     snapshots: bool = Field(default=False, description="use HDFS snapshots of the source when it is snapshottable")
+    proof: Literal["checksum", "content"] = Field(default="checksum", description=(
+        "what proves a target file equal to its source: checksum = each filesystem's own (HDFS→HDFS: the "
+        "DataNodes' MD5-of-MD5-of-CRC32C, a function of each 512-byte chunk's CRC32C, so a chunk "
+        "rewritten with other bytes of the same CRC32C passes); content = every file kept is read on "
+        "both sides and compared byte for byte (every run a full comparison) and every file copied is "
+        "read back and its SHA-256 compared with the source bytes read"))
     state_dir: str | None = Field(default=None, description="where manifests and copy state live (a path or URI "
                                   "outside every source and target); default: drt-state/ beside the SQLite "
                                   "ledger or the topology file, or $DRT_STATE_DIR")

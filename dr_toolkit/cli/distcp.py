@@ -32,6 +32,8 @@ def _render(data: dict[str, Any]) -> None:
         out_console.print(f"  mode {r['mode']}: {r['mode_reason']}")
         out_console.print("  " + "  ".join(f"{k}={r[k]}" for k in FIELDS[1:]) +
                           (f"  manifest={r['manifest_id']}" if r.get("manifest_id") else ""))
+        if r.get("proof_basis"):
+            out_console.print(f"  proof {r['proof_basis']}")
         if r.get("basis"):
             out_console.print("  skipped as equal, by basis: " +
                               ", ".join(f"{v} by {k}" for k, v in sorted(r["basis"].items())))
@@ -259,6 +261,13 @@ def register(app: typer.Typer) -> None:
             "(\"/a/b.txt\"), or one of its directories, matches one whole is not copied."))] = None,
         append_only: Annotated[list[str] | None, typer.Option("--append-only",
                                                               help="Glob of files that only grow.")] = None,
+        proof: Annotated[str, typer.Option("--proof", help=(
+            "What proves a target file equal to its source. checksum (default): each side's own checksum — "
+            "HDFS→HDFS the DataNodes' MD5-of-MD5-of-CRC32C, a function of each 512-byte chunk's CRC32C (a "
+            "chunk rewritten with other bytes of the same CRC32C passes, as with DistCp -update); a local "
+            "target is read back. content: every file kept is read on both sides and compared byte for "
+            "byte (each run a full comparison) and every file copied is read back and its SHA-256 compared "
+            "with the source bytes read. The run's JSON says which (proof, proof_basis)."))] = "checksum",
         preserve: Annotated[str | None, typer.Option("--preserve", help="perm,times,owner,group,acl,xattr "
                                                      "(owner/group: the target's superuser on HDFS; "
                                                      "acl/xattr: HDFS on both ends)")] = None,
@@ -315,14 +324,19 @@ def register(app: typer.Typer) -> None:
                              hint="copy one source at a time")
         keep = preserve_list(preserve, p_letters)
         regexes = read_filters(filters) if filters is not None else []
+        if append:
+            append_only = [*(append_only or []), "*"]
         try:
             options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], exclude_regex=regexes, append_only=append_only or [],
                                   preserve=keep, bandwidth_mb_s=bandwidth, workers=workers, engine=engine,
-                                  strategy=strategy, log_dir=log_dir, list_threads=list_threads)
+                                  strategy=strategy, log_dir=log_dir, list_threads=list_threads,
+                                  proof=proof)  # checked by CopyOptions (one line, exit 2)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         st = state(ctx)
+        for note in ctx.meta.get("distcp_notes", []):
+            err_console.print(note, markup=False, highlight=False)
         topology, ledger = _optional_topology(ctx)
         kw: dict[str, Any] = {"topology": topology, "ledger": ledger, "options": options, "dry_run": dry_run,
                               "access": st.access(), "spark_master": spark_master}

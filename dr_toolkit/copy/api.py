@@ -27,7 +27,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
-from dr_toolkit.copy.execute import EXTRA_ATTRIBUTES, Cancelled, CopyContext, Outcome, Throttle, run_local
+from dr_toolkit.copy.execute import (
+    EXTRA_ATTRIBUTES,
+    Cancelled,
+    CopyContext,
+    Outcome,
+    Throttle,
+    proof_basis,
+    run_local,
+)
 from dr_toolkit.copy.job import CopyJob
 from dr_toolkit.copy.plan import (
     FileTask,
@@ -112,6 +120,8 @@ class CopyResult:
     deletes_deferred: int = 0
     entries_skipped: int = 0  # source entries that are not regular files (symlinks, empty dirs, ...)
     files_read_for_planning: int = 0
+    proof: str = "checksum"  # CopyOptions.proof: what proves a file equal (proof_basis says it for this pair)
+    proof_basis: str = ""
     manifest_id: str | None = None
     base_manifest_id: str | None = None
     source_snapshot: str | None = None
@@ -1109,6 +1119,7 @@ def _run(run: CopyRun) -> CopyResult:
             plan.mode_reason += f"; {DIFF_BLIND_SPOT}"
     result.mode, result.mode_reason = plan.mode, plan.mode_reason
     result.policy, result.dry_run, result.engine = policy, dry_run, options.engine
+    result.proof, result.proof_basis = options.proof, proof_basis(options.proof, src.fs.kind, tgt.fs.kind)
     result.files_total, result.bytes_total = plan.files_total, plan.bytes_total
     result.base_manifest_id = base.manifest_id if base.entries is not None else None
     result.source_snapshot, result.source_time = snapshot, listed_at
@@ -1174,6 +1185,7 @@ def _run(run: CopyRun) -> CopyResult:
                                       "fallbacks": result.fallbacks[:100], "fallback_count": len(result.fallbacks),
                                       "basis": result.basis, "failures": result.failures[:100],
                                       "engine": options.engine, "files_renamed": result.files_renamed,
+                                      "proof": result.proof, "proof_basis": result.proof_basis,
                                       "files_appended": result.files_appended, "files_open": result.files_open,
                                       "listing_proven": result.listing_proven,
                                       "listing_changing": result.listing_changing[:100],
@@ -1271,7 +1283,7 @@ def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_i
     # 4. copies
     bw = options.bandwidth_mb_s * 1e6 if options.bandwidth_mb_s else None
     job = CopyJob(src.loc, tgt.loc, read_root, tgt.root, run_id, tuple(options.preserve), bw, stable,
-                  creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker)
+                  creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker, proof=options.proof)
     if options.engine == "spark" and plan.copies:
         from dr_toolkit.copy.spark_engine import run_spark
 
@@ -1294,7 +1306,8 @@ def _execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_i
     else:
         ctx = CopyContext(src.fs, tgt.fs, read_root, tgt.root, run_id, tuple(options.preserve), Throttle(bw),
                           on_bytes=(lambda n: progress("bytes", n)) if progress else None, stable_source=stable,
-                          cancel=cancel, live_root=src.root if stable else None, fence=tgt.fence)
+                          cancel=cancel, live_root=src.root if stable else None, fence=tgt.fence,
+                          proof=options.proof)
         outcomes = run_local(ctx, plan.copies, options.workers,
                              on_done=(lambda _o: progress("file", 1)) if progress else None,
                              strategy=options.strategy)
@@ -1499,9 +1512,13 @@ def replicate_policy(topology: Topology, policy_name: str, ledger: Ledger, *, dr
 
 
 def probe(topology: Topology, policy_name: str, target: str, ledger: Ledger, access: Access) -> CopyResult:
-    """What a run of one policy target would do now (a dry run: planned, nothing copied)."""
+    """What a run of one policy target would do now (a dry run: planned, nothing copied). Whatever the
+    policy's ``proof``, the probe asks whether cold still holds the last manifest the way a listing run
+    does (size, mtime, change token, the target's own checksum): ``proof: content`` would make every
+    probe a reconcile reading every byte of both sides."""
     pol = _policy(topology, policy_name)
-    return distcp(pol.source, target, topology=topology, ledger=ledger, options=pol.options, dry_run=True,
+    options = pol.options.model_copy(update={"proof": "checksum"}) if pol.options.proof != "checksum" else pol.options
+    return distcp(pol.source, target, topology=topology, ledger=ledger, options=options, dry_run=True,
                   policy=policy_name, access=access)
 
 

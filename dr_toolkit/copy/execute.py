@@ -108,6 +108,29 @@ class CopyContext:
     #: the fencing check of the target's lease: raises (stopping the run) when this run lost it;
     #: called before every rename into place and every write to a live target file
     fence: Callable[[], None] | None = None
+    #: "content": every written file is read back and its SHA-256 compared with the source bytes
+    #: read, whatever the target (see :func:`proof_basis`)
+    proof: str = "checksum"
+
+
+def proof_basis(proof: str, src_kind: str, tgt_kind: str) -> str:
+    """What proves a target file equal to its source in a run of this ``proof`` between these
+    filesystems (the run's JSON ``proof_basis``, the gate's HDFS basis)."""
+    if proof == "content":
+        return ("content: every file kept read on both sides and compared byte for byte; every file copied "
+                "read back from the target, its SHA-256 equal to the source bytes read")
+    if tgt_kind == "local":
+        return ("checksum: files copied read back, SHA-256 equal to the source bytes read; files kept by "
+                "the recorded SHA-256 of their bytes, the sources' own checksums, or a byte compare")
+    if src_kind == tgt_kind == "webhdfs":
+        return ("checksum: the DataNodes' MD5-of-MD5-of-CRC32C on both sides (a function of each 512-byte "
+                "chunk's CRC32C: a chunk rewritten with other bytes of the same CRC32C passes; --proof "
+                "content compares the bytes)")
+    if tgt_kind == "webhdfs":
+        return ("checksum: the target's MD5-of-MD5-of-CRC32C against the same checksum of the bytes streamed "
+                "(per 512-byte chunk CRC32C; --proof content compares the bytes)")
+    return (f"checksum: {tgt_kind} target: the CRC32C of the bytes streamed checked by the target (32 bits; "
+            "--proof content compares the bytes)")
 
 
 def _fence(ctx: CopyContext) -> None:
@@ -276,7 +299,7 @@ def _verify_written(ctx: CopyContext, path: str, n: int, digest: str, src: _Sour
     t = ctx.tgt_fs.stat(path)
     if t is None or t.size != n:
         raise OSError(f"verification failed: {path} has {None if t is None else t.size} bytes, wrote {n}")
-    if ctx.tgt_fs.kind == "local" and sha is not None:
+    if (ctx.tgt_fs.kind == "local" or ctx.proof == "content") and sha is not None:
         return _read_back(ctx, path, sha), None
     if not ctx.tgt_fs.cheap_checksum:
         return "length; CRC32C streamed", None
@@ -447,7 +470,7 @@ def _copy_full(ctx: CopyContext, task: FileTask, src: str, dst: str, size: int, 
         n = ctx.tgt_fs.write_verified(dst, _stream(ctx, ctx.src_fs.read(src, length=size, chunk_size=CHUNK), crc,
                                                    counter), before_commit, size_hint=size)
         digest = crc.hexdigest()
-        verified = _verify_written(ctx, dst, n, digest, got[0])[0] + _matched(got[0])
+        verified = _verify_written(ctx, dst, n, digest, got[0], crc.sha.hexdigest())[0] + _matched(got[0])
         tm, tv = _after(ctx, dst, mtime)
         return Outcome(task.rel, True, n, n, mtime, f"{DIGEST_ALGO}:{crc.sha.hexdigest()}", tm, "copy",
                        version=version,

@@ -37,6 +37,7 @@ class CopyJob:
     tgt_credentials: Credentials | None = None
     live_root: str | None = None  # the live source root when src_root is a snapshot of it
     fence: Fence | None = None  # the run's fencing token: checked before every destructive step
+    proof: str = "checksum"  # CopyOptions.proof: "content" reads every written file back
 
     def __call__(self, tasks: Iterable[FileTask], cancel: threading.Event | None = None
                  ) -> Iterator[dict[str, Any]]:
@@ -52,7 +53,7 @@ class CopyJob:
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),
                           stable_source=self.stable_source, live_root=self.live_root,
                           cancel=cancel if cancel is not None else threading.Event(),
-                          fence=(lambda: fence.check(tfs)) if fence is not None else None)
+                          fence=(lambda: fence.check(tfs)) if fence is not None else None, proof=self.proof)
         lost: str | None = None
         for t in tasks:
             if ctx.cancel.is_set():

@@ -184,9 +184,10 @@ class Prover:
     """Proves (or disproves) that a target file holds a source file's bytes; see the module doc."""
 
     def __init__(self, src_fs: FileSystem, src_root: str, tgt_fs: FileSystem, tgt_root: str,
-                 recorded: Entries | None) -> None:
+                 recorded: Entries | None, content: bool = False) -> None:
         self.src_fs, self.src_root, self.tgt_fs, self.tgt_root = src_fs, src_root, tgt_fs, tgt_root
         self.recorded = recorded or {}
+        self.content = content  # CopyOptions.proof == "content": the bytes themselves, always
 
     def equal(self, rel: str, s: FileStatus, t: FileStatus
               ) -> tuple[bool, str, bool, str | None, str | None, str | None]:
@@ -197,10 +198,10 @@ class Prover:
         sp, tp = self.src_fs.join(self.src_root, rel), self.tgt_fs.join(self.tgt_root, rel)
         sc = _try_checksum(self.src_fs, sp) if self.src_fs.cheap_checksum else None
         tc = _try_checksum(self.tgt_fs, tp) if self.tgt_fs.cheap_checksum else None
-        if sc is not None and sc.comparable(tc):
+        if not self.content and sc is not None and sc.comparable(tc):  # --proof content: only the bytes
             assert tc is not None
             return sc == tc, sc.algorithm, False, str(sc), str(tc) if tc.layout_independent else None, str(tc)
-        rec = self.recorded.get(rel)
+        rec = self.recorded.get(rel) if not self.content else None
         want = Checksum.parse(rec.checksum) if rec is not None else None
         if rec is not None and sc is not None and want is not None and rec.schecksum and rec.size == s.size \
                 and Checksum.parse(rec.schecksum) == sc:  # the source holds the bytes recorded at copy time
@@ -227,7 +228,7 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
     plan = Plan(mode, reason)
     plan.files_total = len(src)
     plan.bytes_total = sum(s.size for s in src.values())
-    prover = Prover(src_fs, src_root, tgt_fs, tgt_root, recorded)
+    prover = Prover(src_fs, src_root, tgt_fs, tgt_root, recorded, content=options.proof == "content")
 
     def decide(item: tuple[str, FileStatus]) -> tuple[str, FileTask | Entry, str | None, bool]:
         rel, s = item
@@ -327,6 +328,8 @@ def copy_mode(options: CopyOptions, *, manifest_id: int | str | None, has_base: 
         return ("bootstrap" if manifest_id is None else "reconcile"), why
     if not options.update:
         return "reconcile", "without --update only missing files are copied"
+    if options.proof == "content":
+        return "reconcile", "--proof content: every file compared by its bytes (read on both sides)"
     broken = chain_broken()
     if broken:
         return "reconcile", broken

@@ -104,6 +104,13 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float)
         return [f.result() for f in futs]  # LedgerUnreachable propagates: the caller exits 3
 
 
+def _proof(run: dict[str, Any]) -> str:
+    """What proved that run's files equal (its ``proof_basis``; runs before the field: checksum)."""
+    d = run.get("detail") or {}
+    return ("proof " + str(d.get("proof_basis") or d.get("proof") or "checksum (each side's own checksum)")
+            + " (at that run; cold checked now by size, mtime, change token and its own checksum)")
+
+
 def _target_signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy,
                    target: str) -> Signal:
     """The signal of one policy target."""
@@ -147,7 +154,8 @@ def _target_signal(topology: Topology, ledger: Ledger, access: Access, now: floa
     detail["snapshot_age_s"] = round(max(0.0, now - safe), 1)  # how old the source state cold holds is
     basis = (f"listing of run {done['run_id']} at {iso(safe)} (manifest {mrow['manifest_id']}"
              + (f", snapshot {mrow['source_snapshot']}" if mrow.get("source_snapshot") else "")
-             + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now)")
+             + f"); cold holds manifest {r.base_manifest_id} (checked against a listing of cold now); "
+             + _proof(done))
     unreplicated = {k: v for k, v in r.skipped_reasons.items() if k != "empty directory"}
     if unreplicated:  # symlinks, temp-named files, devices on hot: never copied, so never on cold
         detail["unreplicated"] = unreplicated
