@@ -324,8 +324,6 @@ def register(app: typer.Typer) -> None:
                              hint="copy one source at a time")
         keep = preserve_list(preserve, p_letters)
         regexes = read_filters(filters) if filters is not None else []
-        if append:
-            append_only = [*(append_only or []), "*"]
         try:
             options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], exclude_regex=regexes, append_only=append_only or [],
