@@ -133,21 +133,41 @@ def _optional_topology(ctx: typer.Context) -> tuple[Topology | None, Ledger | No
     return None, None
 
 
-# Hadoop DistCp's single-dash options that have no option of that name here -> what to type
-# (click would read `-update` as `-u` `-p` `-d` ... and answer "No such option: -u"). The ones
-# implemented (-m, -p, -filters, -i, -log, -strategy, -numListstatusThreads, -diff, -rdiff) are
-# options of `drt distcp`.
+# Hadoop DistCp's options (DistCp 3.4's `distcp` usage), each in DistCp's own spelling, so that a
+# pasted `hadoop distcp -update -delete SRC DST` runs (issue 43 #8). Three kinds:
+# - options of `drt distcp` under DistCp's name: -update -overwrite -delete -append -bandwidth -m
+#   -p[…] -filters -i -log -strategy -numListstatusThreads -diff -rdiff, and -f FILE (its lines are
+#   the sources: _DistcpCommand.parse_args); -v is drt's global -v (more logging);
+# - DISTCP_IGNORED: accepted, with a note on stderr, because drt already does what they ask or
+#   more (they tune DistCp's MapReduce job, or loosen a check drt keeps);
+# - DISTCP_SPELLINGS: no equivalent: refused (exit 2) before parsing, saying why (click would
+#   otherwise read `-atomic` as `-a` `-t` … and answer "No such option: -a").
 DISTCP_SPELLINGS: dict[str, str] = {
-    "-update": "is spelled --update here",
-    "-overwrite": "is spelled --overwrite here",
-    "-delete": "is spelled --delete here (with --update or --overwrite)",
-    "-bandwidth": "is --bandwidth-mb-s MB here (a total limit)",
-    "-atomic": "is always on here: each file is written under a temporary name and renamed",
-    "-skipcrccheck": "has no equivalent: files are compared by checksum or content",
-    "-f": "has no equivalent: give the sources on the command line (and --include GLOB)",
-    "-async": "has no equivalent: drt distcp waits for the copy",
-    "-direct": "has no equivalent: files are always renamed into place (atomic)",
+    "-atomic": "has no equivalent: drt places each file whole under its own name (temporary name, "
+               "verified, renamed) but does not swap the whole tree in at once; drop it, or copy into a "
+               "new directory and rename that",
+    "-tmp": "has no equivalent (it is -atomic's staging directory): each file's temporary sits beside it",
+    "-async": "has no equivalent: drt distcp runs in the foreground until the copy ends; put it in the "
+              "background (&) or schedule it (the dr_hdfs_replication DAG)",
+    "-xtrack": "has no equivalent: with -log DIR every file deleted from the target is a line of the log",
+    "-updateRoot": "has no equivalent: -p applies to files here; directories (the root among them) keep "
+                   "the target's own attributes",
+    "-D": "has no equivalent: Hadoop properties are not read; set the clusters in the topology file",
 }
+#: DistCp options accepted with no effect -> (takes a value, the note printed on stderr)
+DISTCP_IGNORED: dict[str, tuple[bool, str]] = {
+    "-skipcrccheck": (False, "files are still compared by checksum or content (never by size alone) and "
+                             "each copy is verified"),
+    "-direct": (False, "each file is still written under a temporary name and renamed into place"),
+    "-copybuffersize": (True, "the copy buffer is drt's own"),
+    "-blocksperchunk": (True, "files are copied whole, each by one worker"),
+    "-useiterator": (False, "the listing is drt's own"),
+    "-filelimit": (True, "deprecated and ignored by DistCp too"),
+    "-sizelimit": (True, "deprecated and ignored by DistCp too"),
+}
+#: the DistCp options `drt distcp` takes under DistCp's own name (for `drt replicate`'s answer)
+DISTCP_ACCEPTED = ("-update", "-overwrite", "-delete", "-append", "-bandwidth", "-m", "-p", "-filters", "-i",
+                   "-log", "-strategy", "-numListstatusThreads", "-diff", "-rdiff", "-f")
 
 #: DistCp's -p letters -> --preserve values ("b": the block size is always kept HDFS -> HDFS)
 P_LETTERS = {"u": "owner", "g": "group", "p": "permissions", "a": "acl", "x": "xattr", "t": "times", "b": ""}
@@ -157,15 +177,39 @@ PRESERVE_WORDS = {"perm": "permissions", "permissions": "permissions", "times": 
                   "user": "owner", "group": "group", "acl": "acl", "xattr": "xattr"}
 
 
-def distcp_spelling(args: list[str]) -> str | None:
-    """The error for a DistCp single-dash spelling in ``args`` (before ``--``), or None."""
+def distcp_spelling(args: list[str], command: str = "distcp") -> str | None:
+    """The error for a DistCp option with no equivalent in ``args`` (before ``--``), or None; for
+    `drt replicate` every DistCp option (a policy's options are in the topology)."""
     for a in args:
         if a == "--":
             return None
         name = a.split("=", 1)[0]
+        if name.startswith("-D") and len(name) > 2:
+            name = "-D"
         if name in DISTCP_SPELLINGS:
             return f"DistCp's {a} {DISTCP_SPELLINGS[name]}"
+        if command == "replicate" and (name in DISTCP_ACCEPTED or name in DISTCP_IGNORED or name.startswith("-p")):
+            return (f"DistCp's {a} is not an option of drt replicate: a policy's copy options are set in the "
+                    "topology file (policies.hdfs[].options); or run drt distcp SRC DST with it")
     return None
+
+
+def read_source_list(path: str) -> list[str]:
+    """DistCp's ``-f``: a local file listing the sources, one URI or path a line (blank lines and
+    ``#`` comments ignored); UsageError when it cannot be read or lists none."""
+    if "://" in path and not path.startswith("file://"):
+        raise UsageError(f"-f {path}: the source list is read from a local file here",
+                         hint="copy it to this machine first (hdfs dfs -get) and pass its path")
+    local = path[len("file://"):] if path.startswith("file://") else path
+    try:
+        text = Path(local).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"-f {path}: cannot read it ({type(exc).__name__}: {exc})",
+                         hint="name a local file with one source URI a line") from None
+    out = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if not out:
+        raise UsageError(f"-f {path}: lists no source", hint="one source URI a line")
+    return out
 
 
 def preserve_list(words: str | None, letters: str | None) -> list[str]:
@@ -181,8 +225,8 @@ def preserve_list(words: str | None, letters: str | None) -> list[str]:
                              hint="use perm, times, owner, group, acl, xattr (comma-separated)")
         keep.append(PRESERVE_WORDS[w])
     for ch in letters or "":
-        if ch in ("r", "c"):
-            what = "replication" if ch == "r" else "checksum type"
+        if ch in ("r", "c", "e"):
+            what = {"r": "replication", "c": "checksum type", "e": "erasure coding policy"}[ch]
             raise UsageError(f"-p{letters}: {ch} ({what}) is not preserved here (the target's own setting applies)",
                              hint=f"drop {ch!r}: -p takes u g p a x t b")
         if ch not in P_LETTERS:
@@ -218,15 +262,44 @@ def read_filters(path: str) -> list[str]:
 
 
 class _DistcpCommand(TyperCommand):
-    """DistCp's bare ``-p`` (no letters) is ``-p`` + :data:`P_DEFAULT`; without this click would
-    take the next word (the source) as its letters."""
+    """DistCp's spellings that click cannot take as they are: a bare ``-p`` (no letters) is ``-p`` +
+    :data:`P_DEFAULT` (click would take the next word, the source, as its letters); ``-f FILE`` is
+    replaced by the sources it lists; the options of :data:`DISTCP_IGNORED` are taken out (their
+    notes kept in ``ctx.meta["distcp_notes"]``, printed once the command is accepted)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        out, done = [], False
-        for a in args:
-            if a == "--":
+        out: list[str] = []
+        notes: list[str] = []
+        done = False
+        i = 0
+        while i < len(args):
+            a = args[i]
+            name, eq, value = a.partition("=")
+            if done:
+                out.append(a)
+            elif a == "--":
                 done = True
-            out.append("-p" + P_DEFAULT if a == "-p" and not done else a)
+                out.append(a)
+            elif a == "-p":
+                out.append("-p" + P_DEFAULT)
+            elif name == "-f":
+                if not eq:
+                    if i + 1 >= len(args):
+                        raise UsageError("-f needs a value: a local file listing the sources, one a line")
+                    i += 1
+                    value = args[i]
+                out.extend(read_source_list(value))
+            elif name in DISTCP_IGNORED:
+                takes, why = DISTCP_IGNORED[name]
+                if takes and not eq:
+                    if i + 1 >= len(args):
+                        raise UsageError(f"DistCp's {name} needs a value")
+                    i += 1
+                notes.append(f"note: DistCp's {name} is accepted and has no effect here: {why}")
+            else:
+                out.append(a)
+            i += 1
+        ctx.meta["distcp_notes"] = notes
         return super().parse_args(ctx, out)
 
 
@@ -238,12 +311,17 @@ def register(app: typer.Typer) -> None:
             metavar="SOURCE", help="file:///…, hdfs://<cluster>/…, webhdfs://host:port/…, s3://…; several: "
                                       "each is copied to TARGET/<its name>", show_default=False)],
         target: Annotated[str, typer.Argument(help="where the tree is copied to (same URI forms)")],
-        update: Annotated[bool, typer.Option("--update", help="Replace target files that differ from the source "
+        update: Annotated[bool, typer.Option("--update", "-update", help="Replace target files that differ from the source "
                                                            "(compared by checksum or content). Without --update "
                                                            "or --overwrite only missing files are copied "
                                                            "(DistCp's default).")] = False,
-        overwrite: Annotated[bool, typer.Option("--overwrite", help="Rewrite every file.")] = False,
-        delete: Annotated[bool, typer.Option("--delete", help="Delete target files the source no longer has.")] = False,
+        overwrite: Annotated[bool, typer.Option("--overwrite", "-overwrite", help="Rewrite every file.")] = False,
+        delete: Annotated[bool, typer.Option("--delete", "-delete",
+                                             help="Delete target files the source no longer has.")] = False,
+        append: Annotated[bool, typer.Option("--append", "-append", help=(
+            "DistCp's -append (with --update): a target file shorter than its source gets the source's "
+            "tail appended when its bytes are the source's prefix (proven by SHA-256 or the composite "
+            "CRC32C), else it is copied whole; --append-only GLOB does this for some files only."))] = False,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count what would be copied/deleted.")] = False,
         engine: Annotated[str, typer.Option("--engine", help="local (threads) or spark.")] = "local",
         workers: Annotated[int, typer.Option("--workers", "-m", min=1, max=512,
@@ -254,6 +332,9 @@ def register(app: typer.Typer) -> None:
         list_threads: Annotated[int, typer.Option("--list-threads", "-numListstatusThreads", min=1, max=128, help=(
             "Threads listing the source (its top directories' subtrees in parallel)."))] = 1,
         bandwidth: Annotated[float | None, typer.Option("--bandwidth-mb-s", help="Limit in MB/s (total).")] = None,
+        bandwidth_per_map: Annotated[float | None, typer.Option("-bandwidth", metavar="MB", min=0.0, help=(
+            "DistCp's -bandwidth: MB/s per worker (DistCp: per map); the total limit is this × -m."),
+            show_default=False)] = None,
         include: Annotated[list[str] | None, typer.Option("--include", help="Glob of files to copy (repeat).")] = None,
         exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Glob of files to leave (repeat).")] = None,
         filters: Annotated[str | None, typer.Option("--filters", "-filters", metavar="FILE", help=(
@@ -296,7 +377,14 @@ def register(app: typer.Typer) -> None:
             "--spark-master", help="With --engine spark: the Spark master (local[N], spark://h:7077, yarn, "
                                    "k8s://…); default: $DRT_SPARK_MASTER, the clusters' spark.master.")] = None,
     ) -> None:
-        """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed."""
+        """Copy a directory tree like Hadoop DistCp: incremental, atomic, checksummed.
+
+        DistCp's own spellings work as they are (-update -overwrite -delete -append -bandwidth -m -p…
+        -filters -i -log -strategy -numListstatusThreads -diff -rdiff; -f FILE: the sources it lists;
+        -v: more logging). Accepted with no effect (a note says so): -skipcrccheck -direct
+        -copybuffersize -blocksperchunk -useiterator -filelimit -sizelimit. No equivalent (refused,
+        saying why): -atomic -tmp -async -xtrack -updateRoot -D.
+        """
         from dr_toolkit.copy.api import distcp, distcp_sources
 
         del ignore_failures  # the behaviour, always (see its help)
@@ -312,6 +400,13 @@ def register(app: typer.Typer) -> None:
             check_master(spark_master)
         if update and overwrite:
             raise UsageError("--update and --overwrite do not go together", hint="pick one")
+        if append and not update:
+            raise UsageError("-append needs --update (as DistCp requires)", hint="add -update")
+        if bandwidth_per_map is not None:
+            if bandwidth is not None:
+                raise UsageError("-bandwidth and --bandwidth-mb-s do not go together",
+                                 hint="pick one: -bandwidth is per worker, --bandwidth-mb-s the total")
+            bandwidth = bandwidth_per_map * workers
         if delete and not (update or overwrite):
             raise UsageError("--delete needs --update or --overwrite (as DistCp requires)",
                              hint="add --update to make the target equal the source")
@@ -324,6 +419,8 @@ def register(app: typer.Typer) -> None:
                              hint="copy one source at a time")
         keep = preserve_list(preserve, p_letters)
         regexes = read_filters(filters) if filters is not None else []
+        if append:
+            append_only = [*(append_only or []), "*"]
         try:
             options = CopyOptions(update=update, overwrite=overwrite, delete=delete, include=include or [],
                                   exclude=exclude or [], exclude_regex=regexes, append_only=append_only or [],

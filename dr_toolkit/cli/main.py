@@ -222,7 +222,7 @@ def _run(args: list[str]) -> int:
     if command in ("distcp", "replicate"):
         from dr_toolkit.cli.distcp import distcp_spelling
 
-        wrong = distcp_spelling(rest)
+        wrong = distcp_spelling(rest, command)
         if wrong:
             say_error(wrong + f" — see `drt {command} --help`")
             return EXIT_USAGE

@@ -421,11 +421,11 @@ def test_help_fits_80_columns(tmp_path: Path) -> None:
         assert max(len(ln) for ln in r.stdout.splitlines()) <= 90, r.stdout  # the global lines: ~88
 
 
-@pytest.mark.parametrize(("word", "says"), [("-update", "is spelled --update here"),
-                                            ("-delete", "is spelled --delete here"),
-                                            ("-overwrite", "is spelled --overwrite here"),
-                                            ("-async", "no equivalent"),
-                                            ("-atomic", "always on here")])
+@pytest.mark.parametrize(("word", "says"), [("-async", "no equivalent: drt distcp runs in the foreground"),
+                                            ("-atomic", "does not swap the whole tree in at once"),
+                                            ("-xtrack", "no equivalent"),
+                                            ("-updateRoot", "no equivalent"),
+                                            ("-tmp", "no equivalent")])
 def test_distcp_single_dash_spellings_are_answered(word: str, says: str, capsys: pytest.CaptureFixture[str]
                                                    ) -> None:
     for cmd in (["distcp", word, "file:///a", "file:///b"], ["distcp", "file:///a", "file:///b", word]):
@@ -449,6 +449,7 @@ def test_distcp_options_of_distcp_are_options_here(capsys: pytest.CaptureFixture
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["-pr"], "-pr: r (replication) is not preserved here"),
+    (["-pe"], "-pe: e (erasure coding policy) is not preserved here"),
     (["-pugz"], "-pugz: unknown letter 'z'"),
     (["--preserve", "perm,bogus"], "unknown --preserve value 'bogus'"),
     (["-strategy", "fast"], "unknown -strategy 'fast'"),
