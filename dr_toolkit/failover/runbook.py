@@ -316,7 +316,7 @@ class Runbook:
             raise ConfigError(f"run {run_id} was started {'with' if was else 'without'} --execute",
                               hint="resume it the same way, or start a new run")
         state = RunState.fold(ledger.audit_events(run_id=run_id, component=COMPONENT), execute=was)
-        if row["status"] == "aborted" and state.aborted:
+        if state.aborted:  # its abort event (a rejected run is 'aborted' too, and resumes to its end)
             raise ConfigError(f"run {run_id} was aborted", hint="start a new run")
         rb = cls(topology, ledger, RunRecord(run_id, was, row["reason"] or "", state.unplanned), access=access, **kw)
         rb.state = state
@@ -395,7 +395,8 @@ class Runbook:
             res = StepResult(step, REJECTED, {}, "rejected earlier in this run")
             self.results[step] = res
             return res
-        self.ledger.set_failover_status(self.run_id, "running")  # a step really runs (resume alone writes nothing)
+        if not self.state.aborted:  # a step really runs (resume alone writes nothing); an aborted run stays so
+            self.ledger.set_failover_status(self.run_id, "running")
         self._audit(step, "started")
         try:
             with ExitStack() as stack:
@@ -839,6 +840,7 @@ class Runbook:
         done = self._promoted_by_this_run(fence)
         if done is not None:  # killed after the active-cluster write, before its audit row: never re-gated
             return done
+        self._writer_guard(fence)  # someone fenced again since this run's fence: refused before any gate
         if self._groups() and Step.KAFKA_APPLY not in self.state.done:
             # offsets are applied in one place only (kafka_apply, after approval and a fresh gate)
             return StepResult(Step.PROMOTE_COLD, FAILED, {},
@@ -878,8 +880,9 @@ class Runbook:
         if not (active.get("cluster") == cold and active.get("epoch") == epoch
                 and f"run {self.run_id}" in str(active.get("by") or "")):
             return None
-        f.check_epoch(int(epoch or 0))  # still this run's fence (a later fence means someone else decides)
-        if f.is_read_only(cold):
+        # finish what the step began, only while this run's epoch is current (after a later fence —
+        # a failback fencing cold — nothing is written: the promotion happened, that is all it records)
+        if f.state().epoch == epoch and f.is_read_only(cold):
             f.set_read_only(cold, False, epoch=int(epoch or 0), by=f"{self.who} run {self.run_id}")
         after = f.snapshot()
         recovery = dict(active.get("recovery") or {"recovery_point": active.get("recovery_point")})

@@ -194,3 +194,22 @@ def test_a_refused_abort_of_a_promoted_run_changes_nothing_in_the_ledger(world: 
     assert rows(ledger) == before  # not a row changed: the run is still 'succeeded'
     assert ledger.failover_run(run_id)["status"] == "succeeded"
     assert _fence(w["topo"]) == fence_before
+
+
+def test_a_refused_abort_of_a_run_killed_right_after_the_promote_write_changes_nothing(
+        world: dict[str, Any]) -> None:
+    """The ledger does not know of the promotion yet (the process died between the active-cluster
+    znode and its audit row): the abort reads the znode, is refused, and writes nothing — the run
+    then resumes to completion."""
+    from tests.integration.test_failover_dry_run_ledger import rows
+
+    w = world
+    run_id = _killed_run(w, "promote-write")
+    ledger = open_ledger(w["topo"], ACCESS)
+    before, fence_before = rows(ledger), _fence(w["topo"])
+    assert fence_before["active"]["cluster"] == "cold" and ledger.failover_run(run_id)["status"] == "running"
+    r = drt("--json", "failover", "abort", run_id, "--reason", "false alarm", config=w["path"])
+    assert r.returncode == 2 and "already the active cluster" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert rows(ledger) == before and _fence(w["topo"]) == fence_before
+    r = drt("--json", "failover", "run", "--execute", "--resume", run_id, "--yes-i-am-sure", config=w["path"])
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "succeeded", (r.stdout[-2000:], r.stderr)
