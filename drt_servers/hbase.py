@@ -3,7 +3,8 @@ benchmarks — DESIGN §4.
 
 Each :class:`HBaseCluster` is one JVM (``drt_servers/java/hbase/HBaseMiniServer.java``) running
 HBase's own mini ZooKeeper, a mini HDFS (one DataNode, WebHDFS on), one master and one region
-server (its ``/jmx`` on), with replication tuned for tests. When it is up, the JVM writes
+server (its ``/jmx`` and ``/rs-status`` on; the master's ``/master-status`` on a port the launcher picks, published
+in its znode as a deployed master publishes it), with replication tuned for tests. When it is up, the JVM writes
 ``cluster.json`` — where ZooKeeper listens and the znode parent, ``hbase.rootdir`` (never assume
 ``/hbase``: the testing utility puts it under ``/user/<user>/test-data/<uuid>``), the NameNode's
 RPC and HTTP ports, the region servers and their info ports — and answers a line protocol on a
@@ -75,6 +76,7 @@ class HBaseCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.zk_port = free_port()
         self.control_port = free_port()
+        self.master_info_port_wanted = free_port()  # the master's info server (/master-status, peers)
         self.info: dict[str, Any] = {}
         cp = maven.classpath("hbase")
         classes = maven.java_classes("hbase")
@@ -83,7 +85,8 @@ class HBaseCluster:
         (conf / "log4j2.properties").write_text(LOG4J2)
         argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.net.preferIPv4Stack=true", f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
-                f"-Djava.io.tmpdir={self.workdir}", *JAVA17_FLAGS,
+                f"-Djava.io.tmpdir={self.workdir}", f"-Ddrt.master.info.port={self.master_info_port_wanted}",
+                *JAVA17_FLAGS,
                 "-cp", f"{classes}:{cp}", "HBaseMiniServer", str(self.workdir), str(self.zk_port),
                 str(self.control_port)]
         self.process = ManagedProcess(f"hbase-{name}", argv, port=self.control_port, log_dir=self.workdir,
@@ -239,6 +242,20 @@ class HBaseCluster:
     def list_peers(self) -> dict[str, dict[str, Any]]:
         """The peers as HBase itself sees them (``Admin.listReplicationPeers``), by id."""
         return {p["id"]: p for p in self.request("list_peers")["peers"]}
+
+    def put_durability(self, first: int, n: int, durability: str, *, table: str = TABLE, family: str = FAMILY
+                       ) -> None:
+        """Rows ``first .. first+n-1`` (named as :meth:`put` names them), each Put with ``durability``
+        (``SKIP_WAL``: the region server writes no WAL entry for it)."""
+        self.request("put_durability", table, family, str(first), str(n), durability)
+
+    def set_durability(self, table: str, durability: str) -> None:
+        """The table descriptor's DURABILITY (``Admin.modifyTable``)."""
+        self.request("set_durability", table, durability)
+
+    @property
+    def master_info_port(self) -> int:
+        return int(self.info.get("master_info_port", -1))
 
     def roll_wal(self) -> None:
         self.request("roll_wal")

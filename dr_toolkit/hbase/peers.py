@@ -3,9 +3,13 @@
 HBase 2.0 and later keep peers in those znodes but *learn* them through master procedures:
 a peer or a state written into ZooKeeper is ignored by a running HBase 2.x (seen on HBase
 2.6: not listed by ``listReplicationPeers``, no queue made, a "disabled" peer ships on). So
-for ``hbase_version`` ≥ 2.0 with ``shell`` (the cluster's ``hbase_shell``) the planned changes
-are made by ``hbase shell -n`` (:func:`shell_script`); without it they are written into
-ZooKeeper as before and the result carries a ``warning``. Reading is from ZooKeeper always.
+for ``hbase_version`` ≥ 2.0 the planned changes are made by ``hbase shell -n`` with ``shell`` (the
+cluster's ``hbase_shell``, :func:`shell_script`); without it a change is refused
+(:class:`~dr_toolkit.errors.ConfigError`, exit 2, naming what to configure and the shell commands to
+run by hand) — the toolkit never writes a peer into ZooKeeper for HBase 2.x (issue 38 #1: such a
+peer has no replication source, so no queue, and "no queue" once read as "drained"). ZooKeeper
+writes remain for HBase 0.94–1.x, which do learn peers from ZooKeeper. Reading is from ZooKeeper
+here; the gate reads what the running HBase holds (:mod:`dr_toolkit.hbase.live`).
 
 Every operation reads the current znodes, plans the changes that bring them to the desired
 state, and applies them (or, with ``dry_run=True``, only returns them). Running an operation
@@ -239,11 +243,6 @@ def _apply(zk: ZkClient, plan: list[tuple[ZnodeChange, bytes | None]]) -> None:
     tx.commit()
 
 
-ZK_IGNORED = ("HBase 2.0 and later learn peers through master procedures, not from ZooKeeper: a running "
-              "HBase ignores this change until restarted; set clusters.<name>.hbase_shell so that the "
-              "toolkit makes it through `hbase shell`")
-
-
 def _rb(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -291,11 +290,19 @@ def _converge(zk: ZkClient, peer_id: str, action: str, znode_parent: str, dry_ru
     plan = planner(before)
     result = PeerResult(peer_id, action, dry_run, [c for c, _ in plan], before=before)
     via_shell = shell is not None and table_cfs_in_peer(hbase_version)
-    if via_shell and plan:
+    if plan and table_cfs_in_peer(hbase_version):
         result.backend = "hbase-shell"
-        result.script = shell_script(peer_id, result.changes, lay, cluster_key=cluster_key, table_cfs=table_cfs)
-    elif plan and table_cfs_in_peer(hbase_version):
-        result.warning = ZK_IGNORED
+        script = shell_script(peer_id, result.changes, lay, cluster_key=cluster_key, table_cfs=table_cfs)
+        result.script = script
+        if not via_shell:
+            # HBase 2.x never sees a peer written into ZooKeeper (no replication source, no queue: an
+            # empty set the gate once read as "drained"): the toolkit does not write one (issue 38 #1).
+            raise ConfigError(f"peer {peer_id}: HBase {hbase_version} learns peers only through its master, and "
+                              f"no `hbase` command is configured to ask it ({action} not done; dr-toolkit never "
+                              "writes a peer into ZooKeeper for HBase 2.x)",
+                              where=f"zookeeper {zk.quorum} {lay.peer(peer_id)}",
+                              hint="set clusters.<name>.hbase_shell to the `hbase` command, or run in `hbase "
+                                   f"shell`: {script.strip().replace(chr(10), '; ')}")
     if dry_run or not plan:
         result.after = before if not plan else None
         _audit(ledger, zk, result, "dry-run" if dry_run else "unchanged")

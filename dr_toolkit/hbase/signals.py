@@ -21,17 +21,18 @@ Queue size alone never produces a new safe time, so it never yields GO after the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
 from dr_toolkit.hbase.encoding import PeerConfig, full_table
+from dr_toolkit.hbase.live import LivePeer, ServerCounters, same_peer
 from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.fs import FileSystem
-    from dr_toolkit.hbase.peers import Peer
     from dr_toolkit.hbase.status import WalLength
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import HBasePolicy, Topology
@@ -105,6 +106,10 @@ def table_problems(fs: FileSystem, rootdir: str, policy: HBasePolicy
         elif desc.unscoped:
             problems.append(f"table {ns}:{t}: column families {', '.join(desc.unscoped)} have no "
                             "REPLICATION_SCOPE => 1 (their writes never reach cold): run `drt hbase tables enable`")
+        if desc is not None and desc.skips_wal:
+            problems.append(f"table {ns}:{t}: DURABILITY => SKIP_WAL (its writes bypass the WAL, which is what "
+                            "replication ships: they never reach cold): alter it to USE_DEFAULT, SYNC_WAL or "
+                            "ASYNC_WAL, then copy or verify what it holds")
     return problems, [f"{ns}:{t}" for ns, t in wanted], families
 
 
@@ -140,40 +145,174 @@ def _filters(cfg: PeerConfig) -> str:
     return ", ".join(parts)
 
 
-def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent: str
-                   ) -> tuple[list[str], bool, Peer | None]:
-    """(problems, never_reaches_cold, peer): peer absent / half-written / DISABLED / pointing
-    elsewhere. ``never_reaches_cold``: absent or shipping to another cluster — edits do not reach
-    cold however long one waits (a DISABLED peer's queue ships once enabled)."""
+@dataclass
+class LiveView:
+    """What the running hot HBase does (:mod:`dr_toolkit.hbase.live`), read in one go."""
+
+    master: str | None = None
+    peers: dict[str, LivePeer] | None = None  # None: the master could not be asked (master_error)
+    master_error: str | None = None
+    servers: list[str] = field(default_factory=list)  # live region servers (<parent>/rs)
+    servers_error: str | None = None
+    sources: dict[str, set[str]] = field(default_factory=dict)  # server -> replication source (queue) ids
+    source_errors: dict[str, str] = field(default_factory=dict)
+    without_wal: dict[str, ServerCounters] = field(default_factory=dict)  # server -> its WAL-less mutations
+    counter_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def counted_before(self) -> float | None:
+        """Every mutation without WAL made before this time is in the counters read (None: none read)."""
+        return min((c.counted_before for c in self.without_wal.values()), default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"master": self.master, "master_error": self.master_error,
+                "peers": sorted(self.peers) if self.peers is not None else None,
+                "region_servers": self.servers, "servers_error": self.servers_error,
+                "sources": {k: sorted(v) for k, v in self.sources.items()}, "source_errors": self.source_errors,
+                "mutations_without_wal": {k: v.mutations_without_wal for k, v in self.without_wal.items()},
+                "counter_errors": self.counter_errors}
+
+
+def read_live(zk: ZkClient, parent: str) -> LiveView:
+    """Ask the running HBase: the peers its active master holds, its live region servers, the
+    replication sources each runs and its count of mutations written without a WAL. A read that fails
+    is recorded as such (a reason, never "nothing there")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dr_toolkit.hbase.live import live_region_servers, master_peers, replication_sources, server_counters
+
+    v = LiveView()
+    try:
+        m, v.peers = master_peers(zk, parent)
+        v.master = m.name
+    except DrtError as exc:
+        v.master_error = _why(exc)
+    try:
+        servers = live_region_servers(zk, parent)
+    except DrtError as exc:
+        v.servers_error = _why(exc)
+        return v
+    v.servers = [s.name for s in servers]
+
+    def one(srv: Any) -> None:
+        try:
+            v.sources[srv.name] = set(replication_sources(srv))
+        except DrtError as exc:
+            v.source_errors[srv.name] = _why(exc)
+        try:
+            v.without_wal[srv.name] = server_counters(srv)
+        except DrtError as exc:
+            v.counter_errors[srv.name] = _why(exc)
+
+    if servers:
+        with ThreadPoolExecutor(max_workers=min(16, len(servers))) as ex:
+            list(ex.map(one, servers))
+    return v
+
+
+def _describe(cfg: PeerConfig | None, state: str | None) -> str:
+    if cfg is None:
+        return "absent"
+    return f"{cfg.cluster_key} {state or 'no state'} {_filters(cfg)}"
+
+
+def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent: str, view: LiveView
+                   ) -> tuple[list[str], bool, PeerConfig | None]:
+    """(problems, never_reaches_cold, the peer value HBase runs), from the peers the running master
+    holds — never from the znode (HBase 2.x ignores a peer written there: issue 38 #1, #2). Peer
+    absent / DISABLED / pointing elsewhere; the master cannot be asked; ZooKeeper's value differs from
+    the running one (a region server that starts loads ZooKeeper's). ``never_reaches_cold``: absent or
+    shipping to another cluster — edits do not reach cold however long one waits."""
     from dr_toolkit.hbase.peers import normalize_cluster_key, read_peer
 
-    peer = read_peer(zk, policy.peer_id, parent)
-    if peer is None:
-        return [f"peer {policy.peer_id} is not configured on the hot cluster: run `drt hbase peers sync`"], True, None
+    pid = policy.peer_id
+    if view.peers is None:
+        return [f"cannot ask the running HBase master which peers it runs ({view.master_error}): drt reads them "
+                "from the active master's /master-status (its info server must be reachable)"], False, None
+    try:
+        zk_peer = read_peer(zk, pid, parent)
+        zk_cfg, zk_state = (zk_peer.config, zk_peer.state) if zk_peer is not None else (None, None)
+    except DrtError as exc:
+        zk_cfg, zk_state = None, f"undecodable ({_why(exc)})"
+    live_peer = view.peers.get(pid)
+    if live_peer is None:
+        extra = (" — ZooKeeper has a peer of that id, which HBase never loaded (written outside HBase: HBase 2.x "
+                 "learns peers only through its master)" if zk_cfg is not None else "")
+        return [f"peer {pid} is not configured on the hot cluster (the running HBase master {view.master} does not "
+                f"hold it{extra}): add it through HBase — `drt hbase peers sync` with clusters.<hot>.hbase_shell "
+                "set"], True, None
     out: list[str] = []
     elsewhere = False
-    if peer.state is None:
-        out.append(f"peer {policy.peer_id} has no peer-state znode (half-written)")
-    elif peer.state != "ENABLED":
-        out.append(f"peer {policy.peer_id} is {peer.state}: nothing ships to cold until it is enabled")
+    if live_peer.state != "ENABLED":
+        out.append(f"peer {pid} is {live_peer.state}: nothing ships to cold until it is enabled")
     cold = topology.cold.zookeeper
     if cold is not None:
         try:
-            same = normalize_cluster_key(peer.cluster_key) == normalize_cluster_key(cold.cluster_key)
+            same = normalize_cluster_key(live_peer.config.cluster_key) == normalize_cluster_key(cold.cluster_key)
         except DrtError:
             same = False
         if not same:
             elsewhere = True
-            out.append(f"peer {policy.peer_id} ships to {peer.cluster_key}, not to the cold cluster "
+            out.append(f"peer {pid} ships to {live_peer.config.cluster_key}, not to the cold cluster "
                        f"({cold.cluster_key})")
-    return out, elsewhere, peer
+    if zk_cfg is None or zk_state != live_peer.state or not same_peer(zk_cfg, live_peer.config):
+        out.append(f"peer {pid}: ZooKeeper holds another value ({_describe(zk_cfg, zk_state)}) than the running "
+                   f"HBase master ({_describe(live_peer.config, live_peer.state)}) — written outside HBase; a region "
+                   "server that starts would load ZooKeeper's: change peers only through HBase (hbase shell)")
+    return out, elsewhere, live_peer.config
+
+
+def _live_problems(policy: HBasePolicy, before: LiveView, after: LiveView, queue_servers: list[str]
+                   ) -> tuple[list[str], bool]:
+    """(problems, edits_never_reach_cold) from what the region servers run: a live region server with
+    no replication source for the peer is not shipping (an empty set of queues is no proof of drain);
+    one that counted mutations without a WAL holds edits replication never ships. ``before`` and
+    ``after`` were read either side of the queue read: a peer or source that changed between them,
+    or a server live at the queue read that neither saw, proves nothing."""
+    pid = policy.peer_id
+    out: list[str] = []
+    never = False
+    for view in (before, after):
+        if view.servers_error:
+            out.append(f"cannot read the hot cluster's live region servers: {view.servers_error}")
+        for srv, err in sorted(view.source_errors.items()):
+            out.append(f"cannot read the replication sources region server {srv} runs: {err}")
+        for srv, err in sorted(view.counter_errors.items()):
+            out.append(f"cannot read region server {srv}'s count of mutations without WAL: {err}")
+    if not before.servers_error and not after.servers_error:
+        if not after.servers:
+            out.append("no live region server (none registered in ZooKeeper): no replication source runs")
+        seen = set(before.servers) | set(after.servers)
+        late = sorted(set(queue_servers) - seen)
+        if late:
+            out.append(f"region server(s) {', '.join(late)} went live while read: check again")
+        for view in (before, after):
+            for srv in view.servers:
+                if srv in view.sources and pid not in view.sources[srv]:
+                    never = True
+                    out.append(f"region server {srv} runs no replication source for peer {pid} (none in its "
+                               "/rs-status): HBase is not shipping its edits — an empty queue set is no proof of drain")
+        for srv, c in sorted(after.without_wal.items()):
+            if c.mutations_without_wal > 0:
+                never = True
+                out.append(f"region server {srv} took {c.mutations_without_wal} mutation(s) without WAL "
+                           f"({c.mutations_without_wal_bytes} bytes; a client's SKIP_WAL) "
+                           "since it started: replication never ships them — copy or verify the tables they went to; "
+                           "the count resets when the region server restarts")
+    if before.peers is not None and after.peers is not None:
+        b, a = before.peers.get(pid), after.peers.get(pid)
+        if (b is None) != (a is None) or (b is not None and a is not None and (
+                b.state != a.state or not same_peer(b.config, a.config))):
+            out.append(f"peer {pid} changed on the running HBase while read: check again")
+    return list(dict.fromkeys(out)), never
 
 
 def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, policy: HBasePolicy,
          parent: str, now: float) -> Signal:
     from dr_toolkit.hbase.status import fs_wal_length, replication_status
 
-    peer_reasons, never_reaches, peer = _peer_problems(zk, topology, policy, parent)
+    before = read_live(zk, parent)
+    peer_reasons, never_reaches, running = _peer_problems(zk, topology, policy, parent, before)
     wal_length: WalLength | None = None
     fs_error = None
     table_reasons: list[str] = []
@@ -187,17 +326,22 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
         wal_length = None  # the same filesystem: its WAL lengths cannot be read either
         fs_error = _why(exc)
         table_reasons = [f"cannot read table descriptors on the hot filesystem: {fs_error}"]
-    filter_reasons = filter_problems(peer.config, policy, families) if peer is not None and peer.config else []
+    filter_reasons = filter_problems(running, policy, families) if running is not None else []
+    running_peer = (before.peers or {}).get(policy.peer_id)
+    running_state = running_peer.state if running_peer is not None else None
     st = replication_status(zk, parent, peers=[policy.peer_id], wal_length=wal_length)
+    after = read_live(zk, parent)
+    live_reasons, live_never = _live_problems(policy, before, after, st.live_servers)
     queue_reasons = [r for r in st.reasons if f"peer {policy.peer_id} " not in r]
     detail: dict[str, Any] = {
         "policy": policy.name, "queues": len(st.queues), "wals_queued": sum(q.wals for q in st.queues),
         "dead_queues": sum(1 for q in st.queues if q.dead), "basis": st.basis, "proven": st.proven,
-        "peer_state": st.peers.get(policy.peer_id), "tables": tables[:50],
+        "peer_state": running_state, "zookeeper_peer_state": st.peers.get(policy.peer_id),
+        "live": after.to_json(), "tables": tables[:50],
         "queue_detail": [q.to_json() for q in st.queues[:20]]}
     if fs_error:
         detail["filesystem_error"] = fs_error
-    reasons = peer_reasons + filter_reasons + table_reasons + queue_reasons
+    reasons = peer_reasons + filter_reasons + table_reasons + live_reasons + queue_reasons
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
@@ -212,16 +356,25 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     # A proof of drain is a safe time only for a peer that ships every protected edit to cold: a
     # drained queue of a peer that filters a table out, ships elsewhere, or misses a scope says
     # nothing about those edits — it is neither recorded nor used (issue 20 #10).
-    unscoped = [r for r in table_reasons if "REPLICATION_SCOPE" in r or "no table descriptor" in r]
+    unscoped = [r for r in table_reasons if "REPLICATION_SCOPE" in r or "no table descriptor" in r
+                or "SKIP_WAL" in r]
+    # The WAL-less count lags the region servers' own counters by up to two metrics periods: a proof
+    # stands only for writes the count read after it had seen (issue 38 #3).
+    counted = after.counted_before
+    proof_at = min(st.read_at, counted) if counted is not None else st.read_at
     if st.proven and not reasons:
-        record_proven(ledger, policy.peer_id, st.read_at, {"queues": len(st.queues), "checked_at": now})
-    if never_reaches or filter_reasons or unscoped:
-        safe, basis = None, ("writes of a protected table never reach cold (no peer, a peer shipping elsewhere or "
-                             "filtering it out, or no replication scope)")
-    elif st.proven and not queue_reasons:
-        safe = st.read_at
+        record_proven(ledger, policy.peer_id, proof_at, {"queues": len(st.queues), "checked_at": now,
+                                                         "queue_read_at": st.read_at})
+    if never_reaches or filter_reasons or unscoped or live_never:
+        safe, basis = None, ("writes of a protected table never reach cold (no peer HBase runs, a peer shipping "
+                             "elsewhere or filtering it out, no replication scope, a region server without a "
+                             "replication source for the peer, or writes that bypass the WAL)")
+    elif st.proven and not queue_reasons and not live_reasons:
+        safe = proof_at
         basis = (f"drain proven: every queue's position >= its WAL file's length "
-                 f"({len(st.queues)} queues read at {iso(st.read_at)})")
+                 f"({len(st.queues)} queues read at {iso(st.read_at)}), a replication source for the peer on each of "
+                 f"{len(after.servers)} live region server(s), no mutation without WAL counted before "
+                 f"{iso(counted) if counted is not None else '?'}")
     else:
         safe = last_proven(ledger, policy.peer_id)
         now_basis = {"queue-size": "queue size only (SizeOfLogQueue=0; WAL lengths unknown)",

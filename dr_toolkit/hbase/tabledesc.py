@@ -33,6 +33,13 @@ class TableDesc:
     namespace: str
     table: str
     scopes: dict[str, int] = field(default_factory=dict)  # family -> REPLICATION_SCOPE
+    durability: str | None = None  # the table's DURABILITY (None: not set = USE_DEFAULT)
+
+    @property
+    def skips_wal(self) -> bool:
+        """``DURABILITY => SKIP_WAL``: the table's writes never enter the WAL, so replication (which
+        ships the WAL) never ships them."""
+        return (self.durability or "").upper() == "SKIP_WAL"
 
     @property
     def name(self) -> str:
@@ -43,10 +50,12 @@ class TableDesc:
         return sorted(f for f, s in self.scopes.items() if s != 1)
 
 
-def encode_tabledesc(namespace: str, table: str, families: dict[str, int]) -> bytes:
+def encode_tabledesc(namespace: str, table: str, families: dict[str, int], durability: str | None = None) -> bytes:
     """``PBUF`` + TableSchema with one ColumnFamilySchema per family (its REPLICATION_SCOPE)."""
     tn = _ld(1, namespace.encode()) + _ld(2, table.encode())
     body = _ld(1, tn)
+    if durability is not None:
+        body += _ld(2, _ld(1, b"DURABILITY") + _ld(2, durability.encode()))
     for fam, scope in families.items():
         attr = _ld(1, b"REPLICATION_SCOPE") + _ld(2, str(scope).encode())
         body += _ld(3, _ld(1, fam.encode()) + _ld(2, attr))
@@ -57,9 +66,14 @@ def decode_tabledesc(raw: bytes) -> TableDesc:
     if not raw.startswith(PB_MAGIC):
         raise DecodeError("table descriptor without the PBUF magic")
     ns = q = ""
+    durability: str | None = None
     scopes: dict[str, int] = {}
     for no, v in parse_fields(raw[len(PB_MAGIC):]):
-        if no == 1 and isinstance(v, bytes):
+        if no == 2 and isinstance(v, bytes):  # the table's own attributes (BytesBytesPair)
+            kv = dict((a, b) for a, b in parse_fields(v) if isinstance(b, bytes))
+            if kv.get(1) == b"DURABILITY":
+                durability = kv.get(2, b"").decode(errors="replace")
+        elif no == 1 and isinstance(v, bytes):
             for n2, v2 in parse_fields(v):
                 if isinstance(v2, bytes):
                     if n2 == 1:
@@ -79,7 +93,7 @@ def decode_tabledesc(raw: bytes) -> TableDesc:
                         except ValueError:
                             scope = 0
             scopes[fam] = scope
-    return TableDesc(ns, q, scopes)
+    return TableDesc(ns, q, scopes, durability)
 
 
 def tabledesc_path(rootdir: str, namespace: str, table: str, seq: int = 1) -> str:

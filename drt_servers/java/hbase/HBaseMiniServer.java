@@ -54,7 +54,8 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * delete T ROW [CF [Q [TS]]] | count T |
  * add_peer ID CLUSTER_KEY [TABLE_CFS] | add_peer_filtered ID KEY ALL NS TCFS EXNS EXTCFS |
  * need_to_replicate ID TABLE [FAMILY] | enable_peer ID | disable_peer ID | remove_peer ID |
- * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T.
+ * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T |
+ * put_durability T CF FIRST N DURABILITY | set_durability T DURABILITY.
  * Every Admin call is HBase's own: peers go through master procedures, not ZooKeeper writes.
  */
 public final class HBaseMiniServer {
@@ -75,7 +76,12 @@ public final class HBaseMiniServer {
     // /jmx of the region server (the test-jar's hbase-site.xml turns the info servers off: -1)
     conf.setInt(HConstants.REGIONSERVER_INFO_PORT, 0);
     conf.set("hbase.regionserver.info.bindAddress", "127.0.0.1");
-    conf.setInt(HConstants.MASTER_INFO_PORT, -1);
+    // the master's info server too: its /master-status lists the peers the running master holds. A
+    // deployed master publishes where it listens in its ZooKeeper znode (Master.info_port) when the
+    // port is a fixed one (HMaster.putUpJettyServer); with port 0 it would publish a redirect server's.
+    // So the launcher picks a free port (-Ddrt.master.info.port) and the master binds it.
+    conf.setInt(HConstants.MASTER_INFO_PORT, Integer.getInteger("drt.master.info.port", -1));
+    conf.set("hbase.master.info.bindAddress", "127.0.0.1");
     // replication tuned for tests (as HBase's own TestReplicationBase does)
     conf.setBoolean(HConstants.REPLICATION_BULKLOAD_ENABLE_KEY, false);
     conf.setLong("replication.source.sleepforretries", 100);
@@ -83,6 +89,8 @@ public final class HBaseMiniServer {
     conf.setInt("replication.stats.thread.period.seconds", 5);
     conf.setLong("replication.source.size.capacity", 102400);
     conf.setInt("hbase.regionserver.maxlogs", 10);
+    // the region server's metrics (mutationsWithoutWALCount) are summed every second, not every 5
+    conf.setLong("hbase.regionserver.metrics.period", 1000);
     conf.setLong("hbase.master.logcleaner.ttl", 10);
     // small and quick
     conf.setInt("hbase.regionserver.handler.count", 5);
@@ -193,6 +201,33 @@ public final class HBaseMiniServer {
             t.put(puts);
           }
           return "{\"ok\":true,\"rows\":" + n + "}";
+        }
+        case "put_durability": {
+          // put_durability T CF FIRST N DURABILITY: rows as `put` names them, each Put with that
+          // Durability (SKIP_WAL: the client asks the region server not to write the WAL)
+          TableName tn = TableName.valueOf(a[1]);
+          byte[] cf = Bytes.toBytes(a[2]);
+          long first = Long.parseLong(a[3]);
+          int n = Integer.parseInt(a[4]);
+          org.apache.hadoop.hbase.client.Durability d = org.apache.hadoop.hbase.client.Durability.valueOf(a[5]);
+          List<Put> puts = new ArrayList<>();
+          for (long i = first; i < first + n; i++) {
+            Put p = new Put(Bytes.toBytes(String.format("row-%010d", i)))
+                .addColumn(cf, Bytes.toBytes("q"), Bytes.toBytes("v" + i));
+            p.setDurability(d);
+            puts.add(p);
+          }
+          try (Table t = conn.getTable(tn)) {
+            t.put(puts);
+          }
+          return "{\"ok\":true,\"rows\":" + n + "}";
+        }
+        case "set_durability": {
+          // set_durability T DURABILITY: the table descriptor's DURABILITY (HBase's modifyTable)
+          TableName tn = TableName.valueOf(a[1]);
+          admin.modifyTable(TableDescriptorBuilder.newBuilder(admin.getDescriptor(tn))
+              .setDurability(org.apache.hadoop.hbase.client.Durability.valueOf(a[2])).build());
+          return "{\"ok\":true}";
         }
         case "cell": {
           // cell T ROW CF Q TS VALUE: one cell (TS "-" = the server's time), as a client would put it
@@ -371,6 +406,8 @@ public final class HBaseMiniServer {
         + ",\"nn_rpc_port\":" + dfs.getNameNodePort()
         + ",\"nn_http_port\":" + dfs.getNameNode().getHttpAddress().getPort()
         + ",\"master\":" + q(util.getMiniHBaseCluster().getMaster().getServerName().toString())
+        + ",\"master_info_port\":" + (util.getMiniHBaseCluster().getMaster().getInfoServer() == null ? -1
+            : util.getMiniHBaseCluster().getMaster().getInfoServer().getPort())
         + ",\"region_servers\":" + rs
         + ",\"started_in_s\":" + took
         + ",\"pid\":" + ProcessHandle.current().pid()
