@@ -78,6 +78,9 @@ def _render_lag(d: dict[str, Any]) -> None:
                   str(r["records_behind"]), "-" if secs is None else f"{secs:.1f}", r["method"],
                   r.get("error") or "")
     out_console.print(t)
+    for r in d["partitions"]:  # cold's position not proven by identity: say why, per partition
+        if r["method"] in ("unproven", "log_append_time"):
+            out_console.print(f"{r['topic']}[{r['partition']}]: {r['basis']}")
 
 
 def _render_remap(d: dict[str, Any]) -> None:

@@ -62,7 +62,7 @@ def record_proven(ledger: Ledger, report: LagReport, partitions: Mapping[str, in
         if row.error or row.safe_time is None:
             continue
         if row.proof is not None:
-            proof: dict[str, Any] = dict(row.proof)
+            proof: dict[str, Any] = {**row.proof, "method": row.method}
         elif row.method in NOTHING_HELD:
             # hot's partition was empty, or cold was proven to hold none of its records: the safe time
             # lies before hot's oldest record and stays true whatever cold holds later
@@ -192,9 +192,10 @@ def _topic_row(cold: KafkaCluster, mirror: Mirror, t: str, have: Mapping[str, in
     for p in range(max(n_hot, n_cold)):
         if p >= n_cold:
             safe, basis = None, f"hot has partition {p} (the ledger's last view of hot) and cold lacks it"
-        elif restamped:
+        elif restamped and ((proofs.get(p) or {}).get("detail") or {}).get("method") != "mm2_sync":
             safe, basis = None, (f"cold topic {ct} has message.timestamp.type=LogAppendTime: its timestamps are "
-                                 "the cold broker's, never hot's; no position was ever proven")
+                                 "the cold broker's, never hot's; no position was proven by MirrorMaker 2's "
+                                 "offset syncs either")
         else:
             safe, basis = _partition(cold, ct, p, proofs.get(p))
         parts.append({"partition": p, "safe_time": safe, "basis": basis})

@@ -15,6 +15,7 @@ from typing import Any
 from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.kafka.client import KafkaCluster, Record
 from dr_toolkit.kafka.mirror import DEFAULT_SKEW_S, Mirror, partition_counts
+from dr_toolkit.kafka.mm2 import OffsetSyncs, read_offset_syncs
 from dr_toolkit.kafka.remap import (
     WINDOW,
     Anchor,
@@ -53,6 +54,7 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
                                   where=mirror.source_file,
                                   hint="check the kafka policies' topics_regex against the hot cluster's topics")
         hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
+        syncs = _offset_syncs(mirror, hot)
         counts = partition_counts(hot, topics, hot_have)
         mirror.check_counts(counts, cold, cold_have)
         for t in topics:
@@ -81,10 +83,21 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
                     continue
                 try:
                     out.append(partition_lag(hot, cold, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p)),
-                                             restamped=restamped))
+                                             restamped=restamped, syncs=syncs.by_partition.get((t, p))))
                 except DrtError as exc:
                     out.append(LagRow(t, p, None, None, None, None, None, None, "unreadable", "error", exc.message))
     return LagReport(time.time(), topics, out, notes, skew / 1000.0)
+
+
+def _offset_syncs(mirror: Mirror, hot: KafkaCluster) -> OffsetSyncs:
+    """MirrorMaker 2's offset syncs (``clusters.<hot>.kafka.mm2_offset_syncs_topic``), read once;
+    none when not configured or unreadable (they are only ever a second proof, checked on the records)."""
+    if not mirror.offset_syncs_topic:
+        return OffsetSyncs()
+    try:
+        return read_offset_syncs(hot, mirror.offset_syncs_topic)
+    except DrtError:
+        return OffsetSyncs()
 
 
 def _end(marks: Any) -> int | None:
@@ -159,8 +172,12 @@ def _identity(r: Record) -> tuple[int, str]:
     return r.timestamp, r.fingerprint
 
 
+def _content(r: Record) -> tuple[int, str]:
+    return 0, r.fingerprint
+
+
 def window_proves(hot_w: list[Record], cold_w: list[Record], *, hot_from_start: bool,
-                  need: int = IDENTITY_WINDOW) -> bool:
+                  need: int = IDENTITY_WINDOW, stamped: bool = True) -> bool:
     """Is cold's record ``cold_w[-1]`` the copy of hot's ``hot_w[-1]`` *at its position*? The
     identity of a record is its timestamp and fingerprint (key, value, headers) and its place in
     the log: read backwards, the records before it on cold must be the copies of the records before
@@ -169,16 +186,18 @@ def window_proves(hot_w: list[Record], cold_w: list[Record], *, hot_from_start: 
     mirror's re-send (at-least-once) and is passed over; any other record — one hot never had
     (produced on cold directly), or a hot record cold holds out of place — refuses the proof.
     So a record written on cold, even one equal to a hot record, never makes the records hot has
-    and cold lacks before it count as mirrored."""
-    if not hot_w or not cold_w or _identity(hot_w[-1]) != _identity(cold_w[-1]):
+    and cold lacks before it count as mirrored. ``stamped`` False: cold's timestamps are not hot's
+    (a LogAppendTime cold topic) and identity is the fingerprint alone, in sequence."""
+    ident = _identity if stamped else _content
+    if not hot_w or not cold_w or ident(hot_w[-1]) != ident(cold_w[-1]):
         return False
-    seen = {_identity(hot_w[-1])}
+    seen = {ident(hot_w[-1])}
     i, j, matched = len(hot_w) - 2, len(cold_w) - 2, 0
     while matched < need and i >= 0:
         if j < 0:
             return False  # cold holds fewer records than hot before the match
-        c = _identity(cold_w[j])
-        if c == _identity(hot_w[i]):
+        c = ident(cold_w[j])
+        if c == ident(hot_w[i]):
             seen.add(c)
             i, j, matched = i - 1, j - 1, matched + 1
         elif c in seen:
@@ -209,7 +228,8 @@ def _proof(rec: Record | None, hot_offset: int | None) -> dict[str, Any] | None:
 def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str | None = None,
                   skew: int = int(DEFAULT_SKEW_S * 1000),
                   marks: tuple[float, tuple[int, int], tuple[int, int]] | None = None,
-                  stable_end: int | None = None, restamped: bool | None = None) -> LagRow:
+                  stable_end: int | None = None, restamped: bool | None = None,
+                  syncs: list[tuple[int, int]] | None = None) -> LagRow:
     """One partition's lag (see :func:`lag`). Hot's end is read first, then cold: whatever cold
     holds then was on hot before hot's end was read. ``marks``: (the time before hot's ends were
     read, hot's (start, end), cold's (start, end)) read in that order by the caller;
@@ -239,11 +259,12 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
     if hhi <= hlo:
         return replace(row, basis="hot partition empty when its end offset was read")
     q, method, basis, proof = mirrored_position(hot, cold, t, p, ct, skew, (hlo, lso), (clo, chi),
-                                                restamped=restamped)
+                                                restamped=restamped, syncs=syncs)
     behind = max(0, hhi - q)
     row = replace(row, records_behind=behind, method=method, proof=proof)
     if behind == 0:
-        return replace(row, basis=f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}")
+        return replace(row, basis=f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f} "
+                                  f"({basis})")
     oldest = hot.record_at(t, p, q, lso) if q < lso else None
     if oldest is None and lso < hhi:
         # Nothing committed between q and the open transaction: the oldest unmirrored record is
@@ -265,18 +286,45 @@ def partition_lag(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str
 
 
 def _window_at(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, p: int, h: int, d: int, hlo: int,
-               clo: int) -> bool:
+               clo: int, *, stamped: bool = True) -> bool:
     """:func:`window_proves` for hot's record at ``h`` and cold's at ``d``: the records before each,
     read on both clusters (offsets without a record — markers, compaction — make a range hold fewer)."""
     hs = max(hlo, h - 4 * IDENTITY_WINDOW)
     hot_w = list(hot.read(t, p, hs, h + 1))
     cold_w = list(cold.read(ct, p, max(clo, d - 8 * IDENTITY_WINDOW), d + 1))
-    return bool(hot_w) and hot_w[-1].offset == h and window_proves(hot_w, cold_w, hot_from_start=hs == hlo)
+    return (bool(hot_w) and hot_w[-1].offset == h and bool(cold_w) and cold_w[-1].offset == d
+            and window_proves(hot_w, cold_w, hot_from_start=hs == hlo, stamped=stamped))
+
+
+def _by_offset_syncs(hot: KafkaCluster, cold: KafkaCluster, t: str, ct: str, p: int, syncs: list[tuple[int, int]],
+                     hot_range: tuple[int, int], cold_range: tuple[int, int], stamped: bool,
+                     ) -> tuple[int, str, dict[str, Any]] | None:
+    """MirrorMaker 2's offset syncs (upstream u = downstream d, newest first, at most
+    :data:`CANDIDATES`) as evidence — each checked on the records themselves: hot's record at u and
+    cold's at d, and the records before them, are the same (:func:`window_proves`; by fingerprint
+    alone when cold's timestamps are not hot's). A sync anyone wrote that the records do not bear
+    out proves nothing. Returns (q = u + 1, basis, proof) for the first one that holds."""
+    (hlo, lso), (clo, chi) = hot_range, cold_range
+    tried = 0
+    for u, d in reversed(syncs):
+        if not (hlo <= u < lso and clo <= d < chi):
+            continue
+        if tried >= CANDIDATES:
+            break
+        tried += 1
+        if _window_at(hot, cold, t, ct, p, u, d, hlo, clo, stamped=stamped):
+            rec = cold.record_at(ct, p, d, d + 1)
+            if rec is None or rec.offset != d:
+                continue
+            return u + 1, (f"MirrorMaker 2's offset sync {t}[{p}]@{u} -> {ct}@{d}, borne out by the records "
+                           f"({'fingerprints' if not stamped else 'timestamps and fingerprints'} of the record and "
+                           f"the {IDENTITY_WINDOW} before it on both clusters)"), _proof(rec, u) or {}
+    return None
 
 
 def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct: str, skew: int,
                       hot_range: tuple[int, int], cold_range: tuple[int, int], *, restamped: bool,
-                      ) -> tuple[int, str, str, dict[str, Any] | None]:
+                      syncs: list[tuple[int, int]] | None = None) -> tuple[int, str, str, dict[str, Any] | None]:
     """Cold's position on hot — q such that every hot record before q is on cold — found by the
     identity of the records, never by a timestamp alone (issue 38 #4, #5): (q, method, basis, the
     proof to keep). ``hot_range``: hot's (log start, last stable offset); ``cold_range``: cold's
@@ -290,10 +338,16 @@ def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct:
     trimmed head, a compacted gap, a run too long) bounds q by the clock-skew bound of its — hot's —
     timestamp (``skew_bound``). A record hot never had (produced on cold directly), a copy out of
     place, or a record restamped by the cold broker proves nothing and is passed over; when none
-    of them proves anything, q is hot's log start (every hot record counts as unmirrored)."""
+    of them proves anything, q is hot's log start (every hot record counts as unmirrored).
+    ``syncs``: MirrorMaker 2's offset syncs of the partition, tried (each checked on the records)
+    when no record proved cold's position — the one proof on a LogAppendTime cold topic."""
     hlo, lso = hot_range
     clo, chi = cold_range
     if restamped:
+        by_sync = _by_offset_syncs(hot, cold, t, ct, p, syncs or [], hot_range, cold_range, stamped=False)
+        if by_sync is not None:
+            return by_sync[0], "mm2_sync", (f"cold topic {ct} has message.timestamp.type=LogAppendTime (its timestamps "
+                                            f"are the cold broker's, never used); {by_sync[1]}"), by_sync[2]
         return hlo, "log_append_time", (
             f"cold topic {ct} has message.timestamp.type=LogAppendTime: the cold broker restamps every "
             "mirrored record, so its timestamps are its own clock, never hot's, and cannot show which hot "
@@ -335,6 +389,10 @@ def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct:
             return (b, "skew_bound", "cold's newest proven copy of a hot record not placed exactly among identical "
                                      f"records; bounded by the clock-skew bound ({skew / 1000:g}s){skipped}",
                     _proof(rec, found[0]))
+    by_sync = _by_offset_syncs(hot, cold, t, ct, p, syncs or [], hot_range, cold_range,
+                               stamped=not restamped_seen)
+    if by_sync is not None:
+        return by_sync[0], "mm2_sync", by_sync[1], by_sync[2]
     why = (f"{restamped_seen} of cold's newest records carry the cold broker's LogAppendTime; "
            if restamped_seen else "")
     return hlo, "unproven", (

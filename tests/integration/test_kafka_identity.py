@@ -203,7 +203,7 @@ def test_the_unplanned_window_states_every_gated_topic_and_partition(kafka_env, 
     # hot is gone: the window comes from cold and the ledger only
     gone = load_topology(write_topology(tmp_path / "gone.yaml", hot="127.0.0.1:1", cold=cold, topics=[lit],
                                         groups=[group], ledger_url=f"sqlite:///{tmp_path}/ledger.db",
-                                        skew_s=SKEW_S, policy=policy, timeout_s=1))
+                                        skew_s=SKEW_S, policy=policy))
     lw = loss_window(gone, ledger, Access.none())
     kafka = {c["name"]: c for c in lw["components"] if c["component"] == "kafka"}
     assert {lit, by_rx, committed_only, fewer, "topics_regex:stream"} <= set(kafka), sorted(kafka)
@@ -217,3 +217,87 @@ def test_the_unplanned_window_states_every_gated_topic_and_partition(kafka_env, 
     assert kafka["topics_regex:stream"]["safe_time"] >= resolved_before, kafka["topics_regex:stream"]
     assert lw["recovery_point_epoch"] == recs[0].timestamp / 1000 - SKEW_S  # bounded by the group's topic
     assert "every component states a safe time" not in lw["statement"]
+
+
+@pytest.mark.slow
+def test_real_mm2_onto_a_log_append_time_topic_is_proven_by_its_offset_syncs_checked_on_the_records(
+        mm2, kafka_env, tmp_path: Path) -> None:
+    """Item 5 with real MirrorMaker 2 onto a cold topic that restamps (LogAppendTime, created before
+    MM2 mirrors into it; MM2 never copies that setting): cold's timestamps are never used; MM2's own
+    offset syncs (``mm2-offset-syncs.cold.internal`` on hot), each borne out by the fingerprints of
+    the records at both ends and the records before them, prove the position — caught up when MM2
+    has copied everything, behind by what it has not (MM2 paused)."""
+    import os
+    import signal
+
+    import yaml
+
+    hot, cold = kafka_env
+    topic = unique("mm-lat")
+    remote = mm2.remote_topic(topic)
+    create_topic(hot, topic, 1)
+    admin = AdminClient({"bootstrap.servers": cold, **QUIET})
+    for f in admin.create_topics([NewTopic(remote, 1, 1, config={"message.timestamp.type": "LogAppendTime"})],
+                                 request_timeout=10).values():
+        f.result(timeout=15)
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    mm2.wait_mirrored([topic])
+    path = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                          ledger_url=f"sqlite:///{tmp_path}/ledger.db", skew_s=SKEW_S, replication_policy="default")
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    sig = _topic_signal(topo, ledger, topic)  # without MM2's syncs: nothing proves the position
+    assert not sig.caught_up and "LogAppendTime" in (sig.reason or "") and remote in (sig.reason or ""), sig
+
+    doc = yaml.safe_load(path.read_text())
+    doc["clusters"]["hot"]["kafka"]["mm2_offset_syncs_topic"] = mm2.offset_syncs_topic
+    path.write_text(yaml.safe_dump(doc))
+    topo = load_topology(path)
+    sig = _topic_signal(topo, ledger, topic)
+    assert sig.caught_up and "offset sync" in sig.basis, sig
+
+    assert mm2.proc is not None
+    os.kill(mm2.proc.pid, signal.SIGSTOP)
+    try:
+        produce(hot, topic, 0, _history(4, age_s=20))
+        (row,) = api.lag(topo, access=Access.none())["partitions"]
+        assert row["records_behind"] == 4 and row["method"] == "mm2_sync", row
+    finally:
+        os.kill(mm2.proc.pid, signal.SIGCONT)
+    mm2.wait_mirrored([topic])
+    sig = _topic_signal(topo, ledger, topic)
+    assert sig.caught_up, sig
+
+
+def test_an_offset_sync_the_records_do_not_bear_out_proves_nothing(kafka_env, tmp_path: Path) -> None:
+    """Anyone who may write to MirrorMaker 2's offset-syncs topic could claim that cold holds hot's
+    records: a sync is evidence only where the records at both ends, and those before them, are
+    the same. Cold (LogAppendTime) holds copies of hot's records 0..2 and one record produced on
+    cold; a forged sync says hot's 9 is cold's 3, a true one says hot's 2 is cold's 2."""
+    import yaml
+
+    from dr_toolkit.kafka.mm2 import encode_sync
+
+    hot, cold = kafka_env
+    topo, ledger, topic = _setup(kafka_env, tmp_path, cold_config={"message.timestamp.type": "LogAppendTime"})
+    recs = _history()
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, [*recs[:3], Rec(b"written on cold", int(time.time() * 1000), b"k1")])
+    syncs = unique("mm2-offset-syncs.cold.internal")
+    create_topic(hot, syncs, 1)
+    path = Path(topo.source_file)
+    doc = yaml.safe_load(path.read_text())
+    doc["clusters"]["hot"]["kafka"]["mm2_offset_syncs_topic"] = syncs
+    path.write_text(yaml.safe_dump(doc))
+    topo = load_topology(path)
+
+    key, value = encode_sync(topic, 0, 9, 3)  # forged: cold's 3 is the record produced on cold
+    produce(hot, syncs, 0, [Rec(value, int(time.time() * 1000), key)])
+    (row,) = api.lag(topo, access=Access.none())["partitions"]
+    assert row["records_behind"] == 10 and row["method"] == "log_append_time", row
+
+    key, value = encode_sync(topic, 0, 2, 2)  # true: borne out by the fingerprints of 0..2 on both sides
+    produce(hot, syncs, 0, [Rec(value, int(time.time() * 1000), key)])
+    (row,) = api.lag(topo, access=Access.none())["partitions"]
+    assert row["records_behind"] == 7 and row["method"] == "mm2_sync", row
