@@ -1,8 +1,10 @@
 """`drt hbase peers|tables|status`: HBase replication set-up and status (capability 1.3).
 
 Every command takes the cluster from the topology (``--cluster NAME``, default: the hot
-cluster) or directly with ``--zk QUORUM --znode-parent /hbase``. Peer changes are written
-to ZooKeeper in HBase's own layout; ``--dry-run`` prints the znode changes and writes nothing.
+cluster) or directly with ``--zk QUORUM --znode-parent /hbase``. Peer changes on HBase 2.x are
+made through ``hbase shell`` (``clusters.<name>.hbase_shell``) and refused without it (exit 2:
+HBase 2.x ignores peers written into ZooKeeper); on HBase 0.94-1.x (``hbase_version``) they are
+written to ZooKeeper in HBase's own layout. ``--dry-run`` prints the changes and makes none.
 """
 
 from __future__ import annotations
@@ -149,7 +151,9 @@ def _render_status(data: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     hb = typer.Typer(help="HBase replication: peers, table scopes, queue status.", no_args_is_help=True)
-    peers_app = typer.Typer(help="Add, remove, enable, disable and list replication peers.", no_args_is_help=True)
+    peers_app = typer.Typer(help="Add, remove, enable, disable and list replication peers. On HBase 2.x changes go "
+                                 "through `hbase shell` (clusters.<name>.hbase_shell) and are refused without it.",
+                            no_args_is_help=True)
     tables_app = typer.Typer(help="Check and enable REPLICATION_SCOPE on protected tables.", no_args_is_help=True)
 
     def _peer_cmd(ctx: typer.Context, action: str, peer_id: str, cluster_key: str | None, table_cfs: str | None,

@@ -37,9 +37,10 @@ def test_peers_cycle_from_topology(capsys, hbase_topology, hbase_parent, zk) -> 
     rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "disable", "1")
     assert rc == 0 and doc["after"]["state"] == "DISABLED"
     rc, doc, _ = _run(capsys, *cfg, "hbase", "peers", "list")
-    # the peer's HBase 2.x filters are listed too (issue 20 #1): table-CFs mean replicate_all=false
+    # the peer's filters are listed too (issue 20 #1); HBase 1.x (the fixture's hbase_version) has no
+    # replicate_all field: table-CFs alone restrict it
     assert doc == [{"peer_id": "1", "cluster_key": COLD, "state": "DISABLED", "table_cfs": {"shop:orders": ["d"]},
-                    "replicate_all": False, "namespaces": None, "exclude_namespaces": None,
+                    "replicate_all": None, "namespaces": None, "exclude_namespaces": None,
                     "exclude_table_cfs": None}]
     rc, doc, err = _run(capsys, *cfg, "hbase", "peers", "enable", "2")
     assert rc == 2 and "unknown peer id '2'" in err
@@ -61,6 +62,18 @@ def test_bad_input_exit_2_and_nothing_written(capsys, zk_server, hbase_parent, z
                      (f"{host}:{port}:{hbase_parent}", "itself as its own peer")):
         rc, _, err = _run(capsys, *base, "1", key)
         assert rc == 2 and msg in err
+    assert zk.exists(hbase_parent) is None
+
+
+def test_peer_changes_on_hbase_2_without_a_shell_exit_2_in_one_line(capsys, zk_server, hbase_parent, zk) -> None:
+    """Issue 38 #1: HBase 2.x ignores peers written into ZooKeeper, so without clusters.<hot>.hbase_shell
+    `drt hbase peers add/disable/...` refuse (exit 2, one line saying what to configure), writing nothing."""
+    base = ["--zk", zk_server.address, "--znode-parent", hbase_parent, "--hbase-version", "2.6"]
+    for argv in (["hbase", "peers", "add", *base, "1", COLD], ["hbase", "peers", "add", *base, "1", COLD, "--dry-run"]):
+        rc, doc, err = _run(capsys, *argv)
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        assert rc == 2 and doc is None and len(lines) == 1, (rc, err)
+        assert "never writes a peer into ZooKeeper" in lines[0] and "hbase_shell" in lines[0]
     assert zk.exists(hbase_parent) is None
 
 

@@ -137,7 +137,9 @@ def hot_fs(hbase_hot: Any) -> Any:
 
 @pytest.fixture
 def hbase_topology(tmp_path: Path, zk_server: Any, hbase_parent: str) -> Path:
-    """A topology file whose hot cluster's ZooKeeper is the test server (parent = the test's)."""
+    """A topology file whose hot cluster's ZooKeeper is the test server (parent = the test's). No HBase
+    runs there: it stands for an HBase 1.x (``hbase_version: "1.4"``), which learns peers from ZooKeeper —
+    for HBase 2.x the toolkit refuses to write peers into ZooKeeper (issue 38 #1)."""
     path = tmp_path / "drt.yaml"
     path.write_text(f"""\
 version: 1
@@ -148,6 +150,7 @@ clusters:
     zookeeper:
       quorum: "{zk_server.address}"
       hbase_znode_parent: "{hbase_parent}"
+      hbase_version: "1.4"
       connect_timeout_s: 5
       call_timeout_s: 5
   cold:
