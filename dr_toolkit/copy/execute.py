@@ -270,6 +270,14 @@ def _check_source(ctx: CopyContext, src: str, size: int, mtime: float, version: 
             # (WebHdfsFileSystem.is_open) — never the live path, which may hold another file or
             # not be reachable (a parent now a file: "is not a directory")
             out.open = ctx.src_fs.is_open(src)
+            if out.open:
+                # ... and a snapshot taken while a truncate of a file no earlier snapshot held is
+                # being recovered holds the torn state (the old end of the block being cut, closed,
+                # with a checksum that matches it): nothing tells it from a writer's prefix
+                raise StillOpen("open on the source (under construction: open for write, or a truncate or append "
+                                f"being recovered): the snapshot's {n} bytes may be a state it never had (a "
+                                "truncate's old block end), so it was not copied (the target keeps what it "
+                                "held); the first run after it is closed copies it")
         return out
     s = ctx.src_fs.stat(src)
     if s is None:

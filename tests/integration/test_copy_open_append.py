@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from tests.support.fixtures_failover import write_topology
 from tests.support.fixtures_hdfs import HdfsDir
@@ -57,9 +58,9 @@ def test_an_append_only_file_open_on_hot_is_never_three_failed_concats(
         code, r, err = _replicate(cfg, capsys)
         assert r["files_failed"] == 0 and code == 0, (r["failures"], err)
         assert r["files_open"] == 1 and r["open_files"][0]["path"] == "app.log", r
-        held = cold_dir.read("/logs/app.log")
-        # a version hot really had: the closed one, or (from a snapshot) the snapshot's bytes
-        assert held in (b"0" * 1000, b"0" * 1000 + b"1" * 100), len(held)
+        # not placed (open on hot: its length is no proven version): cold keeps the closed version
+        assert cold_dir.read("/logs/app.log") == b"0" * 1000
+        assert r["open_files"][0]["placed"] is False and "open on the source" in r["open_files"][0]["reason"]
     hot_dir.close_file("/logs/app.log")  # closed with nothing more written
     code, r, err = _replicate(cfg, capsys)
     assert code == 0 and r["files_failed"] == 0 and r["files_open"] == 0, (r["failures"], err)
@@ -68,3 +69,38 @@ def test_an_append_only_file_open_on_hot_is_never_three_failed_concats(
     code, r, err = _replicate(cfg, capsys)
     assert code == 0 and r["files_failed"] == 0 and r["files_open"] == 0, (r["failures"], err)
     assert cold_dir.read("/logs/app.log") == b"0" * 1000 + b"1" * 100 + b"2" * 50
+
+
+def test_a_file_an_earlier_run_recorded_open_and_that_did_not_grow_is_not_concatenated_empty(
+        tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A manifest written before this rule (an open file's prefix placed and recorded open: "o": 1)
+    whose file was then closed with no byte more: the next run plans an append of zero bytes — it
+    must not CONCAT an empty temporary file (refused by the NameNode, three failed attempts)."""
+    from dr_toolkit.copy.state import StateStore
+
+    hot_dir.write("/logs/app.log", b"0" * 1000)
+    state = tmp_path / "state"
+    monkeypatch.chdir(tmp_path)  # no topology, no ledger: the state location's newest manifest is the base
+    monkeypatch.delenv("DRT_CONFIG", raising=False)
+    monkeypatch.setenv("DRT_STATE_DIR", str(state))
+    args = [hot_dir.uri("/logs"), cold_dir.uri("/logs"), "--update", "--append-only", "*.log"]
+    capsys.readouterr()
+    assert main(["--json", "distcp", *args]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # the manifest as the earlier rule wrote it for a file open at that run (no ledger: the newest
+    # manifest of the pair in the state location is the base)
+    (pair,) = (state / "copy").glob("*/pair.json")
+    names = json.loads(pair.read_text())
+    store = StateStore.open(f"file://{state}", names["source"], names["target"], None, Access.from_env())
+    latest = store.latest()
+    assert latest is not None
+    mid, header, entries, _digest = latest
+    entries["app.log"] = entries["app.log"]._replace(open=True)
+    store.write_manifest(mid, entries, header)
+    code = main(["--json", "distcp", *args])
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert code == 0 and r["files_failed"] == 0 and r["mode"] == "fast-forward", (r["failures"], r["mode_reason"])
+    assert r["files_appended"] == 1 and r["bytes_copied"] == 0, r
+    assert cold_dir.read("/logs/app.log") == b"0" * 1000

@@ -124,3 +124,40 @@ def test_a_file_open_for_write_is_reported_pending_not_placed(slow_recovery: Hdf
                access=Access.from_env())
     assert r.ok and r.files_open == 0 and r.files_copied == 1
     assert (tmp_path / "dst" / "app.log").read_bytes() == b"a" * 1500 + b"b" * 100
+
+
+@pytest.mark.parametrize("how", ["snapshots", "-diff"])
+def test_a_snapshot_taken_while_a_truncate_is_recovered_is_not_placed_torn(
+        slow_recovery: HdfsCluster, tmp_path: Path, how: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A snapshot taken during the recovery of a file no earlier snapshot holds (else HDFS truncates
+    by copy: the NameNode then reports the new length and the new block cannot be read yet) holds the
+    torn state too: 2,097,152 bytes, closed, with a checksum that matches them (once recovered it
+    reads as the new version). The live file is under construction, so the snapshot's bytes are no
+    proven version either: not placed, reported open."""
+    c = slow_recovery
+    base = f"/t/snap-{how.strip('-')}"
+    c.mkdir(f"{base}/src")
+    c.allow_snapshot(f"{base}/src")
+    c.write(f"{base}/src/small.txt", b"small")
+    dst = tmp_path / "dst"
+    opts = CopyOptions(update=True, snapshots=True)
+    if how == "-diff":
+        c.create_snapshot(f"{base}/src", "s0")
+    else:  # the pair's base snapshot (drt-...) holds small.txt only
+        assert distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env()).files_copied == 1
+    c.write(f"{base}/src/big.bin", OLD, block_size=MIB)  # in no snapshot: truncated in place
+    assert _truncate(c, f"{base}/src/big.bin", NEW_LEN) is False
+    if how == "-diff":
+        c.create_snapshot(f"{base}/src", "s1")
+        st = c.stat(f"{base}/src/.snapshot/s1/big.bin")
+        assert st is not None and st["length"] == 2 * MIB  # the snapshot holds the torn state
+        code, out, err = _drt(capsys, c.uri(f"{base}/src"), str(dst), "--update", "--diff", "s0", "s1")
+        assert out is not None, err
+        files_open, files_failed, opened = out["files_open"], out["files_failed"], out["open_files"]
+    else:
+        r = distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env())
+        files_open, files_failed, opened = r.files_open, r.files_failed, r.open_files
+    assert not (dst / "big.bin").exists() or len((dst / "big.bin").read_bytes()) != 2 * MIB, \
+        "the copy placed the snapshot's torn bytes"
+    assert not (dst / "big.bin").exists() and (dst / "small.txt").read_bytes() == b"small"
+    assert files_open == 1 and files_failed == 0 and opened[0]["placed"] is False, opened
