@@ -74,6 +74,66 @@ def _progress(st: State) -> Iterator[Callable[[str], None]]:
             status.stop()
 
 
+@contextmanager
+def _spark_quiet(st: State) -> Iterator[None]:
+    """Spark's own output kept off the terminal (issue 43 #3): the JVM's start-up lines, log4j's
+    WARN/ERROR lines and stack traces (a file that is not Parquet: ~100 lines before drt's one), and
+    Python warnings (pyspark on pandas 3). The JVM and its Python workers inherit file descriptor 2
+    when they start, so fd 2 points at a scratch log while the verification runs; Python's own
+    stderr (the spinner, drt's logging, the one-line error) keeps the terminal through a copy of the
+    original descriptor. The scratch log is removed at the end; with -v nothing is hidden, and an
+    error says so."""
+    import logging
+    import os
+    import sys
+    import tempfile
+    import warnings
+
+    from dr_toolkit.errors import DrtError
+
+    if st.verbose >= 1:
+        yield
+        return
+    sys.stderr.flush()
+    fd, log = tempfile.mkstemp(prefix="drt-verify-spark-", suffix=".log")
+    saved = os.dup(2)
+    old_stderr = sys.stderr
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(old_stderr, "encoding", None) or "utf-8",
+                         errors="backslashreplace")
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and h.stream is old_stderr]
+    os.dup2(fd, 2)
+    sys.stderr = terminal
+    for h in handlers:
+        h.setStream(terminal)
+    try:
+        with warnings.catch_warnings():
+            log_file = os.fdopen(os.dup(fd), "a", encoding="utf-8")
+
+            def to_log(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       file: Any = None, line: str | None = None) -> None:
+                log_file.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+            warnings.showwarning = to_log
+            try:
+                yield
+            finally:
+                log_file.close()
+    except DrtError as exc:
+        exc.hint = (f"{exc.hint}; " if exc.hint else "") + "-v shows Spark's own output"
+        raise
+    finally:
+        terminal.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        sys.stderr = old_stderr
+        for h in handlers:
+            h.setStream(old_stderr)
+        terminal.close()
+        os.close(fd)
+        os.unlink(log)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify_cmd(
@@ -159,7 +219,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("--policy takes SRC and DST from the topology; do not pass them too")
             topo, ledger = _topology_and_ledger(st, True)
             assert topo is not None
-            with _progress(st) as progress:
+            with _spark_quiet(st), _progress(st) as progress:
                 result = verify_policy(topo, policy, ledger, progress=progress, access=st.access(),
                                        spark_master=spark_master)
         else:
@@ -179,7 +239,7 @@ def register(app: typer.Typer) -> None:
                 from dr_toolkit.failover.gate import verify_as_of
 
                 request = request.at(verify_as_of(topo, ledger, st.access()))
-            with _progress(st) as progress:
+            with _spark_quiet(st), _progress(st) as progress:
                 result = verify(request, access=st.access(), topology=topo, ledger=ledger, progress=progress)
         emit(ctx, result.to_json(), _render)
         if not result.ok:

@@ -58,7 +58,13 @@ class Dataset:
 
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's text, redacted and cut (Spark errors are pages long)."""
-    text = str(exc).strip().splitlines()
+    import re
+
+    text = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if len(text) > 1 and text[0].startswith("An error occurred while calling"):
+        # py4j's "An error occurred while calling o41.load." says nothing: the Java exception's
+        # message follows (": org.apache.spark.SparkException: [FAILED_READ_FILE…] …")
+        text = [re.sub(r"^:?\s*(?:[\w$]+\.)+[\w$]*(?:Exception|Error):\s*", "", text[1]), *text[2:]]
     return redact(text[0] if text else type(exc).__name__)[:300]
 
 
