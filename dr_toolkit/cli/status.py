@@ -58,6 +58,22 @@ def last_check(ledger: Any, slo_s: float | None) -> dict[str, Any] | None:
             "reasons": r.get("reasons") or []}
 
 
+def _copy_counts(r: dict[str, Any]) -> str:
+    """What a copy run did. A run that stopped (interrupted, killed) before its end records no
+    counters — the copy counts what it placed only when every file is back (issue 43 #10) — so its
+    zeros are not shown as "0 files": the line says what was planned and what that means."""
+    counts = f"{r['files_copied']:,} files, {r['bytes_copied']:,} bytes, {r['files_failed']} failed"
+    if r["status"] not in ("interrupted", "killed"):
+        return counts
+    planned = r.get("files_total")
+    of = f" of {planned:,} planned" if planned else ""
+    if r["files_copied"] or r["bytes_copied"] or r["files_failed"]:
+        return f"{r['files_copied']:,}{of} files placed, {r['bytes_copied']:,} bytes, {r['files_failed']} failed"
+    return (f"{format(planned, ',') + ' files planned' if planned else 'files planned'}, how many were placed "
+            "before the stop is not recorded (a run counts them only at its end); each file placed is whole and "
+            "stays, the next run keeps it and copies the rest")
+
+
 def _render(s: dict[str, Any]) -> None:
     now = time.time()
     out: list[str] = []
@@ -82,8 +98,8 @@ def _render(s: dict[str, Any]) -> None:
     out.append("replication (last run per policy and target):" if s["replication"] else "replication: none")
     for r in s["replication"]:
         out.append(f"  {r['policy'] or r['source']} → {r['target']}")
-        out.append(f"    {r['status']}, {r['mode'] or '-'}: {r['files_copied']:,} files, {r['bytes_copied']:,} bytes, "
-                   f"{r['files_failed']} failed; finished {when(r['finished_at'], now)}")
+        end = "stopped" if r["status"] in ("interrupted", "killed") else "finished"
+        out.append(f"    {r['status']}, {r['mode'] or '-'}: {_copy_counts(r)}; {end} {when(r['finished_at'], now)}")
     out.append("kafka checkpoints:" if s["kafka_checkpoints"] else "kafka checkpoints: none")
     for r in s["kafka_checkpoints"]:
         out.append(f"  group {r['group_id']}: {r['checkpoints']} checkpoint(s), last {when(r['taken_at'], now)}")
@@ -110,6 +126,11 @@ def register(app: typer.Typer) -> None:
         st = state(ctx)
         ledger = st.ledger(read_only=True)
         data = ledger.status()
+        # the planned file count of each last run (a stopped run records no other count)
+        planned = {(r["source"], r["target"], r["started_at"]): r.get("files_total")
+                   for r in ledger.runs(limit=500)} if data["replication"] else {}
+        for r in data["replication"]:
+            r["files_total"] = planned.get((r["source"], r["target"], r["started_at"]))
         if ledger.missing:
             data["ledger"] = f"sqlite:///{ledger.missing}"
         data["missing"] = ledger.missing
