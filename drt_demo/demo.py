@@ -263,9 +263,12 @@ def prepare_workdir(workdir: Path) -> str:
     return what
 
 
-def stop_left_running(workdir: Path) -> int:
+def stop_left_running(workdir: Path, say: Callable[[str], None] | None = None) -> int:
     """Stop the processes a previous ``drt demo --ui`` left running (``running.json``): each one
-    by its process group, only if that process still runs the command recorded for it."""
+    by its process group, only if that process still runs the command recorded for it — the last
+    started first (the api-server and MirrorMaker before the brokers and HBase, as the demo's own
+    ``stop_servers``). ``say`` gets one line as each is asked to stop and one when it has (a JVM
+    may take seconds: `drt demo --stop` is not silent meanwhile)."""
     path = workdir / "running.json"
     if not path.is_file():
         return 0
@@ -274,24 +277,32 @@ def stop_left_running(workdir: Path) -> int:
     except (OSError, ValueError):
         return 0
     n = 0
-    for e in entries:
+    for e in reversed(entries):
         pid = int(e.get("pid", 0))
         if pid <= 1 or not _same_process(pid, str(e.get("cmdline", ""))):
             continue
+        name = str(e.get("name") or "process")
         try:
             os.killpg(pid, signal.SIGCONT)
             os.killpg(pid, signal.SIGTERM)
         except OSError:
             continue
+        if say is not None:
+            say(f"stopping {name} (pid {pid}) …")
         n += 1
-        deadline = time.monotonic() + 30
+        t0 = time.monotonic()
+        deadline = t0 + 30
         while time.monotonic() < deadline and _same_process(pid, str(e.get("cmdline", ""))):
             time.sleep(0.2)
-        if _same_process(pid, str(e.get("cmdline", ""))):
+        killed = _same_process(pid, str(e.get("cmdline", "")))
+        if killed:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if say is not None:
+            say(f"  {name} " + ("did not stop within 30 s: killed" if killed
+                                 else f"stopped in {time.monotonic() - t0:.1f} s"))
     path.unlink(missing_ok=True)
     return n
 
@@ -577,6 +588,13 @@ class Demo:
         try:
             if not self.keep_running:
                 stop_servers(self.ctx)
+            else:
+                # left running on purpose (`--ui`, until `drt demo --stop`): their Popen objects must
+                # not say "ResourceWarning: subprocess N is still running" as this process exits
+                # (QuietStderr turned ResourceWarning on for the log)
+                import warnings
+
+                warnings.filterwarnings("ignore", message=r"subprocess \d+ is still running", category=ResourceWarning)
         finally:
             if self.quiet is not None:
                 self.quiet.stop()
@@ -735,9 +753,9 @@ def next_steps(workdir: Path, topology: Path | None, ui: dict[str, Any] | None) 
     return steps
 
 
-def stop(workdir: Path) -> int:
-    """`drt demo --stop`: stop what a `drt demo --ui` left running in ``workdir``."""
-    return stop_left_running(workdir.resolve())
+def stop(workdir: Path, say: Callable[[str], None] | None = None) -> int:
+    """`drt demo --stop`: stop what a `drt demo --ui` left running in ``workdir``, saying each."""
+    return stop_left_running(workdir.resolve(), say)
 
 
 def safe_times(gate: dict[str, Any]) -> dict[str, tuple[str | None, str]]:

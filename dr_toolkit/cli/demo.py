@@ -9,7 +9,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from dr_toolkit.cli.common import emit, out_console, state
+from dr_toolkit.cli.common import emit, err_console, out_console, state
 
 
 def _render(s: dict[str, Any]) -> None:
@@ -68,7 +68,8 @@ def register(app: typer.Typer) -> None:
         if stop:
             from drt_demo.demo import stop as stop_demo
 
-            n = stop_demo(workdir)
+            n = stop_demo(workdir, lambda line: err_console.print(line, markup=False, highlight=False,
+                                                                  soft_wrap=True))
             sys.stdout.write(f"stopped {n} process(es) left running in {workdir.resolve()}\n")
             return
         from drt_demo.demo import run

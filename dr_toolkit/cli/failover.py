@@ -127,7 +127,9 @@ def register(app: typer.Typer) -> None:
 
         st = state(ctx)
         ledger = st.ledger(read_only=True)
-        res = gate_check(st.topology(), ledger, timeout_s=timeout, access=st.access(), record="cli")
+        # a progress line on a terminal's stderr while every component is asked (up to --timeout each)
+        with err_console.status("failover check: asking HDFS, HBase, Kafka and ZooKeeper (each within --timeout) …"):
+            res = gate_check(st.topology(), ledger, timeout_s=timeout, access=st.access(), record="cli")
         doc = res.to_json()
         if ledger.missing:  # a read command creates no ledger: this check is not recorded
             doc["ledger_missing"] = ledger.missing
