@@ -28,6 +28,7 @@ from dr_toolkit.kafka.rows import LagReport, LagRow
 
 IDENTITY_WINDOW = 8  # records before a match that must be the copies of those before it on hot
 CANDIDATES = 16  # cold's newest records tried as proof of its position, newest first
+LACKING = "cold_lacks_partition"  # a lag row's method: hot has the partition, cold's topic has fewer
 
 
 def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
@@ -56,10 +57,15 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
         hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
         syncs = _offset_syncs(mirror, hot)
         counts = partition_counts(hot, topics, hot_have)
-        mirror.check_counts(counts, cold, cold_have)
+        # Cold holding more partitions than hot is a parity error (records there hot never had); cold
+        # holding fewer is lag: hot's partitions cold lacks are reported per partition, all behind.
+        mirror.check_counts({t: n for t, n in counts.items() if cold_have.get(mirror.cold_topic(t), 0) > n}, cold,
+                            cold_have)
+        partition_counts(cold, [mirror.cold_topic(t) for t in topics], cold_have)
         for t in topics:
             ct = mirror.cold_topic(t)
             parts = list(range(counts[t]))
+            on_cold = [p for p in parts if p < cold_have[ct]]
             # The cold broker restamps every record of a LogAppendTime topic: its timestamps are its
             # own clock, never hot's — no evidence of which hot records it holds (issue 38 #5).
             restamped = cold.log_append_time(ct)
@@ -70,10 +76,14 @@ def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
                 stable = hot.stable_ends([(t, p) for p in parts])
             except DrtError:
                 stable = {}
-            cold_marks = cold.watermarks_many([(ct, p) for p in parts])
+            cold_marks = cold.watermarks_many([(ct, p) for p in on_cold])
             tails = _tails(hot, cold, t, ct, {k: v for k, v in hot_marks.items() if stable.get(k) == _end(v)},
                            cold_marks)
             for p in parts:
+                if p >= cold_have[ct]:
+                    out.append(_lacking_row(hot, t, p, ct, cold_have[ct], read_at, hot_marks.get((t, p)),
+                                            stable.get((t, p)), skew))
+                    continue
                 hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
                 marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
                 if (not restamped and marks is not None and p in tails
@@ -98,6 +108,31 @@ def _offset_syncs(mirror: Mirror, hot: KafkaCluster) -> OffsetSyncs:
         return read_offset_syncs(hot, mirror.offset_syncs_topic)
     except DrtError:
         return OffsetSyncs()
+
+
+def _lacking_row(hot: KafkaCluster, t: str, p: int, ct: str, n_cold: int, read_at: float, hm: Any,
+                 stable_end: int | None, skew: int) -> LagRow:
+    """A partition hot has and cold lacks (cold's topic has fewer partitions): every record of it is
+    unmirrored; the safe time lies before its oldest (method ``cold_lacks_partition``; a NO_GO
+    whatever it holds — offsets cannot be carried over between unequal partition counts)."""
+    basis = (f"hot has partition {p}, cold's {ct} has {n_cold} partition(s): the partition count differs and no "
+             "record of this partition is on cold")
+    if not isinstance(hm, tuple):
+        return LagRow(t, p, None, None, None, None, None, None, basis, "error",
+                      f"hot Kafka cluster refused the offsets of {t}[{p}]: {hm}")
+    hlo, hhi = hm
+    row = LagRow(t, p, hhi, None, records_behind=max(0, hhi - hlo), safe_time=read_at, basis=basis,
+                 method=LACKING)
+    if hhi <= hlo:
+        return row
+    lso = hhi if stable_end is None else max(hlo, min(int(stable_end), hhi))
+    oldest = hot.record_at(t, p, hlo, lso) if hlo < lso else hot.record_at(t, p, hlo, hhi, committed=False)
+    if oldest is None:
+        return replace(row, safe_time=None, seconds_behind=None,
+                       basis=basis + "; hot's oldest record could not be read: no safe time")
+    ts = oldest.timestamp / 1000.0
+    safe = min(read_at, ts - skew / 1000.0)
+    return replace(row, oldest_unmirrored_ts=ts, safe_time=safe, seconds_behind=max(0.0, read_at - safe))
 
 
 def _end(marks: Any) -> int | None:

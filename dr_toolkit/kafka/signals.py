@@ -56,10 +56,15 @@ def topic_signal(topic: str, report: LagReport, now: float) -> Signal:
     safe, worst = min(((float(s or 0.0), p) for s, p in safes), key=lambda x: x[0])
     detail["worst_partition"] = worst.partition
     basis = f"partition {worst.partition}: {worst.basis}"
-    if behind == 0:
+    lacking = [p.partition for p in parts if p.method == "cold_lacks_partition"]
+    if behind == 0 and not lacking:
         return Signal("kafka", topic, True, max(0.0, now - safe), safe, basis, detail)
     lagging = sum(1 for p in parts if p.records_behind)
     reason = f"{behind} hot record(s) not yet on cold in {lagging} partition(s)"
+    if lacking:  # offsets cannot be carried over between unequal partition counts, whatever they hold
+        detail["partitions_cold_lacks"] = lacking
+        reason += (f"; cold lacks partition(s) {', '.join(map(str, lacking))} of topic {topic} "
+                   "(partition count mismatch: make the cold topic match the hot one and re-mirror it)")
     unproven = [p for p in parts if p.method in ("log_append_time", "unproven")]
     if unproven:  # cold's position could not be proven by identity: say why, naming the topic
         detail["unproven_partitions"] = [p.partition for p in unproven]

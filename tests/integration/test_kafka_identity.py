@@ -199,6 +199,10 @@ def test_the_unplanned_window_states_every_gated_topic_and_partition(kafka_env, 
     sigs = {s.name: s for s in kafka_signals(topo, ledger, Access.none(), time.time())}
     assert {lit, by_rx, committed_only, fewer} <= set(sigs), sorted(sigs)  # the gate gates all four
     assert not sigs[fewer].caught_up and "partition count mismatch" in (sigs[fewer].reason or ""), sigs[fewer]
+    # the lag per partition, including the partition hot has and cold lacks
+    rows = {r["partition"]: r for r in api.lag(topo, access=Access.none(), topics=[fewer])["partitions"]}
+    assert rows[0]["records_behind"] == 0 and rows[1]["method"] == "cold_lacks_partition", rows
+    assert rows[1]["records_behind"] == 2 and rows[1]["safe_time"] == recs[0].timestamp / 1000 - SKEW_S, rows
 
     # hot is gone: the window comes from cold and the ledger only
     gone = load_topology(write_topology(tmp_path / "gone.yaml", hot="127.0.0.1:1", cold=cold, topics=[lit],
