@@ -3,8 +3,9 @@ changes nothing.
 
 #9: the `drt failover run --execute` process is killed (SIGKILL, by itself, at a precise point: a
 wrapper around the real CLI kills its own process right after the event named) at every step
-boundary — right after each step's ``done`` audit row, and inside ``promote_cold`` right after the
-active-cluster znode was written and before its audit row — on the real ZooKeeper and Kafka pair.
+boundary — right after each step's ``done`` audit row, inside ``kafka_apply`` right after the offsets
+were written on cold, and inside ``promote_cold`` right after the active-cluster znode was written
+and before its audit row — on the real ZooKeeper and Kafka pair.
 Hot's clients keep writing after the kill (records produced on hot, not on cold: the gate says
 NO_GO). A resume by another operator then:
 - after promotion (the znode says cold under the run's epoch): finishes — the promote step
@@ -66,8 +67,21 @@ def set_active(self, *a, **kw):
     return out
 
 
+from dr_toolkit.kafka import batch
+
+_apply_many = batch.apply_many
+
+
+def apply_many(*a, **kw):
+    out = _apply_many(*a, **kw)
+    if at == "kafka-apply-write":  # the offsets are on cold, kafka_apply's audit row is not
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+
+
 runbook.Runbook._audit = audit
 fencing.Fence.set_active = set_active
+batch.apply_many = apply_many
 sys.exit(main(sys.argv[1:]))
 """
 PROMOTED = ("promote-write", "promote_cold", "report")  # kill points after the active-cluster write
@@ -129,7 +143,7 @@ def _hot_keeps_writing(w: dict[str, Any]) -> list[Any]:
     return late
 
 
-@pytest.mark.parametrize("at", [*ALL, "promote-write"])
+@pytest.mark.parametrize("at", [*ALL, "kafka-apply-write", "promote-write"])
 def test_a_run_killed_at_any_step_boundary_resumes_to_completion(world: dict[str, Any], at: str) -> None:
     from tests.support.fixtures_kafka import committed, produce
 
@@ -141,7 +155,7 @@ def test_a_run_killed_at_any_step_boundary_resumes_to_completion(world: dict[str
     assert (_fence(w["topo"])["active"] or {}).get("cluster") == ("cold" if promoted else None), at
     if at == "promote-write":
         assert "promote_cold" not in done  # the znode says cold, the ledger does not know yet
-    gated_after_kill = promoted or ALL.index(at) >= ALL.index("final_gate")
+    gated_after_kill = promoted or at == "kafka-apply-write" or ALL.index(at) >= ALL.index("final_gate")
     late = _hot_keeps_writing(w) if gated_after_kill else []
     env = {"DRT_ACTOR": "bob@ops"}  # another operator resumes
     r = drt("--json", "failover", "run", "--execute", "--resume", run_id, "--yes-i-am-sure", config=w["path"], env=env)
