@@ -137,3 +137,29 @@ def test_an_address_the_topology_does_not_list_is_asked_what_cluster_it_is(
     r = drt("--json", "distcp", f"hdfs://cold{cold_dir.p('/data')}", f"file://{tmp_path}/elsewhere", config=path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "elsewhere" / "b.txt").read_bytes() == b"cold's own file"
+
+
+def test_a_local_path_under_a_clusters_local_root_is_that_cluster(tmp_path, zk_server) -> None:
+    """The embedded default (clusters on local directories): after promotion a copy spelled with
+    file:// paths, plain paths or a symlink into cold's local_root is hot → cold, and refused."""
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address,
+                          hdfs=[{"name": "data", "source": "hdfs://hot/data", "targets": ["hdfs://cold/data"]}])
+    topo = load_topology(path)
+    (tmp_path / "hot" / "data").mkdir(parents=True)
+    (tmp_path / "hot" / "data" / "a.txt").write_text("hot's file")
+    r = drt("--json", "distcp", "hdfs://hot/data", "hdfs://cold/data", "--update", "--delete", config=path)
+    assert r.returncode == 0, r.stderr
+    _promote(topo)
+    (tmp_path / "cold" / "data" / "new.txt").write_text("written on the new active cluster")
+    (tmp_path / "alias").symlink_to(tmp_path / "cold")
+    for src, dst in ((f"file://{tmp_path}/hot/data", f"file://{tmp_path}/cold/data"),
+                     (f"{tmp_path}/hot/data", f"{tmp_path}/cold/data"),
+                     (f"file://{tmp_path}/hot/data", f"file://{tmp_path}/alias/data")):
+        r = drt("--json", "distcp", src, dst, "--update", "--delete", config=path)
+        assert r.returncode == 1 and "'cold' is the active cluster" in r.stderr, (src, dst, r.stderr[-2000:])
+    r = drt("--json", "distcp", "hdfs://cold/data", f"file://{tmp_path}/hot/data", "--update", config=path)
+    assert r.returncode == 1 and "cluster 'hot' is fenced" in r.stderr, r.stderr[-2000:]
+    assert (tmp_path / "cold" / "data" / "new.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "hot" / "data").iterdir()) == ["a.txt"]
