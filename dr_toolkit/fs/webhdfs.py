@@ -444,8 +444,11 @@ class WebHdfsFileSystem(FileSystem):
             if isinstance(exc, FileNotFoundError):
                 raise
 
-        return {name: SnapshotInfo(name, None, int(st.get("modificationTime", 0)) / 1000.0)
-                for name, st in self._list(posixpath.join(path, ".snapshot"))}
+        try:
+            listed = self._list(posixpath.join(path, ".snapshot"))
+        except OSError:  # no snapshot list here either: no identity known (a snapshot-mode run lists)
+            return {}
+        return {name: SnapshotInfo(name, None, int(st.get("modificationTime", 0)) / 1000.0) for name, st in listed}
 
     def snapshot_diff(self, path: str, from_snapshot: str, to_snapshot: str) -> list[DiffEntry]:
         """GETSNAPSHOTDIFF as HDFS reports it, in HDFS's order, untranslated:
