@@ -26,10 +26,10 @@ STYLE = """
   header .sub { opacity: .9; font-size: 14px; word-break: break-all; }
   main { padding: 20px 32px 40px; max-width: 1200px; }
   main > h1 { font-size: 26px; margin: 0 0 10px; }
-  .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(200px, 1fr)); gap: 14px; margin: 8px 0 22px; }
-  .card { border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; background: #fff; }
+  .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(240px, 1fr)); gap: 14px; margin: 8px 0 22px; }
+  .card { border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px; background: #fff; min-width: 0; }
   .card .n { font-size: 34px; font-weight: 700; line-height: 1.1; font-variant-numeric: tabular-nums; }
-  .card .n.t { font-size: 20px; }
+  .card .n.t { font-size: 18px; overflow-wrap: anywhere; }
   .card .l { color: var(--muted); font-size: 12px; letter-spacing: .04em; text-transform: uppercase; }
   .card.good .n { color: var(--ok); } .card.bad .n { color: var(--bad); } .card.zero .n { color: var(--muted); }
   .card.warn .n { color: var(--warn); }
