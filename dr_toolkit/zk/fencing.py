@@ -328,8 +328,9 @@ def assert_offsets_apply_allowed(topology: Topology, *, access: Access) -> None:
 # The fence is keyed by cluster identity, never by how a URI is spelled: ``hdfs://hot/x``,
 # ``webhdfs://<any of hot's NameNodes>/x`` (127.0.0.1, localhost, the host's name, [::1], upper
 # case, a trailing dot, the default port) and a ``file://`` path under hot's ``local_root`` are all
-# hot. An address the topology does not name is asked what it is (the NameNode's ClusterId, over its
-# HTTP server's /jmx) only while a fence is up; one that cannot be identified is refused then.
+# hot. An address the topology does not name is asked what it is (the block pool its NameNode
+# serves, over its HTTP server's /jmx) only while a fence is up; one that cannot be identified is
+# refused then.
 
 FOREIGN = "<not a cluster of the topology>"
 UNKNOWN = "<unidentified>"
@@ -426,35 +427,38 @@ def static_identity(topology: Topology, loc: Any) -> Identity:
     return Identity(FOREIGN, "no cluster of the topology holds it")
 
 
-def namenode_cluster_id(url: str, timeout_s: float = 5.0) -> str:
-    """The HDFS ClusterId a NameNode's HTTP server reports (its /jmx NameNodeInfo bean); every
-    NameNode of one cluster (HA pairs included) reports the same one. Raises OSError/ValueError."""
+def namenode_block_pool(url: str, timeout_s: float = 5.0) -> str:
+    """The identity of the namespace a NameNode serves: its block pool id, as its HTTP server's /jmx
+    NameNodeInfo bean reports it (``BP-<random>-<ip>-<created ms>``, made when the namespace was
+    formatted). Every NameNode of one namespace — an HA pair — reports the same one; two clusters
+    never do, even when they share a ClusterId (federation, or test clusters formatted alike).
+    Raises OSError/ValueError."""
     import urllib.request
 
     base = url.rstrip("/")
     with urllib.request.urlopen(f"{base}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo",
                                 timeout=timeout_s) as r:
         beans = json.loads(r.read().decode()).get("beans") or []
-    cid = beans[0].get("ClusterId") if beans else None
-    if not cid:
-        raise ValueError(f"{base}/jmx has no NameNodeInfo ClusterId")
-    return str(cid)
+    bp = beans[0].get("BlockPoolId") if beans else None
+    if not bp:
+        raise ValueError(f"{base}/jmx has no NameNodeInfo BlockPoolId")
+    return str(bp)
 
 
 def asked_identity(topology: Topology, loc: Any, timeout_s: float = 5.0) -> Identity:
-    """A WebHDFS address the topology does not list, identified by asking it: its NameNode's
-    ClusterId against each topology cluster's (asked the same way). :data:`FOREIGN` only when the
-    address and every topology HDFS cluster answered and none matched; else :data:`UNKNOWN`."""
+    """A WebHDFS address the topology does not list, identified by asking it: the block pool its
+    NameNode serves against each topology cluster's (asked the same way). :data:`FOREIGN` only when
+    the address and every topology HDFS cluster answered and none matched; else :data:`UNKNOWN`."""
     theirs: str | None = None
     errors: list[str] = []
     for nn in loc.namenodes:
         try:
-            theirs = namenode_cluster_id(nn, timeout_s)
+            theirs = namenode_block_pool(nn, timeout_s)
             break
         except (OSError, ValueError) as exc:
             errors.append(f"{nn}: {type(exc).__name__}: {exc}")
     if theirs is None:
-        return Identity(UNKNOWN, "its NameNode did not say its ClusterId (" + "; ".join(errors) + ")")
+        return Identity(UNKNOWN, "its NameNode did not say its block pool (" + "; ".join(errors) + ")")
     unread: list[str] = []
     for name, c in topology.clusters.items():
         if c.hdfs is None:
@@ -462,16 +466,16 @@ def asked_identity(topology: Topology, loc: Any, timeout_s: float = 5.0) -> Iden
         ids: set[str] = set()
         for nn in c.hdfs.namenodes:
             try:
-                ids.add(namenode_cluster_id(nn, timeout_s))
+                ids.add(namenode_block_pool(nn, timeout_s))
             except (OSError, ValueError):
                 continue
         if theirs in ids:
-            return Identity(name, f"its NameNode reports ClusterId {theirs}, cluster {name!r}'s")
+            return Identity(name, f"its NameNode serves block pool {theirs}, cluster {name!r}'s")
         if not ids:
             unread.append(name)
     if unread:
-        return Identity(UNKNOWN, f"ClusterId {theirs}, and cluster(s) {', '.join(unread)} did not say theirs")
-    return Identity(FOREIGN, f"ClusterId {theirs} is no topology cluster's")
+        return Identity(UNKNOWN, f"block pool {theirs}, and cluster(s) {', '.join(unread)} did not say theirs")
+    return Identity(FOREIGN, f"block pool {theirs} is no topology cluster's")
 
 
 def _endpoint(topology: Topology, end: Any) -> Identity | None:
@@ -509,10 +513,10 @@ def assert_copy_allowed(topology: Topology, source_cluster: Any, target_cluster:
     ``source_cluster``/``target_cluster``: a cluster name, or the copy's
     :class:`~dr_toolkit.fs.uri.Location` — identified by cluster, not by spelling
     (:func:`static_identity`; while a fence is up, an address the topology does not list is asked
-    its ClusterId, :func:`asked_identity`). While a fence is up, a write to an address that cannot
-    be identified, or from one into the cold cluster, is refused: it may be the fenced cluster under
-    a name the topology does not know. Copies into a place that is no cluster of the topology (a
-    local path outside every ``local_root``, another bucket, a NameNode of another ClusterId) are
+    the block pool its NameNode serves, :func:`asked_identity`). While a fence is up, a write to an
+    address that cannot be identified, or from one into the cold cluster, is refused: it may be the
+    fenced cluster under a name the topology does not know. Copies into a place that is no cluster of the topology (a
+    local path outside every ``local_root``, another bucket, a NameNode of another block pool) are
     not checked."""
     if target_cluster is None or (topology.cold.zookeeper is None and topology.hot.zookeeper is None):
         return

@@ -5,8 +5,9 @@ after promotion, `drt distcp webhdfs://<hot NameNode>/… webhdfs://<cold NameNo
 --delete` — in every spelling of the host (127.0.0.1, localhost, upper case, a trailing dot, the
 machine's name, [::1]) and through either of hot's NameNodes — is refused like `hdfs://hot/…`, and
 deletes nothing the new active cluster wrote; a copy into the fenced hot by address is refused too.
-An address the topology does not list is asked its ClusterId while a fence is up: hot's second
-NameNode, left out of the topology, is still hot; an address that cannot say what it is is refused.
+An address the topology does not list is asked the block pool its NameNode serves while a fence is
+up: hot's second NameNode, left out of the topology, is still hot; a NameNode of another namespace
+is not the fence's business; an address that cannot say what it is is refused.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def test_after_promotion_a_copy_by_namenode_address_is_refused_like_the_cluster_
 def test_an_address_the_topology_does_not_list_is_asked_what_cluster_it_is(
         tmp_path, zk_server, hdfs_hot, hdfs_cold, hot_dir, cold_dir) -> None:
     """Hot's topology lists only its first NameNode: its second, by address, is still hot (their
-    ClusterId), so hot → cold stays refused after promotion. An address that cannot say what it is
+    block pool), so hot → cold stays refused after promotion. An address that cannot say what it is
     (nothing listens there) is refused while the fence is up, in one line naming what to do; before
     any fence it is not asked at all."""
     path = _topology(tmp_path, zk_server, hdfs_hot.namenodes[:1], hdfs_cold.namenodes)
@@ -121,7 +122,7 @@ def test_an_address_the_topology_does_not_list_is_asked_what_cluster_it_is(
     r = drt("--json", "distcp", f"webhdfs://{second}{hot_dir.p('/data')}", f"hdfs://cold{cold_dir.p('/data')}",
             "--update", "--delete", config=path)
     assert r.returncode == 1 and "'cold' is the active cluster" in r.stderr, r.stderr[-2000:]
-    assert "ClusterId" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "block pool" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert cold_dir.tree("/data") == held
     r = drt("--json", "distcp", f"hdfs://cold{cold_dir.p('/data')}", f"webhdfs://{second}{hot_dir.p('/data')}",
             "--update", config=path)
@@ -163,3 +164,23 @@ def test_a_local_path_under_a_clusters_local_root_is_that_cluster(tmp_path, zk_s
     assert r.returncode == 1 and "cluster 'hot' is fenced" in r.stderr, r.stderr[-2000:]
     assert (tmp_path / "cold" / "data" / "new.txt").exists()
     assert sorted(p.name for p in (tmp_path / "hot" / "data").iterdir()) == ["a.txt"]
+
+
+def test_a_namenode_of_another_cluster_is_not_the_fences_business(
+        tmp_path, zk_server, hdfs_hot, hdfs_cold, hot_dir, cold_dir) -> None:
+    """While the fence is up, an address the topology does not list whose NameNode serves a block pool
+    no topology cluster has (here the real second HDFS, which this topology does not name) is a
+    foreign cluster: copies into it go on."""
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address,
+                          hot_extra={"hdfs": {"namenodes": hdfs_hot.namenodes, "user": "hdfs"}})
+    topo = load_topology(path)
+    assert topo.cold.hdfs is None  # cold is the local directory here; hdfs_cold is no cluster of this topology
+    hot_dir.write("/data/a.txt", b"hot's file")
+    _promote(topo)
+    foreign = f"webhdfs://{hdfs_cold.namenodes[0].split('//', 1)[1]}{cold_dir.p('/copy')}"
+    assert static_identity(topo, parse_uri(foreign, topo)).cluster == UNKNOWN
+    r = drt("--json", "distcp", f"hdfs://hot{hot_dir.p('/data')}", foreign, "--update", config=path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert cold_dir.tree("/copy") == {"a.txt": b"hot's file"}
