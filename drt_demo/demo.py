@@ -661,8 +661,7 @@ class Demo:
         (ctx.workdir / "airflow.env").write_text(
             "# The demo's Airflow environment: `set -a; . demo-data/airflow.env; set +a; .venv/bin/airflow api-server`\n"
             + "".join(f"{k}={shlex_quote(v)}\n" for k, v in sorted(env.items())))
-        api = ManagedProcess("airflow-api-server", [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1",
-                                                    "--port", str(port), "--workers", "1"],
+        api = ManagedProcess("airflow-api-server", api_server_argv(port),
                              port=port, log_dir=self.logs, env=env, start_timeout=180,
                              ready=lambda: _http_ok(f"http://127.0.0.1:{port}/api/v2/monitor/health"))
         api.start()
@@ -682,6 +681,17 @@ class Demo:
         self.step("UI", f"airflow api-server at {url} (login admin / {password}); the DR page: {url}/dr-toolkit/")
         return {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
                 "running": [r["name"] for r in running], "env_file": str(ctx.workdir / "airflow.env")}
+
+
+def api_server_argv(port: int) -> list[str]:
+    """`python -P -m airflow api-server` on 127.0.0.1: ``-P`` keeps the current directory off
+    ``sys.path`` (issue 43 #1). Run from the checkout (`make demo`), where `pip install -e .` left
+    ``dr_toolkit.egg-info``, that directory is a second dr-toolkit distribution: Airflow, which
+    reads every distribution's ``airflow.plugins`` entry points without de-duplicating them,
+    registered the DR page plugin twice and showed "1 Plugin Import Error: Plugin 'dr_toolkit'
+    already registered" on its home page."""
+    return [sys.executable, "-P", "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1"]
 
 
 def approve_in_airflow(ui: dict[str, Any], dag_id: str, waiting: Callable[[], bool],

@@ -10,7 +10,9 @@ recovery point's age (RPO) and each component's lag over the last days (``?days=
 (``failover.rpo_slo_s``) is drawn as a pink line; a breach (the live check's RPO above the SLO,
 or no recovery point) is a red banner, and breaching buckets are red points.
 ``/dr-toolkit/status.json`` serves the same data. Both need an authenticated Airflow user (the UI's session cookie or a bearer
-token). Nothing secret is shown: signals, runs and reports hold no credentials.
+token); a browser that opens a page without one (the link the demo prints, in a fresh browser) is
+sent to Airflow's login with ``next`` = the page, and comes back to it after logging in; a script
+still gets 401. Nothing secret is shown: signals, runs and reports hold no credentials.
 """
 
 from __future__ import annotations
@@ -374,13 +376,33 @@ def report_html(report_id: str) -> str | None:
     return None
 
 
+def login_url(root_path: str, next_url: str) -> str:
+    """Airflow's login entry (``/api/v2/auth/login?next=…``) seen from this app, mounted at
+    :data:`URL_PREFIX` under ``root_path`` (Airflow behind a path prefix keeps it)."""
+    from urllib.parse import urlencode
+
+    outer = root_path[:-len(URL_PREFIX)] if root_path.endswith(URL_PREFIX) else root_path
+    return f"{outer.rstrip('/')}/api/v2/auth/login?{urlencode({'next': next_url})}"
+
+
 def _app() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
-    from fastapi import Depends, FastAPI
-    from fastapi.responses import HTMLResponse
+    from fastapi import Depends, FastAPI, Request, Response
+    from fastapi.exception_handlers import http_exception_handler
+    from fastapi.responses import HTMLResponse, RedirectResponse
     from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     app = FastAPI(title="dr-toolkit DR status", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def login_first(request: Request, exc: StarletteHTTPException) -> Response:
+        """A browser opening a page without a session (401, Accept: text/html) is redirected to
+        Airflow's login (``/api/v2/auth/login``: whichever auth manager is configured) with
+        ``next`` = this page; anything else (status.json, a script) gets the error as it was."""
+        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse(login_url(request.scope.get("root_path", ""), str(request.url)), status_code=307)
+        return await http_exception_handler(request, exc)
 
     def who(user: Any) -> str:
         try:
