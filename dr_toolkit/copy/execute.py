@@ -657,8 +657,21 @@ def copy_one(ctx: CopyContext, task: FileTask) -> Outcome:
     except RETRY.retry_on as exc:
         if ctx.cancel.is_set():
             raise Cancelled("the run was interrupted") from None
+        if _under_construction(ctx, src):  # e.g. a truncate by copy: its new last block unreadable until recovered
+            return Outcome(task.rel, False, attempts=n, changed=changed, open=True,
+                           error=f"open on the source (under construction: open for write, or a truncate or append "
+                                 f"being recovered): not copied, its read failed ({_why(exc)}); the first run after "
+                                 "it is closed copies it")
         return Outcome(task.rel, False, attempts=n, changed=changed, error=_why(exc))
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _under_construction(ctx: CopyContext, src: str) -> bool:
+    """After a failed copy: is the source under construction now (then it is pending, not failed)?"""
+    try:
+        return ctx.src_fs.is_open(src)
+    except Exception:  # noqa: BLE001 - the failure stands as it is
+        return False
 
 
 @contextmanager

@@ -161,3 +161,28 @@ def test_a_snapshot_taken_while_a_truncate_is_recovered_is_not_placed_torn(
         "the copy placed the snapshot's torn bytes"
     assert not (dst / "big.bin").exists() and (dst / "small.txt").read_bytes() == b"small"
     assert files_open == 1 and files_failed == 0 and opened[0]["placed"] is False, opened
+
+
+def test_a_file_truncated_by_copy_while_a_snapshot_holds_it_is_reported_open_not_failed(
+        slow_recovery: HdfsCluster, tmp_path: Path) -> None:
+    """A file a snapshot holds is truncated by copy: the NameNode reports the new length at once, but
+    the new last block is not readable until its recovery (a read ends short, or past EOF). The
+    file is under construction: reported open (pending), nothing placed — not three failed attempts
+    with an HTTP error."""
+    c = slow_recovery
+    base = "/t/cot"
+    c.mkdir(f"{base}/src")
+    c.allow_snapshot(f"{base}/src")
+    c.write(f"{base}/src/big.bin", OLD, block_size=MIB)
+    c.write(f"{base}/src/small.txt", b"small")
+    opts = CopyOptions(update=True, snapshots=True)
+    dst = tmp_path / "dst"
+    assert distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env()).files_copied == 2
+    assert _truncate(c, f"{base}/src/big.bin", NEW_LEN) is False  # the pair's snapshot holds it: by copy
+    st = c.stat(f"{base}/src/big.bin")
+    assert st is not None and st["length"] == NEW_LEN
+    for options in (opts, CopyOptions(update=True)):  # from a snapshot, and live
+        r = distcp(c.uri(f"{base}/src"), f"file://{dst}", options=options, access=Access.from_env())
+        assert r.files_failed == 0 and r.files_open == 1 and r.ok, (r.failures, r.open_files)
+        assert r.open_files[0]["placed"] is False and "its read failed" in r.open_files[0]["reason"]
+        assert (dst / "big.bin").read_bytes() == OLD
