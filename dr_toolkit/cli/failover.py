@@ -142,7 +142,8 @@ def register(app: typer.Typer) -> None:
     def run(ctx: typer.Context,
             execute: Annotated[bool, typer.Option("--execute", help="Really do it (default: dry run).")] = False,
             resume: Annotated[str | None, typer.Option("--resume", metavar="RUN",
-                                                       help="Resume this run: skip the steps done.")] = None,
+                                                       help="Resume this run: skip the steps done (a run killed after it made cold "
+                                                            "active finishes without asking the gate again).")] = None,
             reason: Annotated[str | None, typer.Option("--reason", help="Why (goes to the audit log).")] = None,
             unplanned: Annotated[bool, typer.Option(
                 "--unplanned", help="The hot cluster is unreachable: promote cold at the recovery point it "
@@ -192,7 +193,8 @@ def register(app: typer.Typer) -> None:
               run_id: Annotated[str, typer.Argument(metavar="RUN", help="The failover run to abort.")],
               reason: Annotated[str, typer.Option("--reason", help="Why (goes to the audit log).")] = "",
               ) -> None:
-        """Abort a failover run that has not promoted: lift its fence (audited with who and why)."""
+        """Abort a failover run that has not promoted: lift its fence (audited with who and why).
+        Refused (exit 2, nothing written: not the ledger, not ZooKeeper) once cold is active."""
         from dr_toolkit.failover.runbook import Runbook
 
         st = state(ctx)
