@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError
+from dr_toolkit.paths import real_path  # re-exported for the copy modules (defined once, below every layer)
 from dr_toolkit.topology import Cluster, Topology
 
 SCHEMES = ("file", "webhdfs", "swebhdfs", "hdfs", "s3", "s3a")
@@ -72,19 +73,6 @@ class Location:
                 return False
             a, b = self.path.rstrip("/"), other.path.rstrip("/")
         return b == a or b.startswith(a + "/") or a in ("", "/")
-
-
-def real_path(path: str) -> str:
-    """The resolved real path of a local path that may not exist yet (its nearest existing
-    ancestor resolved, the rest appended)."""
-    import os
-
-    p = path.rstrip("/") or "/"
-    tail: list[str] = []
-    while p not in ("", "/") and not os.path.exists(p):
-        p, name = posixpath.split(p)
-        tail.insert(0, name)
-    return posixpath.join(os.path.realpath(p or "/"), *tail).rstrip("/") or "/"
 
 
 def _nn(url: str) -> str:

@@ -412,7 +412,7 @@ def static_identity(topology: Topology, loc: Any) -> Identity:
     if loc.kind == "local":
         from pathlib import Path
 
-        from dr_toolkit.fs.uri import real_path
+        from dr_toolkit.paths import real_path
 
         mine = real_path(loc.path)
         for name, c in topology.clusters.items():
