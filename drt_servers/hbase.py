@@ -249,6 +249,10 @@ class HBaseCluster:
         (``SKIP_WAL``: the region server writes no WAL entry for it)."""
         self.request("put_durability", table, family, str(first), str(n), durability)
 
+    def bulkload(self, first: int, n: int, *, table: str = TABLE, family: str = FAMILY) -> None:
+        """Rows ``first .. first+n-1`` written into an HFile and bulk-loaded (no WAL edit for their cells)."""
+        self.request("bulkload", table, family, str(first), str(n))
+
     def set_durability(self, table: str, durability: str) -> None:
         """The table descriptor's DURABILITY (``Admin.modifyTable``)."""
         self.request("set_durability", table, durability)

@@ -13,8 +13,9 @@ and ships through the replication sources its region servers run. So a "caught u
   for it). Not the ``sub=Replication`` JMX bean: its ``source.<id>.*`` keys are JVM-wide, and a
   closed source of another region server in the same JVM removes them (seen in the test clusters);
 * **what the region server wrote without a WAL**: ``…,sub=Server`` counts mutations whose client
-  asked for ``SKIP_WAL`` (``mutationsWithoutWALCount`` / ``…Size``) since the server started — edits
-  that replication, which reads the WAL, never ships;
+  asked for ``SKIP_WAL`` (``mutationsWithoutWALCount`` / ``…Size``) and bulk loads (``Bulkload_num_ops``)
+  since the server started — edits that replication, which reads the WAL, never ships (bulk-loaded
+  files only with ``hbase.replication.bulkload.enabled``, read from the server's own ``/conf``);
 * **the peers the running master holds**: the active master (``<parent>/master``: ``PBUF`` +
   ``Master`` whose field 3 is its info port) renders ``ReplicationPeerManager.listPeers`` — the
   same list ``Admin.listReplicationPeers`` and ``hbase shell list_peers`` answer — in the "Peers"
@@ -204,36 +205,44 @@ METRICS_PERIOD_KEY = "hbase.regionserver.metrics.period"
 METRICS_PERIOD_DEFAULT_MS = 5000  # HConstants.DEFAULT_REGIONSERVER_METRICS_PERIOD
 
 
+BULKLOAD_KEY = "hbase.replication.bulkload.enabled"
+
+
 @dataclass(frozen=True)
 class ServerCounters:
-    """A region server's count of mutations written without a WAL, as of ``counted_before``: the
-    region server sums its regions' exact counters into the bean every ``hbase.regionserver.metrics.period``
-    (a fixed delay), so a mutation made in the last period may not be in it yet; ``counted_before`` is
-    the read time minus twice that period."""
+    """A region server's count of mutations written without a WAL and of bulk loads, as of
+    ``counted_before``: the region server sums its regions' exact counters into the bean every
+    ``hbase.regionserver.metrics.period`` (a fixed delay), so a mutation made in the last period may
+    not be in it yet; ``counted_before`` is the read time minus twice that period. Bulk-loaded files
+    reach the peer only with ``hbase.replication.bulkload.enabled`` on that server."""
 
     server: str
     mutations_without_wal: int
     mutations_without_wal_bytes: int
     read_at: float
     period_s: float
+    bulk_loads: int = 0
+    bulkload_replication: bool = False
 
     @property
     def counted_before(self) -> float:
         return self.read_at - 2 * self.period_s
 
 
-def metrics_period_s(server: LiveServer, timeout: float = TIMEOUT_S) -> float:
-    """The region server's ``hbase.regionserver.metrics.period`` from its own ``/conf`` (HBase's default
-    when it does not set it)."""
+def server_conf(server: LiveServer, timeout: float = TIMEOUT_S) -> tuple[float, bool]:
+    """(``hbase.regionserver.metrics.period`` in seconds, ``hbase.replication.bulkload.enabled``) from the
+    region server's own ``/conf`` (HBase's defaults — 5 s, off — where it does not set them)."""
     url = f"{server.url}/conf?format=json"
+    period, bulk = METRICS_PERIOD_DEFAULT_MS / 1000.0, False
     try:
-        props = json.loads(_get(url, timeout))["properties"]
-        for p in props:
+        for p in json.loads(_get(url, timeout))["properties"]:
             if p.get("key") == METRICS_PERIOD_KEY:
-                return float(p["value"]) / 1000.0
-    except (ValueError, KeyError, TypeError):
+                period = float(p["value"]) / 1000.0
+            elif p.get("key") == BULKLOAD_KEY:
+                bulk = str(p["value"]).strip().lower() == "true"
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise UnreachableError(f"{url} did not answer the configuration as JSON", where=url) from None
-    return METRICS_PERIOD_DEFAULT_MS / 1000.0
+    return period, bulk
 
 
 def server_counters(server: LiveServer, timeout: float = TIMEOUT_S) -> ServerCounters:
@@ -244,7 +253,7 @@ def server_counters(server: LiveServer, timeout: float = TIMEOUT_S) -> ServerCou
     if server.url is None:
         raise UnreachableError(f"region server {server.name} has no info server (info port not in its znode)",
                                where=server.name, hint="turn on hbase.regionserver.info.port: drt reads its /jmx")
-    period = metrics_period_s(server, timeout)
+    period, bulk = server_conf(server, timeout)
     url = f"{server.url}/jmx?qry={urllib.parse.quote(SERVER_BEAN + '*')}"
     mine: list[dict[str, Any]] = []
     for attempt in range(3):  # Hadoop's JMX cache is rebuilt in place: a read may catch a bean without its tags
@@ -263,7 +272,8 @@ def server_counters(server: LiveServer, timeout: float = TIMEOUT_S) -> ServerCou
                                "mutationsWithoutWALCount", where=url, hint="is this an HBase 2.x region server?")
     bean = mine[0]
     return ServerCounters(server.name, int(bean.get("mutationsWithoutWALCount") or 0),
-                          int(bean.get("mutationsWithoutWALSize") or 0), read_at, period)
+                          int(bean.get("mutationsWithoutWALSize") or 0), read_at, period,
+                          int(bean.get("Bulkload_num_ops") or 0), bulk)
 
 
 # --- the peers the running master holds -------------------------------------------------------------

@@ -299,6 +299,12 @@ def _live_problems(policy: HBasePolicy, before: LiveView, after: LiveView, queue
                            f"({c.mutations_without_wal_bytes} bytes; a client's SKIP_WAL) "
                            "since it started: replication never ships them — copy or verify the tables they went to; "
                            "the count resets when the region server restarts")
+            if c.bulk_loads > 0 and not c.bulkload_replication:
+                never = True
+                out.append(f"region server {srv} took {c.bulk_loads} bulk load(s) since it started and "
+                           "hbase.replication.bulkload.enabled is off there: bulk-loaded files never reach cold — "
+                           "copy or verify the tables they went to, or turn bulk-load replication on; the count "
+                           "resets when the region server restarts")
     if before.peers is not None and after.peers is not None:
         b, a = before.peers.get(pid), after.peers.get(pid)
         if (b is None) != (a is None) or (b is not None and a is not None and (

@@ -116,16 +116,16 @@ def test_a_peer_only_in_zookeeper_is_no_go_and_peers_sync_never_writes_one(world
     hot.remove_peer("1")  # HBase's own removal: no peer, no source, no queue (the fixture adds it back)
     w.wait_no_source("1")
     with w.hb.zk() as zk:
-        r = drt("hbase", "peers", "sync", config=w.path)
-        assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
-        assert len(lines) == 1 and "hbase_shell" in lines[0] and "never writes a peer into ZooKeeper" in lines[0]
-        assert "Traceback" not in r.stderr
-        assert zk.get_many([w.lay.peer("1")])[0] is None  # nothing written
-        # what the old `peers sync` wrote: the peer and its state, in ZooKeeper only
-        zk.create(w.lay.peer("1"), encode_peer(PeerConfig(cold.cluster_key), "2.6"))
-        zk.create(w.lay.peer_state("1"), encode_state(True, "2.6"))
         try:
+            r = drt("hbase", "peers", "sync", config=w.path)
+            assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+            lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+            assert len(lines) == 1 and "hbase_shell" in lines[0] and "never writes a peer into ZooKeeper" in lines[0]
+            assert "Traceback" not in r.stderr
+            assert zk.get_many([w.lay.peer("1")])[0] is None  # nothing written
+            # what the old `peers sync` wrote: the peer and its state, in ZooKeeper only
+            zk.create(w.lay.peer("1"), encode_peer(PeerConfig(cold.cluster_key), "2.6"))
+            zk.create(w.lay.peer_state("1"), encode_state(True, "2.6"))
             assert "1" not in hot.list_peers()  # HBase does not run it
             first = _rows(30)
             hot.put(first, 30)
@@ -140,7 +140,7 @@ def test_a_peer_only_in_zookeeper_is_no_go_and_peers_sync_never_writes_one(world
             assert hb.safe_time is None and res.recovery_point is None
             assert cold.count_range(first, 30) == 0  # what a GO would have promoted without
         finally:
-            zk.delete(w.lay.peer("1"), recursive=True)
+            zk.delete(w.lay.peer("1"), recursive=True)  # HBase's own peer 1 comes back through its Admin API
 
 
 def test_a_peer_value_rewritten_in_zookeeper_is_not_what_hbase_ships(world_for) -> None:
@@ -203,9 +203,9 @@ def test_puts_without_wal_are_no_go_naming_the_region_server(world_for) -> None:
     w = world_for(["default:orders"])
     hot, cold = w.hot, w.cold
     assert w.without_wal() == 0
+    first = _rows(25)
     try:
         written_at = time.time()
-        first = _rows(25)
         hot.put_durability(first, 25, "SKIP_WAL")
         early = w.hbase(w.check())
         assert early.safe_time is None or early.safe_time < written_at, (early.safe_time, written_at, early.basis)
@@ -222,9 +222,59 @@ def test_puts_without_wal_are_no_go_naming_the_region_server(world_for) -> None:
         assert hb.safe_time is None and res.recovery_point is None
         assert cold.count_range(first, 25) == 0
     finally:
-        hot.kill_region_server(0)
+        for i in range(first, first + 25):  # through the WAL: cold and hot hold the same rows again
+            hot.delete("default:orders", f"row-{i:010d}")
+        hot.kill_region_server(0)  # a fresh region server: its counts start at 0
         hot.start_region_server()
     w.hb.drain()
     assert w.without_wal() == 0
     res = w.check()
     assert res.verdict == "GO", _reasons(res)
+
+
+@pytest.fixture
+def own_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """A pair of its own: a region server's Bulkload count lives in HBase's JVM-wide metric registry, so
+    in the test JVM a restarted region server inherits it (a deployed one starts a JVM of its own)."""
+    from drt_servers.hbase import hbase_pair
+
+    hot, cold = hbase_pair(tmp_path_factory.mktemp("hbase-bulk"))
+    yield hot, cold
+    for c in (hot, cold):
+        c.stop()
+
+
+def test_a_bulk_load_without_bulk_load_replication_is_no_go(tmp_path, own_pair) -> None:
+    """#3: 20 rows bulk-loaded (an HFile handed to the region server: no WAL edit carries them) while
+    hbase.replication.bulkload.enabled is off on the region server (the test clusters' setting, HBase's
+    default): never replicated; the queues read as drained and the old check said GO with 0 of 20 rows
+    on cold. Now NO_GO naming the server (its Bulkload count and its own /conf), no safe time."""
+    from dr_toolkit.hbase.live import live_region_servers, server_counters
+
+    w = World(tmp_path, own_pair, ["default:orders"])
+    hot, cold = w.hot, w.cold
+
+    def counters() -> Any:
+        with w.hb.zk() as zk:
+            (rs,) = live_region_servers(zk, hot.znode_parent)
+        return server_counters(rs)
+
+    assert counters().bulk_loads == 0 and counters().bulkload_replication is False
+    first = _rows(20)
+    try:
+        hot.bulkload(first, 20)
+        assert hot.count_range(first, 20) == 20
+        deadline = time.monotonic() + 60
+        while counters().bulk_loads < 1:
+            assert time.monotonic() < deadline, "the region server never counted the bulk load"
+            time.sleep(0.5)
+        w.queues_proven()
+        res = w.check()
+        server = hot.region_servers[0].server_name
+        assert res.verdict == "NO_GO", _reasons(res)
+        assert f"region server {server} took 1 bulk load(s) since it started and " \
+               "hbase.replication.bulkload.enabled is off" in _reasons(res)
+        assert w.hbase(res).safe_time is None
+        assert cold.count_range(first, 20) == 0
+    finally:
+        w.close()

@@ -112,6 +112,12 @@ def test_live_evidence_decisions() -> None:
     # mutations without WAL on a live server
     reasons, never = _live_problems(POLICY, ok, _view(without_wal={"rs1,16020,1": _counters(3)}), ["rs1,16020,1"])
     assert never and "took 3 mutation(s) without WAL" in reasons[0]
+    # bulk loads: shipped only with bulk-load replication on that server
+    bulk = ServerCounters("rs1,16020,1", 0, 0, 1000.0, 5.0, bulk_loads=2, bulkload_replication=False)
+    reasons, never = _live_problems(POLICY, ok, _view(without_wal={"rs1,16020,1": bulk}), ["rs1,16020,1"])
+    assert never and "took 2 bulk load(s)" in reasons[0]
+    shipped = ServerCounters("rs1,16020,1", 0, 0, 1000.0, 5.0, bulk_loads=2, bulkload_replication=True)
+    assert _live_problems(POLICY, ok, _view(without_wal={"rs1,16020,1": shipped}), ["rs1,16020,1"]) == ([], False)
     # the counters unreadable: no answer
     reasons, _ = _live_problems(POLICY, ok, _view(without_wal={}, counter_errors={"rs1,16020,1": "refused"}),
                                 ["rs1,16020,1"])

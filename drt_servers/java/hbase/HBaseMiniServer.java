@@ -55,7 +55,7 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * add_peer ID CLUSTER_KEY [TABLE_CFS] | add_peer_filtered ID KEY ALL NS TCFS EXNS EXTCFS |
  * need_to_replicate ID TABLE [FAMILY] | enable_peer ID | disable_peer ID | remove_peer ID |
  * list_peers | roll_wal | kill_rs INDEX | start_rs | flush T | alter_scope T CF SCOPE | drop_table T |
- * put_durability T CF FIRST N DURABILITY | set_durability T DURABILITY.
+ * put_durability T CF FIRST N DURABILITY | set_durability T DURABILITY | bulkload T CF FIRST N.
  * Every Admin call is HBase's own: peers go through master procedures, not ZooKeeper writes.
  */
 public final class HBaseMiniServer {
@@ -220,6 +220,30 @@ public final class HBaseMiniServer {
           try (Table t = conn.getTable(tn)) {
             t.put(puts);
           }
+          return "{\"ok\":true,\"rows\":" + n + "}";
+        }
+        case "bulkload": {
+          // bulkload T CF FIRST N: rows as `put` names them, written into one HFile on the cluster's HDFS
+          // and bulk-loaded (BulkLoadHFiles): no WAL edit carries their cells
+          TableName tn = TableName.valueOf(a[1]);
+          byte[] cf = Bytes.toBytes(a[2]);
+          long first = Long.parseLong(a[3]);
+          int n = Integer.parseInt(a[4]);
+          Configuration c = util.getConfiguration();
+          org.apache.hadoop.fs.FileSystem fs = util.getTestFileSystem();
+          org.apache.hadoop.fs.Path dirp = new org.apache.hadoop.fs.Path(
+              "/bulkload-" + System.nanoTime());
+          org.apache.hadoop.fs.Path file = new org.apache.hadoop.fs.Path(new org.apache.hadoop.fs.Path(dirp, a[2]), "hfile");
+          long ts = System.currentTimeMillis();
+          try (org.apache.hadoop.hbase.io.hfile.HFile.Writer w = org.apache.hadoop.hbase.io.hfile.HFile
+              .getWriterFactory(c, new org.apache.hadoop.hbase.io.hfile.CacheConfig(c)).withPath(fs, file)
+              .withFileContext(new org.apache.hadoop.hbase.io.hfile.HFileContextBuilder().build()).create()) {
+            for (long i = first; i < first + n; i++) {
+              w.append(new org.apache.hadoop.hbase.KeyValue(Bytes.toBytes(String.format("row-%010d", i)), cf,
+                  Bytes.toBytes("q"), ts, Bytes.toBytes("b" + i)));
+            }
+          }
+          org.apache.hadoop.hbase.tool.BulkLoadHFiles.create(c).bulkLoad(tn, dirp);
           return "{\"ok\":true,\"rows\":" + n + "}";
         }
         case "set_durability": {
