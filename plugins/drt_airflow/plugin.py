@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import html
 import logging
+import re
+import threading
 import time
 from typing import Any
 from urllib.parse import quote
@@ -76,16 +78,150 @@ def _dag_runs(dag_ids: list[str], limit: int = 5) -> dict[str, list[dict[str, An
     return out
 
 
-def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]:
-    """Everything the view shows (cached for a few seconds: the gate talks to every component).
-    Each uncached call runs the gate once and records that check (source ``ui``, actor ``who``:
-    the Airflow user who opened the page)."""
+_REFRESH_LOCK = threading.Lock()
+_REFRESHING: dict[str, threading.Thread] = {}
+
+
+def _key(days: float) -> tuple[str | None, float, str]:
     path = _topology_path()
     days = min(90.0, max(0.01, float(days)))
-    key = f"{path or ''}|{days:g}"
+    return path, days, f"{path or ''}|{days:g}"
+
+
+def _refresh(path: str | None, days: float, key: str, who: str | None) -> threading.Thread:
+    """The live check of ``key`` in a background thread (one at a time per key): its document
+    goes to the cache."""
+    with _REFRESH_LOCK:
+        running = _REFRESHING.get(key)
+        if running is not None and running.is_alive():
+            return running
+
+        def work() -> None:
+            try:
+                _CACHE[key] = (time.monotonic(), _live(path, days, who))
+            except Exception:  # _live reports its errors in the document: this one is a bug, logged
+                log.exception("the DR page's live check failed")
+
+        t = threading.Thread(target=work, name=f"drt-dr-page-{key}", daemon=True)
+        _REFRESHING[key] = t
+        t.start()
+        return t
+
+
+def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]:
+    """Everything the view shows, from a live check (cached for :data:`CACHE_S`: the gate talks to
+    every component). An uncached call runs the gate once — or waits for the one already running —
+    and records that check (source ``ui``, actor ``who``: the Airflow user who opened the page)."""
+    path, days, key = _key(days)
     hit = _CACHE.get(key)
     if hit and time.monotonic() - hit[0] < CACHE_S:
         return dict(hit[1])
+    _refresh(path, days, key, who).join()
+    hit = _CACHE.get(key)
+    return dict(hit[1]) if hit else _live(path, days, who)
+
+
+def page_status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]:
+    """What the page shows at once (issue 43 #5): the cached live check while fresh; else the last
+    one (stale) or, on the first load, the ledger's last recorded verdict — with a live check
+    started behind (the page reloads itself when ``status.json``, which waits for it, answers).
+    With servers down a live check takes the components' timeouts; the page does not."""
+    path, days, key = _key(days)
+    hit = _CACHE.get(key)
+    if hit and time.monotonic() - hit[0] < CACHE_S:
+        return dict(hit[1])
+    _refresh(path, days, key, who)
+    if hit:
+        return {**hit[1], "refreshing": True}
+    return _recorded(path, days)
+
+
+def _history(ledger: Any, days: float) -> dict[str, Any]:
+    """The ledger's gate-check history over ``days``; when the checks recorded cover less than a
+    quarter of that window (fresh data: a demo, a new deployment), the window shrinks to them so
+    each chart shows their course (a 7-day chart of the last 20 minutes was one dot, its NO_GO
+    episode invisible). ``window_days`` then says what was asked."""
+    hist: dict[str, Any] = ledger.gate_check_history(days=days, buckets=HISTORY_BUCKETS)
+    if not hist["buckets"]:
+        return hist
+    span = hist["until"] - hist["buckets"][0]["start"]  # the oldest check is in the first bucket
+    if span >= (hist["until"] - hist["since"]) / 4:
+        return hist
+    for _ in range(2):  # each pass's finer buckets bound the oldest check closer
+        hist = {**ledger.gate_check_history(days=max(span * 1.05, 300.0) / 86400, buckets=HISTORY_BUCKETS),
+                "window_days": days}
+        if not hist["buckets"]:
+            break
+        span = hist["until"] - hist["buckets"][0]["start"]
+        if span >= 0.8 * (hist["until"] - hist["since"]):
+            break
+    return hist
+
+
+def _recorded(path: str | None, days: float) -> dict[str, Any]:
+    """The page's document from the ledger alone: the last recorded gate check as the verdict,
+    the history, reports and runs (no component is asked)."""
+    doc: dict[str, Any] = {"generated_at": None, "recorded": True, "errors": [], "history": None, "slo": None,
+                           "gate": None, "verify_reports": [], "failover_runs": []}
+    try:
+        doc["dag_runs"] = _dag_runs(_dag_ids(path))
+    except Exception as exc:  # noqa: BLE001 - show the rest
+        doc["dag_runs"] = {}
+        doc["errors"].append(f"DAG runs: {type(exc).__name__}: {exc}")
+    if not path:
+        doc["errors"].append("no topology: set the Airflow Variable drt_config or DRT_CONFIG")
+        return doc
+    try:
+        from dr_toolkit.failover.gate import slo_breach
+        from drt_airflow.hooks import DrtHook
+
+        topo, _access, ledger = DrtHook(config=path).get_conn()
+        doc["clusters"] = {"hot": topo.hot_name, "cold": topo.cold_name}
+        rows = ledger.gate_checks(limit=1)
+        if rows:
+            r = rows[0]
+            doc["generated_at"] = r["checked_at"]
+            doc["recorded_by"] = r.get("source")
+            doc["gate"] = {"verdict": r["verdict"], "recovery_point": _iso(r.get("recovery_point")),
+                           "reasons": r.get("reasons") or [], "fence": {},
+                           "signals": [{"component": c.get("component"), "name": c.get("name"),
+                                        "caught_up": bool(c.get("caught_up")), "lag_s": c.get("lag_s"),
+                                        "safe_time": _iso(c.get("safe_time")), "basis": "", "reason": ""}
+                                       for c in (r.get("components") or {}).values()]}
+            slo = topo.failover.rpo_slo_s
+            rpo = r.get("rpo_s")
+            doc["slo"] = {"rpo_slo_s": slo, "rpo_s": rpo, "breach": slo_breach(rpo, slo, r.get("limiting")),
+                          "max_lag_s": topo.failover.max_lag_s}
+        doc["history"] = _history(ledger, days)
+        doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
+                                                        "badrows", "finished_at", "report_path")}
+                                 for r in ledger.verify_reports(limit=10)]
+        doc["failover_runs"] = [{k: r.get(k) for k in ("run_id", "status", "execute", "actor", "reason",
+                                                       "started_at")} for r in ledger.failover_runs(limit=5)]
+    except Exception as exc:  # noqa: BLE001 - an error is shown, never hidden
+        from dr_toolkit.secrets import redact
+
+        doc["errors"].append(redact(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
+    return doc
+
+
+def _iso(t: float | None) -> str | None:
+    from dr_toolkit.signal import iso
+
+    return None if t is None else iso(float(t))
+
+
+_EPOCH = re.compile(r"(?<![\w.:-])1[5-9]\d{8}(?:\.\d+)?(?![\w.:-])")
+
+
+def iso_epochs(text: str) -> str:
+    """Every epoch-seconds value in a basis or reason (``read at 1795921594.364``) as ISO 8601 UTC:
+    the page shows times, never epoch seconds (issue 43 #5)."""
+    return _EPOCH.sub(lambda m: _iso(float(m.group(0))) or m.group(0), text)
+
+
+def _live(path: str | None, days: float, who: str | None) -> dict[str, Any]:
+    """The page's document from a live gate check (recorded, source ``ui``)."""
     doc: dict[str, Any] = {"generated_at": time.time(), "errors": [], "history": None, "slo": None}
     try:
         doc["dag_runs"] = _dag_runs(_dag_ids(path))
@@ -107,7 +243,7 @@ def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]
             slo = topo.failover.rpo_slo_s
             doc["slo"] = {"rpo_slo_s": slo, "rpo_s": res.rpo_s, "breach": slo_breach(res.rpo_s, slo, res.limiting),
                           "max_lag_s": topo.failover.max_lag_s}
-            doc["history"] = ledger.gate_check_history(days=days, buckets=HISTORY_BUCKETS)
+            doc["history"] = _history(ledger, days)
             doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
                                                             "badrows", "finished_at", "report_path")}
                                      for r in ledger.verify_reports(limit=10)]
@@ -118,7 +254,6 @@ def status(days: float = HISTORY_DAYS, who: str | None = None) -> dict[str, Any]
 
             doc["gate"], doc["verify_reports"], doc["failover_runs"] = None, [], []
             doc["errors"].append(redact(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
-    _CACHE[key] = (time.monotonic(), doc)
     return doc
 
 
@@ -237,7 +372,9 @@ def render_history(doc: dict[str, Any]) -> str:
     breaches = sum(1 for _, v in rpo_pts if slo is not None and v is not None and v > slo) + \
         (len(unknown) if slo is not None else 0)
     days = (hist["until"] - hist["since"]) / 86400
-    out = [banner, f'<h2>Recovery point age (RPO), last {days:g} days</h2>',
+    span = (f"since the first recorded check ({_dur(hist['until'] - hist['since'])}; none in the last "
+            f"{hist['window_days']:g} days before it)" if hist.get("window_days") else f"last {days:g} days")
+    out = [banner, f'<h2 id="history-span">Recovery point age (RPO), {span}</h2>',
            f'<p class="muted">{hist["checks"]} recorded gate checks, one point per {_dur(hist["bucket_s"])} '
            f'(the worst check of each); red marks on top: no recovery point could be stated'
            + (f'; <span id="breach-count">{breaches}</span> breaching point(s)' if slo is not None else '')
@@ -259,6 +396,8 @@ def cluster_state(doc: dict[str, Any]) -> str:
     "unknown" with the reason when the fencing state (ZooKeeper) cannot be read."""
     e = html.escape
     gate = doc.get("gate") or {}
+    if doc.get("recorded"):
+        return "Active cluster <b id='active-cluster'>being checked</b>"
     if not gate:
         return "Active cluster <b id='active-cluster'>unknown</b> — the gate did not run (see the errors below)"
     unread = next((r for r in gate.get("reasons", []) if r.startswith("fencing state unreadable")), None)
@@ -299,10 +438,11 @@ def render(doc: dict[str, Any]) -> str:
     gate = doc.get("gate") or {}
     verdict = gate.get("verdict", "UNKNOWN")
     sig_rows = [H.tr([e(s["component"]), e(s["name"]), "yes" if s["caught_up"] else "no", _lag(s["lag_s"]),
-                      e(s.get("safe_time") or "none"), e(s.get("basis") or ""), e(s.get("reason") or "")],
+                      e(s.get("safe_time") or "none"), e(iso_epochs(s.get("basis") or "")),
+                      e(iso_epochs(s.get("reason") or ""))],
                      cls="ok" if s["caught_up"] else "bad", attrs={"data-component": s["component"]})
                 for s in gate.get("signals", [])]
-    reasons = "".join(f"<li>{e(r)}</li>" for r in gate.get("reasons", []))
+    reasons = "".join(f"<li>{e(iso_epochs(r))}</li>" for r in gate.get("reasons", []))
     runs = [[f"<a href='/dags/{quote(dag_id)}'>{e(dag_id)}</a>",
              f"<a href='/dags/{quote(dag_id)}/runs/{quote(r['run_id'], safe='')}'>{e(r['run_id'])}</a>",
              f"<td class='{e(r['state'])}'>{e(r['state'])}</td>", e(r["start_date"] or "-"), e(r["end_date"] or "-")]
@@ -322,12 +462,21 @@ def render(doc: dict[str, Any]) -> str:
     epoch = (fence.get("fencing") or {}).get("epoch", "-")
     age = max(0.0, time.time() - float(doc.get("generated_at") or time.time()))
     errors = "".join(f"<li>{e(x)}</li>" for x in doc.get("errors", []))
+    if doc.get("recorded"):
+        checked = ((f"(the last recorded check, of {_t(doc.get('generated_at'))}, {age:.0f}s ago, by "
+                    f"{e(str(doc.get('recorded_by') or '-'))}" if doc.get("generated_at") else "(no check recorded yet")
+                   + "; a live check is running: this page reloads when it is done)")
+    elif doc.get("refreshing"):
+        checked = (f"(live check of {_t(doc.get('generated_at'))}, {age:.0f}s ago; a new one is running: this page "
+                   "reloads when it is done)")
+    else:
+        checked = f"(live check of {_t(doc.get('generated_at'))}, {age:.0f}s ago; re-run at most\nevery {CACHE_S:.0f}s)"
+    reload = "true" if doc.get("recorded") or doc.get("refreshing") else "false"
     body = f"""<h1>DR status</h1>
 <p id="state">{state_line} (fencing epoch {e(str(epoch))})</p>
 <p>Verdict <b id="verdict" class="{e(verdict)}">{e(verdict)}</b> &middot; recovery point
 <b id="recovery-point">{e(str(gate.get('recovery_point') or 'unknown'))}</b>
-<span class="muted" id="checked">(live check of {_t(doc.get('generated_at'))}, {age:.0f}s ago; re-run at most
-every {CACHE_S:.0f}s)</span></p>
+<span class="muted" id="checked">{checked}</span></p>
 <ul id="reasons">{reasons}</ul>
 {render_history(doc)}
 <h2>Signals</h2>{H.table(["component", "name", "caught up", "lag", "safe time", "basis", "why"], sig_rows,
@@ -341,7 +490,8 @@ every {CACHE_S:.0f}s)</span></p>
 <ul id="errors">{errors}</ul>
 <p>Generated {_t(doc.get('generated_at'))} &middot; <span id="live">static</span></p>"""
     script = f"""<script>
-fetch("{URL_PREFIX}/status.json", {{credentials: "same-origin"}}).then(r => r.json()).then(d => {{
+fetch("{URL_PREFIX}/status.json" + location.search, {{credentials: "same-origin"}}).then(r => r.json()).then(d => {{
+  if ({reload}) {{ location.reload(); return; }}
   const v = d.gate ? d.gate.verdict : "UNKNOWN";
   document.getElementById("live").textContent = "live: " + v + " (" + (d.gate ? d.gate.signals.length : 0)
     + " signals)";
@@ -412,7 +562,7 @@ def _app() -> Any:
 
     @app.get("/", response_class=HTMLResponse)
     async def view(days: float = HISTORY_DAYS, user: Any = Depends(get_user)) -> HTMLResponse:
-        return HTMLResponse(render(await run_in_threadpool(status, days, who(user))))
+        return HTMLResponse(render(await run_in_threadpool(page_status, days, who(user))))
 
     @app.get("/reports/{report_id}", response_class=HTMLResponse)
     async def report(report_id: str, user: Any = Depends(get_user)) -> HTMLResponse:

@@ -5,7 +5,9 @@ started as the demo starts it (``drt_demo.demo.api_server_argv``) and real headl
   ``dr_toolkit.egg-info`` (the checkout after `pip install -e .`: a second dr-toolkit
   distribution, whose ``airflow.plugins`` entry point Airflow read as well);
 - the DR page link opened in a fresh browser leads through Airflow's login back to the DR page,
-  instead of answering ``{"detail":"Not authenticated"}``; a script without a token still gets 401."""
+  instead of answering ``{"detail":"Not authenticated"}``; a script without a token still gets 401;
+- (#5) with the servers down, the page answers at once with the last recorded verdict while the
+  live check runs behind; status.json waits for it, and the page is then the live one."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,7 +23,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.support.fixtures_failover import chromium_dump_dom
+from dr_toolkit.ledger import Ledger
+from dr_toolkit.topology import load_topology
+from tests.support.fixtures_failover import chromium_dump_dom, write_topology
 from tests.support.procs import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -60,7 +65,15 @@ def test_the_dr_page_link_in_a_fresh_browser_and_no_plugin_import_error(airflow_
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps({"admin": "s3cret-demo"}))
     # as the demo's --ui: SimpleAuthManager with a user and its password (not all-admins)
-    env = {"AIRFLOW__CORE__AUTH_MANAGER":
+    # a topology whose servers are all down, with one check recorded (GO, two minutes ago)
+    topology = write_topology(tmp_path, zk=f"127.0.0.1:{free_port()}", verify=[
+        {"name": "orders", "source": "hdfs://hot/o", "target": "hdfs://cold/o", "key": ["id"]}])
+    now = time.time()
+    Ledger.open(load_topology(topology).ledger.url).add_gate_check(
+        checked_at=now - 120, verdict="GO", recovery_point=now - 180, reasons=[], source="dag:dr_rpo_watch",
+        components={"verify orders": {"component": "verify", "name": "orders", "caught_up": True, "lag_s": 60.0,
+                                      "safe_time": now - 180}})
+    env = {"DRT_CONFIG": str(topology), "AIRFLOW__CORE__AUTH_MANAGER":
                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
@@ -99,9 +112,15 @@ def test_the_dr_page_link_in_a_fresh_browser_and_no_plugin_import_error(airflow_
         dom = chromium_dump_dom(f"{url}/dr-toolkit/")
         (tmp_path / "dom.html").write_text(dom)
         assert "Not authenticated" not in dom and 'type="password"' in dom, dom[:3000]
-        # with a session (the login's token) the same link is the DR page
+        # with a session (the login's token) the same link is the DR page — at once, the last recorded
+        # verdict (the live check waits on the components' timeouts: it runs behind)
         code, _, page = _get(f"{url}/dr-toolkit/", {**auth, "Accept": "text/html"})
         assert code == 200 and "<h1>DR status</h1>" in page
+        assert 'id="verdict" class="GO">GO' in page and "the last recorded check" in page, page[-3000:]
+        code, _, body = _get(f"{url}/dr-toolkit/status.json", auth)  # the page's script: waits for it
+        assert code == 200 and json.loads(body)["gate"]["verdict"] == "NO_GO", body[:500]
+        code, _, page = _get(f"{url}/dr-toolkit/", {**auth, "Accept": "text/html"})  # the reload
+        assert 'id="verdict" class="NO_GO">NO_GO' in page and "live check of" in page, page[-3000:]
     finally:
         api.stop()
         if api.running:
