@@ -126,7 +126,9 @@ def undo_new_ledger() -> None:
     """A command that ended refused (exit 2, 3 …) leaves no ledger behind it had created itself:
     when the SQLite file did not exist before this command and it still holds no row (nothing was
     recorded: the refusal came before any run started), the file, its journal and the directories
-    made for it are removed again (issue 43 #9). A ledger with any row is kept."""
+    made for it are removed again (issue 43 #9). A ledger with any row is kept, and so is one another
+    process has open (its WAL files remain once ours are closed: two commands started together on a
+    first run)."""
     import contextlib
     import sqlite3
 
@@ -136,6 +138,8 @@ def undo_new_ledger() -> None:
         ledger = new.get("ledger")
         if ledger is not None:
             ledger.engine.dispose()
+        if any(path.with_name(path.name + s).exists() for s in ("-wal", "-shm")):
+            continue  # our connections are closed: another process has it open (WAL mode) — keep it
         if path.exists():
             try:
                 with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
