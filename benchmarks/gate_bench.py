@@ -89,7 +89,8 @@ def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, que
     ep = topo.hot.zookeeper
     assert ep is not None and topo.cold.zookeeper is not None
     with connect(ep, credentials=None) as z:
-        add_peer(z, "1", topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent)
+        # plain ZooKeeper, no HBase: written as for HBase 1.x (the toolkit writes no peer znode for 2.x)
+        add_peer(z, "1", topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent, hbase_version="1.4")
         lay = Layout(ep.hbase_znode_parent)
         for s in range(queues):
             server = f"rs{s}.bench,16020,1700000000000"
