@@ -162,6 +162,31 @@ def safe_floor(reader: PartitionReader, topic: str, partition: int, threshold: i
     return a
 
 
+PROOF_WINDOW = 64  # records before a proving record checked against the clock model
+FLOOR_RETRIES = 8
+
+
+def consistent_floor(reader: PartitionReader, topic: str, partition: int, threshold: int, lo: int, hi: int,
+                     skew_ms: int) -> int:
+    """:func:`safe_floor`, whose proving record (at p − 1) is also consistent with the clock model:
+    on a mirror of hot, a record is never stamped more than 2S before any record before it
+    (ts_b ≥ append_b − S ≥ append_a − S ≥ ts_a − 2S). A record that is — one produced on cold
+    directly with an old timestamp, never a copy of a hot record — proves nothing about the records
+    before it (they may be unconsumed copies); the search is then repeated below it, and after
+    :data:`FLOOR_RETRIES` such records the log start is the answer (re-read, never skip). Checked over
+    the :data:`PROOF_WINDOW` records before the proving one (issue 38: records on cold hot never had)."""
+    for _ in range(FLOOR_RETRIES):
+        p = safe_floor(reader, topic, partition, threshold, lo, hi)
+        if p <= lo:
+            return lo
+        window = list(reader.read(topic, partition, max(lo, p - 1 - PROOF_WINDOW), p))
+        if window and window[-1].offset == p - 1 and all(
+                r.timestamp <= window[-1].timestamp + 2 * skew_ms for r in window[:-1]):
+            return p
+        hi = p - 1  # the proving record lies about the records before it: search below it
+    return lo
+
+
 def safe_ceiling(reader: PartitionReader, topic: str, partition: int, threshold: int, lo: int, hi: int) -> int:
     """Binary search for an offset u in [lo, hi] such that u == hi or the record at u was read
     and has timestamp > ``threshold`` (every record from u on was appended after threshold − S)."""
@@ -218,7 +243,7 @@ def _fallback(reader: PartitionReader, topic: str, partition: int, ts: int, lo: 
     """The skew-safe position: the first offset after a record proven older than
     ts − lower_skews·S; records up to the first one proven newer than ts + upper_skews·S may be
     re-read."""
-    p = safe_floor(reader, topic, partition, ts - lower_skews * skew_ms, lo, hi)
+    p = consistent_floor(reader, topic, partition, ts - lower_skews * skew_ms, lo, hi, skew_ms)
     u = safe_ceiling(reader, topic, partition, ts + upper_skews * skew_ms, p, hi)
     _check_proven(reader, topic, partition, p, lo, ts - lower_skews * skew_ms)
     return RemapResult(p, method, reader.fetches - start_fetches, (p, u) if u > p else None,

@@ -305,3 +305,23 @@ def test_an_offset_sync_the_records_do_not_bear_out_proves_nothing(kafka_env, tm
     produce(hot, syncs, 0, [Rec(value, int(time.time() * 1000), key)])
     (row,) = api.lag(topo, access=Access.none())["partitions"]
     assert row["records_behind"] == 7 and row["method"] == "mm2_sync", row
+
+
+def test_a_record_produced_on_cold_with_an_old_timestamp_never_makes_the_remap_skip(kafka_env,
+                                                                                 tmp_path: Path) -> None:
+    """The remap's proofs on cold are records stamped before a bound. A record produced on cold
+    directly, stamped long ago, between the copies of hot's records 4 and 5 (the group consumed
+    only record 0) was taken as proof that everything before it was consumed: target 6, hot's
+    records 1..4 skipped. A proving record stamped more than 2S before a record before it is no
+    copy of a hot record (the clock model): the search goes below it — never skip."""
+    hot, cold = kafka_env
+    group = unique("grp")
+    topo, ledger, topic = _setup(kafka_env, tmp_path, groups=[group])
+    recs = _history(20)
+    produce(hot, topic, 0, recs)
+    produce(cold, topic, 0, [*recs[:5], Rec(b"replayed on cold", 1, b"k0"), *recs[5:]])
+    with KafkaCluster(hot) as c:
+        c.commit(group, {(topic, 0): 1})
+    api.checkpoint(topo, ledger, access=Access.none())
+    (part,) = api.remap(topo, ledger, group=group, access=Access.none())["partitions"]
+    assert part["target_offset"] is not None and part["target_offset"] <= 1, part  # cold's copy of hot's record 1
