@@ -208,7 +208,7 @@ def _resolve(source: str, target: str, topology: Topology | None, access: Access
     if tgt.kind == "local":
         # a local target is written under its real path only: the root named by the user is
         # resolved once, and no write, rename or delete below it goes through a symlink
-        from dr_toolkit.fs.uri import real_path
+        from dr_toolkit.paths import real_path
 
         troot = real_path(tgt.path)
         tfs.confine = troot  # type: ignore[attr-defined]

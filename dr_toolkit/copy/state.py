@@ -215,7 +215,7 @@ def target_key(loc: Location) -> str:
     (symlinks, ``hdfs://<cluster>`` mapped to a ``local_root``), WebHDFS by its sorted NameNodes
     and path, S3 by bucket and prefix. One writer per key at a time."""
     if loc.kind == "local":
-        from dr_toolkit.fs.uri import real_path
+        from dr_toolkit.paths import real_path
 
         return "file://" + real_path(loc.path)
     if loc.kind == "webhdfs":

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.paths import real_path  # re-exported for the copy modules (defined once, below every layer)
+from dr_toolkit.paths import real_path
 from dr_toolkit.topology import Cluster, Topology
 
 SCHEMES = ("file", "webhdfs", "swebhdfs", "hdfs", "s3", "s3a")
