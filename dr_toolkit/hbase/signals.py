@@ -2,8 +2,15 @@
 
 Per :class:`~dr_toolkit.topology.HBasePolicy`:
 
-1. the peer exists on the hot cluster, is ENABLED, and ships to the cold cluster (its cluster
-   key is the cold ZooKeeper's); a table-CFs restriction must include every protected table;
+0. what the running HBase does (:mod:`dr_toolkit.hbase.live`, issue 38), read before and after the
+   queues: the peer as the active master holds it (``/master-status``; a ZooKeeper value that
+   differs is a problem of its own — a region server that starts loads it), a replication source
+   for the peer on every live region server (its ``/rs-status``: an empty set of queues is never
+   proof of drain), no mutation without WAL and no bulk load that is not replicated counted by a
+   live region server (its ``/jmx`` and ``/conf``), and no protected table with ``DURABILITY =>
+   SKIP_WAL``. A page that cannot be read is NO_GO saying so, never "nothing there";
+1. the peer exists on the hot cluster (as the master holds it), is ENABLED, and ships to the cold
+   cluster (its cluster key is the cold ZooKeeper's); its filters ship every protected table;
 2. every protected table (``tables`` and the tables of ``namespaces``, read from the table
    descriptors under ``<hbase_rootdir>/data`` on the hot filesystem) has ``REPLICATION_SCOPE``
    1 on every column family — a table without it never reaches cold (safe time: none);
@@ -12,7 +19,9 @@ Per :class:`~dr_toolkit.topology.HBasePolicy`:
    filesystem, read after the positions): see :mod:`dr_toolkit.hbase.status`.
 
 Safe time: when drain is proven, the time the queue read began (every edit written before it
-is in a WAL whose bytes the shipper had already acknowledged from the sink). That proof is
+is in a WAL whose bytes the shipper had already acknowledged from the sink) — or, if earlier, two
+metrics periods before the region servers' WAL-less counts were read (they are summed every
+``hbase.regionserver.metrics.period``: a SKIP_WAL put made later may not be counted yet). That proof is
 recorded in the ledger (watermark ``hbase``/``<peer>:proven``, only ever moving forward), so a
 later check that cannot prove drain — a WAL not fully shipped, queue size only, a disabled peer
 — states the last proven time as its safe time (still true: shipped edits stay shipped).
