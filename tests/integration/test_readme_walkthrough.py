@@ -1,0 +1,121 @@
+"""The docs' walkthrough: every command of a ```console block in README.md and docs/*.md is run
+as a reader would run it, from the checkout, and what it prints must be what the docs show.
+
+A ```console block holds commands (`$ drt …`), each followed by the lines it prints (stdout and
+stderr together, in order) and, when it is not 0, its exit code as `[exit N]`. The lines are
+compared whole, in order, all of them: a sample that drifts from what `drt` prints fails here.
+Placeholders a sample may use, each standing for what differs per machine or run: `CHECKOUT`
+(the checkout's absolute path), `PORT` (a number), `PASSWORD` (a word), and `…` at the end of a
+line (the rest of that line). Blocks fenced as ```sh or plain ``` are not run: commands that need
+a demo's servers or a real cluster.
+
+`make demo` itself — the README's quick start — is run end to end by tests/integration/test_demo.py
+(on the real servers it starts, with its output checked there); this walkthrough does not start it
+again (the suite is near its time budget): it runs the quick start's read commands and every
+example shown with its output. `drt` here is the checkout's `.venv/bin/drt`; `.venv/bin/drt` in a
+sample is that same file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+README_MAX_LINES = 300
+
+
+@dataclass(frozen=True)
+class Example:
+    doc: str
+    line: int
+    command: str
+    expected: tuple[str, ...]
+    exit_code: int
+
+
+def examples(path: Path) -> list[Example]:
+    """The commands of the ```console blocks of one document, with the lines shown after each."""
+    found: list[Example] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    in_block = False
+    current: dict[str, object] | None = None
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            found.append(Example(str(path.relative_to(REPO)), int(current["line"]),  # type: ignore[call-overload]
+                                 str(current["command"]), tuple(current["out"]),  # type: ignore[arg-type]
+                                 int(current["exit"])))  # type: ignore[call-overload]
+        current = None
+
+    for number, text in enumerate(lines, 1):
+        stripped = text.strip()
+        if not in_block:
+            in_block = stripped == "```console"
+            continue
+        if stripped.startswith("```"):
+            close()
+            in_block = False
+        elif text.startswith("$ "):
+            close()
+            current = {"line": number, "command": text[2:], "out": [], "exit": 0}
+        elif current is not None:
+            m = re.fullmatch(r"\[exit (\d+)\]", stripped)
+            if m:
+                current["exit"] = int(m.group(1))
+            else:
+                current["out"].append(text)  # type: ignore[attr-defined]
+    return found
+
+
+ALL = [e for doc in DOCS for e in examples(doc)]
+
+
+def pattern(line: str) -> re.Pattern[str]:
+    """A sample line as a pattern: literal text, with the marked placeholders."""
+    rest = line.endswith("…")
+    body = re.escape(line[:-1] if rest else line)
+    body = body.replace("CHECKOUT", re.escape(str(REPO)))
+    body = body.replace("PORT", r"\d+").replace("PASSWORD", r"\S+")
+    return re.compile(body + (".*" if rest else ""))
+
+
+def run(command: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", "-c", command], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+def test_the_readme_is_a_front_page_with_examples() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= README_MAX_LINES, f"README.md has {len(readme)} lines (at most {README_MAX_LINES})"
+    ran = [e for e in ALL if e.doc == "README.md"]
+    assert len(ran) >= 3, "the README's quick start shows no console example"
+    assert any(e.command.endswith("drt --help") for e in ran)
+    assert "make demo" in "\n".join(readme) and "make test" in "\n".join(readme)
+
+
+@pytest.mark.parametrize("example", ALL, ids=[f"{e.doc}:{e.line}" for e in ALL])
+def test_a_documented_command_prints_what_the_docs_show(example: Example) -> None:
+    result = run(example.command)
+    printed = result.stdout.rstrip("\n").splitlines()
+    where = f"{example.doc}:{example.line}: $ {example.command}"
+    assert "Traceback" not in result.stdout, f"{where}\n{result.stdout}"
+    assert result.returncode == example.exit_code, (
+        f"{where}: exit {result.returncode}, the docs show {example.exit_code}\n{result.stdout}")
+    shown = [ln for ln in example.expected]
+    mismatch = len(printed) != len(shown) or any(
+        not pattern(want).fullmatch(got) for want, got in zip(shown, printed, strict=False))
+    assert not mismatch, (f"{where}: the docs show\n  " + "\n  ".join(shown)
+                          + "\nbut it printed\n  " + "\n  ".join(printed))
