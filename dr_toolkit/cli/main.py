@@ -103,13 +103,25 @@ def top_help() -> str:
     lines = ["Usage: drt [OPTIONS] COMMAND [ARGS]...", "",
              "  dr-toolkit: keep a cold cluster in step with a hot one, and fail over with evidence.", "",
              "Options (accepted before or after the command):"]
-    lines += [f"  {k:<{width}}{v}" for k, v in GLOBAL_OPTIONS]
+    lines += [f"  {k:<{width}}{v}" for k, v in GLOBAL_OPTIONS if not k.startswith("-h")]
+    lines += [f"  {'--version':<{width}}Show the version of dr-toolkit and exit."]
+    lines += [f"  {k:<{width}}{v}" for k, v in GLOBAL_OPTIONS if k.startswith("-h")]
     lines += ["", "Commands:"]
     lines += [f"  {name:<{cw}}{summary}" for name, (_, summary) in COMMANDS.items()]
     lines += ["", "Run `drt COMMAND --help` for a command's options.",
               "Exit codes: 0 ok; 1 a problem was found (differences, NO_GO, failed files); "
               "2 usage or configuration error; 3 a dependency is unreachable."]
     return "\n".join(lines) + "\n"
+
+
+def version() -> str:
+    """The installed distribution's version (`drt --version`), from its metadata."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("dr-toolkit")
+    except metadata.PackageNotFoundError:
+        return "(not installed: dr-toolkit is run from its source tree)"
 
 
 def say_error(message: str) -> None:
@@ -199,6 +211,9 @@ def _run(args: list[str]) -> int:
     front, command, rest = _split(args)
     if command is None and (not rest or any(a in HELP_FLAGS for a in rest) or any(a in HELP_FLAGS for a in front)):
         sys.stdout.write(top_help())
+        return EXIT_OK
+    if command is None and rest[0] == "--version":
+        sys.stdout.write(f"drt {version()}\n")
         return EXIT_OK
     if command is None:
         say_error(f"no such option: {rest[0]} — see `drt --help`")
