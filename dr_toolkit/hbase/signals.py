@@ -322,6 +322,28 @@ def _live_problems(policy: HBasePolicy, before: LiveView, after: LiveView, queue
     return list(dict.fromkeys(out)), never
 
 
+def live_status_reasons(peer_ids: list[str], before: LiveView, after: LiveView, queue_servers: list[str]
+                        ) -> list[str]:
+    """`drt hbase status`'s view of the live evidence for ``peer_ids``: each must be a peer the running
+    master holds, with a replication source on every live region server; no region server may have
+    counted writes that bypass the WAL; a page that cannot be read says so."""
+    from dr_toolkit.topology import HBasePolicy
+
+    out: list[str] = []
+    if after.peers is None:
+        out.append(f"cannot ask the running HBase master which peers it runs ({after.master_error})")
+    for pid in peer_ids:
+        if after.peers is not None and pid not in after.peers:
+            out.append(f"peer {pid} is not a peer the running HBase master {after.master} holds: HBase ships nothing "
+                       "for it (a peer only in ZooKeeper has no replication source and no queue)")
+            continue
+        out.extend(_live_problems(HBasePolicy(name=pid, peer_id=pid), before, after, queue_servers)[0])
+    if not peer_ids:
+        out.extend(_live_problems(HBasePolicy(name="-", peer_id="\0"), before, after, queue_servers)[0])
+        out = [r for r in out if "runs no replication source" not in r]
+    return list(dict.fromkeys(out))
+
+
 def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, policy: HBasePolicy,
          parent: str, now: float) -> Signal:
     from dr_toolkit.hbase.status import fs_wal_length, replication_status

@@ -9,6 +9,7 @@ Each test first brings the replication queues to a state the old check called "d
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -139,6 +140,11 @@ def test_a_peer_only_in_zookeeper_is_no_go_and_peers_sync_never_writes_one(world
             assert f"region server {server} runs no replication source for peer 1" in _reasons(res)
             assert hb.safe_time is None and res.recovery_point is None
             assert cold.count_range(first, 30) == 0  # what a GO would have promoted without
+            # `drt hbase status` no longer reads "no queue" as caught up either
+            r = drt("--json", "hbase", "status", "--peer", "1", config=w.path)
+            doc = json.loads(r.stdout)
+            assert r.returncode == 1 and doc["caught_up"] is False, (r.returncode, r.stdout, r.stderr)
+            assert any("peer 1 is not a peer the running HBase master" in x for x in doc["reasons"]), doc["reasons"]
         finally:
             zk.delete(w.lay.peer("1"), recursive=True)  # HBase's own peer 1 comes back through its Admin API
 
