@@ -52,6 +52,32 @@ _DIFF_TYPES = {"CREATE": "+", "DELETE": "-", "MODIFY": "M", "RENAME": "R"}
 UNDER_CONSTRUCTION = "is under construction"
 
 
+class NotWebHdfs(Exception):
+    """A non-2xx answer without WebHDFS's ``RemoteException`` JSON: something other than a NameNode's
+    (or DataNode's) WebHDFS answered — a web server on the wrong port, a proxy's error page."""
+
+    def __init__(self, status: int, content_type: str, url: str) -> None:
+        super().__init__(f"HTTP {status} ({content_type or 'no content type'}) from {url}")
+        self.status, self.content_type, self.url = status, content_type, url
+
+
+def _webhdfs_answer(response: Any, *args: Any, **kwargs: Any) -> Any:
+    """A requests response hook: a failed answer must be WebHDFS's own (``{"RemoteException": …}``),
+    else :class:`NotWebHdfs` — the ``hdfs`` library would take any non-2xx answer for "no such
+    file" (``status(strict=False)`` returns None) or quote an HTML page as the error. 401/407 are
+    left to the library and to the Kerberos handshake, which answers them itself."""
+    if response.ok or response.status_code in (401, 407):
+        return response
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("RemoteException"), dict):
+        return response
+    raise NotWebHdfs(response.status_code, response.headers.get("Content-Type", "").split(";")[0].strip(),
+                     response.url)
+
+
 def _client_class(kerberos: bool) -> Any:
     from hdfs.client import InsecureClient, _Request
 
@@ -101,6 +127,7 @@ class WebHdfsFileSystem(FileSystem):
         if credentials is not None and credentials.password and not kerberos:
             # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
             self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
+        self.client._session.hooks["response"].append(_webhdfs_answer)
 
     # -- errors ------------------------------------------------------------------------------------
     @contextmanager
@@ -121,6 +148,17 @@ class WebHdfsFileSystem(FileSystem):
             if UNDER_CONSTRUCTION in text:
                 raise UnderConstruction(path, None, f"{path} is open for write (under construction)") from None
             raise OSError(f"WebHDFS {path}: {exc_name + ': ' if exc_name else ''}{text}") from None
+        except NotWebHdfs as exc:
+            from urllib.parse import urlsplit
+
+            address = f"webhdfs://{urlsplit(exc.url).netloc}"
+            what = (f"{address} answered HTTP {exc.status} ({exc.content_type or 'no content type'}), "
+                    "not a NameNode's WebHDFS (/webhdfs/v1)")
+            if exc.status >= 500:  # a gateway or proxy whose backend is down: unreachable, not misconfigured
+                raise UnreachableError(what, where=path, hint="check the NameNode behind it and the address "
+                                                              "(NameNode HTTP port, 9870 by default)") from None
+            raise ConfigError(what, where=path,
+                              hint="check the address (NameNode HTTP port, 9870 by default)") from None
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise UnreachableError(f"WebHDFS unreachable ({type(exc).__name__}, timeout {self.timeout_s:g} s)",
                                    where=", ".join(self.namenodes),
