@@ -12,7 +12,8 @@ a demo's servers or a real cluster.
 `make demo` itself — the README's quick start — is run end to end by tests/integration/test_demo.py
 (on the real servers it starts, with its output checked there); this walkthrough does not start it
 again (the suite is near its time budget): it runs the quick start's read commands and every
-example shown with its output. `drt` here is the checkout's `.venv/bin/drt`; `.venv/bin/drt` in a
+example shown with its output, and checks the README's sample of what `drt demo --ui` leaves
+running against the demo's own summary printer fed the values the demo builds. `drt` here is the checkout's `.venv/bin/drt`; `.venv/bin/drt` in a
 sample is that same file.
 """
 
@@ -118,3 +119,30 @@ def test_a_documented_command_prints_what_the_docs_show(example: Example) -> Non
     whole = "".join(r"(?:[^\n]*\n)*?" if want == "…" else pattern(want).pattern + "\n" for want in shown)
     assert re.fullmatch(whole, "".join(ln + "\n" for ln in printed)), (f"{where}: the docs show\n  " + "\n  ".join(shown)
                           + "\nbut it printed\n  " + "\n  ".join(printed))
+
+
+def test_the_demo_ui_lines_are_what_the_readme_shows() -> None:
+    """The README's `--ui` sample against `drt demo`'s summary printer (dr_toolkit/cli/demo.py),
+    given a summary shaped as drt_demo builds it (its `ui` value: drt_demo/demo.py)."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, ln in enumerate(lines) if "With `--ui` its summary also says:" in ln)
+    fence = next(i for i in range(start, len(lines)) if lines[i].startswith("```"))
+    end = next(i for i in range(fence + 1, len(lines)) if lines[i].startswith("```"))
+    shown = lines[fence + 1:end]
+    probe = (
+        "from pathlib import Path\n"
+        "from dr_toolkit.cli.demo import _render\n"
+        "work = Path('demo-data').resolve()\n"
+        "url = 'http://127.0.0.1:8793'\n"
+        "_render({'checks': [], 'run_id': 'failover-1', 'failover_status': 'succeeded', 'workdir': str(work),\n"
+        "         'topology': str(work / 'drt.yaml'), 'duration_s': 180, 'next_steps': ['drt demo --stop'],\n"
+        "         'ui': {'url': url, 'dr_page': f'{url}/dr-toolkit/', 'user': 'admin', 'password': 'x1y2',\n"
+        "                'running': ['zookeeper', 'hdfs-hot'], 'env_file': str(work / 'airflow.env')}})\n")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    printed = r.stdout.splitlines()
+    first = [i for i, ln in enumerate(printed) if pattern(shown[0]).fullmatch(ln)]
+    assert first, f"README.md's --ui sample starts with a line drt demo does not print:\n{r.stdout}"
+    got = printed[first[0]:first[0] + len(shown)]
+    assert len(got) == len(shown) and all(pattern(w).fullmatch(g) for w, g in zip(shown, got, strict=True)), (
+        "README.md's --ui sample\n  " + "\n  ".join(shown) + "\nbut drt demo prints\n  " + "\n  ".join(got))
