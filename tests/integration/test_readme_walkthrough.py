@@ -146,3 +146,30 @@ def test_the_demo_ui_lines_are_what_the_readme_shows() -> None:
     got = printed[first[0]:first[0] + len(shown)]
     assert len(got) == len(shown) and all(pattern(w).fullmatch(g) for w, g in zip(shown, got, strict=True)), (
         "README.md's --ui sample\n  " + "\n  ".join(shown) + "\nbut drt demo prints\n  " + "\n  ".join(got))
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
+    text = heading.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def test_every_link_between_the_docs_reaches_its_file_and_section() -> None:
+    """The README's sections moved into docs/: a link to a file or a section that is not there fails."""
+    broken = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target) or target.startswith("mailto:"):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such file)")
+                continue
+            if anchor and file.suffix == ".md":
+                headings = re.findall(r"^#{1,6} (.+)$", file.read_text(encoding="utf-8"), flags=re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{doc.relative_to(REPO)}: {target} (no such section)")
+    assert not broken, "\n".join(broken)
