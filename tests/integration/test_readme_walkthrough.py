@@ -19,12 +19,16 @@ sample is that same file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +177,106 @@ def test_every_link_between_the_docs_reaches_its_file_and_section() -> None:
                 if anchor not in {_slug(h) for h in headings}:
                     broken.append(f"{doc.relative_to(REPO)}: {target} (no such section)")
     assert not broken, "\n".join(broken)
+
+
+# -- the topology file's field reference (docs/configuration.md), generated from the model ----------
+FIELDS_BEGIN = "<!-- fields: generated from dr_toolkit.topology by tests/integration/test_readme_walkthrough.py -->"
+FIELDS_END = "<!-- fields: end -->"
+
+
+def _tname(ann: Any) -> str:
+    from pydantic import BaseModel
+
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        text = " or ".join(_tname(a) for a in args)
+        return text + (" or null" if len(args) < len(typing.get_args(ann)) else "")
+    if origin is typing.Literal:
+        return " \\| ".join(json.dumps(a) for a in typing.get_args(ann))
+    if origin is list:
+        return f"list of {_tname(typing.get_args(ann)[0])}"
+    if origin is dict:
+        key, value = typing.get_args(ann)
+        return f"map of {_tname(key)} to {_tname(value)}"
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return "section"
+    return str(getattr(ann, "__name__", ann))
+
+
+def _default(f: Any) -> str:
+    from pydantic import BaseModel
+    from pydantic_core import PydanticUndefined
+
+    if f.default is not PydanticUndefined:
+        value = f.default
+    elif f.default_factory is not None:
+        value = f.default_factory()
+    else:
+        return "required"
+    if value is None:
+        return "—"
+    return "`{}`" if isinstance(value, BaseModel) else f"`{json.dumps(value)}`"
+
+
+def _model_in(ann: Any) -> tuple[Any, str] | None:
+    """The model a field holds, and how: itself (""), a list of them ("[]"), a map of them (".<name>")."""
+    from pydantic import BaseModel
+
+    def is_model(a: Any) -> bool:
+        return isinstance(a, type) and issubclass(a, BaseModel)
+
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    if typing.get_origin(ann) in (typing.Union, types.UnionType) and len(args) == 1:
+        ann = args[0]
+    if is_model(ann):
+        return ann, ""
+    if typing.get_origin(ann) is list and is_model(typing.get_args(ann)[0]):
+        return typing.get_args(ann)[0], "[]"
+    if typing.get_origin(ann) is dict and is_model(typing.get_args(ann)[1]):
+        return typing.get_args(ann)[1], ".<name>"
+    return None
+
+
+def _rows(model: Any, prefix: str) -> list[str]:
+    out: list[str] = []
+    for name, f in model.model_fields.items():
+        if f.exclude:
+            continue
+        path = f"{prefix}{name}"
+        held = _model_in(f.annotation)
+        if held is None:
+            desc = " ".join((f.description or "").split()).replace("|", "\\|")
+            out.append(f"| `{path}` | {_tname(f.annotation)} | {_default(f)} | {desc} |")
+            continue
+        sub, suffix = held
+        kind = {"[]": "a list of entries", ".<name>": "a map of named entries", "": "a section"}[suffix]
+        doc = f.description or (sub.__doc__ or "").strip().split("\n\n")[0]
+        out.append(f"| `{path}` | {kind} | {_default(f)} | {' '.join(doc.split())} |")
+        out += _rows(sub, f"{path}{suffix}.")
+    return out
+
+
+def field_reference() -> str:
+    """Every field of the topology file: its path, type, default and meaning, from the model itself."""
+    from dr_toolkit.topology import Topology
+
+    return "\n".join(["| field | type | default | meaning |", "|---|---|---|---|", *_rows(Topology, "")])
+
+
+def test_the_field_reference_is_the_models() -> None:
+    """docs/configuration.md's field table is the topology model's fields; regenerate it with
+    `.venv/bin/python -m tests.integration.test_readme_walkthrough` after changing the model."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert FIELDS_BEGIN in text and FIELDS_END in text, "docs/configuration.md lost its field table's markers"
+    shown = text.split(FIELDS_BEGIN, 1)[1].split(FIELDS_END, 1)[0].strip()
+    assert shown == field_reference(), "docs/configuration.md's field table differs from dr_toolkit.topology: " \
+        "run .venv/bin/python -m tests.integration.test_readme_walkthrough"
+
+
+if __name__ == "__main__":  # rewrite docs/configuration.md's field table from the model
+    path = REPO / "docs" / "configuration.md"
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split(FIELDS_BEGIN, 1)
+    tail = rest.split(FIELDS_END, 1)[1]
+    path.write_text(f"{head}{FIELDS_BEGIN}\n{field_reference()}\n{FIELDS_END}{tail}", encoding="utf-8")
