@@ -63,11 +63,14 @@ def examples(path: Path) -> list[Example]:
                                  int(current["exit"])))  # type: ignore[call-overload]
         current = None
 
-    for number, text in enumerate(lines, 1):
-        stripped = text.strip()
+    indent = 0
+    for number, raw in enumerate(lines, 1):
+        stripped = raw.strip()
         if not in_block:
             in_block = stripped == "```console"
+            indent = len(raw) - len(raw.lstrip(" "))  # a block inside a list item is indented
             continue
+        text = raw[indent:] if raw[:indent].strip() == "" else raw
         if stripped.startswith("```"):
             close()
             in_block = False
