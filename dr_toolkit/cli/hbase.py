@@ -296,20 +296,14 @@ def register(app: typer.Typer) -> None:
         """Replication queues per server and peer, and what the running HBase does (the peers its master
         holds, a replication source per live region server, writes without WAL); exit 0 when caught up,
         1 when not. No queue is never proof of drain: a peer HBase does not run has none."""
-        from dr_toolkit.hbase.signals import live_status_reasons, read_live
-        from dr_toolkit.hbase.status import replication_status
+        from dr_toolkit.hbase.signals import checked_status
         from dr_toolkit.zk.client import zk_session
 
         tg = _target(ctx, cluster, zk, znode_parent, None, timeout)
         with zk_session(tg.endpoint, credentials=tg.credentials, read_only=True) as z:
-            before = read_live(z, tg.parent)
-            st = replication_status(z, tg.parent, peers=list(peer) if peer else None, settle_s=settle)
-            after = read_live(z, tg.parent)
-        extra = live_status_reasons(list(peer) if peer else sorted(st.peers), before, after, st.live_servers)
-        st.reasons.extend(r for r in extra if r not in st.reasons)
-        st.caught_up = st.caught_up and not extra
-        emit(ctx, {**st.to_json(), "live": after.to_json()}, _render_status)
-        if not st.caught_up:
+            out = checked_status(z, tg.parent, peers=list(peer) if peer else None, settle_s=settle)
+        emit(ctx, out, _render_status)
+        if not out["caught_up"]:
             raise typer.Exit(1)
 
     @hb.command("parse-status")

@@ -459,3 +459,19 @@ def proven_safe_times(topology: Topology, ledger: Ledger) -> dict[str, float | N
 
 
 __all__ = ["hbase_signals", "last_proven", "last_seen", "proven_safe_times", "record_proven", "table_problems"]
+
+
+def checked_status(zk: ZkClient, parent: str, *, peers: list[str] | None = None, settle_s: float = 0.0
+                   ) -> dict[str, Any]:
+    """The queues of ``peers`` (all when None) judged with the live evidence read before and after
+    them (:func:`live_status_reasons`): the one "caught up" of `drt hbase status` and the Airflow
+    sensor. No queue is never proof of drain — a peer HBase does not run has none."""
+    from dr_toolkit.hbase.status import replication_status
+
+    before = read_live(zk, parent)
+    st = replication_status(zk, parent, peers=peers, settle_s=settle_s)
+    after = read_live(zk, parent)
+    extra = live_status_reasons(list(peers) if peers else sorted(st.peers), before, after, st.live_servers)
+    st.reasons.extend(r for r in extra if r not in st.reasons)
+    st.caught_up = st.caught_up and not extra
+    return {**st.to_json(), "live": after.to_json()}

@@ -100,15 +100,15 @@ def run_table_sweep(*, cluster: str | None = None, fix: bool = False, dry_run: b
 
 def run_status(*, peers: Sequence[str] | None = None, cluster: str | None = None,
                zk_conn_id: str | None = None) -> dict[str, Any]:
-    from dr_toolkit.hbase.status import replication_status
+    from dr_toolkit.hbase.signals import checked_status
     from dr_toolkit.zk.client import zk_session
 
     _topo, c, creds, _access = _endpoint(cluster, zk_conn_id)
     with zk_session(c.zookeeper, credentials=creds, read_only=True) as z:
-        st = replication_status(z, c.zookeeper.hbase_znode_parent, peers=list(peers) if peers else None)
-    log.info("hbase replication caught_up=%s over %d queue(s); %s", st.caught_up, len(st.queues),
-             "; ".join(st.reasons[:5]) or "no reasons")
-    return st.to_json()
+        out = checked_status(z, c.zookeeper.hbase_znode_parent, peers=list(peers) if peers else None)
+    log.info("hbase replication caught_up=%s over %d queue(s); %s", out["caught_up"], len(out["queues"]),
+             "; ".join(out["reasons"][:5]) or "no reasons")
+    return out
 
 
 class HBasePeersOperator(BaseOperator):
@@ -160,8 +160,9 @@ class HBaseStatusOperator(BaseOperator):
 
 
 class HBaseReplicationCaughtUpSensor(BaseSensorOperator):
-    """Waits until every queue of the selected peers is drained (see dr_toolkit.hbase.status).
-    An unreachable ZooKeeper is "not yet", never "caught up"."""
+    """Waits until every queue of the selected peers is drained and the running HBase ships them
+    (dr_toolkit.hbase.signals.checked_status: the peers its master holds, a source per live region
+    server, no write without WAL). An unreachable ZooKeeper is "not yet", never "caught up"."""
 
     template_fields = ("peers",)
 

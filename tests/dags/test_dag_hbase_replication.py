@@ -27,7 +27,10 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
     sweep = tis["table_sweep"].xcom_pull(task_ids="table_sweep")
     assert sweep["skipped"] == "no hbase_shell configured" and sweep["namespaces"] == ["shop"]
     status = tis["queue_status"].xcom_pull(task_ids="queue_status")
-    assert status["caught_up"] is True and status["peers"] == {"1": "ENABLED"}
+    # a peer in a ZooKeeper with no HBase behind it: no queue, and no running HBase to say it ships —
+    # "no queue" is never "caught up" (issue 38 #1); the DAG reports it, it does not fail on it
+    assert status["caught_up"] is False and status["peers"] == {"1": "ENABLED"}
+    assert any("cannot ask the running HBase master" in r for r in status["reasons"]), status["reasons"]
 
     from dr_toolkit.hbase.peers import read_peer
     from dr_toolkit.topology import load_topology
@@ -45,7 +48,7 @@ def test_dag_converges_peers_and_reports_status(airflow_home, hbase_topology, hb
     assert run2.state == "success"
     tis2 = {ti.task_id: ti for ti in run2.get_task_instances()}
     assert tis2["peers"].xcom_pull(task_ids="peers")["peers"] == [{"peer_id": "1", "changed": False, "changes": []}]
-    assert tis2["queue_status"].xcom_pull(task_ids="queue_status")["caught_up"] is True
+    assert tis2["queue_status"].xcom_pull(task_ids="queue_status")["caught_up"] is False
 
 
 def test_sensor_follows_the_real_queues(airflow_home, tmp_path, hbase_hot, hbase_cold, monkeypatch) -> None:
@@ -84,3 +87,46 @@ def test_sensor_follows_the_real_queues(airflow_home, tmp_path, hbase_hot, hbase
     while not sensor.poke({}) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert sensor.poke({}) is True
+
+
+def test_sensor_never_reads_a_peer_hbase_does_not_run_as_caught_up(airflow_home, tmp_path, hbase_hot, hbase_cold,
+                                                                    monkeypatch) -> None:
+    """A peer written into hot's ZooKeeper behind HBase's back (as the old `peers sync` did on 2.x) has
+    no replication source and no queue: "no queue" is not drained. The sensor asks the running HBase
+    (hbase.signals.checked_status, as `drt hbase status` does) and stays down (issue 38 #1)."""
+    import airflow  # noqa: F401 - its settings put plugins/ on sys.path
+    import yaml
+    from drt_airflow.hbase import HBaseReplicationCaughtUpSensor, run_status
+
+    from dr_toolkit.hbase.encoding import Layout, PeerConfig, encode_peer, encode_state
+    from dr_toolkit.topology import ZooKeeperEndpoint
+    from dr_toolkit.zk.client import zk_session
+
+    hot, cold = hbase_hot, hbase_cold
+    path = tmp_path / "drt.yaml"
+    zk = {"connect_timeout_s": 5, "call_timeout_s": 5}
+    path.write_text(yaml.safe_dump({
+        "version": 1,
+        "clusters": {
+            "hot": {"role": "hot", "local_root": str(tmp_path / "hot"),
+                    "zookeeper": {"quorum": hot.zk_quorum, "hbase_znode_parent": hot.znode_parent, **zk}},
+            "cold": {"role": "cold", "local_root": str(tmp_path / "cold"),
+                     "zookeeper": {"quorum": cold.zk_quorum, "hbase_znode_parent": cold.znode_parent, **zk}}},
+        "policies": {"hbase": [{"name": "orders", "peer_id": "1", "tables": ["default:orders"]}]},
+        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
+    monkeypatch.setenv("DRT_CONFIG", str(path))
+    lay = Layout(hot.znode_parent)
+    ghost = "77"
+    endpoint = ZooKeeperEndpoint(quorum=hot.zk_quorum, hbase_znode_parent=hot.znode_parent, **zk)
+    with zk_session(endpoint, credentials=None) as z:
+        z.create(lay.peer(ghost), encode_peer(PeerConfig(cold.cluster_key), "2.6"))
+        z.create(lay.peer_state(ghost), encode_state(True, "2.6"))
+        try:
+            assert ghost not in hot.list_peers()  # HBase does not run it
+            sensor = HBaseReplicationCaughtUpSensor(task_id="hbase_caught_up", peers=[ghost])
+            assert sensor.poke({}) is False
+            out = run_status(peers=[ghost])
+            assert out["caught_up"] is False
+            assert any(f"peer {ghost} is not a peer the running HBase master" in r for r in out["reasons"]), out
+        finally:
+            z.delete(lay.peer(ghost), recursive=True)
