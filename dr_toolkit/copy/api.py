@@ -643,15 +643,17 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                     how_not = why_not
         moves: dict[str, str] = {}
         changed: set[str] | None = None
-        if diff is not None and entries is not None and snapshot and not forward:
-            def stat_read(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
-                s = src.fs.stat(src.fs.join(read_root, rel))
-                if s is None:
-                    return {}
-                if s.is_dir:
-                    return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
-                return {rel: s}
 
+        def stat_read(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
+            """``rel`` as the tree read holds it: {} when gone, a directory's files when ``recursive``."""
+            s = src.fs.stat(src.fs.join(read_root, rel))
+            if s is None:
+                return {}
+            if s.is_dir:
+                return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
+            return {rel: s}
+
+        if diff is not None and entries is not None and snapshot and not forward:
             # the base snapshot is the newer one (or no snapshot id says which is): the paths the
             # report names are listed in the snapshot read, none replayed (plan.relist_diff)
             state, changed = relist_diff(entries, diff, stat_read)
@@ -670,14 +672,6 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
             how = (f"snapshot diff {old} → {snapshot} ({len(diff)} entries; {old} is not proven the older: "
                    f"the paths it names listed in {snapshot})")
         elif diff is not None and entries is not None:
-            def stat_tree(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
-                s = src.fs.stat(src.fs.join(read_root, rel))
-                if s is None:
-                    return {}
-                if s.is_dir:
-                    return _listing(reading, src.fs.join(read_root, rel), skips) if recursive else None
-                return {rel: s}
-
             pending_sorted = sorted(pending)
 
             def unknown(old_path: str) -> bool:  # may the base lack files below old_path?
@@ -687,9 +681,9 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
                 return i < len(pending_sorted) and (pending_sorted[i] == old_path
                                                     or pending_sorted[i].startswith(old_path + "/"))
 
-            state, moves, changed = apply_diff(entries, diff, stat_tree, unknown)
+            state, moves, changed = apply_diff(entries, diff, stat_read, unknown)
             for rel in pending:  # files a failed run did not copy: not in any later diff
-                fresh = stat_tree(rel, False)
+                fresh = stat_read(rel, False)
                 if fresh:
                     state.update(fresh)
                     changed.update(fresh)
@@ -700,7 +694,7 @@ def _plan_modes(src: _Side, tgt: _Side, options: CopyOptions, base: _Base, snaps
             for rel in [r for r, e in entries.items() if e.open]:
                 cur = moved_to.get(rel, rel)
                 if cur in state and cur not in changed:
-                    fresh = stat_tree(cur, False)
+                    fresh = stat_read(cur, False)
                     if fresh:
                         state.update(fresh)
                         changed.update(fresh)

@@ -193,16 +193,21 @@ def _recorded(path: str | None, days: float) -> dict[str, Any]:
             doc["slo"] = {"rpo_slo_s": slo, "rpo_s": rpo, "breach": slo_breach(rpo, slo, r.get("limiting")),
                           "max_lag_s": topo.failover.max_lag_s}
         doc["history"] = _history(ledger, days)
-        doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
-                                                        "badrows", "finished_at", "report_path")}
-                                 for r in ledger.verify_reports(limit=10)]
-        doc["failover_runs"] = [{k: r.get(k) for k in ("run_id", "status", "execute", "actor", "reason",
-                                                       "started_at")} for r in ledger.failover_runs(limit=5)]
+        doc.update(_ledger_lists(ledger))
     except Exception as exc:  # noqa: BLE001 - an error is shown, never hidden
         from dr_toolkit.secrets import redact
 
         doc["errors"].append(redact(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
     return doc
+
+
+def _ledger_lists(ledger: Any) -> dict[str, Any]:
+    """The page's newest verification reports and failover runs, from the ledger."""
+    return {"verify_reports": [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
+                                                      "badrows", "finished_at", "report_path")}
+                               for r in ledger.verify_reports(limit=10)],
+            "failover_runs": [{k: r.get(k) for k in ("run_id", "status", "execute", "actor", "reason",
+                                                     "started_at")} for r in ledger.failover_runs(limit=5)]}
 
 
 def _iso(t: float | None) -> str | None:
@@ -244,11 +249,7 @@ def _live(path: str | None, days: float, who: str | None) -> dict[str, Any]:
             doc["slo"] = {"rpo_slo_s": slo, "rpo_s": res.rpo_s, "breach": slo_breach(res.rpo_s, slo, res.limiting),
                           "max_lag_s": topo.failover.max_lag_s}
             doc["history"] = _history(ledger, days)
-            doc["verify_reports"] = [{k: r.get(k) for k in ("report_id", "name", "source", "target", "goodrows",
-                                                            "badrows", "finished_at", "report_path")}
-                                     for r in ledger.verify_reports(limit=10)]
-            doc["failover_runs"] = [{k: r.get(k) for k in ("run_id", "status", "execute", "actor", "reason",
-                                                           "started_at")} for r in ledger.failover_runs(limit=5)]
+            doc.update(_ledger_lists(ledger))
         except Exception as exc:  # noqa: BLE001 - an error is shown, never hidden
             from dr_toolkit.secrets import redact
 

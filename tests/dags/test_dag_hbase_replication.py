@@ -10,6 +10,25 @@ from dr_toolkit.hbase.encoding import Layout
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
 COLD_KEY = "cold-zk1.example.com,cold-zk2.example.com:2181:/hbase"
+ZK_TIMEOUTS = {"connect_timeout_s": 5, "call_timeout_s": 5}
+
+
+def _sensor_topology(tmp_path, hot, cold):  # type: ignore[no-untyped-def]
+    """A topology over the real hot and cold HBase clusters with one policy, peer 1."""
+    import yaml
+
+    path = tmp_path / "drt.yaml"
+    path.write_text(yaml.safe_dump({
+        "version": 1,
+        "clusters": {
+            "hot": {"role": "hot", "local_root": str(tmp_path / "hot"),
+                    "zookeeper": {"quorum": hot.zk_quorum, "hbase_znode_parent": hot.znode_parent, **ZK_TIMEOUTS}},
+            "cold": {"role": "cold", "local_root": str(tmp_path / "cold"),
+                     "zookeeper": {"quorum": cold.zk_quorum, "hbase_znode_parent": cold.znode_parent,
+                                   **ZK_TIMEOUTS}}},
+        "policies": {"hbase": [{"name": "orders", "peer_id": "1", "tables": ["default:orders"]}]},
+        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
+    return path
 
 
 @pytest.mark.slow
@@ -57,22 +76,10 @@ def test_sensor_follows_the_real_queues(airflow_home, tmp_path, hbase_hot, hbase
     import time
 
     import airflow  # noqa: F401 - its settings put plugins/ on sys.path
-    import yaml
     from drt_airflow.hbase import HBaseReplicationCaughtUpSensor
 
     hot, cold = hbase_hot, hbase_cold
-    path = tmp_path / "drt.yaml"
-    zk = {"connect_timeout_s": 5, "call_timeout_s": 5}
-    path.write_text(yaml.safe_dump({
-        "version": 1,
-        "clusters": {
-            "hot": {"role": "hot", "local_root": str(tmp_path / "hot"),
-                    "zookeeper": {"quorum": hot.zk_quorum, "hbase_znode_parent": hot.znode_parent, **zk}},
-            "cold": {"role": "cold", "local_root": str(tmp_path / "cold"),
-                     "zookeeper": {"quorum": cold.zk_quorum, "hbase_znode_parent": cold.znode_parent, **zk}}},
-        "policies": {"hbase": [{"name": "orders", "peer_id": "1", "tables": ["default:orders"]}]},
-        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
-    monkeypatch.setenv("DRT_CONFIG", str(path))
+    monkeypatch.setenv("DRT_CONFIG", str(_sensor_topology(tmp_path, hot, cold)))
     sensor = HBaseReplicationCaughtUpSensor(task_id="hbase_caught_up", peers=["1"])
     hot.disable_peer("1")
     hot.put(8_000_000, 10)
@@ -95,7 +102,6 @@ def test_sensor_never_reads_a_peer_hbase_does_not_run_as_caught_up(airflow_home,
     no replication source and no queue: "no queue" is not drained. The sensor asks the running HBase
     (hbase.signals.checked_status, as `drt hbase status` does) and stays down (issue 38 #1)."""
     import airflow  # noqa: F401 - its settings put plugins/ on sys.path
-    import yaml
     from drt_airflow.hbase import HBaseReplicationCaughtUpSensor, run_status
 
     from dr_toolkit.hbase.encoding import Layout, PeerConfig, encode_peer, encode_state
@@ -103,21 +109,10 @@ def test_sensor_never_reads_a_peer_hbase_does_not_run_as_caught_up(airflow_home,
     from dr_toolkit.zk.client import zk_session
 
     hot, cold = hbase_hot, hbase_cold
-    path = tmp_path / "drt.yaml"
-    zk = {"connect_timeout_s": 5, "call_timeout_s": 5}
-    path.write_text(yaml.safe_dump({
-        "version": 1,
-        "clusters": {
-            "hot": {"role": "hot", "local_root": str(tmp_path / "hot"),
-                    "zookeeper": {"quorum": hot.zk_quorum, "hbase_znode_parent": hot.znode_parent, **zk}},
-            "cold": {"role": "cold", "local_root": str(tmp_path / "cold"),
-                     "zookeeper": {"quorum": cold.zk_quorum, "hbase_znode_parent": cold.znode_parent, **zk}}},
-        "policies": {"hbase": [{"name": "orders", "peer_id": "1", "tables": ["default:orders"]}]},
-        "ledger": {"url": f"sqlite:///{tmp_path}/ledger.db"}}))
-    monkeypatch.setenv("DRT_CONFIG", str(path))
+    monkeypatch.setenv("DRT_CONFIG", str(_sensor_topology(tmp_path, hot, cold)))
     lay = Layout(hot.znode_parent)
     ghost = "77"
-    endpoint = ZooKeeperEndpoint(quorum=hot.zk_quorum, hbase_znode_parent=hot.znode_parent, **zk)
+    endpoint = ZooKeeperEndpoint(quorum=hot.zk_quorum, hbase_znode_parent=hot.znode_parent, **ZK_TIMEOUTS)
     with zk_session(endpoint, credentials=None) as z:
         z.create(lay.peer(ghost), encode_peer(PeerConfig(cold.cluster_key), "2.6"))
         z.create(lay.peer_state(ghost), encode_state(True, "2.6"))
