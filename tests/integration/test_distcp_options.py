@@ -17,17 +17,12 @@ from typing import Any
 import pytest
 
 from dr_toolkit.access import Access
-from dr_toolkit.cli.main import main
-from tests.support.fixtures_copy import make_tree, tree_digest
+from tests.support.fixtures_copy import make_tree, run_distcp, tree_digest
 
 pytestmark = pytest.mark.integration
 
 
-def drt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
-    capsys.readouterr()
-    code = main(["--json", "distcp", *args])
-    cap = capsys.readouterr()
-    return code, (json.loads(cap.out) if cap.out.strip() else None), cap.err
+drt = run_distcp  # `drt --json distcp ARGS` in this process (tests/support/fixtures_copy.py)
 
 
 def hdfs_tree(d: Any, files: dict[str, bytes]) -> None:

@@ -15,22 +15,17 @@ WebHDFS, as `drt distcp` runs them):
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import pytest
 
-from dr_toolkit.cli.main import main
+from tests.support.fixtures_copy import run_distcp
 
 pytestmark = pytest.mark.integration
 
 
-def drt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
-    capsys.readouterr()
-    code = main(["--json", "distcp", *args])
-    cap = capsys.readouterr()
-    return code, (json.loads(cap.out) if cap.out.strip() else None), cap.err
+drt = run_distcp  # `drt --json distcp ARGS` in this process (tests/support/fixtures_copy.py)
 
 
 def snapshot_times(hot_dir: Any, rel: str) -> dict[str, float]:

@@ -70,6 +70,18 @@ def tree_digest(root: Path) -> dict[str, str]:
     return out
 
 
+def run_distcp(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
+    """`drt --json distcp ARGS` in this process: (exit code, its JSON document or None, stderr)."""
+    import json
+
+    from dr_toolkit.cli.main import main
+
+    capsys.readouterr()
+    code = main(["--json", "distcp", *args])
+    cap = capsys.readouterr()
+    return code, (json.loads(cap.out) if cap.out.strip() else None), cap.err
+
+
 def tmp_files(root: Path) -> list[str]:
     """The temporary files of copies under ``root`` (a run's fencing marker ``.drt-tmp.fence`` left out)."""
     return [str(p) for p in root.rglob(".drt-tmp.*") if p.name != ".drt-tmp.fence"]
