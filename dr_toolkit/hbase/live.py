@@ -33,9 +33,10 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.errors import UnreachableError
 from dr_toolkit.hbase.encoding import DecodeError, Layout, PeerConfig, _pb_body, parse_fields, strip_metadata
@@ -43,6 +44,7 @@ from dr_toolkit.hbase.encoding import DecodeError, Layout, PeerConfig, _pb_body,
 if TYPE_CHECKING:
     from dr_toolkit.zk.client import ZkClient
 
+T = TypeVar("T")
 SERVER_BEAN = "Hadoop:service=HBase,name=RegionServer,sub=Server"
 TIMEOUT_S = 10.0
 
@@ -138,6 +140,16 @@ def _get(url: str, timeout: float) -> bytes:
                                     "must be reachable from the host running drt") from None
 
 
+def _parsed(url: str, timeout: float, parse: Callable[[str, str], T], what: str, hint: str) -> T:
+    """A status page read and parsed; a page that is not what ``parse`` expects is no answer (one line,
+    exit 3), never an empty result."""
+    html = _get(url, timeout).decode("utf-8", errors="replace")
+    try:
+        return parse(html, url)
+    except DecodeError as exc:
+        raise UnreachableError(f"{what}: {exc}", where=url, hint=hint) from None
+
+
 def jmx_bean(server: LiveServer, query: str, timeout: float = TIMEOUT_S) -> dict[str, Any] | None:
     """One bean of the server's ``/jmx`` (None: the server has no such bean)."""
     if server.url is None:
@@ -191,14 +203,9 @@ def replication_sources(server: LiveServer, timeout: float = TIMEOUT_S) -> dict[
         raise UnreachableError(f"region server {server.name} has no info server (info port not in its znode)",
                                where=server.name, hint="turn on hbase.regionserver.info.port: drt reads its "
                                                        "/rs-status and /jmx")
-    url = f"{server.url}/rs-status"
-    html = _get(url, timeout).decode("utf-8", errors="replace")
-    try:
-        return parse_rs_sources(html, url)
-    except DecodeError as exc:
-        raise UnreachableError(f"cannot read the replication sources region server {server.name} runs: {exc}",
-                               where=url, hint="drt reads the Replication Status table of HBase 2.x's /rs-status"
-                               ) from None
+    return _parsed(f"{server.url}/rs-status", timeout, parse_rs_sources,
+                   f"cannot read the replication sources region server {server.name} runs",
+                   "drt reads the Replication Status table of HBase 2.x's /rs-status")
 
 
 METRICS_PERIOD_KEY = "hbase.regionserver.metrics.period"
@@ -383,13 +390,9 @@ def master_peers(zk: ZkClient, parent: str, timeout: float = TIMEOUT_S) -> tuple
         raise UnreachableError(f"the active HBase master {master.name} has no info server (hbase.master.info.port)",
                                where=master.name, hint="turn on the master's info server: drt reads the peers "
                                                        "HBase runs from its /master-status")
-    url = f"{master.url}/master-status"
-    html = _get(url, timeout).decode("utf-8", errors="replace")
-    try:
-        return master, parse_master_peers(html, url)
-    except DecodeError as exc:
-        raise UnreachableError(f"cannot read the peers the running master holds: {exc}", where=url,
-                               hint="drt reads the Peers table of HBase 2.x's /master-status") from None
+    return master, _parsed(f"{master.url}/master-status", timeout, parse_master_peers,
+                           "cannot read the peers the running master holds",
+                           "drt reads the Peers table of HBase 2.x's /master-status")
 
 
 def same_peer(a: PeerConfig, b: PeerConfig) -> bool:
