@@ -158,16 +158,21 @@ def _history(ledger: Any, days: float) -> dict[str, Any]:
     return hist
 
 
-def _recorded(path: str | None, days: float) -> dict[str, Any]:
-    """The page's document from the ledger alone: the last recorded gate check as the verdict,
-    the history, reports and runs (no component is asked)."""
-    doc: dict[str, Any] = {"generated_at": None, "recorded": True, "errors": [], "history": None, "slo": None,
-                           "gate": None, "verify_reports": [], "failover_runs": []}
+def _add_dag_runs(doc: dict[str, Any], path: str | None) -> None:
+    """The toolkit's DAG runs into the page's document; a failure is shown and the rest goes on."""
     try:
         doc["dag_runs"] = _dag_runs(_dag_ids(path))
     except Exception as exc:  # noqa: BLE001 - show the rest
         doc["dag_runs"] = {}
         doc["errors"].append(f"DAG runs: {type(exc).__name__}: {exc}")
+
+
+def _recorded(path: str | None, days: float) -> dict[str, Any]:
+    """The page's document from the ledger alone: the last recorded gate check as the verdict,
+    the history, reports and runs (no component is asked)."""
+    doc: dict[str, Any] = {"generated_at": None, "recorded": True, "errors": [], "history": None, "slo": None,
+                           "gate": None, "verify_reports": [], "failover_runs": []}
+    _add_dag_runs(doc, path)
     if not path:
         doc["errors"].append("no topology: set the Airflow Variable drt_config or DRT_CONFIG")
         return doc
@@ -228,11 +233,7 @@ def iso_epochs(text: str) -> str:
 def _live(path: str | None, days: float, who: str | None) -> dict[str, Any]:
     """The page's document from a live gate check (recorded, source ``ui``)."""
     doc: dict[str, Any] = {"generated_at": time.time(), "errors": [], "history": None, "slo": None}
-    try:
-        doc["dag_runs"] = _dag_runs(_dag_ids(path))
-    except Exception as exc:  # noqa: BLE001 - show the rest
-        doc["dag_runs"] = {}
-        doc["errors"].append(f"DAG runs: {type(exc).__name__}: {exc}")
+    _add_dag_runs(doc, path)
     if not path:
         doc["errors"].append("no topology: set the Airflow Variable drt_config or DRT_CONFIG")
         doc["gate"], doc["verify_reports"], doc["failover_runs"] = None, [], []
