@@ -76,7 +76,11 @@ def run_guarded(run: Callable[[list[str]], int], args: list[str]) -> int:
     parent = os.getpid()
     waited = {signal.SIGCHLD, *_PASSED_ON}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited)  # before the fork: no signal is lost
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare (a process limit): run unguarded rather than not at all
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        return run(args)
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         _die_with_parent(parent)
