@@ -36,6 +36,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if item.get_closest_marker("child_process") is None or child.in_child():
         return None
     child.run_item(item)
+    # What pytest's own protocol does after an item: tear down the fixtures the next item does not
+    # share (a module fixture of the item's module when it was the module's last), or the next item
+    # finds them still set up ("previous item was not torn down properly").
+    item.session._setupstate.teardown_exact(nextitem)
     return True
 
 

@@ -46,3 +46,48 @@ def test_a_plain_failure_carries_the_assertion(tmp_path: Path) -> None:
 
 def test_a_passing_child_passes(tmp_path: Path) -> None:
     assert _run(tmp_path, "test_passes", PASSES) == ("passed", None)
+
+
+MODULE_FIXTURE_THEN_CHILD = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def mod():
+    yield 1
+
+def test_uses_the_module_fixture(mod):
+    assert mod == 1
+
+@pytest.mark.child_process
+def test_last_of_its_module_runs_in_a_child():
+    assert True
+'''
+
+NEXT_MODULE = '''
+def test_in_the_next_module():
+    assert True
+'''
+
+
+def test_a_child_test_last_in_its_module_tears_the_module_down_for_the_next(tmp_path: Path) -> None:
+    """The CI run of 2026-11-29 ended in 'previous item was not torn down properly': the marked
+    test was its module's last, and its module fixture was still set up when the next module began."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "from tests.conftest import pytest_runtest_protocol  # noqa: F401\n"
+        "def pytest_configure(config):\n"
+        "    config.addinivalue_line('markers', 'child_process: run in a child pytest')\n")
+    (tmp_path / "test_a.py").write_text(MODULE_FIXTURE_THEN_CHILD)
+    (tmp_path / "test_b.py").write_text(NEXT_MODULE)
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env.pop("DRT_TEST_CHILD", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                           f"--basetemp={tmp_path / 'bt'}", "test_a.py", "test_b.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout
