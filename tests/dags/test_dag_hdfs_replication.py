@@ -14,7 +14,7 @@ from dr_toolkit.fs import open_fs
 from dr_toolkit.ledger import Ledger
 from tests.support.fixtures_copy import sample_tree, tree_digest, write_copy_topology
 
-pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, tmp_path: Path,

@@ -25,7 +25,7 @@ from dr_toolkit.topology import load_topology
 from tests.support.airflow import REPO
 from tests.support.fixtures_failover import write_topology
 
-pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("copy_state_dir")]
 
 PASSWORD = "zk-digest-from-the-db-5150"
 

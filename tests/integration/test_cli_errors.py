@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.procs import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = "version: 1\nclusters:\n  a: {role: hot, local_root: a}\n  b: {role: cold, local_root: b}\n"

@@ -27,7 +27,7 @@ from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import CopyOptions, load_topology
 from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 UPD = CopyOptions(update=True, delete=True)
 
 

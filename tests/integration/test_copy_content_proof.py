@@ -30,7 +30,7 @@ from tests.integration.test_copy_round2 import forge_same_crc32c
 from tests.support.fixtures_failover import write_topology
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _drt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:

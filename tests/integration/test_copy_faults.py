@@ -21,7 +21,7 @@ from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _modify_when_copy_starts(src_file: Path, dst: Path, stop: threading.Event, keep_going: bool) -> None:

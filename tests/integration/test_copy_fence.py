@@ -26,7 +26,7 @@ from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, tree_digest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 DRT = [sys.executable, "-m", "dr_toolkit.cli.main"]
 
 

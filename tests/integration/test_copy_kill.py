@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.fixtures_copy import make_tree, tmp_files, tree_digest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _drt(*args: str) -> list[str]:

@@ -21,7 +21,7 @@ from dr_toolkit.cli.main import main
 from tests.support.fixtures_failover import write_topology
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _topology(tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir, snapshots: bool) -> Path:

@@ -18,7 +18,7 @@ from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
 from tests.support.fixtures_copy import sample_tree, tree_digest, write_copy_topology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 @pytest.fixture

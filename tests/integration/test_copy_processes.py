@@ -29,7 +29,7 @@ from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, tmp_files, tree_digest
 from tests.support.procs import children
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _no_threads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ import pytest
 from dr_toolkit.cli.main import main
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 MIB = 1 << 20
 

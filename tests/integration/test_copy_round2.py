@@ -20,7 +20,7 @@ from dr_toolkit.fs import open_fs
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, tmp_files, tree_digest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 UPD = CopyOptions(update=True, delete=True)
 
 

@@ -17,7 +17,7 @@ from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
 from tests.support.fixtures_copy import make_tree, sample_tree
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from dr_toolkit.copy.api import distcp
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 OPTS = CopyOptions(update=True, delete=True, append_only=["logs/*.log"], workers=4, snapshots=True)
 
 

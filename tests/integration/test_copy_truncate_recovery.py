@@ -28,7 +28,7 @@ from dr_toolkit.copy.api import distcp
 from dr_toolkit.topology import CopyOptions
 from drt_servers.hdfs import HdfsCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 MIB = 1 << 20
 OLD = bytes(range(251)) * (3 * MIB // 251) + bytes(3 * MIB % 251)  # 3 MiB, three 1 MiB blocks

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.wheel import installed_wheel
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def _http(url: str, *, token: str | None = None, body: dict | None = None) -> tuple[int, str]:

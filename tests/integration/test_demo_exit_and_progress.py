@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.procs import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import pytest
 from dr_toolkit.access import Access
 from tests.support.fixtures_copy import make_tree, run_distcp, tree_digest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 drt = run_distcp  # `drt --json distcp ARGS` in this process (tests/support/fixtures_copy.py)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def drt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from dr_toolkit.topology import load_topology
 from tests.support import servers
 from tests.support.fixtures_failover import drt, write_topology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def test_files_pending_is_no_go_then_go_after_the_copy(tmp_path) -> None:

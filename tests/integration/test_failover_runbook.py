@@ -27,7 +27,7 @@ from tests.support.fixtures_failover import (
     znode_tree,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 ALL = [s.value for s in STEPS]
 ACCESS = Access.from_env()  # built at the edge, as the CLI and the Airflow hook build theirs

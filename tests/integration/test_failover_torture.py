@@ -45,7 +45,7 @@ from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
 from tests.support.fixtures_failover import write_topology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 SEED = int(os.environ.get("DRT_TORTURE_SEED", "20261125"))
 STEPS = int(os.environ.get("DRT_TORTURE_STEPS", "44"))

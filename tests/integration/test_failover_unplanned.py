@@ -28,7 +28,7 @@ from tests.support import servers
 from tests.support.fixtures_failover import drt, write_topology
 from tests.support.netlink import TcpLink
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def fence_of(topo) -> dict:

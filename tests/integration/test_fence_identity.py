@@ -26,7 +26,7 @@ from dr_toolkit.zk.fencing import FOREIGN, UNKNOWN, host_key, open_fence, static
 from tests.support.fixtures_failover import drt, write_topology
 from tests.support.procs import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 ACCESS = Access.from_env()
 
 

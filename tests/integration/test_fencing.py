@@ -13,7 +13,7 @@ from dr_toolkit.topology import ZooKeeperEndpoint
 from dr_toolkit.zk.client import connect
 from dr_toolkit.zk.fencing import Fence
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 @pytest.fixture

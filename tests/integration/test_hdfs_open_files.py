@@ -21,7 +21,7 @@ from dr_toolkit.copy.api import distcp
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def test_an_open_file_hflushed_past_the_namenode_length_is_never_reported_fully_copied(

@@ -17,7 +17,7 @@ from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import sample_tree
 from tests.support.fixtures_hdfs import HdfsDir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 def test_target_namenode_killed_mid_run_then_restarted_converges(hot_dir: HdfsDir, cold_dir: HdfsDir,

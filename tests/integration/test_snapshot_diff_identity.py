@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.fixtures_copy import run_distcp
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 drt = run_distcp  # `drt --json distcp ARGS` in this process (tests/support/fixtures_copy.py)

@@ -32,7 +32,7 @@ from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.integration.test_copy_random import Tree
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 STRESS = max(1, int(os.environ.get("DRT_RDIFF_STRESS", "1")))
 

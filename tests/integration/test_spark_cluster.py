@@ -25,7 +25,7 @@ from tests.support.spark_cluster import SparkCluster, spark_home
 
 spark_cluster = cluster_fixtures.spark_cluster  # the session-scoped cluster fixture
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.spark_cluster]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.usefixtures("copy_state_dir")]
 REPO = Path(__file__).resolve().parents[2]
 DRT = [sys.executable, "-m", "dr_toolkit.cli.main"]
 

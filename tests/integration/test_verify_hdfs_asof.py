@@ -22,7 +22,7 @@ from dr_toolkit.errors import ConfigError
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_failover import write_topology
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.usefixtures("copy_state_dir")]
 REPO = Path(__file__).resolve().parents[2]
 SNAP = CopyOptions(update=True, delete=True, snapshots=True)
 GOOD_50 = {"GOODROWS": 50, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0, "ONLY_IN_PEER_TABLE_ROWS": 0,

@@ -24,7 +24,7 @@ import pytest
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 class _Page(BaseHTTPRequestHandler):

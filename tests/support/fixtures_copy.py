@@ -15,10 +15,11 @@ import pytest
 from tests.support.fixtures_hdfs import HdfsDir
 
 
-@pytest.fixture(autouse=True)
-def _copy_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own copy state location (manifests live outside the replica, and
-    never in the user's ~/.local/state)."""
+@pytest.fixture
+def copy_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy state location of the test's own ($DRT_STATE_DIR: manifests live outside the replica,
+    and never in the user's ~/.local/state). Used by the modules that run copies, with
+    ``pytestmark = [..., pytest.mark.usefixtures("copy_state_dir")]``."""
     d = tmp_path_factory.mktemp("drt-state")
     monkeypatch.setenv("DRT_STATE_DIR", str(d))
     return d

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -16,6 +18,7 @@ def _drt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.usefixtures("copy_state_dir")  # runs a copy
 def test_a_piped_result_line_is_one_line_however_long(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
