@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, rng: random.Random, hot: str, cold: str, work:
     t0 = time.monotonic()
     mirror = Mirror.of(topo, Access.from_env())
     with mirror.client("cold") as rc:  # the remap step of api.remap, counted
-        done = offsets.remap(mirror, rc, {group: [Checkpoint.from_row(r) for r in ledger.latest_checkpoint(group)]})
+        done = offsets.remap_groups(mirror, rc, {group: [Checkpoint.from_row(r) for r in ledger.latest_checkpoint(group)]})
     res = {"partitions": [r.to_json() for r in done.groups[group].rows]}
     remap_fetches, remap_records = done.fetches, done.records_read
     remap_s = time.monotonic() - t0

@@ -3,9 +3,9 @@ the entry points that answer with the JSON documents of DESIGN §3 (the CLI's ``
 Airflow operators' XCom, the runbook's audit). Many groups at once: :mod:`dr_toolkit.kafka.batch`.
 
 Each builds the :class:`~dr_toolkit.kafka.mirror.Mirror` once (from the topology, or from the
-bootstrap addresses alone) with the caller's ``access``, runs the typed core
-(:mod:`~dr_toolkit.kafka.checkpoint`, :mod:`~dr_toolkit.kafka.lag`,
-:mod:`~dr_toolkit.kafka.offsets`) and turns its values into JSON.
+bootstrap addresses alone) with the caller's ``access``, runs the typed core on the mirror
+(:func:`~dr_toolkit.kafka.checkpoint.checkpoint_groups`, :func:`~dr_toolkit.kafka.lag.mirror_lag`,
+:func:`~dr_toolkit.kafka.offsets.remap_groups`) and turns its values into JSON.
 
 **Never skip**: see :mod:`dr_toolkit.kafka.offsets`. :func:`remap` with ``apply`` writes all
 partitions of the group or none (rolling back on a refusal), with an audit row naming ``who``.
@@ -17,11 +17,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import UnreachableError
-from dr_toolkit.kafka import checkpoint as _checkpoint
-from dr_toolkit.kafka import lag as _lag
-from dr_toolkit.kafka import offsets
+from dr_toolkit.kafka.checkpoint import checkpoint_groups
+from dr_toolkit.kafka.lag import mirror_lag
 from dr_toolkit.kafka.mirror import WORKERS, Mirror, cold_topic, skew_ms
+from dr_toolkit.kafka.offsets import apply_offsets, audit_planned, remap_groups
 from dr_toolkit.kafka.rows import Checkpoint, offsets_of
+from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -42,14 +43,14 @@ def checkpoint(topology: Topology | None, ledger: Ledger | None, *, access: Acce
     """Checkpoint the protected groups (or ``groups``) on the hot cluster and store it in
     ``ledger`` when given. Returns ``{checkpoint_id, groups, partitions, taken_at, duration_s, …}``."""
     mirror = Mirror.of(topology, access, source_bootstrap=source_bootstrap)
-    return _checkpoint.take(mirror, ledger, groups, workers=workers).to_json()
+    return checkpoint_groups(mirror, ledger, groups, workers=workers).to_json()
 
 
 def lag(topology: Topology | None, *, access: Access, topics: list[str] | None = None,
         source_bootstrap: str | None = None, target_bootstrap: str | None = None) -> dict[str, Any]:
-    """Parity and mirror lag per partition, by offsets (see :func:`dr_toolkit.kafka.lag.lag`)."""
+    """Parity and mirror lag per partition, by offsets (see :func:`dr_toolkit.kafka.lag.mirror_lag`)."""
     mirror = Mirror.of(topology, access, source_bootstrap=source_bootstrap, target_bootstrap=target_bootstrap)
-    return _lag.lag(mirror, topics).to_json()
+    return mirror_lag(mirror, topics).to_json()
 
 
 def _newest(mirror: Mirror, ledger: Ledger | None, group: str, *, fresh: bool, store: bool,
@@ -61,7 +62,7 @@ def _newest(mirror: Mirror, ledger: Ledger | None, group: str, *, fresh: bool, s
         if rows:
             return rows[0].checkpoint_id, rows
     try:
-        ck = _checkpoint.take(mirror, ledger if store else None, [group])
+        ck = checkpoint_groups(mirror, ledger if store else None, [group])
     except UnreachableError as exc:
         raise UnreachableError(f"no checkpoint of group {group!r} in the ledger and the source cluster "
                                f"is unreachable: {exc.what}", where=exc.where,
@@ -78,21 +79,19 @@ def remap(topology: Topology | None, ledger: Ledger | None, group: str, *, acces
     when ``source_bootstrap`` is given or the ledger has none (stored only when applying: a dry
     run writes no checkpoint rows, only its ``planned`` audit row)."""
     if apply and topology is not None:  # never onto a promoted (or read-only) cold cluster
-        from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
-
         assert_offsets_apply_allowed(topology, access=access)
     mirror = Mirror.of(topology, access, source_bootstrap=source_bootstrap, target_bootstrap=target_bootstrap)
     checkpoint_id, rows = _newest(mirror, ledger, group, fresh=bool(source_bootstrap), store=apply)
     with mirror.client("cold") as cold:
-        done = offsets.remap(mirror, cold, {group: rows})
+        done = remap_groups(mirror, cold, {group: rows})
         parts = done.groups[group].rows
         result: dict[str, Any] = {"group": group, "checkpoint_id": checkpoint_id, "applied": False,
                                   "target": cold.bootstrap, "partitions": [r.to_json() for r in parts], **done.mm2,
                                   "may_reread": sum(r.position.may_reread for r in parts)}
         if not apply:
             if ledger is not None:
-                offsets.audit_planned(ledger, done, run_id=run_id, who=who, before={group: cold.committed(group)})
+                audit_planned(ledger, done, run_id=run_id, who=who, before={group: cold.committed(group)})
             return result
-        result.update(offsets.apply_offsets(cold, group, offsets_of(parts), force=force, ledger=ledger,
-                                            run_id=run_id, who=who).to_json())
+        result.update(apply_offsets(cold, group, offsets_of(parts), force=force, ledger=ledger,
+                                    run_id=run_id, who=who).to_json())
         return result

@@ -2,8 +2,9 @@
 the entry points answering with JSON (the CLI's ``remap --all``, the failover runbook).
 
 The same path as one group's remap (:func:`dr_toolkit.kafka.api.remap`):
-:func:`dr_toolkit.kafka.offsets.remap` shares every search among the groups and
-:func:`dr_toolkit.kafka.offsets.apply_offsets` writes each group all-or-nothing. Checkpoint
+:func:`dr_toolkit.kafka.offsets.remap_groups` shares every search among the groups and
+:func:`dr_toolkit.kafka.offsets.apply_groups` writes each group all-or-nothing
+(:func:`~dr_toolkit.kafka.offsets.apply_offsets`). Checkpoint
 many groups with :func:`dr_toolkit.kafka.api.checkpoint` (``groups=[…]``).
 """
 
@@ -12,9 +13,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.kafka import offsets
 from dr_toolkit.kafka.mirror import WORKERS, Mirror
+from dr_toolkit.kafka.offsets import apply_groups, audit_planned, remap_groups
 from dr_toolkit.kafka.rows import Checkpoint
+from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -31,10 +33,10 @@ def remap_many(topology: Topology, ledger: Ledger, groups: list[str], *, access:
     newest = ledger.latest_checkpoints(groups)
     missing = [g for g, r in newest.items() if not r]
     with mirror.client("cold") as cold:
-        done = offsets.remap(mirror, cold, {g: [Checkpoint.from_row(r) for r in rs]
-                                            for g, rs in newest.items() if rs}, workers=workers)
+        done = remap_groups(mirror, cold, {g: [Checkpoint.from_row(r) for r in rs]
+                                         for g, rs in newest.items() if rs}, workers=workers)
     if audit:
-        offsets.audit_planned(ledger, done, run_id=run_id, who=who)
+        audit_planned(ledger, done, run_id=run_id, who=who)
     return {"groups": done.rows_json(), "missing": missing, "duration_s": done.duration_s,
             "distinct_searches": done.distinct_searches, "fetches": done.fetches, "records_read": done.records_read,
             **done.mm2}
@@ -45,15 +47,13 @@ def apply_many(topology: Topology, ledger: Ledger | None, remapped: dict[str, li
                workers: int = WORKERS) -> dict[str, Any]:
     """Apply the remapped offsets of many groups (``remap_many``'s ``groups``), each
     all-or-nothing, the groups' requests overlapped; one audit row per group."""
-    from dr_toolkit.zk.fencing import assert_offsets_apply_allowed
-
     assert_offsets_apply_allowed(topology, access=access)  # never onto a promoted (or read-only) cold cluster
     t0 = time.monotonic()
     mirror = Mirror.of(topology, access)
     todo = {g: {(r["cold_topic"], int(r["partition"])): int(r["target_offset"]) for r in rows
                 if r["target_offset"] is not None and r["method"] != "none"} for g, rows in remapped.items()}
     with mirror.client("cold") as cold:
-        got = offsets.apply_many(cold, todo, force=force, workers=workers)
+        got = apply_groups(cold, todo, force=force, workers=workers)
     results: dict[str, dict[str, Any]] = {
         g: ({"applied": False, "error": r.message} if isinstance(r, Exception) else r.to_json()) for g, r in got.items()}
     if ledger is not None:

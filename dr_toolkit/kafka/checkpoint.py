@@ -22,6 +22,7 @@ from dr_toolkit.kafka.client import KafkaCluster, Record
 from dr_toolkit.kafka.mirror import WORKERS, ClientPool, Mirror, marks_of, partition_counts, run_all
 from dr_toolkit.kafka.remap import DUP_SEP, NEXT_PREFIX, WINDOW, count_identical_before
 from dr_toolkit.kafka.rows import TRIMMED, Checkpoint
+from dr_toolkit.ledger.store import new_id
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
@@ -109,12 +110,10 @@ def checkpoint_row(c: KafkaCluster, group: str, t: str, p: int, off: int | None,
                    fingerprint=_encode_fp(prefix, rec, dup))
 
 
-def take(mirror: Mirror, ledger: Ledger | None, groups: list[str] | None = None, *,
-         workers: int = WORKERS) -> CheckpointRun:
+def checkpoint_groups(mirror: Mirror, ledger: Ledger | None, groups: list[str] | None = None, *,
+                      workers: int = WORKERS) -> CheckpointRun:
     """Checkpoint ``groups`` (default: the policies' groups, ``groups_regex`` resolved against the
     hot cluster's live groups) and store the checkpoint when ``ledger`` is given."""
-    from dr_toolkit.ledger.store import new_id
-
     t0 = time.monotonic()
     taken_at = time.time()
     checkpoint_id = new_id("ckpt")

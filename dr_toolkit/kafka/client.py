@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # Keys of an Airflow Kafka connection's extra that are not librdkafka settings.
 _NOT_CLIENT_KEYS = {"bootstrap_servers", "group.id", "enable.auto.commit", "auto.offset.reset"}
 TIMESTAMP_TYPES = {0: "none", 1: "create", 2: "log_append"}
+T = TypeVar("T")
 
 
 def client_config(bootstrap: str, credentials: Credentials | None = None) -> dict[str, Any]:
@@ -312,19 +313,9 @@ class KafkaCluster:
         """Records from offset ``start`` (or the next one that exists) up to ``end`` (exclusive).
         Counts one probe per positioned read; a sequential read in batches counts one per batch.
         Never asks for more records than exist before ``end`` (a consumer waits for the rest)."""
-        from confluent_kafka import TopicPartition
-
-        if start >= end:
-            return
-        c = self.consumer if committed else self.uncommitted_consumer
-        c.assign([TopicPartition(topic, partition, start)])
-        try:
-            yield from self._consume(c, topic, partition, start, end, max_records, batch)
-        finally:
-            try:
-                c.unassign()  # stop background fetching between probes
-            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
-                pass
+        yield from self._fetch(topic, partition, start, end, _to_record, max_records=max_records, batch=batch,
+                               first=min(batch, 16), committed=committed,
+                               silent=f"fetch of {topic}[{partition}] at offset {start}")
 
     def _poll(self, c: Any, n: int) -> list[Any]:
         """Up to ``n`` messages, returned as soon as ``n`` arrived or the partition's end (EOF)
@@ -347,33 +338,49 @@ class KafkaCluster:
                 break
         return got
 
-    def _consume(self, c: Any, topic: str, partition: int, start: int, end: int, max_records: int | None,
-                 batch: int) -> Iterator[Record]:
-        from confluent_kafka import KafkaError
+    def _fetch(self, topic: str, partition: int, start: int, end: int, item: Callable[[Any], T], *,
+               max_records: int | None, batch: int, first: int, committed: bool, silent: str) -> Iterator[T]:
+        """The one fetch loop of a partition: ``item`` of each message (data record) from offset
+        ``start`` up to ``end`` (exclusive), at most ``max_records``; the consumer assigned at ``start`` and unassigned
+        at the end (no background fetching between probes). Each poll counts one fetch and asks for
+        ``first`` messages, then four times more up to ``batch`` (``consume(n)`` waits until n records
+        arrived: a scan usually stops early). Stops at the partition's end (EOF); nothing within the
+        timeout is :meth:`unreachable` (``silent`` says what was fetched); any other error is raised
+        translated."""
+        from confluent_kafka import KafkaError, TopicPartition
 
-        seen = 0
-        want = end - start if max_records is None else min(max_records, end - start)
-        # consume(n) waits until n records arrived: start small (a scan usually stops early) and grow
-        step = min(batch, 16)
-        while seen < want:
-            self.fetches += 1
-            msgs = self._poll(c, max(1, min(step, want - seen)))
-            step = min(batch, step * 4)
-            if not msgs:
-                raise self.unreachable(f"fetch of {topic}[{partition}] at offset {start}")
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+        if start >= end:
+            return
+        c = self.consumer if committed else self.uncommitted_consumer
+        c.assign([TopicPartition(topic, partition, start)])
+        try:
+            seen = 0
+            want = end - start if max_records is None else min(max_records, end - start)
+            step = first
+            while seen < want:
+                self.fetches += 1
+                msgs = self._poll(c, max(1, min(step, want - seen)))
+                step = min(batch, step * 4)
+                if not msgs:
+                    raise self.unreachable(silent)
+                for msg in msgs:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            return
+                        raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
+                    if msg.offset() >= end:
                         return
-                    raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
-                if msg.offset() >= end:
-                    return
-                seen += 1
-                self.records_read += 1
-                yield _to_record(msg)
-                if seen >= want:
-                    return
+                    seen += 1
+                    self.records_read += 1
+                    yield item(msg)
+                    if seen >= want:
+                        return
+        finally:
+            try:
+                c.unassign()  # stop background fetching between probes
+            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
+                pass
 
     def read_many(self, ranges: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], list[Record]]:
         """The records of many ``(topic, partition, start, end)`` ranges, read together by one
@@ -443,34 +450,8 @@ class KafkaCluster:
 
     def read_raw(self, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """(key, value) of the records in [start, end) — for small internal topics (MM2's)."""
-        from confluent_kafka import KafkaError, TopicPartition
-
-        if start >= end:
-            return
-        c = self.consumer
-        c.assign([TopicPartition(topic, partition, start)])
-        try:
-            seen = 0
-            while seen < end - start:
-                self.fetches += 1
-                msgs = self._poll(c, min(500, end - start - seen))
-                if not msgs:
-                    raise self.unreachable(f"fetch of {topic}[{partition}]")
-                for msg in msgs:
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            return
-                        raise self._wrap(_kafka_exception(err), f"fetch of {topic}[{partition}]")
-                    if msg.offset() >= end:
-                        return
-                    seen += 1
-                    yield msg.key(), msg.value()
-        finally:
-            try:
-                c.unassign()
-            except Exception:  # noqa: BLE001 - a dead broker: the next call reports it
-                pass
+        yield from self._fetch(topic, partition, start, end, lambda msg: (msg.key(), msg.value()), max_records=None,
+                               batch=500, first=500, committed=True, silent=f"fetch of {topic}[{partition}]")
 
     def record_at(self, topic: str, partition: int, offset: int, end: int, *, committed: bool = True
                   ) -> Record | None:

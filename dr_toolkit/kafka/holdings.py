@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.errors import why
 from dr_toolkit.signal import iso
 
 if TYPE_CHECKING:
@@ -165,8 +166,6 @@ def loss_rows(mirror: Mirror, ledger: Ledger) -> list[dict[str, Any]]:
                 out.append(_topic_row(cold, mirror, t, have, proofs.get(t, {}), committed, notes,
                                       hot_counts.get(t, 0)))
     except Exception as exc:  # noqa: BLE001 - cold brokers down too: nothing can be stated
-        from dr_toolkit.errors import why
-
         done = {r["name"] for r in out}
         out.extend({"component": "kafka", "name": t, "safe_time": None, "basis": f"cold brokers unreadable: {why(exc)}",
                     "known_missing": None, "unknowable": "every record"} for t in topics if t not in done)

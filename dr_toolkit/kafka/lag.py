@@ -19,6 +19,7 @@ from dr_toolkit.kafka.mm2 import OffsetSyncs, read_offset_syncs
 from dr_toolkit.kafka.remap import (
     WINDOW,
     Anchor,
+    LogTraits,
     count_identical_before,
     identical_offsets,
     remap_partition,
@@ -31,7 +32,7 @@ CANDIDATES = 16  # cold's newest records tried as proof of its position, newest 
 LACKING = "cold_lacks_partition"  # a lag row's method: hot has the partition, cold's topic has fewer
 
 
-def lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
+def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
     """Parity and mirror lag per partition, by offsets (the failover gate's input).
 
     Per partition: ``records_behind`` — hot records not (provably) on cold, never 0 while hot
@@ -405,7 +406,7 @@ def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct:
         # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
         k = count_identical_before(cold, ct, p, rec, clo, skew, lo_proves=True)
         r = remap_partition(hot, t, p, Anchor(rec.timestamp, rec.fingerprint, True, k), hlo, lso,
-                            skew_ms=skew, lo_proves=hot_start_proves(hlo), compacted=compacted)
+                            skew_ms=skew, log=LogTraits(lo_proves=hot_start_proves(hlo), compacted=compacted))
         skipped = "" if rec is tail[-1] else (
             f" ({tried - 1} newer record(s) on cold are no proven copies of hot records: produced on cold "
             "directly, or copies out of place; never counted as mirrored)")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
 from dr_toolkit.kafka.client import KafkaCluster
 
 if TYPE_CHECKING:
@@ -261,8 +261,6 @@ def run_all(fn: Callable[[K], T], keys: Iterable[K], workers: int) -> dict[K, T]
 def marks_of(c: KafkaCluster, pool: ClientPool, parts: list[tuple[str, int]], workers: int,
              ) -> dict[tuple[str, int], tuple[int, int]]:
     """Every partition's (start, end): batched, and one at a time for any the batch refused."""
-    from dr_toolkit.errors import DrtError
-
     try:
         many = c.watermarks_many(parts)
     except DrtError:

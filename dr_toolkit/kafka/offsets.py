@@ -6,7 +6,7 @@ that every record at an offset below it is a copy of a record the group had cons
 Exact where it can be proven (see :mod:`dr_toolkit.kafka.remap`), otherwise a position
 provably safe under the hot cluster's ``kafka.max_clock_skew_s``, with the duplicate window.
 
-- :func:`remap` finds where each group resumes on cold from its checkpoint: watermarks read
+- :func:`remap_groups` finds where each group resumes on cold from its checkpoint: watermarks read
   once per partition, each distinct anchor searched once however many groups share it (a
   partition with many targets read once, whole: :class:`~dr_toolkit.kafka.remap.MemoryPartition`),
   on a small pool of probing clients; MirrorMaker 2's offset syncs and checkpoints read once and
@@ -25,16 +25,27 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.errors import DrtError, ProblemFound, UnreachableError
 from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.kafka.mirror import WORKERS, ClientPool, Mirror, marks_of, run_all
+from dr_toolkit.kafka.mm2 import cross_check, cross_check_checkpoints, read_all_checkpoints, read_offset_syncs
 from dr_toolkit.kafka.remap import (
     DUP_SEP,
     NEXT_PREFIX,
     Anchor,
+    LogTraits,
     MemoryPartition,
     PartitionReader,
     remap_partition,
     worth_reading_whole,
 )
-from dr_toolkit.kafka.rows import LOG_APPEND_TIME, NONE, TRIMMED, Checkpoint, Position, RemapRow, offsets_json
+from dr_toolkit.kafka.rows import (
+    LOG_APPEND_TIME,
+    NONE,
+    TRIMMED,
+    Checkpoint,
+    Position,
+    RemapRow,
+    offsets_json,
+    offsets_of,
+)
 from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
@@ -105,13 +116,13 @@ def _position(k: Key, reader: PartitionReader, compacted: bool, marks: tuple[int
         # timestamp search on it proves anything (issue 38 #5): cold's log start, every record may
         # be re-read — MirrorMaker 2's own translation (re-read only) may narrow it afterwards.
         return Position(lo, LOG_APPEND_TIME, 0, (lo, hi) if hi > lo else None)
-    return remap_partition(reader, ct, p, anchor_of(fp, ts), lo, hi, skew_ms=skew, compacted=compacted,
-                           use_index=not isinstance(reader, MemoryPartition),
+    return remap_partition(reader, ct, p, anchor_of(fp, ts), lo, hi, skew_ms=skew,
+                           log=LogTraits(use_index=not isinstance(reader, MemoryPartition), compacted=compacted),
                            taken_at_ms=int(float(taken) * 1000) if taken is not None else None).position()
 
 
-def remap(mirror: Mirror, cold: KafkaCluster, checkpoints: Mapping[str, list[Checkpoint]], *,
-          workers: int = WORKERS) -> Remapped:
+def remap_groups(mirror: Mirror, cold: KafkaCluster, checkpoints: Mapping[str, list[Checkpoint]], *,
+                 workers: int = WORKERS) -> Remapped:
     """Remap every group of ``checkpoints`` (its newest checkpoint's rows) onto ``cold``."""
     t0 = time.monotonic()
     rows = dict(checkpoints)
@@ -172,13 +183,6 @@ def _mm2_cross_check(mirror: Mirror, cold: KafkaCluster, out: dict[str, GroupRem
                      ) -> tuple[dict[str, GroupRemap], dict[str, Any]]:
     """MM2's offset syncs (hot) and checkpoints (cold), each read once, cross-checked per group;
     the counts of disagreements per source (or the error that kept them unread)."""
-    from dr_toolkit.kafka.mm2 import (
-        cross_check,
-        cross_check_checkpoints,
-        read_all_checkpoints,
-        read_offset_syncs,
-    )
-
     res: dict[str, Any] = {}
     if mirror.offset_syncs_topic and out:
         topic = mirror.offset_syncs_topic
@@ -210,8 +214,6 @@ def _mm2_cross_check(mirror: Mirror, cold: KafkaCluster, out: dict[str, GroupRem
 def audit_planned(ledger: Ledger, remapped: Remapped, *, run_id: str | None, who: str | None,
                   before: Mapping[str, Mapping[tuple[str, int], int]] | None = None) -> None:
     """One ``planned`` remap row per group (a dry run: nothing written on cold)."""
-    from dr_toolkit.kafka.rows import offsets_of
-
     for g, gr in remapped.groups.items():
         ledger.audit(component="kafka", action="remap", dry_run=True, status="planned",
                      target=f"{g}@{remapped.target}", run_id=run_id, who=who,
@@ -350,8 +352,8 @@ def apply_offsets(cold: KafkaCluster, group: str, offsets: Mapping[tuple[str, in
     raise ProblemFound(msg, where=cold.bootstrap, hint="fix the cause and apply again")
 
 
-def apply_many(cold: KafkaCluster, offsets: Mapping[str, Mapping[tuple[str, int], int]], *, force: bool = False,
-               workers: int = WORKERS) -> dict[str, Applied | DrtError]:
+def apply_groups(cold: KafkaCluster, offsets: Mapping[str, Mapping[tuple[str, int], int]], *, force: bool = False,
+                 workers: int = WORKERS) -> dict[str, Applied | DrtError]:
     """:func:`apply_offsets` for many groups (each all-or-nothing), their requests overlapped;
     each group's outcome, or the error that stopped it."""
     _ = cold.admin

@@ -117,6 +117,33 @@ class Anchor:
     dup_before: int | None = 0
 
 
+@dataclass(frozen=True)
+class LogTraits:
+    """What is known of the log a search reads. ``use_index``: the reader has the broker's
+    timestamp index (a guess one read checks); ``lo_proves``: the log start may serve as a boundary
+    of an identical-record count (true on the hot cluster only, see
+    :func:`dr_toolkit.kafka.lag.hot_start_proves`); ``compacted``: the topic is compacted
+    (``cleanup.policy`` compact: an offset gap before a match is no proof)."""
+
+    use_index: bool = True
+    lo_proves: bool = False
+    compacted: bool = False
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """A skew-safe position's rule: resume after a record proven older than ts − ``lower``·S;
+    records up to the first one proven newer than ts + ``upper``·S may be re-read."""
+
+    lower: int
+    upper: int
+    method: str
+
+
+_BY_TIME = _Bound(3, 2, "time")  # no anchor: records appended after taken_at are stamped ≥ taken_at − S
+_BY_SKEW = _Bound(4, 2, "skew_bound")  # the first unconsumed record is stamped ≥ c_A − 2S
+
+
 @dataclass
 class RemapResult:
     target_offset: int | None
@@ -239,14 +266,13 @@ def count_identical_before(reader: PartitionReader, topic: str, partition: int, 
 
 
 def _fallback(reader: PartitionReader, topic: str, partition: int, ts: int, lo: int, hi: int, skew_ms: int,
-              start_fetches: int, *, lower_skews: int, upper_skews: int, method: str) -> RemapResult:
-    """The skew-safe position: the first offset after a record proven older than
-    ts − lower_skews·S; records up to the first one proven newer than ts + upper_skews·S may be
-    re-read."""
-    p = consistent_floor(reader, topic, partition, ts - lower_skews * skew_ms, lo, hi, skew_ms)
-    u = safe_ceiling(reader, topic, partition, ts + upper_skews * skew_ms, p, hi)
-    _check_proven(reader, topic, partition, p, lo, ts - lower_skews * skew_ms)
-    return RemapResult(p, method, reader.fetches - start_fetches, (p, u) if u > p else None,
+              start_fetches: int, bound: _Bound) -> RemapResult:
+    """The skew-safe position (``bound``): the first offset after a record proven older than
+    ts − lower·S; records up to the first one proven newer than ts + upper·S may be re-read."""
+    p = consistent_floor(reader, topic, partition, ts - bound.lower * skew_ms, lo, hi, skew_ms)
+    u = safe_ceiling(reader, topic, partition, ts + bound.upper * skew_ms, p, hi)
+    _check_proven(reader, topic, partition, p, lo, ts - bound.lower * skew_ms)
+    return RemapResult(p, bound.method, reader.fetches - start_fetches, (p, u) if u > p else None,
                        proven_by=p - 1 if p > lo else None)
 
 
@@ -261,7 +287,7 @@ def _check_proven(reader: PartitionReader, topic: str, partition: int, p: int, l
 
 def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor: Anchor | None,
                     lo: int, hi: int, *, skew_ms: int = 0, taken_at_ms: int | None = None,
-                    use_index: bool = True, lo_proves: bool = False, compacted: bool = False) -> RemapResult:
+                    log: LogTraits = LogTraits()) -> RemapResult:
     """Where on the mirror partition [lo, hi) should a consumer resume after ``anchor``?
 
     - ``anchor`` None (no record to anchor on: the partition was empty at checkpoint time, or
@@ -271,8 +297,9 @@ def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor:
     - the mirror partition is empty: ``empty`` at ``lo``.
     - the (k+1)-th identical copy found from a proven boundary: ``exact``.
     - otherwise: ``skew_bound`` — provably safe, with the duplicate window.
-    ``lo_proves``: the log start may serve as a boundary (true on the hot cluster only).
-    ``compacted``: the partition's topic is compacted (``cleanup.policy`` compact): the cleaner
+    ``log`` (:class:`LogTraits`): ``use_index`` — ask the broker's timestamp index first;
+    ``lo_proves`` — the log start may serve as a boundary (true on the hot cluster only);
+    ``compacted`` — the partition's topic is compacted (``cleanup.policy`` compact): the cleaner
     removes a record whose key comes again later, so a copy of the anchor may be gone while an
     identical record after it remains — the (k+1)-th identical record found is then a later
     one, and resuming after it would skip the records in between. A match with an offset gap
@@ -284,20 +311,18 @@ def remap_partition(reader: PartitionReader, topic: str, partition: int, anchor:
     if anchor is None:
         if taken_at_ms is None:
             return RemapResult(lo, "time", 0, (lo, hi))
-        return _fallback(reader, topic, partition, taken_at_ms, lo, hi, skew_ms, start_fetches,
-                         lower_skews=3, upper_skews=2, method="time")
+        return _fallback(reader, topic, partition, taken_at_ms, lo, hi, skew_ms, start_fetches, _BY_TIME)
     if anchor.dup_before is not None:
         k = anchor.dup_before
-        b = safe_floor(reader, topic, partition, anchor.timestamp - 2 * skew_ms, lo, hi, use_index=use_index)
-        if b > lo or lo_proves:
+        b = safe_floor(reader, topic, partition, anchor.timestamp - 2 * skew_ms, lo, hi, use_index=log.use_index)
+        if b > lo or log.lo_proves:
             gaps: list[int] = []
             found = identical_offsets(reader, topic, partition, anchor.timestamp, anchor.fingerprint, b, hi,
-                                      stop_after=k + 1, gaps=gaps if compacted else None)
+                                      stop_after=k + 1, gaps=gaps if log.compacted else None)
             if found is not None and len(found) > k and not (gaps and gaps[0] < found[k]):
                 hit = found[k]
                 return RemapResult(hit + 1 if anchor.after else hit, "exact", reader.fetches - start_fetches,
                                    None, hit, proven_by=b - 1 if b > lo else None)
     # Not provable: the first unconsumed record has timestamp >= c_A − 2S, so resume after the
     # last record proven older than c_A − 4S. Consumed records have timestamp <= c_A + 2S.
-    return _fallback(reader, topic, partition, anchor.timestamp, lo, hi, skew_ms, start_fetches,
-                     lower_skews=4, upper_skews=2, method="skew_bound")
+    return _fallback(reader, topic, partition, anchor.timestamp, lo, hi, skew_ms, start_fetches, _BY_SKEW)

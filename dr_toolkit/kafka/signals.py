@@ -2,7 +2,7 @@
 
 - **One signal per protected topic** — the policies' topics and every other topic a protected
   group has committed on hot (minus ``exclude_topics``: those offsets are carried over too) —
-  from :func:`dr_toolkit.kafka.lag.lag` (offsets, never
+  from :func:`dr_toolkit.kafka.lag.mirror_lag` (offsets, never
   the newest timestamps). Caught up when no partition has hot records missing on cold; its
   ``safe_time`` is the minimum of the partitions' safe times (each: the time hot's end offset
   was read when caught up, else the oldest unmirrored record's timestamp minus the declared
@@ -22,6 +22,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import why
+from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
+from dr_toolkit.kafka.lag import mirror_lag
+from dr_toolkit.kafka.mirror import Mirror
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import Signal, iso, unreadable
 
@@ -104,10 +107,6 @@ def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[st
 
 def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
     """Every Kafka signal of the gate (see the module doc)."""
-    from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
-    from dr_toolkit.kafka.lag import lag
-    from dr_toolkit.kafka.mirror import Mirror
-
     mirror = Mirror.of(topology, access)
     groups = mirror.policy_groups()
     committed: dict[str, set[tuple[str, int]]] = {}
@@ -150,7 +149,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                    for p in topology.policies.kafka if p.topics_regex)
     if topics:
         with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
-            futs = {t: ex.submit(lag, mirror, [t]) for t in topics}
+            futs = {t: ex.submit(mirror_lag, mirror, [t]) for t in topics}
             for t, fut in futs.items():
                 try:
                     report = fut.result()

@@ -132,7 +132,7 @@ def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, 
     from dr_toolkit.kafka import batch
     from dr_toolkit.kafka.mirror import Mirror
     from dr_toolkit.kafka.offsets import anchor_of
-    from dr_toolkit.kafka.remap import MemoryPartition, remap_partition, worth_reading_whole
+    from dr_toolkit.kafka.remap import LogTraits, MemoryPartition, remap_partition, worth_reading_whole
     from dr_toolkit.kafka.rows import NONE, Checkpoint, Position
 
     topo0, _ledger, topic, _group, _idle, scen = kafka_mirror
@@ -171,7 +171,7 @@ def test_partitions_read_whole_give_the_answers_the_searches_give(kafka_mirror, 
                 ct, p = mirror.cold_topic(ck.topic), ck.partition_id
                 live[p] = NONE if ck.committed_offset is None else remap_partition(
                     c, ct, p, anchor_of(ck.fingerprint, ck.record_timestamp), *c.watermarks(ct, p),
-                    skew_ms=mirror.skew_ms, compacted=c.compacted(ct),
+                    skew_ms=mirror.skew_ms, log=LogTraits(compacted=c.compacted(ct)),
                     taken_at_ms=None if ck.taken_at is None else int(ck.taken_at * 1000)).position()
             for r in many["groups"][g]:
                 want = live[r["partition"]]
