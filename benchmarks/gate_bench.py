@@ -52,7 +52,7 @@ def produce_one_per_partition(address: str, topic: str, partitions: int) -> None
 def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, queues: int, policies: int) -> Path:
     from dr_toolkit.copy.api import replicate_policy
     from dr_toolkit.hbase.encoding import Layout, encode_position
-    from dr_toolkit.hbase.peers import add_peer
+    from dr_toolkit.hbase.peers import PeerCluster, add_peer
     from drt_demo.mirror import create_topics
 
     topics = {f"bench-{i}": min(100, partitions - i * 100) for i in range((partitions + 99) // 100)}
@@ -90,7 +90,7 @@ def setup(work: Path, zk_addr: str, hot: str, cold: str, *, partitions: int, que
     assert ep is not None and topo.cold.zookeeper is not None
     with connect(ep, credentials=None) as z:
         # plain ZooKeeper, no HBase: written as for HBase 1.x (the toolkit writes no peer znode for 2.x)
-        add_peer(z, "1", topo.cold.zookeeper.cluster_key, znode_parent=ep.hbase_znode_parent, hbase_version="1.4")
+        add_peer(z, "1", topo.cold.zookeeper.cluster_key, cluster=PeerCluster(ep.hbase_znode_parent, "1.4"))
         lay = Layout(ep.hbase_znode_parent)
         for s in range(queues):
             server = f"rs{s}.bench,16020,1700000000000"

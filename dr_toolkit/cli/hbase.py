@@ -165,8 +165,9 @@ def register(app: typer.Typer) -> None:
         tg = _target(ctx, cluster, zk, parent, version, timeout, need_ledger=True)
         own = [tg.endpoint.cluster_key]
         with zk_session(tg.endpoint, credentials=tg.credentials) as z:
-            kw: dict[str, Any] = {"znode_parent": tg.parent, "hbase_version": tg.version, "dry_run": dry_run,
-                                  "ledger": tg.ledger, "shell": tg.cluster.hbase_shell if tg.cluster else None}
+            kw: dict[str, Any] = {"cluster": hp.PeerCluster(tg.parent, tg.version,
+                                                            tg.cluster.hbase_shell if tg.cluster else None),
+                                  "dry_run": dry_run, "ledger": tg.ledger}
             if action == "add":
                 assert cluster_key is not None
                 res = hp.add_peer(z, peer_id, cluster_key, table_cfs=table_cfs, own_cluster_keys=own,
@@ -205,15 +206,15 @@ def register(app: typer.Typer) -> None:
                  "--remove-others", help="Also remove peers no HBase policy names.")] = False,
              dry_run: DryRunOpt = False, cluster: ClusterOpt = None, timeout: TimeoutOpt = None) -> None:
         """Converge the peers to the topology's HBase policies (one per policy, pointing at the cold cluster)."""
-        from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
+        from dr_toolkit.hbase.peers import PeerCluster, converge_peers, peers_from_topology
         from dr_toolkit.zk.client import zk_session
 
         tg = _target(ctx, cluster, None, None, None, timeout, need_ledger=True)
         desired = peers_from_topology(state(ctx).topology())
         with zk_session(tg.endpoint, credentials=tg.credentials) as z:
-            results = converge_peers(z, desired, znode_parent=tg.parent, hbase_version=tg.version,
-                                     remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger,
-                                     shell=tg.cluster.hbase_shell if tg.cluster else None)
+            results = converge_peers(z, desired, cluster=PeerCluster(
+                                         tg.parent, tg.version, tg.cluster.hbase_shell if tg.cluster else None),
+                                     remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger)
         def render(rows: list[dict[str, Any]]) -> None:
             if not rows:
                 out_console.print("no HBase policies: no peers to sync")

@@ -73,6 +73,7 @@ from dr_toolkit.fs.base import (
     tmp_run_tag,
 )
 from dr_toolkit.fs.uri import Location, parse_uri
+from dr_toolkit.ledger.rows import ManifestRow
 from dr_toolkit.topology import CopyOptions, HdfsPolicy
 
 if TYPE_CHECKING:
@@ -1152,10 +1153,11 @@ def _run(run: CopyRun) -> CopyResult:
         result.manifest_id = manifest_id
         result.watermark = listed_at if result.ok else None
         if ledger is not None:
-            ledger.add_manifest(manifest_id=manifest_id, source=src.loc.uri, target=tgt.loc.uri, location=location,
-                                entries=len(plan.keep), total_bytes=sum(e.size for e in plan.keep.values()),
-                                source_time=listed_at, policy=policy, base_manifest_id=result.base_manifest_id,
-                                source_snapshot=snapshot, content_digest=digest)
+            ledger.add_manifest(ManifestRow(
+                manifest_id=manifest_id, source=src.loc.uri, target=tgt.loc.uri, location=location,
+                entries=len(plan.keep), total_bytes=sum(e.size for e in plan.keep.values()), source_time=listed_at,
+                policy=policy, base_manifest_id=result.base_manifest_id, source_snapshot=snapshot,
+                content_digest=digest))
         if base.header and base.header.get("source_snapshot"):
             old = str(base.header["source_snapshot"])
             if old != snapshot and old.startswith(SNAP_PREFIX):

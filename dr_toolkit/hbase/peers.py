@@ -57,6 +57,17 @@ _MAX_ROUNDS = 5
 
 
 @dataclass(frozen=True)
+class PeerCluster:
+    """The HBase cluster whose peers are read and changed: where its znodes are in ZooKeeper
+    (``znode_parent``), its version (the znode layout, and whether changes go through its master:
+    HBase ≥ 2.0) and its ``hbase`` command (``shell``, to run ``hbase shell -n``; None: none)."""
+
+    znode_parent: str = "/hbase"
+    hbase_version: str = "2.5"
+    shell: str | None = None
+
+
+@dataclass(frozen=True)
 class ZnodeChange:
     """One planned or applied znode change; values shown decoded (never secrets)."""
 
@@ -281,10 +292,12 @@ def shell_script(peer_id: str, changes: list[ZnodeChange], lay: Layout, *, clust
     return "".join(line + "\n" for line in out)
 
 
-def _converge(zk: ZkClient, peer_id: str, action: str, znode_parent: str, dry_run: bool,
+def _converge(zk: ZkClient, peer_id: str, action: str, cluster: PeerCluster, dry_run: bool,
               planner: Callable[[Peer | None], list[tuple[ZnodeChange, bytes | None]]],
-              ledger: Ledger | None, *, hbase_version: str = "2.5", shell: str | None = None,
-              cluster_key: str | None = None, table_cfs: dict[str, list[str]] | None = None) -> PeerResult:
+              ledger: Ledger | None, *, added: PeerConfig | None = None) -> PeerResult:
+    """Plan (``planner``) and make the changes of ``action`` on ``cluster``; ``added``: the peer an
+    add writes (its cluster key and table-CFs, for the ``hbase shell`` script)."""
+    znode_parent, hbase_version, shell = cluster.znode_parent, cluster.hbase_version, cluster.shell
     lay = Layout(znode_parent)
     before = read_peer(zk, peer_id, znode_parent)
     plan = planner(before)
@@ -292,7 +305,8 @@ def _converge(zk: ZkClient, peer_id: str, action: str, znode_parent: str, dry_ru
     via_shell = shell is not None and table_cfs_in_peer(hbase_version)
     if plan and table_cfs_in_peer(hbase_version):
         result.backend = "hbase-shell"
-        script = shell_script(peer_id, result.changes, lay, cluster_key=cluster_key, table_cfs=table_cfs)
+        script = shell_script(peer_id, result.changes, lay, cluster_key=added.cluster_key if added else None,
+                              table_cfs=added.table_cfs if added else None)
         result.script = script
         if not via_shell:
             # HBase 2.x never sees a peer written into ZooKeeper (no replication source, no queue: an
@@ -353,12 +367,12 @@ def _audit(ledger: Ledger | None, zk: ZkClient, res: PeerResult, status: str) ->
 
 
 def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[str, list[str]] | str | None = None,
-             znode_parent: str = "/hbase", hbase_version: str = "2.5", enabled: bool | None = None,
+             cluster: PeerCluster = PeerCluster(), enabled: bool | None = None,
              own_cluster_keys: list[str] | None = None, dry_run: bool = False,
-             ledger: Ledger | None = None, shell: str | None = None) -> PeerResult:
-    """Add peer ``peer_id`` → ``cluster_key`` (or repair / update it to that state).
+             ledger: Ledger | None = None) -> PeerResult:
+    """Add peer ``peer_id`` → ``cluster_key`` (or repair / update it to that state) on ``cluster``.
 
-    ``shell`` (the ``hbase`` command): on HBase ≥ 2.0 the change is made through ``hbase shell``
+    ``cluster.shell`` (the ``hbase`` command): on HBase ≥ 2.0 the change is made through ``hbase shell``
     (HBase 2.x ignores peers written into ZooKeeper); the ZooKeeper state is still what is read.
 
     ``enabled=None`` creates it ENABLED and leaves an existing peer's state alone. The
@@ -366,6 +380,7 @@ def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[st
     refused. An existing peer with another cluster key is refused (remove it first).
     """
     validate_peer_id(peer_id)
+    znode_parent, hbase_version = cluster.znode_parent, cluster.hbase_version
     try:
         validate_cluster_key(cluster_key.strip())
     except ConfigError as exc:
@@ -376,9 +391,9 @@ def add_peer(zk: ZkClient, peer_id: str, cluster_key: str, *, table_cfs: dict[st
         raise ConfigError(f"peer {peer_id}: table-CFs need HBase 0.96 or later (configured: {hbase_version})")
     _check_not_self(cluster_key, [own_cluster_key(zk, znode_parent), *(own_cluster_keys or [])])
     lay = Layout(znode_parent)
-    return _converge(zk, peer_id, "add", znode_parent, dry_run,
+    return _converge(zk, peer_id, "add", cluster, dry_run,
                      lambda cur: _plan_add(cur, peer_id, cluster_key, tcfs, enabled, lay, hbase_version), ledger,
-                     hbase_version=hbase_version, shell=shell, cluster_key=cluster_key, table_cfs=tcfs)
+                     added=PeerConfig(cluster_key, tcfs))
 
 
 def _require(cur: Peer | None, peer_id: str, zk: ZkClient, znode_parent: str) -> Peer:
@@ -389,10 +404,10 @@ def _require(cur: Peer | None, peer_id: str, zk: ZkClient, znode_parent: str) ->
     return cur
 
 
-def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, znode_parent: str = "/hbase",
-                   hbase_version: str = "2.5", dry_run: bool = False, ledger: Ledger | None = None,
-                   shell: str | None = None) -> PeerResult:
+def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, cluster: PeerCluster = PeerCluster(),
+                   dry_run: bool = False, ledger: Ledger | None = None) -> PeerResult:
     validate_peer_id(peer_id)
+    znode_parent, hbase_version = cluster.znode_parent, cluster.hbase_version
     lay = Layout(znode_parent)
 
     def plan(cur: Peer | None) -> list[tuple[ZnodeChange, bytes | None]]:
@@ -403,8 +418,7 @@ def set_peer_state(zk: ZkClient, peer_id: str, enabled: bool, *, znode_parent: s
         op = "create" if cur.state is None else "set"
         return [(ZnodeChange(op, lay.peer_state(peer_id), cur.state, want), encode_state(enabled, hbase_version))]
 
-    return _converge(zk, peer_id, "enable" if enabled else "disable", znode_parent, dry_run, plan, ledger,
-                     hbase_version=hbase_version, shell=shell)
+    return _converge(zk, peer_id, "enable" if enabled else "disable", cluster, dry_run, plan, ledger)
 
 
 def enable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
@@ -415,11 +429,11 @@ def disable_peer(zk: ZkClient, peer_id: str, **kw: Any) -> PeerResult:
     return set_peer_state(zk, peer_id, False, **kw)
 
 
-def remove_peer(zk: ZkClient, peer_id: str, *, znode_parent: str = "/hbase", missing_ok: bool = True,
-                dry_run: bool = False, ledger: Ledger | None = None, hbase_version: str = "2.5",
-                shell: str | None = None) -> PeerResult:
+def remove_peer(zk: ZkClient, peer_id: str, *, cluster: PeerCluster = PeerCluster(), missing_ok: bool = True,
+                dry_run: bool = False, ledger: Ledger | None = None) -> PeerResult:
     """Delete the peer's znodes (children first). An absent peer is already removed (``missing_ok``)."""
     validate_peer_id(peer_id)
+    znode_parent = cluster.znode_parent
     lay = Layout(znode_parent)
 
     def plan(cur: Peer | None) -> list[tuple[ZnodeChange, bytes | None]]:
@@ -435,8 +449,7 @@ def remove_peer(zk: ZkClient, peer_id: str, *, znode_parent: str = "/hbase", mis
         out.append((ZnodeChange("delete", lay.peer(peer_id), cur.cluster_key, None), None))
         return out
 
-    return _converge(zk, peer_id, "remove", znode_parent, dry_run, plan, ledger, hbase_version=hbase_version,
-                     shell=shell)
+    return _converge(zk, peer_id, "remove", cluster, dry_run, plan, ledger)
 
 
 @dataclass(frozen=True)
@@ -449,19 +462,18 @@ class PeerSpec:
     enabled: bool = True
 
 
-def converge_peers(zk: ZkClient, desired: list[PeerSpec], *, znode_parent: str = "/hbase",
-                   hbase_version: str = "2.5", remove_others: bool = False, dry_run: bool = False,
-                   ledger: Ledger | None = None, shell: str | None = None) -> list[PeerResult]:
-    """Bring the peers to exactly ``desired`` (``remove_others``: also delete peers not listed)."""
-    results = [add_peer(zk, s.peer_id, s.cluster_key, table_cfs=s.table_cfs, znode_parent=znode_parent,
-                        hbase_version=hbase_version, enabled=s.enabled, dry_run=dry_run, ledger=ledger, shell=shell)
+def converge_peers(zk: ZkClient, desired: list[PeerSpec], *, cluster: PeerCluster = PeerCluster(),
+                   remove_others: bool = False, dry_run: bool = False, ledger: Ledger | None = None,
+                   ) -> list[PeerResult]:
+    """Bring the peers of ``cluster`` to exactly ``desired`` (``remove_others``: also delete peers not listed)."""
+    results = [add_peer(zk, s.peer_id, s.cluster_key, table_cfs=s.table_cfs, cluster=cluster, enabled=s.enabled,
+                        dry_run=dry_run, ledger=ledger)
                for s in desired]
     if remove_others:
         wanted = {s.peer_id for s in desired}
-        for p in list_peers(zk, znode_parent):
+        for p in list_peers(zk, cluster.znode_parent):
             if p.peer_id not in wanted:
-                results.append(remove_peer(zk, p.peer_id, znode_parent=znode_parent, dry_run=dry_run, ledger=ledger,
-                                           hbase_version=hbase_version, shell=shell))
+                results.append(remove_peer(zk, p.peer_id, cluster=cluster, dry_run=dry_run, ledger=ledger))
     return results
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, LeaseHeld, LedgerUnreachable, UnreachableError
+from dr_toolkit.ledger.rows import ManifestRow, VerifyReportRow
 from dr_toolkit.secrets import redact
 
 SCHEMA_VERSION = 2
@@ -306,15 +307,12 @@ class Ledger:
             r["detail"] = _load(r["detail"])
         return rows
 
-    def add_manifest(self, *, manifest_id: str, source: str, target: str, location: str, entries: int,
-                     total_bytes: int, source_time: float, policy: str | None = None,
-                     base_manifest_id: str | None = None, source_snapshot: str | None = None,
-                     content_digest: str | None = None) -> None:
+    def add_manifest(self, row: ManifestRow) -> None:
         self._insert("manifests", {
-            "manifest_id": manifest_id, "policy": policy, "source": source, "target": target,
-            "location": location, "base_manifest_id": base_manifest_id, "source_snapshot": source_snapshot,
-            "entries": entries, "total_bytes": total_bytes, "content_digest": content_digest,
-            "source_time": source_time, "created_at": time.time()})
+            "manifest_id": row.manifest_id, "policy": row.policy, "source": row.source, "target": row.target,
+            "location": row.location, "base_manifest_id": row.base_manifest_id,
+            "source_snapshot": row.source_snapshot, "entries": row.entries, "total_bytes": row.total_bytes,
+            "content_digest": row.content_digest, "source_time": row.source_time, "created_at": time.time()})
 
     def manifest(self, manifest_id: str) -> Row | None:
         rows = self._query("SELECT * FROM manifests WHERE manifest_id = :m", m=manifest_id)
@@ -395,17 +393,16 @@ class Ledger:
         return out
 
     # -- verification --------------------------------------------------------------------------
-    def add_verify_report(self, *, report_id: str, source: str, target: str, counters: Mapping[str, int],
-                          source_rows: int, peer_rows: int, started_at: float, finished_at: float,
-                          name: str | None = None, report_path: str | None = None, detail: Any = None) -> None:
+    def add_verify_report(self, row: VerifyReportRow) -> None:
+        counters = row.counters
         self._insert("verify_reports", {
-            "report_id": report_id, "name": name, "source": source, "target": target,
+            "report_id": row.report_id, "name": row.name, "source": row.source, "target": row.target,
             "goodrows": counters["GOODROWS"], "badrows": counters["BADROWS"],
             "only_in_source_table_rows": counters["ONLY_IN_SOURCE_TABLE_ROWS"],
             "only_in_peer_table_rows": counters["ONLY_IN_PEER_TABLE_ROWS"],
             "content_different_rows": counters["CONTENT_DIFFERENT_ROWS"],
-            "source_rows": source_rows, "peer_rows": peer_rows, "started_at": started_at,
-            "finished_at": finished_at, "report_path": report_path, "detail": _dump(detail)})
+            "source_rows": row.source_rows, "peer_rows": row.peer_rows, "started_at": row.started_at,
+            "finished_at": row.finished_at, "report_path": row.report_path, "detail": _dump(row.detail)})
 
     def verify_reports(self, *, name: str | None = None, limit: int = 20) -> list[Row]:
         where = "WHERE name = :name" if name else ""

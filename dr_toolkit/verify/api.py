@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError
+from dr_toolkit.ledger.rows import VerifyReportRow
 from dr_toolkit.ledger.store import new_id
 from dr_toolkit.topology import VerifyPolicy
 from dr_toolkit.verify import compare as C
@@ -580,11 +581,11 @@ def _record(job: _Job, result: VerifyResult) -> None:
         write_html(result, result.report_path)
     if ledger is None:
         return
-    ledger.add_verify_report(report_id=result.report_id, source=result.source, target=result.target,
-                             counters=result.counters, source_rows=result.source_rows, peer_rows=result.peer_rows,
-                             started_at=result.started_at, finished_at=result.finished_at, name=req.name,
-                             report_path=result.report_path,
-                             detail={k: v for k, v in result.to_json().items() if k not in C.COUNTERS and k != "trend"})
+    ledger.add_verify_report(VerifyReportRow(
+        report_id=result.report_id, source=result.source, target=result.target, counters=result.counters,
+        source_rows=result.source_rows, peer_rows=result.peer_rows, started_at=result.started_at,
+        finished_at=result.finished_at, name=req.name, report_path=result.report_path,
+        detail={k: v for k, v in result.to_json().items() if k not in C.COUNTERS and k != "trend"}))
     if req.name and result.ok:
         ledger.set_watermark("verify", req.name, result.data_time,
                              detail={"report_id": result.report_id, "rows": result.source_rows})

@@ -52,7 +52,7 @@ def _selected(topo: Any, policies: Sequence[str] | None) -> list[Any]:
 def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_run: bool = False,
               policies: Sequence[str] | None = None) -> dict[str, Any]:
     """Converge the peers of the topology's HBase policies (or of ``policies``); summary fit for XCom."""
-    from dr_toolkit.hbase.peers import converge_peers, peers_from_topology
+    from dr_toolkit.hbase.peers import PeerCluster, converge_peers, peers_from_topology
     from dr_toolkit.ledger import open_ledger
     from dr_toolkit.zk.client import zk_session
 
@@ -61,9 +61,8 @@ def run_peers(*, cluster: str | None = None, zk_conn_id: str | None = None, dry_
     with zk_session(ep, credentials=creds) as z:
         wanted = {p.peer_id for p in _selected(topo, policies)}
         desired = [spec for spec in peers_from_topology(topo) if spec.peer_id in wanted]
-        results = converge_peers(z, desired, znode_parent=ep.hbase_znode_parent,
-                                 hbase_version=ep.hbase_version, dry_run=dry_run,
-                                 ledger=open_ledger(topo, access), shell=c.hbase_shell)
+        results = converge_peers(z, desired, cluster=PeerCluster(ep.hbase_znode_parent, ep.hbase_version, c.hbase_shell),
+                                 dry_run=dry_run, ledger=open_ledger(topo, access))
     for r in results:
         if r.warning:
             log.warning("peer %s: %s", r.peer_id, r.warning)

@@ -320,18 +320,18 @@ def test_ctrl_c_is_exit_130_in_one_line(tmp_path: Path) -> None:
 def test_status_shows_the_last_verdict_and_rpo_and_cuts_nothing_at_80_columns(tmp_path: Path) -> None:
     import time
 
-    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.ledger import Ledger, VerifyReportRow
 
     cfg = topology(tmp_path / "drt.yaml", "sqlite:///ledger.db", extra="failover: {rpo_slo_s: 900}\n")
     lg = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
     now = time.time()
     long_path = str(tmp_path / ("reports-" + "x" * 60) / "verify-orders-table-20261125T170432Z.html")
-    lg.add_verify_report(report_id="verify-1", source="hdfs://hot/warehouse/orders",
-                         target="hdfs://cold/warehouse/orders", name="orders-table",
-                         counters={"GOODROWS": 20000, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0,
-                                   "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0},
-                         source_rows=20000, peer_rows=20000, started_at=now - 60, finished_at=now - 50,
-                         report_path=long_path)
+    lg.add_verify_report(VerifyReportRow(report_id="verify-1", source="hdfs://hot/warehouse/orders",
+                                         target="hdfs://cold/warehouse/orders", name="orders-table",
+                                         counters={"GOODROWS": 20000, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0,
+                                                   "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0},
+                                         source_rows=20000, peer_rows=20000, started_at=now - 60,
+                                         finished_at=now - 50, report_path=long_path))
     lg.add_gate_check(checked_at=now - 30, verdict="NO_GO", recovery_point=now - 30 - 1200,
                       components={}, reasons=["kafka orders: 15 records not mirrored"], source="cli",
                       limiting="kafka orders")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dr_toolkit.ledger import Ledger
+from dr_toolkit.ledger import Ledger, ManifestRow, VerifyReportRow
 from dr_toolkit.ledger.store import text
 
 pytestmark = pytest.mark.integration
@@ -47,13 +47,13 @@ def test_a_dry_run_view_writes_only_the_journal(ledger: Ledger) -> None:
     dry = ledger.dry_run()
     dry.start_run(source="hdfs://hot/a", target="hdfs://cold/a", policy="p", run_id="copy-1")
     dry.finish_run("copy-1", status="succeeded")
-    dry.add_manifest(manifest_id="m1", source="hdfs://hot/a", target="hdfs://cold/a", location="file:///m1",
-                     entries=1, total_bytes=1, source_time=1.0, policy="p")
+    dry.add_manifest(ManifestRow(manifest_id="m1", source="hdfs://hot/a", target="hdfs://cold/a",
+                                 location="file:///m1", entries=1, total_bytes=1, source_time=1.0, policy="p"))
     dry.set_watermark("hbase", "peer:1:seen", 1.0, {"wals_queued": 0})
     dry.add_checkpoint("c1", [{"group_id": "g", "topic": "t", "partition_id": 0, "committed_offset": 1}])
-    dry.add_verify_report(report_id="v1", source="s", target="t", counters={
+    dry.add_verify_report(VerifyReportRow(report_id="v1", source="s", target="t", counters={
         "GOODROWS": 1, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0, "ONLY_IN_PEER_TABLE_ROWS": 0,
-        "CONTENT_DIFFERENT_ROWS": 0}, source_rows=1, peer_rows=1, started_at=1.0, finished_at=2.0)
+        "CONTENT_DIFFERENT_ROWS": 0}, source_rows=1, peer_rows=1, started_at=1.0, finished_at=2.0))
     dry.add_gate_check(checked_at=2.0, verdict="GO", recovery_point=1.0, components={}, reasons=[], source="dry")
     with dry.lease("policy:p"):
         assert dry.lease_holder("policy:p") is None  # taken and released inside rolled-back transactions

@@ -24,9 +24,9 @@ def test_on_hbase_2_without_a_shell_nothing_is_written_into_zookeeper(zkc, zk, h
     """Issue 38 #1: HBase 2.x never sees a peer written into ZooKeeper (no replication source, no
     queue), so without clusters.<hot>.hbase_shell every peer change is refused before anything is
     written, naming what to configure and the shell commands that would make it."""
-    for call in (lambda: hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version="2.6"),
-                 lambda: hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, dry_run=True),
-                 lambda: hp.converge_peers(zkc, [hp.PeerSpec("1", COLD)], znode_parent=hbase_parent)):
+    for call in (lambda: hp.add_peer(zkc, "1", COLD, cluster=hp.PeerCluster(hbase_parent, "2.6")),
+                 lambda: hp.add_peer(zkc, "1", COLD, cluster=hp.PeerCluster(hbase_parent), dry_run=True),
+                 lambda: hp.converge_peers(zkc, [hp.PeerSpec("1", COLD)], cluster=hp.PeerCluster(hbase_parent))):
         with pytest.raises(ConfigError, match="never writes a peer into ZooKeeper") as err:
             call()
         assert "hbase_shell" in (err.value.hint or "") and "add_peer '1'" in (err.value.hint or "")
@@ -38,8 +38,8 @@ def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_pa
 
     ledger = Ledger.open(f"sqlite:///{tmp_path}/l.db")
     lay = Layout(hbase_parent)
-    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", znode_parent=hbase_parent, ledger=ledger,
-                      hbase_version=ZKV)
+    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", ledger=ledger,
+                      cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert res.changed and [c.path for c in res.changes] == [lay.peer("1"), lay.peer_state("1"),
                                                              lay.peer_table_cfs("1")]
     raw = zk.get(lay.peer("1"))[0]
@@ -49,8 +49,8 @@ def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_pa
     assert hp.read_peer(zkc, "1", hbase_parent).table_cfs == {"shop:orders": ["d", "m"], "audit": []}
     assert zk.get(lay.peer_state("1"))[0] == b"PBUF\x08\x00"  # ReplicationState ENABLED
     before = znode_tree(zk, hbase_parent)
-    again = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", znode_parent=hbase_parent, ledger=ledger,
-                        hbase_version=ZKV)
+    again = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d,m;audit", ledger=ledger,
+                        cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert not again.changed and znode_tree(zk, hbase_parent) == before
     events = ledger.audit_events(component="hbase")
     assert [e["action"] for e in events] == ["peers.add", "peers.add"]
@@ -59,27 +59,27 @@ def test_add_writes_hbase_layout_and_is_idempotent(zkc, zk, hbase_parent, tmp_pa
 
 def test_enable_disable_remove_list(zkc, zk, hbase_parent) -> None:
     lay = Layout(hbase_parent)
-    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version=ZKV)
-    hp.add_peer(zkc, "2", "other:2181:/hbase-x", znode_parent=hbase_parent, enabled=False, hbase_version=ZKV)
+    hp.add_peer(zkc, "1", COLD, cluster=hp.PeerCluster(hbase_parent, ZKV))
+    hp.add_peer(zkc, "2", "other:2181:/hbase-x", enabled=False, cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert decode_state(zk.get(lay.peer_state("2"))[0]) == "DISABLED"
-    assert hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version=ZKV).changed
-    assert not hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version=ZKV).changed
+    assert hp.disable_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, ZKV)).changed
+    assert not hp.disable_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, ZKV)).changed
     assert zk.get(lay.peer_state("1"))[0] == b"PBUF\x08\x01"
-    hp.enable_peer(zkc, "2", znode_parent=hbase_parent, hbase_version=ZKV)
+    hp.enable_peer(zkc, "2", cluster=hp.PeerCluster(hbase_parent, ZKV))
     listed = {p.peer_id: (p.cluster_key, p.state, p.table_cfs) for p in hp.list_peers(zkc, hbase_parent)}
     assert listed == {"1": (COLD, "DISABLED", None), "2": ("other:2181:/hbase-x", "ENABLED", None)}
-    assert hp.remove_peer(zkc, "1", znode_parent=hbase_parent, hbase_version=ZKV).changed
+    assert hp.remove_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, ZKV)).changed
     assert zk.exists(lay.peer("1")) is None
-    assert not hp.remove_peer(zkc, "1", znode_parent=hbase_parent, hbase_version=ZKV).changed  # already gone
+    assert not hp.remove_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, ZKV)).changed  # already gone
     assert [p.peer_id for p in hp.list_peers(zkc, hbase_parent)] == ["2"]
 
 
 def test_dry_run_returns_changes_and_writes_nothing(zkc, zk, hbase_parent) -> None:
-    res = hp.add_peer(zkc, "7", COLD, znode_parent=hbase_parent, dry_run=True, hbase_version=ZKV)
+    res = hp.add_peer(zkc, "7", COLD, dry_run=True, cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert [c.op for c in res.changes] == ["create", "create"] and res.dry_run
     assert zk.exists(hbase_parent) is None
-    hp.add_peer(zkc, "7", COLD, znode_parent=hbase_parent, hbase_version=ZKV)
-    res = hp.remove_peer(zkc, "7", znode_parent=hbase_parent, dry_run=True, hbase_version=ZKV)
+    hp.add_peer(zkc, "7", COLD, cluster=hp.PeerCluster(hbase_parent, ZKV))
+    res = hp.remove_peer(zkc, "7", dry_run=True, cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert {c.op for c in res.changes} == {"delete"}
     assert zk.exists(Layout(hbase_parent).peer("7")) is not None
 
@@ -91,7 +91,7 @@ def test_half_written_peer_is_repaired(zkc, zk, hbase_parent) -> None:
     lay = Layout(hbase_parent)
     zk.create(lay.peer("3"), encode_peer(PeerConfig(COLD)), makepath=True)
     assert hp.read_peer(zkc, "3", hbase_parent).state is None
-    res = hp.add_peer(zkc, "3", COLD, znode_parent=hbase_parent, hbase_version=ZKV)
+    res = hp.add_peer(zkc, "3", COLD, cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert [c.path for c in res.changes] == [lay.peer_state("3")]
     assert hp.read_peer(zkc, "3", hbase_parent).state == "ENABLED"
 
@@ -102,24 +102,24 @@ def test_half_written_peer_is_repaired(zkc, zk, hbase_parent) -> None:
 ])
 def test_older_hbase_encodings(zkc, zk, hbase_parent, version, peer_value, state_value) -> None:
     lay = Layout(hbase_parent)
-    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version=version)
+    hp.add_peer(zkc, "1", COLD, cluster=hp.PeerCluster(hbase_parent, version))
     assert zk.get(lay.peer("1"))[0].startswith(peer_value)
     assert zk.get(lay.peer_state("1"))[0] == state_value
     if version == "1.4":  # HBase 1.x keeps table-CFs in a tableCFs child znode
-        hp.add_peer(zkc, "1", COLD, table_cfs={"t1": ["cf"]}, znode_parent=hbase_parent, hbase_version=version)
+        hp.add_peer(zkc, "1", COLD, table_cfs={"t1": ["cf"]}, cluster=hp.PeerCluster(hbase_parent, version))
         assert zk.get(lay.peer_table_cfs("1"))[0] == b"t1:cf"
         assert hp.read_peer(zkc, "1", hbase_parent).table_cfs == {"t1": ["cf"]}
 
 
 @pytest.mark.parametrize("call,msg", [
-    (lambda z, p: hp.add_peer(z, "1", "zk1,zk2/hbase", znode_parent=p, hbase_version=ZKV), "malformed cluster key"),
-    (lambda z, p: hp.add_peer(z, "1", "zk1:21x81:/hbase", znode_parent=p, hbase_version=ZKV),
+    (lambda z, p: hp.add_peer(z, "1", "zk1,zk2/hbase", cluster=hp.PeerCluster(p, ZKV)), "malformed cluster key"),
+    (lambda z, p: hp.add_peer(z, "1", "zk1:21x81:/hbase", cluster=hp.PeerCluster(p, ZKV)),
      "malformed cluster key"),
-    (lambda z, p: hp.add_peer(z, "bad-id", COLD, znode_parent=p, hbase_version=ZKV), "invalid peer id"),
-    (lambda z, p: hp.add_peer(z, "1", COLD, table_cfs="t1:cf 1", znode_parent=p, hbase_version=ZKV),
+    (lambda z, p: hp.add_peer(z, "bad-id", COLD, cluster=hp.PeerCluster(p, ZKV)), "invalid peer id"),
+    (lambda z, p: hp.add_peer(z, "1", COLD, table_cfs="t1:cf 1", cluster=hp.PeerCluster(p, ZKV)),
      "invalid table-CFs"),
-    (lambda z, p: hp.enable_peer(z, "42", znode_parent=p, hbase_version=ZKV), "unknown peer id '42'"),
-    (lambda z, p: hp.disable_peer(z, "42", znode_parent=p, hbase_version=ZKV), "unknown peer id '42'"),
+    (lambda z, p: hp.enable_peer(z, "42", cluster=hp.PeerCluster(p, ZKV)), "unknown peer id '42'"),
+    (lambda z, p: hp.disable_peer(z, "42", cluster=hp.PeerCluster(p, ZKV)), "unknown peer id '42'"),
 ])
 def test_bad_input_is_refused_and_nothing_written(zkc, zk, hbase_parent, call, msg) -> None:
     with pytest.raises(ConfigError, match=msg):
@@ -131,16 +131,16 @@ def test_self_as_peer_is_refused(zkc, zk, zk_server, hbase_parent) -> None:
     host, port = zk_server.address.rsplit(":", 1)
     for key in (f"{host}:{port}:{hbase_parent}", f"localhost:{port}:{hbase_parent}/"):
         with pytest.raises(ConfigError, match="itself as its own peer"):
-            hp.add_peer(zkc, "1", key, znode_parent=hbase_parent, hbase_version=ZKV)
+            hp.add_peer(zkc, "1", key, cluster=hp.PeerCluster(hbase_parent, ZKV))
     assert zk.exists(hbase_parent) is None
     # the same ensemble with another znode parent is another cluster
-    hp.add_peer(zkc, "1", f"{host}:{port}:/hbase-other", znode_parent=hbase_parent, hbase_version=ZKV)
+    hp.add_peer(zkc, "1", f"{host}:{port}:/hbase-other", cluster=hp.PeerCluster(hbase_parent, ZKV))
 
 
 def test_existing_peer_with_other_key_is_refused(zkc, hbase_parent) -> None:
-    hp.add_peer(zkc, "1", COLD, znode_parent=hbase_parent, hbase_version=ZKV)
+    hp.add_peer(zkc, "1", COLD, cluster=hp.PeerCluster(hbase_parent, ZKV))
     with pytest.raises(ConfigError, match="already exists with cluster key"):
-        hp.add_peer(zkc, "1", "elsewhere:2181:/hbase", znode_parent=hbase_parent, hbase_version=ZKV)
+        hp.add_peer(zkc, "1", "elsewhere:2181:/hbase", cluster=hp.PeerCluster(hbase_parent, ZKV))
 
 
 @pytest.mark.slow
@@ -153,12 +153,12 @@ def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, z
     retry = Retry(tries=50, backoff_s=0.1, max_backoff_s=0.5, deadline_s=20)
     desired = {"1": (COLD, "ENABLED"), "2": ("dr2:2181:/hbase", "DISABLED"), "3": ("dr3,dr4:2182:/hb", "ENABLED")}
     ops = [
-        lambda z: hp.add_peer(z, "1", COLD, znode_parent=hbase_parent, hbase_version=ZKV),
-        lambda z: hp.add_peer(z, "2", "dr2:2181:/hbase", znode_parent=hbase_parent, hbase_version=ZKV),
-        lambda z: hp.disable_peer(z, "2", znode_parent=hbase_parent, hbase_version=ZKV),
-        lambda z: hp.add_peer(z, "3", "dr3,dr4:2182:/hb", znode_parent=hbase_parent, hbase_version=ZKV),
-        lambda z: hp.add_peer(z, "9", "gone:2181:/hbase", znode_parent=hbase_parent, hbase_version=ZKV),
-        lambda z: hp.remove_peer(z, "9", znode_parent=hbase_parent, hbase_version=ZKV),
+        lambda z: hp.add_peer(z, "1", COLD, cluster=hp.PeerCluster(hbase_parent, ZKV)),
+        lambda z: hp.add_peer(z, "2", "dr2:2181:/hbase", cluster=hp.PeerCluster(hbase_parent, ZKV)),
+        lambda z: hp.disable_peer(z, "2", cluster=hp.PeerCluster(hbase_parent, ZKV)),
+        lambda z: hp.add_peer(z, "3", "dr3,dr4:2182:/hb", cluster=hp.PeerCluster(hbase_parent, ZKV)),
+        lambda z: hp.add_peer(z, "9", "gone:2181:/hbase", cluster=hp.PeerCluster(hbase_parent, ZKV)),
+        lambda z: hp.remove_peer(z, "9", cluster=hp.PeerCluster(hbase_parent, ZKV)),
     ]
     try:
         for _round in range(10):
@@ -203,7 +203,7 @@ def test_peer_commands_converge_across_zookeeper_restarts_with_acls(zk_server, z
             from dr_toolkit.zk.client import ZkNoAuth
 
             with pytest.raises(ZkNoAuth):
-                hp.disable_peer(anon, "1", znode_parent=hbase_parent, hbase_version=ZKV)
+                hp.disable_peer(anon, "1", cluster=hp.PeerCluster(hbase_parent, ZKV))
     finally:
         if not zk_server.running:
             zk_server.start()
@@ -246,7 +246,7 @@ def test_a_peer_written_into_zookeeper_is_not_seen_by_hbase(hot_zk, hbase_hot, h
     hot, parent = hbase_hot, hbase_hot.znode_parent
     lay = Layout(parent)
     with pytest.raises(ConfigError, match="never writes a peer into ZooKeeper"):
-        hp.add_peer(hot_zk, "7", hbase_cold.cluster_key, znode_parent=parent, hbase_version="2.6")
+        hp.add_peer(hot_zk, "7", hbase_cold.cluster_key, cluster=hp.PeerCluster(parent, "2.6"))
     assert hp.read_peer(hot_zk, "7", parent) is None
     try:
         hot_zk.create(lay.peer("7"), encode_peer(PeerConfig(hbase_cold.cluster_key), "2.6"))
@@ -271,7 +271,7 @@ def test_disabling_a_peer_in_zookeeper_does_not_stop_hbase_shipping(hot_zk, hbas
     hot, cold, parent = hbase_hot, hbase_cold, hbase_hot.znode_parent
     lay = Layout(parent)
     with pytest.raises(ConfigError, match="never writes a peer into ZooKeeper"):
-        hp.disable_peer(hot_zk, "1", znode_parent=parent, hbase_version="2.6")
+        hp.disable_peer(hot_zk, "1", cluster=hp.PeerCluster(parent, "2.6"))
     original = hot_zk.get_many([lay.peer_state("1")])[0][0]
     try:
         hot_zk.set(lay.peer_state("1"), encode_state(False, "2.6"))
@@ -294,8 +294,7 @@ def test_on_hbase_2_with_a_shell_the_changes_go_through_hbase_shell_not_zookeepe
     exe.write_text(f'#!/bin/sh\n[ "$1" = shell ] && [ "$2" = -n ] || exit 9\ncat "$3" >> {log}\necho "Took 0.1 seconds"\n')
     exe.chmod(0o755)
     lay = Layout(hbase_parent)
-    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d;audit", znode_parent=hbase_parent,
-                      hbase_version="2.6", shell=str(exe))
+    res = hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d;audit", cluster=hp.PeerCluster(hbase_parent, "2.6", str(exe)))
     assert res.backend == "hbase-shell" and res.warning is None
     assert log.read_text() == ("add_peer '1', CLUSTER_KEY => 'cold-zk1.example.com,cold-zk2.example.com:2181:/hbase', "
                                "TABLE_CFS => { 'default:audit' => [], 'shop:orders' => ['d'] }\n")
@@ -306,16 +305,15 @@ def test_on_hbase_2_with_a_shell_the_changes_go_through_hbase_shell_not_zookeepe
     zk.create(lay.peer("1"), encode_peer(PeerConfig(COLD), "2.6"), makepath=True)
     zk.create(lay.peer_state("1"), encode_state(True, "2.6"))
     log.write_text("")
-    hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6", shell=str(exe))
-    hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d", znode_parent=hbase_parent, hbase_version="2.6",
-                shell=str(exe))
-    hp.remove_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6", shell=str(exe))
+    hp.disable_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, "2.6", str(exe)))
+    hp.add_peer(zkc, "1", COLD, table_cfs="shop:orders:d", cluster=hp.PeerCluster(hbase_parent, "2.6", str(exe)))
+    hp.remove_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, "2.6", str(exe)))
     assert log.read_text() == ("disable_peer '1'\n"
                                "set_peer_replicate_all '1', false\nset_peer_tableCFs '1', { 'shop:orders' => ['d'] }\n"
                                "remove_peer '1'\n")
     # without a shell, HBase 2.x cannot be asked: refused (issue 38 #1), ZooKeeper unchanged
     with pytest.raises(ConfigError, match="no `hbase` command is configured"):
-        hp.disable_peer(zkc, "1", znode_parent=hbase_parent, hbase_version="2.6")
+        hp.disable_peer(zkc, "1", cluster=hp.PeerCluster(hbase_parent, "2.6"))
     assert hp.read_peer(zkc, "1", hbase_parent).state == "ENABLED"
 
 

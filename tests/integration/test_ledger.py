@@ -8,7 +8,7 @@ import time
 import pytest
 
 from dr_toolkit.errors import LeaseHeld
-from dr_toolkit.ledger import SCHEMA_VERSION, Ledger
+from dr_toolkit.ledger import SCHEMA_VERSION, Ledger, ManifestRow, VerifyReportRow
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,9 @@ def test_migrate_is_idempotent_and_versioned(ledger_url: str) -> None:
 def test_runs_manifests_watermarks(ledger_url: str) -> None:
     lg = Ledger.open(ledger_url)
     run = lg.start_run(source="hdfs://hot/a", target="hdfs://cold/a", policy="p1")
-    lg.add_manifest(manifest_id="m1", source="hdfs://hot/a", target="hdfs://cold/a", location="file:///x/m1.jsonl",
-                    entries=3, total_bytes=30, source_time=1000.0, policy="p1")
+    lg.add_manifest(ManifestRow(manifest_id="m1", source="hdfs://hot/a", target="hdfs://cold/a",
+                                location="file:///x/m1.jsonl", entries=3, total_bytes=30, source_time=1000.0,
+                                policy="p1"))
     lg.finish_run(run, status="succeeded", mode="bootstrap", manifest_id="m1",
                   stats={"files_total": 3, "files_copied": 3, "bytes_copied": 30}, detail={"fallbacks": []})
     [r] = lg.runs(policy="p1")
@@ -66,8 +67,9 @@ def test_checkpoints_reports_audit(ledger_url: str) -> None:
     assert many["nobody"] == [] and [r["partition_id"] for r in many["h6"]] == [0, 1]
     counters = {"GOODROWS": 9, "BADROWS": 1, "ONLY_IN_SOURCE_TABLE_ROWS": 1, "ONLY_IN_PEER_TABLE_ROWS": 0,
                 "CONTENT_DIFFERENT_ROWS": 0}
-    lg.add_verify_report(report_id="v1", source="a", target="b", counters=counters, source_rows=10, peer_rows=9,
-                         started_at=1.0, finished_at=2.0, name="ds", detail={"sample": {"x": [1]}})
+    lg.add_verify_report(VerifyReportRow(report_id="v1", source="a", target="b", counters=counters, source_rows=10,
+                                         peer_rows=9, started_at=1.0, finished_at=2.0, name="ds",
+                                         detail={"sample": {"x": [1]}}))
     assert lg.verify_reports(name="ds")[0]["badrows"] == 1
     run = lg.start_failover_run(reason="drill", execute=False)
     lg.audit(component="failover", action="fence", dry_run=True, status="planned", run_id=run,

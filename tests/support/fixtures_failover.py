@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from dr_toolkit.access import Access
+from dr_toolkit.ledger import VerifyReportRow
 from tests.support.procs import free_port, port_open
 
 
@@ -83,9 +84,9 @@ def add_verify_report(ledger: Any, name: str, *, bad: int = 0, age_s: float = 0.
                 "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0}
     request = {**VerifyRequest(source=source, target=target, key=list(key)).fingerprint(),
                "full_range": start_time is None}  # a run with a start time asks for part of the data
-    ledger.add_verify_report(report_id=rid, source=source, target=target, counters=counters,
-                             source_rows=10, peer_rows=10 - bad, started_at=now, finished_at=now, name=name,
-                             detail={"key": list(key), "request": request})
+    ledger.add_verify_report(VerifyReportRow(report_id=rid, source=source, target=target, counters=counters,
+                                             source_rows=10, peer_rows=10 - bad, started_at=now, finished_at=now,
+                                             name=name, detail={"key": list(key), "request": request}))
     return rid
 
 
