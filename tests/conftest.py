@@ -7,12 +7,14 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.airflow import env as airflow_env
 
 REPO = Path(__file__).resolve().parents[1]
+SLOWEST_FILES = 25  # the per-file summary at the end of every run
 
 _airflow_home = Path(tempfile.mkdtemp(prefix="drt-airflow-"))
 os.environ.update(airflow_env(_airflow_home))
@@ -52,3 +54,67 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
         for srv in ALL_SERVERS:
             report.sections.append((f"server log: {srv.name}", srv.log_tail(60)))
+
+
+# ---- side by side (pytest-xdist, `-n 2 --dist loadgroup`: docs/testing.md) -------------------------
+# Each test module goes to one xdist group by the heaviest session server it uses, so one worker
+# runs that group's modules and only that worker starts those servers (session fixtures are per
+# worker). Modules that need none of them are not grouped: their tests spread over the workers.
+_SERVER_GROUPS = [  # (a fixture the module's tests use, its group), the first match wins
+    ("hbase_clusters", "hbase"), ("spark_cluster", "spark-cluster"),
+    ("mm2_session", "kafka"), ("kafka_hot", "kafka"), ("kafka_cold", "kafka"),
+    ("hdfs_hot", "hdfs"), ("hdfs_cold", "hdfs"),
+    ("spark", "spark"), ("api_server", "airflow"), ("airflow_home", "airflow"),
+]
+_GROUP_ORDER = ["hbase", "kafka", "hdfs", "spark-cluster", "spark", "airflow"]  # the longest first
+
+
+def _module_group(items: list[pytest.Item]) -> str | None:
+    used = set().union(*(it.fixturenames for it in items))
+    for fixture, group in _SERVER_GROUPS:
+        if fixture in used:
+            return group
+    for it in items:  # a module-scoped fixture of the module's own (a server of its own): keep it whole
+        info = getattr(it, "_fixtureinfo", None)
+        for defs in info.name2fixturedefs.values() if info else ():
+            if any(d.scope in ("module", "class", "package") and d.baseid.startswith(it.nodeid.split("::")[0])
+                   for d in defs):
+                return "module-" + Path(it.nodeid.split("::")[0]).stem
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which appends "@<group>" to the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    by_module: dict[str, list[pytest.Item]] = {}
+    for it in items:
+        by_module.setdefault(it.nodeid.split("::")[0], []).append(it)
+    rank: dict[str, int] = {}
+    for path, module_items in by_module.items():
+        group = _module_group(module_items)
+        if group is None:
+            continue
+        for it in module_items:
+            it.add_marker(pytest.mark.xdist_group(group))
+        rank[path] = _GROUP_ORDER.index(group) if group in _GROUP_ORDER else len(_GROUP_ORDER)
+    if hasattr(config, "workerinput"):  # an xdist worker: hand out the long groups first, unit tests last
+        ungrouped = len(_GROUP_ORDER) + 1
+        items.sort(key=lambda it: (rank.get(it.nodeid.split("::")[0],
+                                            ungrouped + it.nodeid.startswith("tests/unit/"))))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The slowest test files (setup + call + teardown of their tests, summed), beside --durations."""
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) in ("setup", "call", "teardown") and hasattr(r, "duration"):
+                path = r.nodeid.split("::")[0]
+                totals[path] = totals.get(path, 0.0) + r.duration
+                counts[path] = counts.get(path, 0) + (r.when == "call")
+    if not totals:
+        return
+    terminalreporter.write_sep("=", f"slowest {min(SLOWEST_FILES, len(totals))} test files (setup+call+teardown)")
+    for path, total in sorted(totals.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{total:8.1f}s {counts[path]:4d} tests  {path}")
+    terminalreporter.write_line(f"{sum(totals.values()):8.1f}s in all ({len(totals)} files)")

@@ -86,11 +86,20 @@ def outcome(rc: int | None, text: str, timeout_s: float = CHILD_TIMEOUT_S) -> tu
     return "failed", _tail(text, 200)
 
 
+def own_nodeid(item: pytest.Item) -> str:
+    """The node id the child can collect: under ``--dist loadgroup`` pytest-xdist appends
+    ``@<group>`` to the ids of the tests of an ``xdist_group``, which no collection knows."""
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    suffix = "@" + "_".join(groups)
+    return item.nodeid[:-len(suffix)] if groups and item.nodeid.endswith(suffix) else item.nodeid
+
+
 def run_item(item: pytest.Item) -> None:
     """The whole test protocol for ``item``, run in a child process and reported here."""
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    rc, text, took = run_child(item.nodeid, Path(str(item.config.rootpath)))
+    rc, text, took = run_child(own_nodeid(item), Path(str(item.config.rootpath)))
     result, longrepr = outcome(rc, text)
     keywords = {k: 1 for k in item.keywords}
     now = time.time()
