@@ -177,10 +177,3 @@ def test_spark_engine_copies_like_the_local_engine(tmp_path: Path, spark: Any) -
     r2 = distcp(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark"), access=Access.from_env())
     assert r2.mode == "fast-forward" and r2.files_copied == 1
     assert tree_digest(tmp_path / "dst") == tree_digest(src)
-
-
-def test_single_file_source_is_copied_into_the_target_directory(tmp_path: Path) -> None:
-    make_tree(tmp_path / "src", {"one.log": b"1" * 100, "other.log": b"2"})
-    r = distcp(f"file://{tmp_path}/src/one.log", f"file://{tmp_path}/dst", access=Access.from_env())
-    assert r.files_total == 1 and r.files_copied == 1
-    assert tree_digest(tmp_path / "dst") == {"one.log": tree_digest(tmp_path / "src")["one.log"]}

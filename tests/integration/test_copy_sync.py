@@ -1,7 +1,11 @@
 """DistCp-sync-style scenario: bootstrap, then a chain of creates, file and directory
 renames, deletes, appends and overwrites. After every incremental run the target is
 byte-identical to the source, and the run read no unchanged file. Renames are moved on the
-target only when a snapshot diff says so; without one they are copied (never guessed)."""
+target only when a snapshot diff says so; without one they are copied (never guessed).
+
+Snapshot mode never forgets a file the base snapshot does not hold (real HDFS): a file whose copy
+failed and whose directory (or itself) is then renamed, files published by a rename out of an
+excluded directory; filters widened since the base force a listing run."""
 
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ from typing import Any
 import pytest
 
 from dr_toolkit.access import Access
+from dr_toolkit.copy import execute
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
+from tests.support.fixtures_copy import all_bytes, hdfs_source
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
+SNAP = CopyOptions(update=True, delete=True, snapshots=True)
 OPTS = CopyOptions(update=True, delete=True, append_only=["logs/*.log"], workers=4, snapshots=True)
 
 
@@ -155,3 +162,83 @@ def test_sync_chain_hdfs_snapshot_gone_falls_back_to_reconcile(tmp_path: Path, w
     assert r2.mode == "reconcile" and "snapshot" in r2.mode_reason and "gone" in r2.mode_reason
     assert r2.files_copied == 1
     assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst"), Access.from_env()), f"{tmp_path}/dst") == digest(fs, root)
+
+
+def test_a_file_whose_copy_failed_and_whose_directory_is_then_renamed_is_copied(
+        tmp_path: Path, hot_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    hdfs_source(hot_dir, {"d/a": b"a", "d/b": b"bbbb", "top": b"t"})
+    dst = tmp_path / "dst"
+    real = execute._copy_full
+
+    def fail_b(ctx: Any, task: Any, *a: Any) -> Any:
+        if task.rel == "d/b":
+            raise OSError("injected: disk full")
+        return real(ctx, task, *a)
+
+    monkeypatch.setattr(execute, "_copy_full", fail_b)
+    monkeypatch.setattr(execute, "ATTEMPTS", 1)
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    assert r.files_failed == 1
+    monkeypatch.setattr(execute, "_copy_full", real)
+    hot_dir.rename("/s/d", "/s/e")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert all_bytes(dst) == hot_dir.tree("/s") == {"e/a": b"a", "e/b": b"bbbb", "top": b"t"}
+
+
+def test_a_failed_file_renamed_itself_and_through_a_renamed_parent_is_copied(
+        tmp_path: Path, hot_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why pending files need no fileId tracking: their paths are paths of the base snapshot, and
+    the NameNode's diff from that snapshot names every rename that moved them — their own
+    (d/x/b → d/y/b2) and their parent's (d → e), reported in one diff — so each rename whose
+    source covers a pending path has its target listed. Two runs of failures, then both renames."""
+    hdfs_source(hot_dir, {"d/x/b": b"bbbb", "d/x/a": b"a", "d/y/c": b"c"})
+    dst = tmp_path / "dst"
+    real = execute._copy_full
+
+    def fail_b(ctx: Any, task: Any, *a: Any) -> Any:
+        if task.rel.endswith("b") or task.rel.endswith("b2"):
+            raise OSError("injected: disk full")
+        return real(ctx, task, *a)
+
+    monkeypatch.setattr(execute, "_copy_full", fail_b)
+    monkeypatch.setattr(execute, "ATTEMPTS", 1)
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env()).files_failed == 1
+    hot_dir.rename("/s/d/x/b", "/s/d/y/b2")  # the pending file itself
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # fails again: pending under its new name
+    assert r.files_failed == 1 and "snapshot diff" in r.mode_reason, r.mode_reason
+    monkeypatch.setattr(execute, "_copy_full", real)
+    hot_dir.rename("/s/d/y/b2", "/s/d/x/b3")
+    hot_dir.rename("/s/d", "/s/e")  # and its parent, in the same diff
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert all_bytes(dst) == hot_dir.tree("/s") == {"e/x/b3": b"bbbb", "e/x/a": b"a", "e/y/c": b"c"}
+
+
+def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_path: Path, hot_dir: Any) -> None:
+    fs = hdfs_source(hot_dir, {"data/old.csv": b"old"})
+    opts = CopyOptions(update=True, delete=True, snapshots=True, exclude=["landing/*"])
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    fs.write_bytes(hot_dir.p("/s/landing/new.csv"), b"staged, then published")
+    fs.write_bytes(hot_dir.p("/s/landing/batch/p1.csv"), b"part 1")
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok  # nothing to copy: excluded
+    hot_dir.rename("/s/landing/new.csv", "/s/data/new.csv")
+    hot_dir.rename("/s/landing/batch", "/s/data/batch")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
+    assert all_bytes(dst) == {"data/old.csv": b"old", "data/new.csv": b"staged, then published",
+                               "data/batch/p1.csv": b"part 1"}
+
+
+def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> None:
+    hdfs_source(hot_dir, {"a.csv": b"a", "b.txt": b"b", "d/c.txt": b"c"})
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}",
+                  options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"]), access=Access.from_env()).ok
+    assert all_bytes(dst) == {"a.csv": b"a"}
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    assert r.ok and "filters changed" in r.mode_reason, r.mode_reason
+    assert all_bytes(dst) == hot_dir.tree("/s")
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # same filters again: the diff is used
+    assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0

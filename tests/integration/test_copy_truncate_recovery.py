@@ -7,7 +7,8 @@ then GETFILESTATUS reports the **old** end of that block (3 MiB file, 1 MiB bloc
 file never had. Recovery is started by the DataNode's next heartbeat; this test's own cluster has
 its DataNode heartbeat once every 10 minutes, so the recovery is still pending for the whole test
 (deterministic: no race with the copy). GET_BLOCK_LOCATIONS and GETFILESTATUS answer exactly as
-for a file a writer holds open (checked here), so nothing over WebHDFS tells the two apart: a file
+for a file a writer holds open (test_hdfs_open_files.py: a writer's open file is reported
+pending, not placed), so nothing over WebHDFS tells the two apart: a file
 under construction whose bytes were read live is never placed; it is reported open (pending) and
 the target keeps the version it held.
 """
@@ -108,22 +109,6 @@ def test_a_file_truncated_while_its_block_is_recovered_is_never_placed_torn(
     else:
         assert not (tmp_path / "fresh" / "big.bin").exists()
         assert (tmp_path / "fresh" / "small.txt").read_bytes() == b"small"
-
-
-def test_a_file_open_for_write_is_reported_pending_not_placed(slow_recovery: HdfsCluster, tmp_path: Path) -> None:
-    """The same rule for a writer's open file (nothing tells it from a recovery over WebHDFS): the
-    next run after the writer closes it copies it whole."""
-    c = slow_recovery
-    c.open_for_write("/t/open/src/app.log", b"a" * 1500, block_size=MIB)
-    r = distcp(c.uri("/t/open/src"), f"file://{tmp_path / 'dst'}", options=CopyOptions(update=True),
-               access=Access.from_env())
-    assert r.ok and r.files_open == 1 and r.files_copied == 0 and not (tmp_path / "dst" / "app.log").exists()
-    c.hflush("/t/open/src/app.log", b"b" * 100)
-    c.close_file("/t/open/src/app.log")
-    r = distcp(c.uri("/t/open/src"), f"file://{tmp_path / 'dst'}", options=CopyOptions(update=True),
-               access=Access.from_env())
-    assert r.ok and r.files_open == 0 and r.files_copied == 1
-    assert (tmp_path / "dst" / "app.log").read_bytes() == b"a" * 1500 + b"b" * 100
 
 
 @pytest.mark.parametrize("how", ["snapshots", "-diff"])

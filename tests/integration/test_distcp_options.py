@@ -3,7 +3,8 @@
 read and written through WebHDFS) and, where it applies, local trees: -filters, -i, -log,
 -m/-strategy, -p[ugpaxt] (the test HDFS runs with dfs.permissions.enabled=false, so SETOWNER
 is allowed to the client's user; a real cluster needs its superuser), several sources,
--diff/-rdiff snapshot names."""
+-diff/-rdiff snapshot names. -p re-applied to kept files whose attributes drifted (local) and a
+chmod on an HDFS source (fileId, size and mtime unchanged) applied."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from typing import Any
 import pytest
 
 from dr_toolkit.access import Access
+from dr_toolkit.copy.api import distcp
+from dr_toolkit.fs import open_fs
+from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, run_distcp, tree_digest
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
@@ -260,3 +264,32 @@ def test_diff_and_rdiff_snapshot_names_on_the_command_line(hot_dir: Any, capsys:
         code, out, err = drt(capsys, src, hot_dir.uri("/dst9"), *args)
         assert code == 2 and out is None and says in err and len(err.strip().splitlines()) == 1, err
     assert hot_dir.stat("/dst9") is None
+
+
+def test_preserve_is_reapplied_when_the_target_drifts(tmp_path: Path) -> None:
+    make_tree(tmp_path / "src", {"a": b"a", "b": b"b"})
+    os.chmod(tmp_path / "src/a", 0o640)
+    os.utime(tmp_path / "src/a", (1_600_000_000, 1_600_000_000))
+    opts = CopyOptions(update=True, delete=True, preserve=["permissions", "times"])
+    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env()).ok
+    os.chmod(tmp_path / "dst/a", 0o666)  # behind our back
+    os.utime(tmp_path / "dst/a", (1_700_000_000, 1_700_000_000))
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    assert r.ok and r.files_copied == 0 and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
+    st = os.stat(tmp_path / "dst/a")
+    assert oct(st.st_mode & 0o777) == "0o640" and st.st_mtime == 1_600_000_000
+    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    assert r.ok and r.mode == "fast-forward" and r.attributes_reapplied == 0, r.mode_reason
+
+
+def test_a_chmod_on_an_hdfs_source_is_applied_with_preserve(tmp_path: Path, hot_dir: Any) -> None:
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
+    fs.write_bytes(hot_dir.p("/s/f"), b"f")
+    fs.set_permission(hot_dir.p("/s/f"), "644")
+    opts = CopyOptions(update=True, delete=True, preserve=["permissions"])
+    dst = tmp_path / "dst"
+    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    fs.set_permission(hot_dir.p("/s/f"), "600")  # fileId, size and mtime unchanged
+    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    assert r.ok and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
+    assert oct(os.stat(dst / "f").st_mode & 0o777) == "0o600"

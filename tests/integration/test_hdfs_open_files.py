@@ -8,16 +8,21 @@ What the real NameNode does (a writer in the launcher's JVM, hflush/hsync throug
   plain hflushes inside that block are visible to readers (OPEN), not to GETFILESTATUS.
 - A file reopened for append keeps its modification time (and fileId) until it is closed.
 - GETFILECHECKSUM refuses an open file ("under construction").
+
+A file open for write on the source is reported pending, never placed, and does not fail the
+run; the run after the writer closes it copies it whole.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.fs import open_fs
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_hdfs import HdfsDir
 
@@ -79,3 +84,22 @@ def test_a_file_reopened_for_append_is_never_taken_as_unchanged(hot_dir: HdfsDir
     r4 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
     assert r4.ok and r4.files_open == 0 and r4.files_failed == 0
     assert (dst / "log").read_bytes() == b"0" * 1000 + b"1" * 100 + b"2" * 100
+
+
+def test_open_file_is_reported_pending_and_never_fails_the_run(tmp_path: Path, webhdfs: Any) -> None:
+    fs = open_fs(webhdfs.location("/logs"), Access.from_env())
+    fs.write_bytes(webhdfs.p("/logs/closed.log"), b"done\n" * 100)
+    webhdfs.open_for_write("/logs/app.log", b"line 1\n" * 50)
+    r = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
+               options=CopyOptions(update=True, append_only=["*.log"]), access=Access.from_env())
+    # open on the source: not placed (its NameNode length is no proven version), reported pending
+    assert r.ok and r.files_copied == 1 and r.files_open == 1
+    assert r.open_files[0]["path"] == "app.log" and "open for write" in r.open_files[0]["reason"]
+    assert not (tmp_path / "dst/app.log").exists()
+    # the writer goes on and closes the file: the next run copies it
+    webhdfs.hflush("/logs/app.log", b"line 2\n" * 30)
+    webhdfs.close_file("/logs/app.log")
+    r2 = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
+                options=CopyOptions(update=True, append_only=["*.log"]), access=Access.from_env())
+    assert r2.ok and r2.files_open == 0 and r2.files_copied == 1
+    assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50 + b"line 2\n" * 30

@@ -83,6 +83,39 @@ def run_distcp(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any
     return code, (json.loads(cap.out) if cap.out.strip() else None), cap.err
 
 
+def drt_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+           ) -> tuple[int, dict[str, Any]]:
+    """`drt --json ARGS` in this process, run from ``tmp_path`` with no topology: (exit code, its JSON
+    document or {})."""
+    import json
+
+    from dr_toolkit.cli.main import main
+
+    monkeypatch.delenv("DRT_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = main(["--json", *args])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def all_bytes(root: Path) -> dict[str, bytes]:
+    """rel path -> bytes of every regular file under ``root`` (symlinks left out)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def hdfs_source(hot_dir: HdfsDir, files: dict[str, bytes]) -> Any:
+    """``files`` written under ``/s`` of ``hot_dir``, made snapshottable; its filesystem."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.fs import open_fs
+
+    hot_dir.allow_snapshot("/s")
+    fs = open_fs(hot_dir.location("/s"), Access.from_env())
+    for rel, data in files.items():
+        fs.write_bytes(hot_dir.p(f"/s/{rel}"), data)
+    return fs
+
+
 def tmp_files(root: Path) -> list[str]:
     """The temporary files of copies under ``root`` (a run's fencing marker ``.drt-tmp.fence`` left out)."""
     return [str(p) for p in root.rglob(".drt-tmp.*") if p.name != ".drt-tmp.fence"]

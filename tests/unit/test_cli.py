@@ -328,6 +328,7 @@ def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
     assert not mods & (HEAVY | {"typer", "rich", "pydantic", "yaml"}), mods & (HEAVY | {"typer", "rich"})
 
 
+@pytest.mark.usefixtures("copy_state_dir")  # runs a copy
 def test_distcp_and_config_validate_import_only_what_they_use(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
