@@ -12,7 +12,13 @@ EXIT_OK = 0
 EXIT_PROBLEM = 1  # the operation ran and found a problem (differences, NO_GO, failed files)
 EXIT_USAGE = 2  # usage or configuration error
 EXIT_UNREACHABLE = 3  # a dependency is unreachable
-EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (SIGINT); 143 when stopped by SIGTERM
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (SIGINT); 143 when stopped by SIGTERM (see signal_exit_code)
+
+
+def signal_exit_code(signum: int) -> int:
+    """The exit code of a run stopped by signal ``signum``, as a shell reports it: 128 + its
+    number (:data:`EXIT_INTERRUPTED` for SIGINT, 143 for SIGTERM)."""
+    return 128 + signum
 
 
 class DrtError(Exception):
@@ -188,4 +194,4 @@ class Interrupted(DrtError):
 
     def __init__(self, what: str, *, signum: int = 2, where: str | None = None, hint: str | None = None) -> None:
         super().__init__(what, where=where, hint=hint)
-        self.exit_code = 128 + signum
+        self.exit_code = signal_exit_code(signum)

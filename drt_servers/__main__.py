@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dr_toolkit.errors import EXIT_OK, EXIT_USAGE
 from drt_servers import maven
 
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             for comp, n in maven.resolve_all().items():
                 print(f"servers: {comp}: {n} jars ({', '.join(maven.coordinates(comp))})", file=sys.stderr)
             print(f"servers: artifacts resolved in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-            return 0
+            return EXIT_OK
         root = args.dir or Path(tempfile.mkdtemp(prefix="drt-servers-"))
         started = []
         for comp in args.components:
@@ -47,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
             pass
         for p in reversed(started):
             p.stop()
-        return 0
+        return EXIT_OK
     except maven.ServerSetupError as exc:
         print(f"servers: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

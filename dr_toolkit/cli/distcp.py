@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperCommand
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import Interrupted, UsageError
+from dr_toolkit.errors import EXIT_PROBLEM, Interrupted, UsageError
 from dr_toolkit.topology import DEFAULT_CONFIG, CopyOptions
 
 if TYPE_CHECKING:
@@ -440,7 +440,7 @@ def register(app: typer.Typer) -> None:
                 r = distcp(sources[0], target, progress=cb, cancel=ev, diff=diff, rdiff=rdiff, **kw)
                 emit(ctx, r.to_json(), _render)
                 if not r.ok:
-                    raise typer.Exit(1)
+                    raise typer.Exit(EXIT_PROBLEM)
                 return
             results = distcp_sources(sources, target, progress=cb, cancel=ev, **kw)
         rows = [r.to_json() for r in results]
@@ -448,7 +448,7 @@ def register(app: typer.Typer) -> None:
         emit(ctx, {"sources": sources, "target": target, **totals,
                    "duration_s": round(sum(r["duration_s"] for r in rows), 3), "results": rows}, _render)
         if not all(r.ok for r in results):
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)
 
     @app.command("replicate")
     def replicate_cmd(
@@ -471,4 +471,4 @@ def register(app: typer.Typer) -> None:
                "duration_s": round(sum(r["duration_s"] for r in rows), 3), "results": rows}
         emit(ctx, out, _render)
         if not all(r.ok for r in results):
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)

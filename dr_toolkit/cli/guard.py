@@ -22,7 +22,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from dr_toolkit.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE
+from dr_toolkit.errors import EXIT_INTERRUPTED, EXIT_UNREACHABLE, signal_exit_code
 
 #: commands whose work goes through a native client library that may abort
 GUARDED_COMMANDS = frozenset({"kafka", "failover"})
@@ -109,4 +109,4 @@ def run_guarded(run: Callable[[list[str]], int], args: list[str]) -> int:
         return EXIT_UNREACHABLE
     if sig == signal.SIGINT:
         return EXIT_INTERRUPTED
-    return 128 + sig
+    return signal_exit_code(sig)

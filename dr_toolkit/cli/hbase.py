@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import ConfigError, ProblemFound, UsageError
+from dr_toolkit.errors import EXIT_PROBLEM, ConfigError, ProblemFound, UsageError
 from dr_toolkit.topology import Cluster, ZooKeeperEndpoint
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def register(app: typer.Typer) -> None:
 
         emit(ctx, res.to_json(), render)
         if res.lacking and not res.fixed:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)
 
     @tables_app.command("check")
     def check(ctx: typer.Context, namespace: NsOpt = None, table: TblOpt = None, cluster: ClusterOpt = None,
@@ -305,7 +305,7 @@ def register(app: typer.Typer) -> None:
             out = checked_status(z, tg.parent, peers=list(peer) if peer else None, settle_s=settle)
         emit(ctx, out, _render_status)
         if not out["caught_up"]:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)
 
     @hb.command("parse-status")
     def parse_status(ctx: typer.Context, file: Annotated[str, typer.Argument(
@@ -326,7 +326,7 @@ def register(app: typer.Typer) -> None:
         emit(ctx, res.to_json(), None)
         if not res.caught_up:
             err_console.print("not caught up: some source has SizeOfLogQueue > 0 or Replication Lag > 0")
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)
 
     hb.add_typer(peers_app, name="peers")
     hb.add_typer(tables_app, name="tables")

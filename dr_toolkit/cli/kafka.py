@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import ConfigError, UsageError
+from dr_toolkit.errors import EXIT_PROBLEM, ConfigError, UsageError
 from dr_toolkit.topology import Topology
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ def _remap_all(ctx: typer.Context, *, apply: bool, force: bool, run_id: str | No
         **{k: rm[k] for k in ("duration_s", "distinct_searches", "fetches", "mm2", "mm2_checkpoints") if k in rm}}
     emit(ctx, out, _render_remap_all)
     if out["failed"] or (apply and out["not_checkpointed"]):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_PROBLEM)
 
 
 def _render_remap_all(d: dict[str, Any]) -> None:

@@ -19,11 +19,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from dr_toolkit.cli.options import GLOBAL_FLAGS, GLOBAL_OPTIONS, GLOBAL_VALUED, HELP_FLAGS
+from dr_toolkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, EXIT_USAGE
 
 if TYPE_CHECKING:
     from dr_toolkit.errors import DrtError
-
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 # Top-level command -> (module in dr_toolkit.cli, one-line help). Order = order in `drt --help`.
 # tests/unit/test_cli.py checks this table against the commands the modules really register.

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import UsageError
+from dr_toolkit.errors import EXIT_PROBLEM, UsageError
 from dr_toolkit.topology import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
@@ -243,4 +243,4 @@ def register(app: typer.Typer) -> None:
                 result = verify(request, access=st.access(), topology=topo, ledger=ledger, progress=progress)
         emit(ctx, result.to_json(), _render)
         if not result.ok:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_PROBLEM)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from dr_toolkit.errors import ConfigError
+from dr_toolkit.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from dr_toolkit.fs.uri import Location, parse_uri
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["build-shim"]:
         print("usage: python -m dr_toolkit.spark.hadoop build-shim", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         jars = spark_jars_dir()
         if jars is None:
@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"WebHDFS JAX-RS shim not built: {exc}", file=sys.stderr)
         return exc.exit_code
     print(f"WebHDFS JAX-RS shim: {jar}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dr_toolkit.errors import EXIT_OK, EXIT_PROBLEM
+
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 # Run as a script, Python puts this file's folder first on sys.path, where drt_airflow's own
 # modules (hdfs.py, kafka.py, ...) would shadow the libraries of those names (`import hdfs`
@@ -126,4 +128,4 @@ def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = D
 if __name__ == "__main__":
     state, states = run_dag(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)
     print("DRT-DAG-STATES " + json.dumps(states), flush=True)
-    sys.exit(0 if state == "success" else 1)
+    sys.exit(EXIT_OK if state == "success" else EXIT_PROBLEM)
