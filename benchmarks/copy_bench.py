@@ -63,11 +63,12 @@ ENGINE_CHILD = r"""
 import json, os, sys, time
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.topology import CopyOptions
 os.environ["DRT_STATE_DIR"] = os.path.join(os.path.dirname(sys.argv[2]), "drt-state")  # the CLI runs' state
 os.sync()
 t = time.perf_counter()
-r = distcp("file://" + sys.argv[1], "file://" + sys.argv[2], options=CopyOptions(engine=sys.argv[3]),
+r = distcp(CopyRequest("file://" + sys.argv[1], "file://" + sys.argv[2], options=CopyOptions(engine=sys.argv[3])),
            access=Access.from_env())
 print(json.dumps({"t": time.perf_counter() - t, "bytes": r.bytes_copied}))
 """

@@ -386,6 +386,7 @@ def register(app: typer.Typer) -> None:
         saying why): -atomic -tmp -async -xtrack -updateRoot -D.
         """
         from dr_toolkit.copy.api import distcp, distcp_sources
+        from dr_toolkit.copy.request import CopyRequest
 
         del ignore_failures  # the behaviour, always (see its help)
         if engine not in ("local", "spark"):
@@ -433,16 +434,18 @@ def register(app: typer.Typer) -> None:
         for note in ctx.meta.get("distcp_notes", []):
             err_console.print(note, markup=False, highlight=False)
         topology, ledger = _optional_topology(ctx)
-        kw: dict[str, Any] = {"topology": topology, "ledger": ledger, "options": options, "dry_run": dry_run,
-                              "access": st.access(), "spark_master": spark_master}
+        where: dict[str, Any] = {"access": st.access(), "topology": topology, "ledger": ledger}
         with _sigterm() as ev, _progress(not st.json and not dry_run and err_console.is_terminal) as cb:
+            request = CopyRequest(sources[0], target, options=options, dry_run=dry_run, progress=cb, cancel=ev,
+                                  spark_master=spark_master, diff=diff, rdiff=rdiff,
+                                  more_sources=tuple(sources[1:]))
             if len(sources) == 1:
-                r = distcp(sources[0], target, progress=cb, cancel=ev, diff=diff, rdiff=rdiff, **kw)
+                r = distcp(request, **where)
                 emit(ctx, r.to_json(), _render)
                 if not r.ok:
                     raise typer.Exit(EXIT_PROBLEM)
                 return
-            results = distcp_sources(sources, target, progress=cb, cancel=ev, **kw)
+            results = distcp_sources(request, **where)
         rows = [r.to_json() for r in results]
         totals = {k: sum(int(r[k]) for r in rows) for k in FIELDS[1:-1]}
         emit(ctx, {"sources": sources, "target": target, **totals,

@@ -14,6 +14,7 @@ from typing import Any
 from dr_toolkit.copy.execute import Cancelled, CopyContext, Outcome, Throttle, copy_one
 from dr_toolkit.copy.plan import FileTask
 from dr_toolkit.copy.state import Fence, LeaseLost
+from dr_toolkit.fs import open_fs_credentials
 from dr_toolkit.fs.uri import Location
 from dr_toolkit.secrets import Credentials
 
@@ -43,11 +44,9 @@ class CopyJob:
                  ) -> Iterator[dict[str, Any]]:
         """Copy ``tasks``, one row (:meth:`Outcome.to_dict`) each; ``cancel`` set: stop before the
         next file (Cancelled)."""
-        from dr_toolkit.fs import open_fs_credentials
-
         tfs = open_fs_credentials(self.tgt, self.tgt_credentials)
         if tfs.kind == "local":
-            tfs.confine = self.tgt_root  # type: ignore[attr-defined]  # the target's real path (see api._resolve)
+            tfs.confine = self.tgt_root  # type: ignore[attr-defined]  # the target's real path (see listing.resolve)
         fence = self.fence
         ctx = CopyContext(open_fs_credentials(self.src, self.src_credentials), tfs,
                           self.src_root, self.tgt_root, self.run_id, self.preserve, Throttle(self.bytes_per_s),

@@ -221,9 +221,10 @@ class Prover:
 
 
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
-              tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str, workers: int = 8,
+              tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str,
               recorded: Entries | None = None) -> Plan:
-    """Full comparison of a source listing with a target listing (bootstrap or reconcile)."""
+    """Full comparison of a source listing with a target listing (bootstrap or reconcile), on
+    ``options.workers`` threads."""
     f = filters_of(options)
     plan = Plan(mode, reason)
     plan.files_total = len(src)
@@ -266,7 +267,7 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
     # files the target lacks need no comparison: decided here; only the others go to the pool
     quick = [it for it in items if it[0] not in tgt or options.overwrite]
     slow = [it for it in items if not (it[0] not in tgt or options.overwrite)]
-    with ThreadPoolExecutor(max(1, min(workers, len(slow) or 1))) as pool:
+    with ThreadPoolExecutor(max(1, min(options.workers, len(slow) or 1))) as pool:
         for rel, out, basis, read in list(map(decide, quick)) + list(pool.map(decide, slow)):
             if isinstance(out, FileTask):
                 plan.copies.append(out)

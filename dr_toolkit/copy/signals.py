@@ -3,7 +3,7 @@ does it hold everything hot accepted (its safe time)?
 
 ``safe_time`` = the listing time (``source_time``) of the last *completed* run (status
 ``succeeded``, its listing proven to be the tree at one moment — a snapshot, or every directory
-found unchanged after the walk, see ``copy.api._proven_listing`` — and no file open for write at
+found unchanged after the walk, see ``copy.listing.proven_listing`` — and no file open for write at
 the run: an open file is copied only up to the length the NameNode knows, and a writer's hflushed
 bytes before the listing may lie past it) whose manifest
 cold still holds. "Holds" is checked, not assumed: a dry run
@@ -26,10 +26,15 @@ deletions on both sides.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.copy.api import probe
+from dr_toolkit.copy.state import StateStore, default_state_uri
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
+from dr_toolkit.fs import open_fs
+from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
@@ -94,8 +99,6 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float)
     """One signal per HDFS policy target (name ``<policy>:<target>``), in the topology's order; see
     the module doc. The targets are probed side by side (each probe is a dry run: listings and
     manifest reads, mostly waiting on the NameNodes and DataNodes)."""
-    import concurrent.futures as cf
-
     pairs = [(policy, target) for policy in topology.policies.hdfs for target in policy.targets]
     if len(pairs) <= 1:
         return [_target_signal(topology, ledger, access, now, p, t) for p, t in pairs]
@@ -114,9 +117,6 @@ def _proof(run: dict[str, Any]) -> str:
 def _target_signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy,
                    target: str) -> Signal:
     """The signal of one policy target."""
-    from dr_toolkit.copy.api import probe
-    from dr_toolkit.fs.uri import parse_uri
-
     name = f"{policy.name}:{target}"
     try:
         target_uri = parse_uri(target, topology).uri
@@ -176,10 +176,6 @@ def cold_holds(topology: Topology, ledger: Ledger, policy: HdfsPolicy, target: s
     ``manifest_id`` put there? Reads the manifest (state location) and lists cold only; returns
     the paths the manifest lists that are missing on cold or of another size, and a note — or
     ``(None, why)`` when either cannot be read (then nothing can be said about cold)."""
-    from dr_toolkit.copy.state import StateStore, default_state_uri
-    from dr_toolkit.fs import open_fs
-    from dr_toolkit.fs.uri import parse_uri
-
     try:
         src, tgt = parse_uri(policy.source, topology), parse_uri(target, topology)
         row = ledger.manifest(manifest_id)

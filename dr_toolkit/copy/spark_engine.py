@@ -19,6 +19,9 @@ from typing import Any
 from dr_toolkit.copy.execute import PER_FILE_COST, Outcome
 from dr_toolkit.copy.job import CopyJob, outcomes
 from dr_toolkit.copy.plan import FileTask
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.spark.executor_env import check_executors, missing_module
+from dr_toolkit.spark.session import get_context, release_context
 
 GROUP_BYTES = 512 << 20  # at most about this much data per Spark task
 GROUP_FILES = 5000  # and at most about this many files
@@ -58,9 +61,7 @@ def run_spark(job: CopyJob, tasks: list[FileTask], workers: int, master: str | N
     SparkContext is started (no SQL session: :func:`dr_toolkit.spark.session.get_context`)."""
     if not tasks:
         return []
-    from pyspark import SparkContext
-
-    from dr_toolkit.spark.session import get_context, release_context
+    from pyspark import SparkContext  # the Spark client: loaded only for a Spark copy
 
     cluster = job.src.cluster_config or job.tgt.cluster_config
     started = SparkContext._active_spark_context is None
@@ -75,8 +76,6 @@ def run_spark(job: CopyJob, tasks: list[FileTask], workers: int, master: str | N
 
 
 def _copy_on(sc: Any, job: CopyJob, tasks: list[FileTask], workers: int) -> list[dict[str, Any]]:
-    from dr_toolkit.spark.executor_env import check_executors
-
     check_executors(sc)  # one line, before any file is touched, when the executors cannot run the tasks
     parallelism = max(workers if str(sc.master).startswith("local") else 1, sc.defaultParallelism)
     groups = balance(tasks, group_count(tasks, parallelism))
@@ -86,9 +85,6 @@ def _copy_on(sc: Any, job: CopyJob, tasks: list[FileTask], workers: int) -> list
     try:
         rows: list[dict[str, Any]] = sc.parallelize(groups, len(groups)).mapPartitions(_run_groups(job)).collect()
     except Exception as exc:
-        from dr_toolkit.errors import ConfigError
-        from dr_toolkit.spark.executor_env import missing_module
-
         why = missing_module(str(exc))
         if why:  # the executors cannot run the tasks at all: one line, not a JVM trace
             raise ConfigError(why, where=str(sc.master)) from None

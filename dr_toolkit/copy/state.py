@@ -23,23 +23,29 @@ they are older than ``keep_manifests_days`` (at once when that is unset).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import posixpath
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from dr_toolkit.copy import manifest as mf
 from dr_toolkit.copy.execute import Cancelled
 from dr_toolkit.errors import ConfigError, LeaseHeld
+from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.base import TMP_PREFIX, FileSystem, tmp_name
 from dr_toolkit.fs.uri import Location, parse_uri
+from dr_toolkit.ledger.lease import LeaseHolder
+from dr_toolkit.paths import real_path
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -90,8 +96,6 @@ class StateStore:
     @classmethod
     def open(cls, uri: str, source: str, target: str, topology: Topology | None,
              access: Access) -> StateStore:
-        from dr_toolkit.fs import open_fs
-
         loc = parse_uri(uri, topology)
         return cls(loc, open_fs(loc, access), source, target)
 
@@ -215,12 +219,8 @@ def target_key(loc: Location) -> str:
     (symlinks, ``hdfs://<cluster>`` mapped to a ``local_root``), WebHDFS by its sorted NameNodes
     and path, S3 by bucket and prefix. One writer per key at a time."""
     if loc.kind == "local":
-        from dr_toolkit.paths import real_path
-
         return "file://" + real_path(loc.path)
     if loc.kind == "webhdfs":
-        from urllib.parse import urlparse
-
         nns = sorted({f"{(urlparse(n).hostname or '').lower()}:{urlparse(n).port}" for n in loc.namenodes})
         return f"webhdfs://{','.join(nns)}{posixpath.normpath('/' + loc.path.strip('/'))}"
     return f"{loc.kind}://{loc.bucket or ''}/{loc.path.strip('/')}"
@@ -228,7 +228,6 @@ def target_key(loc: Location) -> str:
 
 #: seconds a target lease lasts without renewal (renewed every third of it)
 LEASE_TTL_S = float(os.environ.get("DRT_COPY_LEASE_TTL_S") or 120.0)
-LEASE_MARGIN_S = 0.1  # of the TTL: a lease closer than this to its end is already lost
 
 
 class LeaseLost(Cancelled):
@@ -239,43 +238,23 @@ class LeaseLost(Cancelled):
 class TargetLease:
     """The fencing check of a run's target lease: :meth:`check` before every destructive step.
 
-    A ledger lease is held while this process renews it in time: ``valid_until`` is the time of
-    the last renewal that succeeded (taken *before* the call) plus the TTL less a margin; no
-    other run can take it before then. A renewal is attempted only while the lease is still
-    valid — a run paused past it (SIGSTOP, a long GC) never takes it back silently, even when
-    nobody else took it meanwhile, because another run may have come and gone. Without a ledger
+    A ledger lease is held through the ledger's :class:`~dr_toolkit.ledger.lease.LeaseHolder`,
+    renewed only while still valid (a run paused past it never takes it back silently, even when
+    nobody else took it meanwhile, because another run may have come and gone). Without a ledger
     the exclusion is an flock (held until the process ends): :meth:`check` always passes."""
 
-    def __init__(self, name: str, ledger: Ledger | None = None, holder: str | None = None,
-                 ttl_s: float = LEASE_TTL_S) -> None:
-        self.name, self.ledger, self.holder, self.ttl_s = name, ledger, holder, ttl_s
-        self.valid_until = float("inf") if ledger is None else 0.0
-        self.lost = False
+    def __init__(self, name: str, lease: LeaseHolder | None = None) -> None:
+        self.name, self.lease = name, lease
 
-    def _valid(self, now: float) -> bool:
-        return not self.lost and now < self.valid_until
-
-    def renew(self) -> bool:
-        assert self.ledger is not None and self.holder is not None
-        t = time.time()
-        if not self._valid(t):
-            self.lost = True
-            return False
-        try:
-            ok = self.ledger.try_acquire_lease(self.name, self.holder, self.ttl_s)
-        except Exception:  # noqa: BLE001 - a missed renewal is retried; the lease runs out meanwhile
-            return True
-        if ok:
-            self.valid_until = t + self.ttl_s * (1 - LEASE_MARGIN_S)
-        else:
-            self.lost = True
-        return ok
+    @property
+    def holder(self) -> str | None:
+        return self.lease.holder if self.lease is not None else None
 
     def check(self) -> None:
-        if not self._valid(time.time()):
-            self.lost = True
-            raise LeaseLost(f"this run lost the lease {self.name!r} (paused past its {self.ttl_s:g} s, or another "
-                            "run took it): stopped before writing more")
+        if self.lease is not None and not self.lease.valid():
+            self.lease.lost = True
+            raise LeaseLost(f"this run lost the lease {self.name!r} (paused past its {self.lease.ttl_s:g} s, or "
+                            "another run took it): stopped before writing more")
 
 
 #: the fencing marker in a target's root (a temporary-file name: every listing passes over it)
@@ -375,44 +354,17 @@ def target_lock(ledger: Ledger | None, state: StateStore, target: Location) -> I
     else a lock file in a local state location. A local target is also flocked itself, so a
     run with a ledger and one without (or with another state location) exclude each other.
     Raises LeaseHeld (exit 1) when another run holds it."""
-    import threading
-
     key = target_key(target)
     with _flock_target(target, key):
         if ledger is not None:
-            import uuid
-
             name = f"copy-target:{key}"
-            holder = f"copy:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-            lease = TargetLease(name, ledger, holder)
-            t = time.time()
-            if not ledger.try_acquire_lease(name, holder, lease.ttl_s):
-                other = ledger.lease_holder(name)
-                raise LeaseHeld(f"another run holds the lease {name!r}"
-                                + (f" ({other['holder']}, until {time.ctime(other['expires_at'])})" if other else ""),
-                                hint="wait for it to finish; a killed holder loses the lease when it expires")
-            lease.valid_until = t + lease.ttl_s * (1 - LEASE_MARGIN_S)
-            stop = threading.Event()
-
-            def _renew() -> None:
-                while not stop.wait(lease.ttl_s / 3):
-                    if not lease.renew() and lease.lost:
-                        return
-
-            th = threading.Thread(target=_renew, name=f"lease-{name}", daemon=True)
-            th.start()
-            try:
-                yield lease
-            finally:
-                stop.set()
-                th.join(timeout=5)
-                ledger.release_lease(name, str(lease.holder))  # only while it is still ours (WHERE holder)
+            holder = LeaseHolder(ledger, name, f"copy:{os.getpid()}:{uuid.uuid4().hex[:8]}", LEASE_TTL_S)
+            with holder.held(stop_when_lapsed=True):
+                yield TargetLease(name, holder)
             return
         if state.loc.kind != "local":
             yield TargetLease(f"copy-target:{key}")  # no ledger and a remote state location: nothing else
             return
-        import fcntl
-
         d = Path(state.loc.path) / "copy" / "locks"
         d.mkdir(parents=True, exist_ok=True)
         path = d / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
@@ -435,8 +387,6 @@ def _flock_target(target: Location, key: str) -> Iterator[None]:
     if target.kind != "local":
         yield
         return
-    import fcntl
-
     root = key[len("file://"):]
     os.makedirs(root, exist_ok=True)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)

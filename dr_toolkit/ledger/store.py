@@ -15,7 +15,6 @@ import getpass
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -24,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import ConfigError, LeaseHeld, LedgerUnreachable, UnreachableError
+from dr_toolkit.errors import ConfigError, LedgerUnreachable, UnreachableError
+from dr_toolkit.ledger.lease import LeaseHolder
 from dr_toolkit.ledger.rows import ManifestRow, VerifyReportRow
 from dr_toolkit.secrets import redact
 
@@ -559,34 +559,16 @@ class Ledger:
 
     @contextmanager
     def lease(self, name: str, *, ttl_s: float = 120.0, holder: str | None = None) -> Iterator[str]:
-        """Hold the lease ``name`` for the duration of the block, renewing it in the background.
+        """Hold the lease ``name`` for the duration of the block, renewing it in the background
+        (:class:`~dr_toolkit.ledger.lease.LeaseHolder`, every ``ttl_s``/3, whatever happened: callers
+        that must stop once it lapsed hold a LeaseHolder themselves, as the copy does).
 
         Raises :class:`LeaseHeld` at once when another live run holds it; a holder that died
         loses it after ``ttl_s``.
         """
-        holder = holder or f"{actor()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        if not self.try_acquire_lease(name, holder, ttl_s):
-            other = self.lease_holder(name)
-            raise LeaseHeld(f"another run holds the lease {name!r}"
-                            + (f" ({other['holder']}, until {time.ctime(other['expires_at'])})" if other else ""),
-                            hint="wait for it to finish; a killed holder loses the lease when it expires")
-        stop = threading.Event()
-
-        def _renew() -> None:
-            while not stop.wait(ttl_s / 3):
-                try:
-                    self.try_acquire_lease(name, holder, ttl_s)
-                except Exception:  # noqa: BLE001 - a missed renewal is retried next period
-                    pass
-
-        t = threading.Thread(target=_renew, name=f"lease-{name}", daemon=True)
-        t.start()
-        try:
-            yield holder
-        finally:
-            stop.set()
-            t.join(timeout=5)
-            self.release_lease(name, holder)
+        lease = LeaseHolder(self, name, holder or f"{actor()}:{os.getpid()}:{uuid.uuid4().hex[:6]}", ttl_s)
+        with lease.held(stop_when_lapsed=False):
+            yield lease.holder
 
     # -- summary ---------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

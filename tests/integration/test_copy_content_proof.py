@@ -30,6 +30,7 @@ import pytest
 from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import distcp, replicate_policy
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.copy.signals import hdfs_signals
 from dr_toolkit.fs import open_fs
 from dr_toolkit.ledger import Ledger
@@ -178,9 +179,9 @@ def test_hdfs_to_local_the_recorded_state_is_a_sha256_not_a_crc(tmp_path: Path, 
     fs = open_fs(hot_dir.location("/s"), Access.from_env())
     fs.write_bytes(hot_dir.p("/s/f.bin"), data)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=UPD), access=Access.from_env()).ok
     (dst / "f.bin").write_bytes(forge_same_crc32c(data))
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=UPD), access=Access.from_env())
     assert r.ok and r.mode == "reconcile" and r.files_copied == 1, (r.mode_reason, r.basis)
     assert (dst / "f.bin").read_bytes() == data
 
@@ -203,7 +204,8 @@ def test_local_bytes_read_back_are_compared_with_the_source_bytes_read(tmp_path:
                         f.write(b"\0" * 8)
                     hit.append(p)
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=corrupt, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=corrupt),
+               access=Access.from_env())
     assert hit and r.ok, r.failures
     assert (tmp_path / "dst/d/f.bin").read_bytes() == data
     assert hashlib.sha256((tmp_path / "dst/d/f.bin").read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
@@ -229,9 +231,9 @@ def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tm
     fs.write_bytes(hot_dir.p("/s/f.bin"), b"A" * 5000)
     fs.write_bytes(hot_dir.p("/s/g.bin"), b"untouched")
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=UPD), access=Access.from_env()).ok
     _rewrite_in_place(hot_dir, "/s/f.bin", b"B" * 5000)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=UPD), access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.files_copied == 1, (r.mode_reason, r.basis)
     assert all_bytes(dst) == hot_dir.tree("/s") == {"f.bin": b"B" * 5000, "g.bin": b"untouched"}
 
@@ -239,11 +241,11 @@ def test_an_hdfs_source_rewritten_in_place_keeping_its_fileid_is_copied_again(tm
 def test_an_hdfs_target_rewritten_in_place_keeping_its_fileid_is_repaired(tmp_path: Path, cold_dir: Any) -> None:
     make_tree(tmp_path / "src", {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
     uri = cold_dir.uri("/dst")
-    assert distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env()).ok
-    r = distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env())
+    assert distcp(CopyRequest(f"file://{tmp_path}/src", uri, options=UPD), access=Access.from_env()).ok
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", uri, options=UPD), access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.files_copied == 0, r.mode_reason
     _rewrite_in_place(cold_dir, "/dst/f.bin", b"B" * 5000)
-    r = distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", uri, options=UPD), access=Access.from_env())
     assert r.ok and r.mode == "reconcile" and "rewritten in place" in r.mode_reason and r.files_copied == 1, \
         r.mode_reason
     assert cold_dir.tree("/dst") == {"f.bin": b"A" * 5000, "g.bin": b"untouched"}
@@ -257,7 +259,7 @@ def test_the_namenodes_snapshot_diff_does_not_report_an_in_place_rewrite(tmp_pat
 
     hdfs_source(hot_dir, {"f.bin": b"A" * 5000, "g.bin": b"untouched"})
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env()).ok
 
     def blocks() -> list[tuple[int, int, int]]:  # the NameNode's LocatedBlocks: (block id, generation stamp, bytes)
         r = requests.get(f"{hot_dir.active_url}/webhdfs/v1{hot_dir.p('/s/f.bin')}",
@@ -271,9 +273,9 @@ def test_the_namenodes_snapshot_diff_does_not_report_an_in_place_rewrite(tmp_pat
     # what docs/design.md says of a cheaper content token: the block list changes though fileId,
     # size and mtime do not (one NameNode call per file: O(files), not usable by an O(changes) run)
     assert blocks() != before
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())
     assert r.ok and "(0 entries)" in r.mode_reason and r.files_copied == 0, (r.mode_reason, r.basis)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=UPD, access=Access.from_env())  # the listing mode: the checksum differs
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=UPD), access=Access.from_env())  # the listing mode: the checksum differs
     assert r.ok and r.files_copied == 1 and all_bytes(dst) == hot_dir.tree("/s"), (r.mode_reason, r.basis)
 
 
@@ -281,13 +283,13 @@ def test_hdfs_to_hdfs_compares_the_clusters_checksums_like_with_like(hot_dir: An
     fs = open_fs(hot_dir.location("/d"), Access.from_env())
     for rel, data in sample_tree(4).items():
         fs.write_bytes(hot_dir.p(f"/d/{rel}"), data)
-    r = distcp(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD), access=Access.from_env())
     assert r.ok and r.files_copied == 4
     assert any("MD5-of-" in k and "= source" in k for k in r.verified), r.verified
     assert cold_dir.tree("/d") == hot_dir.tree("/d")
     # no manifest (lost state): the two clusters' MD5MD5CRC32C are compared, nothing is read
     for m in Path(r.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
         m.unlink()
-    r2 = distcp(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD, access=Access.from_env())
+    r2 = distcp(CopyRequest(hot_dir.uri("/d"), cold_dir.uri("/d"), options=UPD), access=Access.from_env())
     assert r2.files_copied == 0 and r2.files_read_for_planning == 0
     assert list(r2.basis) == [k for k in r2.basis if k.startswith("MD5-of-")] and sum(r2.basis.values()) == 4

@@ -16,6 +16,7 @@ import pytest
 from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, sample_tree, tmp_files, tree_digest
@@ -45,7 +46,9 @@ def test_file_modified_during_copy_is_recopied_or_failed_never_mixed(tmp_path: P
     stop = threading.Event()
     t = threading.Thread(target=_modify_when_copy_starts, args=(src / "big.bin", dst, stop, keep_going))
     t.start()
-    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(workers=1, bandwidth_mb_s=3), access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{src}", f"file://{dst}",
+                           options=CopyOptions(workers=1, bandwidth_mb_s=3)),
+               access=Access.from_env())
     stop.set()
     t.join()
     assert "big.bin" in r.changed_during_copy
@@ -67,7 +70,7 @@ def test_file_modified_during_copy_is_recopied_or_failed_never_mixed(tmp_path: P
 def test_corrupted_target_is_detected_and_repaired_by_update(tmp_path: Path, damage: str) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     make_tree(src, sample_tree())
-    distcp(f"file://{src}", f"file://{dst}", access=Access.from_env())
+    distcp(CopyRequest(f"file://{src}", f"file://{dst}"), access=Access.from_env())
     victim = dst / "a/f001.bin"
     data = bytearray(victim.read_bytes())
     if damage == "flip-byte":
@@ -75,7 +78,8 @@ def test_corrupted_target_is_detected_and_repaired_by_update(tmp_path: Path, dam
     else:
         data = data[:-7]
     victim.write_bytes(bytes(data))
-    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True), access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True)),
+               access=Access.from_env())
     assert r.mode == "reconcile" and "a/f001.bin" in r.mode_reason
     assert r.files_copied == 1
     assert tree_digest(dst) == tree_digest(src)
@@ -89,7 +93,8 @@ def test_without_a_manifest_equality_is_proven_by_content_never_by_size_and_mtim
     for rel, data in sample_tree(4).items():
         fs.write_bytes(hot_dir.p(f"/src/{rel}"), data)
     uri = hot_dir.uri("/src")
-    r0 = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True), access=Access.from_env())
+    r0 = distcp(CopyRequest(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True)),
+                access=Access.from_env())
     assert r0.state_location and not (tmp_path / "dst/.drt").exists()
     for m in Path(r0.state_location.removeprefix("file://")).rglob("*.jsonl.gz"):
         m.unlink()  # manifest missing: the next run must compare files
@@ -99,7 +104,8 @@ def test_without_a_manifest_equality_is_proven_by_content_never_by_size_and_mtim
     st = victim.stat()
     victim.write_bytes(bytes(data))
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
-    r = distcp(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True), access=Access.from_env())
+    r = distcp(CopyRequest(uri, f"file://{tmp_path}/dst", options=CopyOptions(update=True)),
+               access=Access.from_env())
     assert r.mode == "bootstrap" and r.files_copied == 1 and r.files_skipped == 3
     assert r.fallbacks == [] and r.basis == {"content (read on both sides, compared byte for byte)": 3}
     assert tree_digest(tmp_path / "dst") == {k: __import__("hashlib").md5(v).hexdigest()
@@ -149,19 +155,20 @@ def test_s3_target_then_s3_source(tmp_path: Path, s3_bucket: str, s3_server: Any
     files["big/multipart.bin"] = os.urandom((8 << 20) + 12345)  # more than one multipart part
     make_tree(src, files)
     uri = f"s3://{s3_bucket}/backup"
-    r = distcp(f"file://{src}", uri, options=CopyOptions(workers=4), access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{src}", uri, options=CopyOptions(workers=4)), access=Access.from_env())
     assert r.files_copied == 9 and r.files_failed == 0
     fs = open_fs(parse_uri(uri), Access.from_env())
     for rel, data in files.items():
         assert fs.read_all(f"backup/{rel}") == data
     assert fs.checksum("backup/big/multipart.bin") is not None
-    again = distcp(f"file://{src}", uri, access=Access.from_env())
+    again = distcp(CopyRequest(f"file://{src}", uri), access=Access.from_env())
     assert again.mode == "fast-forward" and again.files_copied == 0
     (src / "a/f001.bin").write_bytes(b"changed")
-    third = distcp(f"file://{src}", uri, options=CopyOptions(delete=True), access=Access.from_env())
+    third = distcp(CopyRequest(f"file://{src}", uri, options=CopyOptions(delete=True)),
+                   access=Access.from_env())
     assert third.files_copied == 1 and fs.read_all("backup/a/f001.bin") == b"changed"
     # and back: S3 as the source of a copy
-    back = distcp(uri, f"file://{tmp_path}/restored", access=Access.from_env())
+    back = distcp(CopyRequest(uri, f"file://{tmp_path}/restored"), access=Access.from_env())
     assert back.files_failed == 0
     assert tree_digest(tmp_path / "restored") == tree_digest(src)
 
@@ -170,10 +177,13 @@ def test_s3_target_then_s3_source(tmp_path: Path, s3_bucket: str, s3_server: Any
 def test_spark_engine_copies_like_the_local_engine(tmp_path: Path, spark: Any) -> None:
     src = tmp_path / "src"
     make_tree(src, sample_tree(30, size=30_000))
-    r = distcp(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark", workers=2), access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{src}", f"file://{tmp_path}/dst",
+                           options=CopyOptions(engine="spark", workers=2)),
+               access=Access.from_env())
     assert r.engine == "spark" and r.files_copied == 30 and r.files_failed == 0
     assert tree_digest(tmp_path / "dst") == tree_digest(src)
     (src / "c/f003.bin").write_bytes(b"new")
-    r2 = distcp(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark"), access=Access.from_env())
+    r2 = distcp(CopyRequest(f"file://{src}", f"file://{tmp_path}/dst", options=CopyOptions(engine="spark")),
+                access=Access.from_env())
     assert r2.mode == "fast-forward" and r2.files_copied == 1
     assert tree_digest(tmp_path / "dst") == tree_digest(src)

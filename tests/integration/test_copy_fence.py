@@ -23,6 +23,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.copy.state import FENCE_NAME, take_fence
 from dr_toolkit.errors import LeaseHeld
 from dr_toolkit.fs import open_fs
@@ -103,12 +104,14 @@ def test_a_local_run_stops_when_its_token_is_taken_and_the_next_run_converges(tm
             state["held"] = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
 
     with pytest.raises(LeaseHeld) as e:
-        distcp(f"file://{src}", f"file://{dst}", options=opts, progress=take_over, access=Access.from_env())
+        distcp(CopyRequest(f"file://{src}", f"file://{dst}", options=opts, progress=take_over),
+               access=Access.from_env())
     assert e.value.exit_code == 1 and "another run took the target" in str(e.value)
     after = {p.name: p.stat().st_ino for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
     assert after == state["held"] and 0 < len(after) < 10  # nothing placed after the token was taken
     assert (dst / FENCE_NAME).read_text().split()[:2] == ["2", "copy:other-host:0001"]  # not removed: not ours
-    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True), access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True)),
+               access=Access.from_env())
     assert r.ok and r.files_copied == 10 - len(after)
     assert tree_digest(dst) == tree_digest(src) and not (dst / FENCE_NAME).exists()
 
@@ -143,12 +146,16 @@ def test_runs_through_aliases_of_one_target_exclude_each_other(tmp_path: Path) -
         if kind != "plan" or refused:
             return
         with pytest.raises(LeaseHeld) as e1:
-            distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD, access=Access.from_env())
+            distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD),
+                   access=Access.from_env())
         with pytest.raises(LeaseHeld) as e2:
-            distcp("hdfs://hot/data", "hdfs://cold/dst", topology=topo, ledger=ledger, options=UPD, access=Access.from_env())
+            distcp(CopyRequest("hdfs://hot/data", "hdfs://cold/dst", options=UPD),
+                   topology=topo, ledger=ledger, access=Access.from_env())
         refused.extend([str(e1.value), str(e2.value)])
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=meanwhile, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD,
+                           progress=meanwhile),
+               access=Access.from_env())
     assert r.ok and len(refused) == 2, refused
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     # and with the ledger holding the lease: the plain-path run through the alias is refused too
@@ -157,11 +164,12 @@ def test_runs_through_aliases_of_one_target_exclude_each_other(tmp_path: Path) -
     def meanwhile2(kind: str, n: int) -> None:
         if kind == "plan" and not with_ledger:
             with pytest.raises(LeaseHeld) as e:
-                distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD, access=Access.from_env())
+                distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/alias", options=UPD),
+                       access=Access.from_env())
             with_ledger.append(str(e.value))
 
-    assert distcp("hdfs://hot/data", "hdfs://cold/dst", topology=topo, ledger=ledger, options=UPD,
-                  progress=meanwhile2, access=Access.from_env()).ok and with_ledger
+    assert distcp(CopyRequest("hdfs://hot/data", "hdfs://cold/dst", options=UPD, progress=meanwhile2),
+                  topology=topo, ledger=ledger, access=Access.from_env()).ok and with_ledger
 
 
 def test_a_run_paused_past_its_lease_stops_without_writing(tmp_path: Path) -> None:
@@ -212,6 +220,8 @@ def test_distcp_takes_the_targets_lease(tmp_path: Path) -> None:
     ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
     # the lease is keyed by the real location the URI names (here cold's local_root), not the URI string
     with ledger.lease(f"copy-target:file://{(tmp_path / 'cold/data').resolve()}"), pytest.raises(LeaseHeld):
-        distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, ledger=ledger, options=UPD, access=Access.from_env())
+        distcp(CopyRequest("hdfs://hot/data", "hdfs://cold/data", options=UPD),
+               topology=topo, ledger=ledger, access=Access.from_env())
     assert not (tmp_path / "cold/data/a").exists()
-    assert distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, ledger=ledger, options=UPD, access=Access.from_env()).ok
+    assert distcp(CopyRequest("hdfs://hot/data", "hdfs://cold/data", options=UPD),
+                  topology=topo, ledger=ledger, access=Access.from_env()).ok

@@ -18,6 +18,7 @@ import yaml
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.ledger import Ledger
@@ -70,7 +71,7 @@ def test_a_killed_runs_multipart_uploads_on_s3_are_aborted_by_the_next_run(tmp_p
     client = fs.client  # type: ignore[attr-defined]
     client.create_multipart_upload(Bucket=s3_bucket, Key="replica/d/b")  # what the killed run left
     client.create_multipart_upload(Bucket=s3_bucket, Key="elsewhere/x")  # not this target's
-    r = distcp(f"file://{tmp_path}/src", uri, options=UPD, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", uri, options=UPD), access=Access.from_env())
     assert r.ok and r.files_copied == 2
     assert not client.list_multipart_uploads(Bucket=s3_bucket, Prefix="replica/").get("Uploads")
     assert [u["Key"] for u in client.list_multipart_uploads(Bucket=s3_bucket, Prefix="elsewhere/")["Uploads"]] \
@@ -92,7 +93,8 @@ def test_orphaned_snapshots_of_killed_runs_are_deleted(tmp_path: Path, webhdfs: 
         raise KeyboardInterrupt("killed")
 
     with pytest.raises(KeyboardInterrupt):
-        distcp(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts, progress=die, access=Access.from_env())
+        distcp(CopyRequest(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts, progress=die),
+               access=Access.from_env())
     # a SIGKILL leaves the snapshot behind; the state remembers it — simulate by making one by hand
     from dr_toolkit.copy.state import StateStore, default_state_uri
 
@@ -101,7 +103,8 @@ def test_orphaned_snapshots_of_killed_runs_are_deleted(tmp_path: Path, webhdfs: 
     st.note_snapshot("drt-orphan")
     fs.create_snapshot(src, "drt-orphan")
     fs.create_snapshot(src, "drt-someone-elses")  # not noted by this pair: left alone
-    r = distcp(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(webhdfs.uri("/s"), f"file://{tmp_path}/dst", options=opts),
+               access=Access.from_env())
     assert r.ok and "drt-orphan" in r.snapshots_cleaned
     assert not fs.snapshot_exists(src, "drt-orphan") and fs.snapshot_exists(src, "drt-someone-elses")
     assert fs.snapshot_exists(src, r.source_snapshot)
@@ -134,7 +137,7 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path, target: st
 
         def temps() -> list[Any]:
             return [k for k in cold.cluster.client().list(cold.p("/dst")) if k.startswith(".drt-tmp.")]
-    assert distcp(f"file://{tmp_path}/src", dst, options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(f"file://{tmp_path}/src", dst, options=opts), access=Access.from_env()).ok
     tail = os.urandom(10 << 20)  # three chunks: the kill comes after the first was written
     with open(tmp_path / "src/app.log", "ab") as f:
         f.write(tail)
@@ -147,8 +150,9 @@ def test_a_killed_append_leaves_the_old_version_whole(tmp_path: Path, target: st
                 raise KeyboardInterrupt("killed mid-append")
 
     with pytest.raises(KeyboardInterrupt):
-        distcp(f"file://{tmp_path}/src", dst, options=opts, progress=kill, access=Access.from_env())
+        distcp(CopyRequest(f"file://{tmp_path}/src", dst, options=opts, progress=kill),
+               access=Access.from_env())
     assert held() == {"app.log": old}
-    r = distcp(f"file://{tmp_path}/src", dst, options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", dst, options=opts), access=Access.from_env())
     assert r.ok and r.files_appended == 1, (r.mode_reason, r.failures)
     assert held() == {"app.log": old + tail} and temps() == []

@@ -24,13 +24,15 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy import api
+from dr_toolkit.copy.request import CopyRequest, Opener
 from dr_toolkit.copy.signals import _completed
+from dr_toolkit.fs import FileSystem, Location, open_fs
 from dr_toolkit.ledger.store import Ledger
 from dr_toolkit.topology import CopyOptions
 
 ACCESS = Access.from_env()  # built at the edge, as the CLI builds its own
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
 
 class LocalTree:
@@ -70,19 +72,19 @@ def _seed(src: Any) -> None:
             src.write(f"/t/{d}/f{i}", f"{d}{i}".encode() * 50)
 
 
-def _on_source(monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], None]) -> None:
-    """Wrap the first filesystem a run opens (its source) with ``wrap``."""
-    real = api.open_fs
+def _on_source(wrap: Callable[[Any], None]) -> Opener:
+    """An opener (``CopyRequest.open_fs``) that wraps the first filesystem a run opens (its
+    source) with ``wrap``."""
     opened = {"n": 0}
 
-    def opening(*a: Any, **kw: Any) -> Any:
-        fs = real(*a, **kw)
+    def opening(loc: Location, access: Access) -> FileSystem:
+        fs = open_fs(loc, access)
         opened["n"] += 1
         if opened["n"] == 1:
             wrap(fs)
         return fs
 
-    monkeypatch.setattr(api, "open_fs", opening)
+    return opening
 
 
 def _rename_mid_walk(src: Any, fs: Any, done: dict[str, str]) -> None:
@@ -105,16 +107,15 @@ def _rename_mid_walk(src: Any, fs: Any, done: dict[str, str]) -> None:
     fs.list_files = list_files
 
 
-def test_a_directory_renamed_during_the_walk_is_copied_under_its_new_name(
-        src: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_renamed_during_the_walk_is_copied_under_its_new_name(src: Any, tmp_path: Path) -> None:
     _seed(src)
     dst = tmp_path / "cold"
     opts = CopyOptions(update=True, delete=True)
-    r1 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts)
+    r1 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts), access=ACCESS)
     assert r1.ok and r1.files_copied == 12 and r1.listing_proven
     done: dict[str, str] = {}
-    _on_source(monkeypatch, lambda fs: _rename_mid_walk(src, fs, done))
-    r2 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts)
+    opener = _on_source(lambda fs: _rename_mid_walk(src, fs, done))
+    r2 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts, open_fs=opener), access=ACCESS)
     assert done, "the walk read fewer than two directories: nothing was injected"
     # the moved directory was read again under its new name: cold equals hot, and the listing is
     # proven (every directory unchanged at the check after the re-read)
@@ -123,13 +124,12 @@ def test_a_directory_renamed_during_the_walk_is_copied_under_its_new_name(
     assert any(k.startswith(f"{done['first']}/moved-{done['moved']}/") for k in _tree(dst))
 
 
-def test_a_tree_that_never_holds_still_is_never_a_safe_time(
-        src: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tree_that_never_holds_still_is_never_a_safe_time(src: Any, tmp_path: Path) -> None:
     _seed(src)
     dst = tmp_path / "cold"
     ledger = Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
     opts = CopyOptions(update=True, delete=True)
-    r1 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
+    r1 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts), access=ACCESS, ledger=ledger)
     assert r1.ok and r1.watermark is not None
     first = _completed(ledger, None, r1.target)  # type: ignore[arg-type]
     assert first is not None and first["run_id"] == r1.run_id
@@ -150,11 +150,12 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
         fs.dir_token = dir_token
 
     src.write("/t/e/g", b"g" * 10)
-    r_seed = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
+    r_seed = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts),
+                        access=ACCESS, ledger=ledger)
     assert r_seed.ok
     before = _tree(dst)
-    _on_source(monkeypatch, wrap)
-    r2 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
+    r2 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts, open_fs=_on_source(wrap)),
+                    access=ACCESS, ledger=ledger)
     assert not r2.ok and not r2.listing_proven and r2.listing_changing, r2.to_json()
     assert r2.watermark is None and r2.files_deleted == 0
     # nothing deleted on the word of that listing: every file cold held is still there
@@ -166,13 +167,13 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(
     row = next(x for x in ledger.runs(limit=10) if x["run_id"] == r2.run_id)
     assert row["status"] == "failed" and row["detail"]["listing_proven"] is False
     # once the tree holds still, a run converges: cold equals hot again
-    monkeypatch.undo()
-    r3 = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=opts, ledger=ledger)
+    r3 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts), access=ACCESS, ledger=ledger)
     assert r3.ok and r3.listing_proven and _tree(dst) == src.tree("/t")
 
 
 def test_a_quiet_tree_written_just_before_the_run_is_proven(src: Any, tmp_path: Path) -> None:
     _seed(src)  # written just now: on a local tree the directories' stamps are fresh
     dst = tmp_path / "cold"
-    r = api.distcp(src.uri("/t"), f"file://{dst}", access=ACCESS, options=CopyOptions(update=True, delete=True))
+    r = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=CopyOptions(update=True, delete=True)),
+                   access=ACCESS)
     assert r.ok and r.listing_proven and r.listing_changing == [] and _tree(dst) == src.tree("/t")

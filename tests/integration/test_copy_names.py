@@ -13,6 +13,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import all_bytes, drt_in, hdfs_source, make_tree, tmp_files
 
@@ -43,12 +44,12 @@ def test_staged_moves_never_share_a_name_even_when_every_hash_prefix_collides(
     hdfs_source(hot_dir, files)
     opts = CopyOptions(update=True, delete=True, snapshots=True)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env()).ok
     import dr_toolkit.fs.base as base
 
     monkeypatch.setattr(base, "run_tag", lambda run_id: "c0111de0")  # every prefix collides
     hot_dir.rename("/s/big", "/s/moved")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_renamed == 24, (r.mode_reason, r.failures)
     assert hot_dir.tree("/s") == {k.replace("big/", "moved/"): v for k, v in files.items()}
     assert all_bytes(dst) == hot_dir.tree("/s")
@@ -60,13 +61,13 @@ def test_snapshot_diff_paths_keep_leading_and_trailing_spaces(tmp_path: Path, ho
                              "keep/a.csv": b"a"})
     opts = CopyOptions(update=True, delete=True, snapshots=True)
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env()).ok
     fs.write_bytes(hot_dir.p("/s/ lead/x.csv"), b"under a directory with a leading space")
     fs.write_bytes(hot_dir.p("/s/report .csv "), b"r2, longer")
     hot_dir.rename("/s/b.csv", "/s/a.csv ")
     fs.delete(hot_dir.p("/s/x "))
     fs.write_bytes(hot_dir.p("/s/keep/ c.csv"), b"c")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     want = hot_dir.tree("/s")
     assert sorted(want) == sorted([" lead/x.csv", "a.csv ", "keep/ c.csv", "keep/a.csv", "report .csv ", "x"])

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from dr_toolkit.access import Access
-from dr_toolkit.copy import api, processes
+from dr_toolkit.copy import copying, processes
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.copy.state import take_fence
 from dr_toolkit.errors import ConfigError, LeaseHeld
 from dr_toolkit.fs import open_fs
@@ -38,7 +39,7 @@ def _no_threads(monkeypatch: pytest.MonkeyPatch) -> None:
             raise AssertionError("copied on threads: the process path was not taken")
         return []
 
-    monkeypatch.setattr(api, "run_local", refuse)
+    monkeypatch.setattr(copying, "run_local", refuse)
 
 
 def test_a_large_local_tree_is_copied_on_processes_and_equals_the_source(tmp_path: Path,
@@ -56,7 +57,8 @@ def test_a_large_local_tree_is_copied_on_processes_and_equals_the_source(tmp_pat
         p.chmod(0o640 if i % 2 else 0o600)
         os.utime(p, ns=(1_600_000_000_000_000_000 + i, 1_600_000_000_000_000_000 + i))
     opts = CopyOptions(update=True, delete=True, preserve=["permissions", "times"])
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts),
+               access=Access.from_env())
     assert r.ok and r.files_copied == len(files), r.failures
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     for p in (tmp_path / "src").rglob("*.bin"):
@@ -64,7 +66,8 @@ def test_a_large_local_tree_is_copied_on_processes_and_equals_the_source(tmp_pat
         assert stat.S_IMODE(t.st_mode) == stat.S_IMODE(s.st_mode), p
         assert abs(t.st_mtime_ns - s.st_mtime_ns) < 1000, p  # times travel as float seconds (sub-µs lost)
     assert tmp_files(tmp_path / "dst") == []
-    again = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    again = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts),
+                   access=Access.from_env())
     assert again.ok and again.files_copied == 0 and again.bytes_copied == 0
 
 
@@ -164,12 +167,13 @@ def test_a_run_on_processes_stops_when_its_token_is_taken_and_the_next_run_conve
             time.sleep(1.0)  # this process paused (a GC, a stopped VM): the copy processes go on alone
 
     with pytest.raises(LeaseHeld) as e:
-        distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True, workers=2),
-               progress=take_over, access=Access.from_env())
+        distcp(CopyRequest(f"file://{src}", f"file://{dst}",
+                           options=CopyOptions(update=True, delete=True, workers=2), progress=take_over),
+               access=Access.from_env())
     assert e.value.exit_code == 1 and "another run took the target" in str(e.value)
     after = {p.name for p in dst.iterdir() if not p.name.startswith(".drt-tmp.")}
     assert len(after - state["held"]) <= 2 and len(after) < 2000, len(after - state["held"])
-    r = distcp(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True),
+    r = distcp(CopyRequest(f"file://{src}", f"file://{dst}", options=CopyOptions(update=True, delete=True)),
                access=Access.from_env())
     assert r.ok and tree_digest(dst) == tree_digest(src)
 
@@ -179,7 +183,8 @@ def test_a_copy_processes_setting_that_is_not_auto_on_or_off_is_refused_before_a
     monkeypatch.setenv("DRT_COPY_PROCESSES", "maybe")
     make_tree(tmp_path / "src", {"a": b"a"})
     with pytest.raises(ConfigError) as e:
-        distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=CopyOptions(update=True),
+        distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst",
+                           options=CopyOptions(update=True)),
                access=Access.from_env())
     assert e.value.exit_code == 2 and "DRT_COPY_PROCESSES" in str(e.value)
     assert not (tmp_path / "dst").exists()

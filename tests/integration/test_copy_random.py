@@ -41,17 +41,18 @@ from typing import Any
 import pytest
 
 from dr_toolkit.access import Access
-from dr_toolkit.copy import api as copy_api
 from dr_toolkit.copy import execute
 from dr_toolkit.copy import state as copy_state
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.copy.plan import Filters
+from dr_toolkit.copy.request import CopyRequest, Opener
 from dr_toolkit.errors import DrtError, LeaseHeld
-from dr_toolkit.fs import FileSystem, open_fs, parse_uri
+from dr_toolkit.fs import FileSystem, Location, open_fs, parse_uri
 from dr_toolkit.ledger import Ledger
+from dr_toolkit.ledger import lease as ledger_lease
 from dr_toolkit.topology import CopyOptions
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 T0 = 1_700_000_000.0
 
 
@@ -345,7 +346,7 @@ class _Fail:
 
 
 class _Clock:
-    """The lease's clock (``dr_toolkit.copy.state.time``): jumps past the TTL after the n-th progress
+    """The lease's clock (``dr_toolkit.ledger.lease.time``): jumps past the TTL after the n-th progress
     event, as a SIGSTOP or a long GC pause of the whole process would look to it."""
 
     def __init__(self) -> None:
@@ -371,15 +372,14 @@ class _Clock:
         return progress
 
 
-def _rename_during_the_walk(monkeypatch: pytest.MonkeyPatch, tree: Any, rnd: random.Random) -> Callable[[], None]:
-    """The next run's source listing renames a directory (to a new top-level name, in the tree's
-    model too) once the walk has read two directories: a directory not yet read moved into the
-    part already read is seen nowhere by the walk (issue 21 #7). Returns the undo."""
-    real = copy_api.open_fs
+def _rename_during_the_walk(tree: Any, rnd: random.Random) -> Opener:
+    """An opener (``CopyRequest.open_fs``) whose run's source listing renames a directory (to a new
+    top-level name, in the tree's model too) once the walk has read two directories: a directory
+    not yet read moved into the part already read is seen nowhere by the walk (issue 21 #7)."""
     state = {"opened": 0, "done": False}
 
-    def opening(*a: Any, **kw: Any) -> Any:
-        fs = real(*a, **kw)
+    def opening(loc: Location, access: Access) -> FileSystem:
+        fs = open_fs(loc, access)
         state["opened"] += 1
         if state["opened"] == 1:  # the source
             inner = fs.list_files
@@ -397,11 +397,10 @@ def _rename_during_the_walk(monkeypatch: pytest.MonkeyPatch, tree: Any, rnd: ran
                             tree.rnd = saved
                     yield st
 
-            fs.list_files = list_files
+            fs.list_files = list_files  # type: ignore[method-assign]  # a FileSystem's walk, wrapped
         return fs
 
-    monkeypatch.setattr(copy_api, "open_fs", opening)
-    return lambda: monkeypatch.setattr(copy_api, "open_fs", real)
+    return opening
 
 
 def _kill_after(n_bytes: int) -> Callable[[str, int], None]:
@@ -522,21 +521,23 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                 m.unlink()
         if fault == "fail" and tree.files:
             fail.victims = set(rnd.sample(sorted(tree.files), min(2, len(tree.files))))
-            r = distcp(src_uri, tgt_uri, options=opts, access=Access.from_env())
+            r = distcp(CopyRequest(src_uri, tgt_uri, options=opts), access=Access.from_env())
             modes.add(r.mode)
             assert r.files_failed >= 1 or not (fail.victims & set(f.get("path") for f in r.failures)), what
             fail.victims = set()
         if fault == "pause":  # a run (with a ledger lease) paused past its TTL mid-copy: it must stop
             clock = _Clock()
-            monkeypatch.setattr(copy_state, "time", clock)
+            monkeypatch.setattr(ledger_lease, "time", clock)
             ledger = Ledger.open(f"sqlite:///{tmp_path}/ledger.db")
             try:
-                distcp(src_uri, tgt_uri, options=opts, ledger=ledger, progress=clock.pause_after(rnd.randint(1, 3)), access=Access.from_env())
+                distcp(CopyRequest(src_uri, tgt_uri, options=opts,
+                                   progress=clock.pause_after(rnd.randint(1, 3))),
+                       ledger=ledger, access=Access.from_env())
             except LeaseHeld as exc:
                 assert "lost the lease" in str(exc) and clock.offset, (what, str(exc))
             else:  # only a run that never reached the pause may finish
                 assert not clock.offset, f"a run paused past its lease went on writing: {what}"
-            monkeypatch.setattr(copy_state, "time", clock.real)
+            monkeypatch.setattr(ledger_lease, "time", clock.real)
         if fault == "none" and rnd_i and random.Random(seed * 104729 + rnd_i).random() < 0.3:
             fault = "takeover"  # drawn apart from ``rnd``: the seeded change sequences stay as they were
         if fault == "takeover":  # another run takes the target mid-run: its first step rewrites the fencing marker
@@ -548,14 +549,16 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                     taken.append(str(got.token))
 
             try:
-                distcp(src_uri, tgt_uri, options=opts, progress=take, access=Access.from_env())
+                distcp(CopyRequest(src_uri, tgt_uri, options=opts, progress=take), access=Access.from_env())
             except LeaseHeld as exc:  # exit 1, never 0: it places nothing more once the marker is not its own
                 assert taken and "another run took the target" in str(exc), (what, str(exc))
             else:  # only a run that copied no byte may finish
                 assert not taken, f"a run whose target another run took went on to exit 0: {what}"
         if fault == "kill":
             with pytest.raises((KeyboardInterrupt, DrtError)):
-                distcp(src_uri, tgt_uri, options=opts, progress=_kill_after(rnd.randint(1, 60_000)), access=Access.from_env())
+                distcp(CopyRequest(src_uri, tgt_uri, options=opts,
+                                   progress=_kill_after(rnd.randint(1, 60_000))),
+                       access=Access.from_env())
                 raise KeyboardInterrupt("the run finished before the kill")
         refused: list[str] = []
 
@@ -563,15 +566,15 @@ def test_random_change_sequences_converge(src_kind: str, tgt_kind: str, seed: in
                        opts: CopyOptions = opts) -> None:  # a run through an alias of the target, meanwhile
             if fault == "alias" and kind == "plan" and not refused:
                 with pytest.raises(LeaseHeld) as e:
-                    distcp(src_uri, f"file://{alias}", options=opts, access=Access.from_env())
+                    distcp(CopyRequest(src_uri, f"file://{alias}", options=opts), access=Access.from_env())
                 refused.append(str(e.value))
 
         mid = random.Random(seed * 7919 + rnd_i)  # a directory renamed during the walk (live listings)
-        undo = (_rename_during_the_walk(monkeypatch, tree, mid) if src_kind != "webhdfs-snap" and rnd_i
-                and mid.random() < 0.35 else None)
-        r = distcp(src_uri, tgt_uri, options=opts, progress=second_run, access=Access.from_env())
-        if undo is not None:
-            undo()
+        renaming = (_rename_during_the_walk(tree, mid) if src_kind != "webhdfs-snap" and rnd_i
+                    and mid.random() < 0.35 else None)
+        r = distcp(CopyRequest(src_uri, tgt_uri, options=opts, progress=second_run, open_fs=renaming or open_fs),
+                   access=Access.from_env())
+        if renaming is not None:
             what = f"seed {seed} round {rnd_i} (a directory renamed during the walk): {tree.log}"
             assert r.listing_proven or r.files_failed, (what, r.listing_changing)
         assert fault != "alias" or refused or r.files_copied + r.files_deleted + r.files_renamed == 0, what

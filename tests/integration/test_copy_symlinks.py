@@ -21,6 +21,7 @@ import yaml
 from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.topology import CopyOptions, load_topology
 from tests.support.fixtures_copy import all_bytes, drt_in, make_tree, tree_digest
@@ -54,7 +55,8 @@ def test_overlap_is_checked_on_real_paths(tmp_path: Path, how: str) -> None:
     if how == "symlink":
         os.symlink(tmp_path / "data/src", tmp_path / "alias")
         with pytest.raises(ConfigError, match="inside the source"):
-            distcp(f"file://{tmp_path}/data/src", f"file://{tmp_path}/alias/copy", options=UPD, access=Access.from_env())
+            distcp(CopyRequest(f"file://{tmp_path}/data/src", f"file://{tmp_path}/alias/copy", options=UPD),
+                   access=Access.from_env())
     else:
         cfg = tmp_path / "drt.yaml"
         cfg.write_text(yaml.safe_dump({"version": 1, "clusters": {
@@ -62,7 +64,8 @@ def test_overlap_is_checked_on_real_paths(tmp_path: Path, how: str) -> None:
             "cold": {"role": "cold", "local_root": str(tmp_path / "data/src")}}}))
         topo = load_topology(cfg)
         with pytest.raises(ConfigError, match="inside"):
-            distcp("hdfs://hot/src", "hdfs://cold/x", topology=topo, options=UPD, access=Access.from_env())
+            distcp(CopyRequest("hdfs://hot/src", "hdfs://cold/x", options=UPD),
+                   topology=topo, access=Access.from_env())
     assert sorted(p.name for p in (tmp_path / "data/src").iterdir()) == ["a"]
 
 
@@ -95,7 +98,8 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
     """A link swapped in after the plan (between listing and writing): the write through it is
     refused (the file fails with one clear line, the next run converges), nothing outside."""
     make_tree(tmp_path / "src", {"d/f1": b"1"})
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env()).ok
+    assert distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD),
+                  access=Access.from_env()).ok
     make_tree(tmp_path / "src", {"d/f2": b"two"})
     (tmp_path / "outside").mkdir()
 
@@ -105,10 +109,12 @@ def test_a_symlink_planted_while_the_run_executes_is_refused_in_one_line(tmp_pat
             (tmp_path / "dst/d").rmdir()
             os.symlink(tmp_path / "outside", tmp_path / "dst/d")
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=plant, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=plant),
+               access=Access.from_env())
     assert os.listdir(tmp_path / "outside") == []
     assert r.files_failed == 1 and "is a symlink in the target" in r.failures[0]["error"], r.failures
-    r2 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env())
+    r2 = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD),
+                access=Access.from_env())
     assert r2.ok and tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     assert os.listdir(tmp_path / "outside") == []
 
@@ -127,10 +133,12 @@ def test_a_target_directory_swapped_for_a_symlink_mid_copy_is_refused_for_every_
             os.symlink(tmp_path / "outside", tmp_path / "dst/d")
             swapped.append(1)
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=swap, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=swap),
+               access=Access.from_env())
     assert swapped and os.listdir(tmp_path / "outside") == []
     assert r.files_failed == 3 and all("is a symlink in the target" in f["error"] for f in r.failures), r.failures
-    r2 = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env())
+    r2 = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD),
+                access=Access.from_env())
     assert r2.ok and tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
     assert os.listdir(tmp_path / "outside") == []
 
@@ -149,7 +157,7 @@ def test_a_target_directory_moved_away_mid_copy_gets_no_file_and_the_run_copies_
             os.rename(tmp_path / "dst/d", tmp_path / "moved")
             moved.append(1)
 
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=move,
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, progress=move),
                access=Access.from_env())
     assert moved and r.ok, r.failures
     assert tree_digest(tmp_path / "dst") == tree_digest(tmp_path / "src")
@@ -159,7 +167,8 @@ def test_a_target_directory_moved_away_mid_copy_gets_no_file_and_the_run_copies_
 def test_delete_removes_and_reports_target_only_symlinks_fifos_and_directories(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     make_tree(tmp_path / "src", {"a": b"a", "k/b": b"b"})
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD, access=Access.from_env()).ok
+    assert distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=UPD),
+                  access=Access.from_env()).ok
     os.symlink(tmp_path / "src/a", tmp_path / "dst/ln")
     os.symlink(tmp_path / "nowhere", tmp_path / "dst/k/dangling")
     os.mkfifo(tmp_path / "dst/pipe")

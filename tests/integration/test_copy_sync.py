@@ -19,6 +19,7 @@ import pytest
 from dr_toolkit.access import Access
 from dr_toolkit.copy import execute
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import all_bytes, hdfs_source
@@ -87,14 +88,16 @@ def _seed(fs: FileSystem, root: str) -> None:
 def _run_chain(src_uri: str, src_fs: FileSystem, src_root: str, dst: Path, topology: Any = None,
                opened: Callable[[], list[str]] | None = None) -> list[Any]:
     dst_fs = open_fs(parse_uri(f"file://{dst}"), Access.from_env())
-    r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS, access=Access.from_env())
+    r = distcp(CopyRequest(src_uri, f"file://{dst}", options=OPTS),
+               topology=topology, access=Access.from_env())
     assert r.mode == "bootstrap" and r.files_failed == 0
     assert digest(dst_fs, str(dst)) == digest(src_fs, src_root)
     results = [r]
     for name, mutate, changed in _steps():
         mutate(src_fs, src_root)
         before = len(opened()) if opened else 0
-        r = distcp(src_uri, f"file://{dst}", topology=topology, options=OPTS, access=Access.from_env())
+        r = distcp(CopyRequest(src_uri, f"file://{dst}", options=OPTS),
+                   topology=topology, access=Access.from_env())
         served = opened()[before:] if opened else []
         assert r.files_failed == 0, (name, r.failures)
         assert r.mode == "fast-forward", (name, r.mode_reason)
@@ -154,11 +157,11 @@ def test_sync_chain_hdfs_snapshot_gone_falls_back_to_reconcile(tmp_path: Path, w
     _seed(fs, root)
     webhdfs.allow_snapshot("/data")
     uri = webhdfs.uri("/data")
-    r = distcp(uri, f"file://{tmp_path}/dst", options=OPTS, access=Access.from_env())
+    r = distcp(CopyRequest(uri, f"file://{tmp_path}/dst", options=OPTS), access=Access.from_env())
     assert r.source_snapshot
     fs.delete_snapshot(root, r.source_snapshot)
     _w(fs, root, "late.txt", b"late", T0 + 999)
-    r2 = distcp(uri, f"file://{tmp_path}/dst", options=OPTS, access=Access.from_env())
+    r2 = distcp(CopyRequest(uri, f"file://{tmp_path}/dst", options=OPTS), access=Access.from_env())
     assert r2.mode == "reconcile" and "snapshot" in r2.mode_reason and "gone" in r2.mode_reason
     assert r2.files_copied == 1
     assert digest(open_fs(parse_uri(f"file://{tmp_path}/dst"), Access.from_env()), f"{tmp_path}/dst") == digest(fs, root)
@@ -177,11 +180,11 @@ def test_a_file_whose_copy_failed_and_whose_directory_is_then_renamed_is_copied(
 
     monkeypatch.setattr(execute, "_copy_full", fail_b)
     monkeypatch.setattr(execute, "ATTEMPTS", 1)
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())
     assert r.files_failed == 1
     monkeypatch.setattr(execute, "_copy_full", real)
     hot_dir.rename("/s/d", "/s/e")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert all_bytes(dst) == hot_dir.tree("/s") == {"e/a": b"a", "e/b": b"bbbb", "top": b"t"}
 
@@ -203,14 +206,14 @@ def test_a_failed_file_renamed_itself_and_through_a_renamed_parent_is_copied(
 
     monkeypatch.setattr(execute, "_copy_full", fail_b)
     monkeypatch.setattr(execute, "ATTEMPTS", 1)
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env()).files_failed == 1
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env()).files_failed == 1
     hot_dir.rename("/s/d/x/b", "/s/d/y/b2")  # the pending file itself
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # fails again: pending under its new name
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())  # fails again: pending under its new name
     assert r.files_failed == 1 and "snapshot diff" in r.mode_reason, r.mode_reason
     monkeypatch.setattr(execute, "_copy_full", real)
     hot_dir.rename("/s/d/y/b2", "/s/d/x/b3")
     hot_dir.rename("/s/d", "/s/e")  # and its parent, in the same diff
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert all_bytes(dst) == hot_dir.tree("/s") == {"e/x/b3": b"bbbb", "e/x/a": b"a", "e/y/c": b"c"}
 
@@ -219,13 +222,13 @@ def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_p
     fs = hdfs_source(hot_dir, {"data/old.csv": b"old"})
     opts = CopyOptions(update=True, delete=True, snapshots=True, exclude=["landing/*"])
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env()).ok
     fs.write_bytes(hot_dir.p("/s/landing/new.csv"), b"staged, then published")
     fs.write_bytes(hot_dir.p("/s/landing/batch/p1.csv"), b"part 1")
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok  # nothing to copy: excluded
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env()).ok  # nothing to copy: excluded
     hot_dir.rename("/s/landing/new.csv", "/s/data/new.csv")
     hot_dir.rename("/s/landing/batch", "/s/data/batch")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r.ok and "snapshot diff" in r.mode_reason, r.mode_reason
     assert all_bytes(dst) == {"data/old.csv": b"old", "data/new.csv": b"staged, then published",
                                "data/batch/p1.csv": b"part 1"}
@@ -234,11 +237,12 @@ def test_files_published_by_rename_out_of_an_excluded_directory_are_copied(tmp_p
 def test_widened_filters_force_a_listing_run(tmp_path: Path, hot_dir: Any) -> None:
     hdfs_source(hot_dir, {"a.csv": b"a", "b.txt": b"b", "d/c.txt": b"c"})
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}",
-                  options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"]), access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}",
+                              options=CopyOptions(update=True, delete=True, snapshots=True, include=["*.csv"])),
+                  access=Access.from_env()).ok
     assert all_bytes(dst) == {"a.csv": b"a"}
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())
     assert r.ok and "filters changed" in r.mode_reason, r.mode_reason
     assert all_bytes(dst) == hot_dir.tree("/s")
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=SNAP, access=Access.from_env())  # same filters again: the diff is used
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=SNAP), access=Access.from_env())  # same filters again: the diff is used
     assert r.ok and "snapshot diff" in r.mode_reason and r.files_copied == 0

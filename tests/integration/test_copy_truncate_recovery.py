@@ -26,6 +26,7 @@ import requests
 from dr_toolkit.access import Access
 from dr_toolkit.cli.main import main
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.topology import CopyOptions
 from drt_servers.hdfs import HdfsCluster
 
@@ -129,7 +130,8 @@ def test_a_snapshot_taken_while_a_truncate_is_recovered_is_not_placed_torn(
     if how == "-diff":
         c.create_snapshot(f"{base}/src", "s0")
     else:  # the pair's base snapshot (drt-...) holds small.txt only
-        assert distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env()).files_copied == 1
+        assert distcp(CopyRequest(c.uri(f"{base}/src"), f"file://{dst}", options=opts),
+                      access=Access.from_env()).files_copied == 1
     c.write(f"{base}/src/big.bin", OLD, block_size=MIB)  # in no snapshot: truncated in place
     assert _truncate(c, f"{base}/src/big.bin", NEW_LEN) is False
     if how == "-diff":
@@ -140,7 +142,7 @@ def test_a_snapshot_taken_while_a_truncate_is_recovered_is_not_placed_torn(
         assert out is not None, err
         files_open, files_failed, opened = out["files_open"], out["files_failed"], out["open_files"]
     else:
-        r = distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env())
+        r = distcp(CopyRequest(c.uri(f"{base}/src"), f"file://{dst}", options=opts), access=Access.from_env())
         files_open, files_failed, opened = r.files_open, r.files_failed, r.open_files
     assert not (dst / "big.bin").exists() or len((dst / "big.bin").read_bytes()) != 2 * MIB, \
         "the copy placed the snapshot's torn bytes"
@@ -162,12 +164,13 @@ def test_a_file_truncated_by_copy_while_a_snapshot_holds_it_is_reported_open_not
     c.write(f"{base}/src/small.txt", b"small")
     opts = CopyOptions(update=True, snapshots=True)
     dst = tmp_path / "dst"
-    assert distcp(c.uri(f"{base}/src"), f"file://{dst}", options=opts, access=Access.from_env()).files_copied == 2
+    assert distcp(CopyRequest(c.uri(f"{base}/src"), f"file://{dst}", options=opts), access=Access.from_env()).files_copied == 2
     assert _truncate(c, f"{base}/src/big.bin", NEW_LEN) is False  # the pair's snapshot holds it: by copy
     st = c.stat(f"{base}/src/big.bin")
     assert st is not None and st["length"] == NEW_LEN
     for options in (opts, CopyOptions(update=True)):  # from a snapshot, and live
-        r = distcp(c.uri(f"{base}/src"), f"file://{dst}", options=options, access=Access.from_env())
+        r = distcp(CopyRequest(c.uri(f"{base}/src"), f"file://{dst}", options=options),
+                   access=Access.from_env())
         assert r.files_failed == 0 and r.files_open == 1 and r.ok, (r.failures, r.open_files)
         assert r.open_files[0]["placed"] is False and "its read failed" in r.open_files[0]["reason"]
         assert (dst / "big.bin").read_bytes() == OLD

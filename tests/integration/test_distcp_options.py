@@ -19,6 +19,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import open_fs
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import make_tree, run_distcp, tree_digest
@@ -111,7 +112,7 @@ def test_strategy_and_m_copy_every_file(hot_dir: Any, capsys: pytest.CaptureFixt
 
 def test_list_threads_list_the_same_files_and_directory_tokens_as_one_walk(
         tmp_path: Path, hot_dir: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from dr_toolkit.copy.api import _listing, _Side
+    from dr_toolkit.copy.listing import Side, list_tree
     from dr_toolkit.fs import open_fs
     from dr_toolkit.fs.uri import parse_uri
 
@@ -131,7 +132,7 @@ def test_list_threads_list_the_same_files_and_directory_tokens_as_one_walk(
             def skip(p: str, r: str, into: list[tuple[str, str]] = skips) -> None:
                 into.append((p, r))
 
-            got = _listing(_Side(loc, fs, loc.path, list_threads=n), skipped=skip, dirs=tokens)
+            got = list_tree(Side(loc, fs, loc.path, list_threads=n), skipped=skip, dirs=tokens)
             seen.append((sorted(got), tokens, sorted(skips)))
         assert seen[0] == seen[1] and seen[0][0] == ["a/1", "a/b/2", "c/3", "d/e/f/4", "h/5", "top.txt"], uri
         assert {"", "a", "a/b", "d/e/f", "g"} <= set(seen[0][1]), seen[0][1]
@@ -271,14 +272,17 @@ def test_preserve_is_reapplied_when_the_target_drifts(tmp_path: Path) -> None:
     os.chmod(tmp_path / "src/a", 0o640)
     os.utime(tmp_path / "src/a", (1_600_000_000, 1_600_000_000))
     opts = CopyOptions(update=True, delete=True, preserve=["permissions", "times"])
-    assert distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts),
+                  access=Access.from_env()).ok
     os.chmod(tmp_path / "dst/a", 0o666)  # behind our back
     os.utime(tmp_path / "dst/a", (1_700_000_000, 1_700_000_000))
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts),
+               access=Access.from_env())
     assert r.ok and r.files_copied == 0 and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
     st = os.stat(tmp_path / "dst/a")
     assert oct(st.st_mode & 0o777) == "0o640" and st.st_mtime == 1_600_000_000
-    r = distcp(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(f"file://{tmp_path}/src", f"file://{tmp_path}/dst", options=opts),
+               access=Access.from_env())
     assert r.ok and r.mode == "fast-forward" and r.attributes_reapplied == 0, r.mode_reason
 
 
@@ -288,8 +292,8 @@ def test_a_chmod_on_an_hdfs_source_is_applied_with_preserve(tmp_path: Path, hot_
     fs.set_permission(hot_dir.p("/s/f"), "644")
     opts = CopyOptions(update=True, delete=True, preserve=["permissions"])
     dst = tmp_path / "dst"
-    assert distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env()).ok
+    assert distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env()).ok
     fs.set_permission(hot_dir.p("/s/f"), "600")  # fileId, size and mtime unchanged
-    r = distcp(hot_dir.uri("/s"), f"file://{dst}", options=opts, access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/s"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r.ok and r.attributes_reapplied == 1, (r.mode_reason, r.basis)
     assert oct(os.stat(dst / "f").st_mode & 0o777) == "0o600"

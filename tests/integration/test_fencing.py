@@ -303,9 +303,11 @@ def test_distcp_into_a_fenced_or_promoted_cluster_is_refused(tmp_path, zk_server
     with open_fence(topo, access=Access.from_env()) as fence:
         fence.set_active("cold", epoch=st.epoch, by="test promotion")
     from dr_toolkit.copy.api import distcp
+    from dr_toolkit.copy.request import CopyRequest
 
     with pytest.raises(FencedError, match="'cold' is the active cluster"):
-        distcp("hdfs://hot/data", "hdfs://cold/data", topology=topo, fence_epoch=st.epoch, access=Access.from_env())
+        distcp(CopyRequest("hdfs://hot/data", "hdfs://cold/data", fence_epoch=st.epoch),
+               topology=topo, access=Access.from_env())
     assert (tmp_path / "cold" / "data" / "written-on-cold.txt").exists()
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import open_fs
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_hdfs import HdfsDir
@@ -36,7 +37,8 @@ def test_an_open_file_hflushed_past_the_namenode_length_is_never_reported_fully_
     st = hot_dir.stat("/logs/app.log")
     assert st is not None and st["length"] == 1500 and len(hot_dir.read("/logs/app.log")) == 1600
     dst = tmp_path / "dst"
-    r = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True), access=Access.from_env())
+    r = distcp(CopyRequest(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True)),
+               access=Access.from_env())
     # an open file's NameNode length is no proven version (a truncate being recovered answers the
     # same: test_copy_truncate_recovery.py): nothing is placed, the run says the file is open and
     # pending — copied by the first run after it is closed, never reported copied
@@ -46,7 +48,8 @@ def test_an_open_file_hflushed_past_the_namenode_length_is_never_reported_fully_
     assert "not copied" in r.open_files[0]["reason"]
     # the writer closes it: the next run copies every byte and the file is no longer open
     hot_dir.close_file("/logs/app.log")
-    r2 = distcp(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True), access=Access.from_env())
+    r2 = distcp(CopyRequest(hot_dir.uri("/logs"), f"file://{dst}", options=CopyOptions(update=True)),
+                access=Access.from_env())
     assert r2.ok and r2.files_open == 0 and r2.files_failed == 0
     assert (dst / "app.log").read_bytes() == b"a" * 1500 + b"b" * 100
 
@@ -60,19 +63,19 @@ def test_a_file_reopened_for_append_is_never_taken_as_unchanged(hot_dir: HdfsDir
         hot_dir.allow_snapshot("/d")
     opts = CopyOptions(update=True, delete=True, snapshots=snapshots)
     dst = tmp_path / "dst"
-    r1 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
+    r1 = distcp(CopyRequest(hot_dir.uri("/d"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r1.ok and r1.files_copied == 2
     before = hot_dir.stat("/d/log")
     hot_dir.open_for_write("/d/log", b"1" * 100, append=True)  # reopened: the NameNode learns 1100
     during = hot_dir.stat("/d/log")
     assert before is not None and during is not None
     assert during["modificationTime"] == before["modificationTime"] and during["fileId"] == before["fileId"]
-    r2 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
+    r2 = distcp(CopyRequest(hot_dir.uri("/d"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r2.files_failed == 0 and r2.files_open == 1, (r2.files_open, r2.open_files, r2.mode_reason)
     hot_dir.hflush("/d/log", b"2" * 100)  # same block: length, mtime, fileId as the NameNode had them
     after = hot_dir.stat("/d/log")
     assert after is not None and (after["length"], after["modificationTime"]) == (1100, before["modificationTime"])
-    r3 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
+    r3 = distcp(CopyRequest(hot_dir.uri("/d"), f"file://{dst}", options=opts), access=Access.from_env())
     held = (dst / "log").read_bytes()
     # the target is behind the readable source: the run must not claim the file is done (with
     # snapshots, the NameNode's diff lists nothing: the hflush changed no inode)
@@ -81,7 +84,7 @@ def test_a_file_reopened_for_append_is_never_taken_as_unchanged(hot_dir: HdfsDir
     # the open file is not placed, live or from a snapshot (the target keeps the closed version)
     assert (dst / "log").read_bytes() == b"0" * 1000
     hot_dir.close_file("/d/log")
-    r4 = distcp(hot_dir.uri("/d"), f"file://{dst}", options=opts, access=Access.from_env())
+    r4 = distcp(CopyRequest(hot_dir.uri("/d"), f"file://{dst}", options=opts), access=Access.from_env())
     assert r4.ok and r4.files_open == 0 and r4.files_failed == 0
     assert (dst / "log").read_bytes() == b"0" * 1000 + b"1" * 100 + b"2" * 100
 
@@ -90,8 +93,9 @@ def test_open_file_is_reported_pending_and_never_fails_the_run(tmp_path: Path, w
     fs = open_fs(webhdfs.location("/logs"), Access.from_env())
     fs.write_bytes(webhdfs.p("/logs/closed.log"), b"done\n" * 100)
     webhdfs.open_for_write("/logs/app.log", b"line 1\n" * 50)
-    r = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
-               options=CopyOptions(update=True, append_only=["*.log"]), access=Access.from_env())
+    r = distcp(CopyRequest(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
+                           options=CopyOptions(update=True, append_only=["*.log"])),
+               access=Access.from_env())
     # open on the source: not placed (its NameNode length is no proven version), reported pending
     assert r.ok and r.files_copied == 1 and r.files_open == 1
     assert r.open_files[0]["path"] == "app.log" and "open for write" in r.open_files[0]["reason"]
@@ -99,7 +103,8 @@ def test_open_file_is_reported_pending_and_never_fails_the_run(tmp_path: Path, w
     # the writer goes on and closes the file: the next run copies it
     webhdfs.hflush("/logs/app.log", b"line 2\n" * 30)
     webhdfs.close_file("/logs/app.log")
-    r2 = distcp(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
-                options=CopyOptions(update=True, append_only=["*.log"]), access=Access.from_env())
+    r2 = distcp(CopyRequest(webhdfs.uri("/logs"), f"file://{tmp_path}/dst",
+                            options=CopyOptions(update=True, append_only=["*.log"])),
+                access=Access.from_env())
     assert r2.ok and r2.files_open == 0 and r2.files_copied == 1
     assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50 + b"line 2\n" * 30

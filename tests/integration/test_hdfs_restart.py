@@ -12,6 +12,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.errors import DrtError
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_copy import sample_tree
@@ -26,7 +27,8 @@ def test_target_namenode_killed_mid_run_then_restarted_converges(hot_dir: HdfsDi
     for rel, data in files.items():
         hot_dir.write(f"/src/{rel}", data)
     opts = CopyOptions(update=True, delete=True, workers=2)
-    r1 = distcp(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts, access=Access.from_env())
+    r1 = distcp(CopyRequest(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts),
+                access=Access.from_env())
     assert r1.ok and r1.files_copied == 12
     hot_dir.write("/src/late.bin", b"late" * 5000)
     hot_dir.append("/src/a/f001.bin", b"tail")
@@ -43,7 +45,8 @@ def test_target_namenode_killed_mid_run_then_restarted_converges(hot_dir: HdfsDi
                 cold.kill()  # the whole cold cluster dies under the run
 
     try:
-        r2 = distcp(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts, progress=crash, access=Access.from_env())
+        r2 = distcp(CopyRequest(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts, progress=crash),
+                    access=Access.from_env())
         failed, how = not r2.ok, f"result ok={r2.ok} failures={r2.failures}"
     except DrtError as exc:  # the target unreachable: exit 3
         failed, how = True, f"{type(exc).__name__} exit {exc.exit_code}: {exc}"
@@ -54,7 +57,8 @@ def test_target_namenode_killed_mid_run_then_restarted_converges(hot_dir: HdfsDi
     held = cold_dir.tree("/dst")
     assert held.keys() >= {k for k in files if k not in ("late.bin",)} - {"a/f001.bin"}
     assert all(held[k] == files[k] for k in held if k not in ("a/f001.bin", "late.bin"))
-    r3 = distcp(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts, access=Access.from_env())
+    r3 = distcp(CopyRequest(hot_dir.uri("/src"), cold_dir.uri("/dst"), options=opts),
+                access=Access.from_env())
     assert r3.ok and r3.files_failed == 0, r3.failures
     got = cold_dir.tree("/dst")
     assert {k: hashlib.md5(v).hexdigest() for k, v in got.items()} == {

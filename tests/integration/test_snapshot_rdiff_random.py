@@ -28,6 +28,7 @@ import requests
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.topology import CopyOptions
 from tests.integration.test_copy_random import Tree
@@ -56,10 +57,10 @@ def test_a_reverse_diff_under_a_renamed_directory_restores_the_older_snapshot(ho
     opts = CopyOptions(update=True, delete=True)
     for i, how in enumerate(({"rdiff": ("s3", "s1")}, {"diff": ("s3", "s1")})):
         dst = str(tmp_path / f"dst{i}")
-        r = distcp(src, dst, access=acc, options=opts, diff=("s1", "s3"))
+        r = distcp(CopyRequest(src, dst, options=opts, diff=("s1", "s3")), access=acc)
         assert r.ok and files_of(open_fs(parse_uri(dst), acc), dst) == {
             "e/a": b"a1", "e/b": b"b2-rewritten", "e/c": b"c-new"}
-        r = distcp(src, dst, access=acc, options=opts, **how)  # type: ignore[arg-type]
+        r = distcp(CopyRequest(src, dst, options=opts, **how), access=acc)  # type: ignore[arg-type]
         assert r.ok, r.failures
         assert "snapshot diff s3 → s1" in r.mode_reason, r.mode_reason  # the diff used, not a listing
         got = files_of(open_fs(parse_uri(dst), acc), dst)
@@ -131,7 +132,7 @@ def test_forward_and_reverse_diffs_interleaved_equal_the_snapshot_read(hot_dir: 
     s0, s1 = snap(), snap()  # two snapshots of one tree
     opts = CopyOptions(update=True, delete=True, workers=4)
     # the first run has no base: it lists its S2; from here on the target's base is a snapshot
-    r = distcp(src, dst, access=acc, options=opts, diff=(s0, s1))
+    r = distcp(CopyRequest(src, dst, options=opts, diff=(s0, s1)), access=acc)
     assert r.ok and files_of(tfs, troot) == tree.files
     base = s1
     kinds: dict[str, int] = {}
@@ -155,7 +156,7 @@ def test_forward_and_reverse_diffs_interleaved_equal_the_snapshot_read(hot_dir: 
             read = rnd.choice([n for n in snaps if n != other])
             kind, args = "-diff, another base", {"diff": (other, read)}
         what = f"seed {seed} step {step}: {kind} {args} after {tree.log}"
-        r = distcp(src, dst, access=acc, options=opts, **args)  # type: ignore[arg-type]
+        r = distcp(CopyRequest(src, dst, options=opts, **args), access=acc)  # type: ignore[arg-type]
         assert r.ok, (what, r.failures)
         used = f"snapshot diff {base} → {read}" in r.mode_reason
         key = kind + (" (diff applied)" if used else " (listed)")

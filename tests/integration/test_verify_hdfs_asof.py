@@ -18,6 +18,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import distcp
+from dr_toolkit.copy.request import CopyRequest
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.topology import CopyOptions
 from tests.support.fixtures_failover import write_topology
@@ -41,7 +42,7 @@ def replicated(hot_dir: Any, cold_dir: Any) -> tuple[str, str, Any, float]:
     hot_dir.write("/s/part-0.json", rows(0, 25))
     hot_dir.write("/s/part-1.json", rows(25, 50))
     src, dst = hot_dir.uri("/s"), cold_dir.uri("/s")
-    run = distcp(src, dst, options=SNAP, access=Access.from_env())
+    run = distcp(CopyRequest(src, dst, options=SNAP), access=Access.from_env())
     assert run.ok and run.source_snapshot, run.failures
     time.sleep(0.05)
     t = time.time()
