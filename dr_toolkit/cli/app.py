@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from dr_toolkit.cli.common import State, setup_logging
+from dr_toolkit.cli.options import GLOBAL_OPTIONS
 
 HELP = "dr-toolkit: keep a cold cluster in step with a hot one, and fail over with evidence."
 
@@ -68,8 +69,6 @@ def _metavar(p: Any) -> str:
 
 def global_options_epilog() -> str:
     """The global options, as every command's help lists them (the same lines as `drt --help`)."""
-    from dr_toolkit.cli.options import GLOBAL_OPTIONS
-
     width = max(len(k) for k, _ in GLOBAL_OPTIONS) + 2
     return "\b\nGlobal options (before or after the command):\n" + "\n".join(
         f"  {k:<{width}}{v}" for k, v in GLOBAL_OPTIONS if not k.startswith("-h"))

@@ -14,6 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from dr_toolkit.access import Access
+from dr_toolkit.ledger import open_ledger
+from dr_toolkit.ledger.store import sqlite_file
+from dr_toolkit.topology import load_topology
+
 if TYPE_CHECKING:
     import typer
     from rich.console import Console
@@ -59,8 +64,6 @@ out_console = cast("Console", _LazyConsole(stderr=False))
 
 
 def _env_access() -> Access:
-    from dr_toolkit.access import Access
-
     return Access.from_env()
 
 
@@ -80,8 +83,6 @@ class State:
 
     def topology(self) -> Topology:
         if self._topology is None:
-            from dr_toolkit.topology import load_topology
-
             self._topology = load_topology(self.config)
         return self._topology
 
@@ -89,8 +90,6 @@ class State:
         """The topology's ledger. A read command (``read_only``) never creates one: a SQLite
         ledger that does not exist yet is answered by an empty one (``Ledger.missing`` names it)."""
         if self._ledger is None:
-            from dr_toolkit.ledger import open_ledger  # SQLAlchemy: only for commands that use the ledger
-
             topo = self.topology()
             if not read_only:
                 _note_new_ledger(topo)
@@ -107,8 +106,6 @@ _NEW_LEDGER: list[dict[str, Any]] = []
 
 def _note_new_ledger(topo: Topology) -> None:
     from pathlib import Path
-
-    from dr_toolkit.ledger.store import sqlite_file
 
     base = Path(topo.source_file).resolve().parent if topo.source_file else None
     path = sqlite_file(topo.ledger.url, base)

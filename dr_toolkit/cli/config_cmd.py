@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
+from dr_toolkit.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
@@ -14,8 +15,6 @@ def register(app: typer.Typer) -> None:
     def validate(ctx: typer.Context) -> None:
         """Validate the topology file: exit 0 when valid, 2 with every problem (file:line and field) when not;
         with --json the problems are also a JSON document on stdout."""
-        from dr_toolkit.errors import ConfigError
-
         st = state(ctx)
         try:
             topo = st.topology()

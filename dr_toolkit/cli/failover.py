@@ -11,6 +11,11 @@ import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError
+from dr_toolkit.failover.gate import check as gate_check
+from dr_toolkit.failover.lint import lint as run_lint
+from dr_toolkit.failover.runbook import Runbook, os_identity
+from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
+from dr_toolkit.zk.fencing import open_fence
 
 if TYPE_CHECKING:
     from dr_toolkit.topology import Topology
@@ -68,9 +73,6 @@ def _typed_approver(topo: Topology, *, acks: list[str], yes: bool, accept_loss: 
                     ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The CLI's approver: the typed confirmation (each lint finding acknowledged, the cold cluster's
     name typed, for an unplanned run the acceptance phrase), decided as the login user."""
-    from dr_toolkit.failover.runbook import os_identity
-    from dr_toolkit.failover.unplanned import ACCEPT_PHRASE
-
     def approver(req: dict[str, Any]) -> dict[str, Any]:
         findings = req.get("findings") or []
         ids = [f["id"] for f in findings]
@@ -123,8 +125,6 @@ def register(app: typer.Typer) -> None:
               timeout: Annotated[float | None, typer.Option(help="Seconds to wait for each component.")] = None
               ) -> None:
         """The caught-up gate: GO (exit 0) or NO_GO with every reason (exit 1); 3 if the ledger is down."""
-        from dr_toolkit.failover.gate import check as gate_check
-
         st = state(ctx)
         ledger = st.ledger(read_only=True)
         # a progress line on a terminal's stderr while every component is asked (up to --timeout each)
@@ -160,8 +160,6 @@ def register(app: typer.Typer) -> None:
                 help="Seconds to wait for drain [default: failover.drain_timeout_s].")] = None,
             ) -> None:
         """The failover runbook: fence, drain, copy, verify, Kafka offsets, gate, approval, promote, report."""
-        from dr_toolkit.failover.runbook import Runbook
-
         st = state(ctx)
         topo = st.topology()
         if execute and topo.cold.zookeeper is None and topo.hot.zookeeper is None:  # refused before any record
@@ -195,8 +193,6 @@ def register(app: typer.Typer) -> None:
               ) -> None:
         """Abort a failover run that has not promoted: lift its fence (audited with who and why).
         Refused (exit 2, nothing written: not the ledger, not ZooKeeper) once cold is active."""
-        from dr_toolkit.failover.runbook import Runbook
-
         st = state(ctx)
         if not reason.strip():
             raise ConfigError("an abort needs a reason", hint="pass --reason TEXT (it goes to the audit log)")
@@ -210,8 +206,6 @@ def register(app: typer.Typer) -> None:
              path: Annotated[list[str] | None, typer.Option("--path", help="Extra file or directory to scan.")] = None
              ) -> None:
         """Find hot-cluster-specific values (namenodes, hosts, buckets) in replicated metadata and config."""
-        from dr_toolkit.failover.lint import lint as run_lint
-
         res = run_lint(state(ctx).topology(), path or [])
         emit(ctx, res, _render_lint)
         if not res["clean"]:
@@ -220,8 +214,6 @@ def register(app: typer.Typer) -> None:
     @fo.command("fence-status")
     def fence_status(ctx: typer.Context) -> None:
         """Show the fencing epoch, the active cluster and the read-only flags."""
-        from dr_toolkit.zk.fencing import open_fence
-
         st = state(ctx)
         with open_fence(st.topology(), access=st.access()) as fence:
             emit(ctx, fence.snapshot())

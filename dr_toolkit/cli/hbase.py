@@ -17,7 +17,13 @@ from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError, ProblemFound, UsageError
+from dr_toolkit.hbase import peers as hp
+from dr_toolkit.hbase.peers import converge_peers, list_peers, peers_from_topology
+from dr_toolkit.hbase.signals import checked_status
+from dr_toolkit.hbase.status import parse_status_replication
+from dr_toolkit.hbase.tables import sweep
 from dr_toolkit.topology import Cluster, ZooKeeperEndpoint
+from dr_toolkit.zk.client import zk_session
 
 if TYPE_CHECKING:
     from dr_toolkit.ledger import Ledger
@@ -159,9 +165,6 @@ def register(app: typer.Typer) -> None:
     def _peer_cmd(ctx: typer.Context, action: str, peer_id: str, cluster_key: str | None, table_cfs: str | None,
                   dry_run: bool, cluster: str | None, zk: str | None, parent: str | None, version: str | None,
                   timeout: float | None, disabled: bool = False) -> None:
-        from dr_toolkit.hbase import peers as hp
-        from dr_toolkit.zk.client import zk_session
-
         tg = _target(ctx, cluster, zk, parent, version, timeout, need_ledger=True)
         own = [tg.endpoint.cluster_key]
         with zk_session(tg.endpoint, credentials=tg.credentials) as z:
@@ -206,13 +209,10 @@ def register(app: typer.Typer) -> None:
                  "--remove-others", help="Also remove peers no HBase policy names.")] = False,
              dry_run: DryRunOpt = False, cluster: ClusterOpt = None, timeout: TimeoutOpt = None) -> None:
         """Converge the peers to the topology's HBase policies (one per policy, pointing at the cold cluster)."""
-        from dr_toolkit.hbase.peers import PeerCluster, converge_peers, peers_from_topology
-        from dr_toolkit.zk.client import zk_session
-
         tg = _target(ctx, cluster, None, None, None, timeout, need_ledger=True)
         desired = peers_from_topology(state(ctx).topology())
         with zk_session(tg.endpoint, credentials=tg.credentials) as z:
-            results = converge_peers(z, desired, cluster=PeerCluster(
+            results = converge_peers(z, desired, cluster=hp.PeerCluster(
                                          tg.parent, tg.version, tg.cluster.hbase_shell if tg.cluster else None),
                                      remove_others=remove_others, dry_run=dry_run, ledger=tg.ledger)
         def render(rows: list[dict[str, Any]]) -> None:
@@ -227,9 +227,6 @@ def register(app: typer.Typer) -> None:
     def list_(ctx: typer.Context, cluster: ClusterOpt = None, zk: ZkOpt = None, znode_parent: ParentOpt = None,
               timeout: TimeoutOpt = None) -> None:
         """List replication peers with their cluster key, state and table-CFs."""
-        from dr_toolkit.hbase.peers import list_peers
-        from dr_toolkit.zk.client import zk_session
-
         tg = _target(ctx, cluster, zk, znode_parent, None, timeout)
         with zk_session(tg.endpoint, credentials=tg.credentials, read_only=True) as z:
             data = [p.to_json() for p in list_peers(z, tg.parent)]
@@ -237,8 +234,6 @@ def register(app: typer.Typer) -> None:
 
     def _tables(ctx: typer.Context, fix: bool, dry_run: bool, namespace: list[str] | None, table: list[str] | None,
                 method: str, script_out: str | None, cluster: str | None, hbase: str | None) -> None:
-        from dr_toolkit.hbase.tables import sweep
-
         tg = _target(ctx, cluster, None, None, None, None, need_ledger=fix and not dry_run, need_zk=False)
         shell = hbase or (tg.cluster.hbase_shell if tg.cluster else None)
         if not shell:
@@ -297,9 +292,6 @@ def register(app: typer.Typer) -> None:
         """Replication queues per server and peer, and what the running HBase does (the peers its master
         holds, a replication source per live region server, writes without WAL); exit 0 when caught up,
         1 when not. No queue is never proof of drain: a peer HBase does not run has none."""
-        from dr_toolkit.hbase.signals import checked_status
-        from dr_toolkit.zk.client import zk_session
-
         tg = _target(ctx, cluster, zk, znode_parent, None, timeout)
         with zk_session(tg.endpoint, credentials=tg.credentials, read_only=True) as z:
             out = checked_status(z, tg.parent, peers=list(peer) if peer else None, settle_s=settle)
@@ -312,8 +304,6 @@ def register(app: typer.Typer) -> None:
             help="A file holding the output of the shell's status 'replication' ('-' for stdin)")]) -> None:
         """Parse `status 'replication'` output (AgeOfLastShippedOp, SizeOfLogQueue, Replication Lag)."""
         import sys
-
-        from dr_toolkit.hbase.status import parse_status_replication
 
         if file == "-":
             text = sys.stdin.read()

@@ -11,6 +11,9 @@ from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError, UsageError
+from dr_toolkit.kafka import api
+from dr_toolkit.kafka.batch import apply_many, remap_many
+from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import Topology
 
 if TYPE_CHECKING:
@@ -33,8 +36,6 @@ def _context(ctx: typer.Context, *, need_topology: bool, need_ledger: bool = Fal
     except ConfigError as exc:
         if need_topology or "not found" not in exc.what:
             raise
-        from dr_toolkit.ledger import Ledger
-
         return None, (Ledger.open("sqlite:///drt-ledger.db") if need_ledger else None)
     return topo, st.ledger(read_only=not need_ledger)
 
@@ -104,8 +105,6 @@ def checkpoint_cmd(
 ) -> None:
     """Record each protected group's committed offsets on hot, with the last consumed record's
     timestamp and fingerprint."""
-    from dr_toolkit.kafka import api
-
     topo, ledger = _context(ctx, need_topology=not (source_bootstrap and group), need_ledger=True)
     with _progress(ctx, "checkpointing consumer groups…"):
         out = api.checkpoint(topo, ledger, groups=group or None, source_bootstrap=source_bootstrap,
@@ -122,8 +121,6 @@ def lag_cmd(
     target_bootstrap: TargetOpt = None,
 ) -> None:
     """Check topics and partition counts match, and how far the cold mirror is behind."""
-    from dr_toolkit.kafka import api
-
     both = bool(source_bootstrap and target_bootstrap and topic)
     topo, _ = _context(ctx, need_topology=not both)
     with _progress(ctx, "measuring mirror lag…"):
@@ -149,8 +146,6 @@ def remap_cmd(
 ) -> None:
     """Find where GROUP must resume on the cold cluster; with --apply, write it there (all
     partitions or none, only while the group is empty there, never backwards unless --force)."""
-    from dr_toolkit.kafka import api
-
     if force and not apply:
         raise UsageError("--force only makes sense with --apply")
     if all_groups == (group is not None):
@@ -167,9 +162,6 @@ def remap_cmd(
 
 
 def _remap_all(ctx: typer.Context, *, apply: bool, force: bool, run_id: str | None, who: str | None) -> None:
-    from dr_toolkit.kafka import api
-    from dr_toolkit.kafka.batch import apply_many, remap_many
-
     st = state(ctx)
     topo, ledger = st.topology(), st.ledger()
     groups, notes = api.protected_groups(topo, ledger=ledger, access=st.access())

@@ -6,23 +6,29 @@ subcommand, on every command. Exit codes: 0 ok; 1 the operation ran and found a 
 stderr (``drt: error: …``); an unexpected exception is one line naming it as a bug (exit 1),
 with its traceback under ``-vv``.
 
-Start-up is kept small: this module imports nothing beyond the standard library (and the global
-options' table, :mod:`dr_toolkit.cli.options`); `drt` and
-`drt --help` are answered from the table below, and a command imports typer and its own
-module only (see :mod:`dr_toolkit.cli.app`).
+Start-up is kept small: this module imports the standard library and the small modules beneath it
+only (the global options' table :mod:`dr_toolkit.cli.options`, the errors, the redaction of
+secrets, the fork guard); `drt` and `drt --help` are answered from the table below, and a command
+imports typer and its own module only (see :mod:`dr_toolkit.cli.app`), inside :func:`_run`.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
+from dr_toolkit.cli import guard
 from dr_toolkit.cli.options import GLOBAL_FLAGS, GLOBAL_OPTIONS, GLOBAL_VALUED, HELP_FLAGS
-from dr_toolkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, EXIT_USAGE
-
-if TYPE_CHECKING:
-    from dr_toolkit.errors import DrtError
+from dr_toolkit.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    DrtError,
+    as_drt_error,
+)
+from dr_toolkit.secrets import redact
 
 # Top-level command -> (module in dr_toolkit.cli, one-line help). Order = order in `drt --help`.
 # tests/unit/test_cli.py checks this table against the commands the modules really register.
@@ -125,8 +131,6 @@ def version() -> str:
 
 def say_error(message: str) -> None:
     """One line on stderr: ``drt: error: <message>`` (secrets redacted, newlines folded)."""
-    from dr_toolkit.secrets import redact
-
     one = " ".join(redact(message).split())
     try:
         sys.stderr.write(f"drt: error: {one}\n")
@@ -137,8 +141,6 @@ def say_error(message: str) -> None:
 
 def report(exc: BaseException, verbose: int = 0) -> int:
     """Turn an exception that left a command into one line on stderr and its exit code."""
-    from dr_toolkit.errors import as_drt_error
-
     err: DrtError | None = as_drt_error(exc)
     if err is not None:
         if verbose >= 2 and err is not exc:
@@ -157,8 +159,6 @@ def report(exc: BaseException, verbose: int = 0) -> int:
 
 def _traceback(exc: BaseException) -> None:
     import traceback
-
-    from dr_toolkit.secrets import redact
 
     sys.stderr.write(redact("".join(traceback.format_exception(exc))))
 
@@ -217,7 +217,7 @@ def _run(args: list[str]) -> int:
     if command is None:
         say_error(f"no such option: {rest[0]} — see `drt --help`")
         return EXIT_USAGE
-    from dr_toolkit.cli.app import build_app
+    from dr_toolkit.cli.app import build_app  # lazy: typer, only once a command is run (not for `drt --help`)
 
     if command in COMMANDS:
         app = build_app([COMMANDS[command][0]])
@@ -234,13 +234,14 @@ def _run(args: list[str]) -> int:
                       + " — see `drt --help`")
             return EXIT_USAGE
     if command in ("distcp", "replicate"):
+        # lazy: typer and pydantic, which the distcp command imports anyway
         from dr_toolkit.cli.distcp import distcp_spelling
 
         wrong = distcp_spelling(rest, command)
         if wrong:
             say_error(wrong + f" — see `drt {command} --help`")
             return EXIT_USAGE
-    from dr_toolkit.cli.app import command_for
+    from dr_toolkit.cli.app import command_for  # lazy: typer (as build_app above)
 
     try:
         rv = command_for(app).main(args=args, standalone_mode=False, prog_name="drt")
@@ -265,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     code = _main(args, verbose)
     if code != EXIT_OK and "dr_toolkit.cli.common" in sys.modules:  # a refused command leaves no new ledger
+        # lazy: pydantic (through the topology); a command has imported it already
         from dr_toolkit.cli.common import undo_new_ledger
 
         undo_new_ledger()
@@ -292,8 +294,6 @@ def _main(args: list[str], verbose: int) -> int:
 def entry() -> None:
     """The `drt` console script: :func:`main`, in a forked child for the commands whose native
     client may abort (one line and exit 3 instead of SIGABRT; see :mod:`dr_toolkit.cli.guard`)."""
-    from dr_toolkit.cli import guard
-
     args = sys.argv[1:]
     sys.exit(guard.run_guarded(main, args) if guard.wanted(args) else main(args))
 

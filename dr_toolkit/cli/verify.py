@@ -15,8 +15,12 @@ import typer
 from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
-from dr_toolkit.errors import EXIT_PROBLEM, UsageError
+from dr_toolkit.errors import EXIT_PROBLEM, DrtError, UsageError
+from dr_toolkit.failover.gate import verify_as_of
+from dr_toolkit.spark.session import check_master
 from dr_toolkit.topology import DEFAULT_CONFIG
+from dr_toolkit.verify.api import verify, verify_policy
+from dr_toolkit.verify.request import VerifyRequest
 
 if TYPE_CHECKING:
     from dr_toolkit.cli.common import State
@@ -88,8 +92,6 @@ def _spark_quiet(st: State) -> Iterator[None]:
     import sys
     import tempfile
     import warnings
-
-    from dr_toolkit.errors import DrtError
 
     if st.verbose >= 1:
         yield
@@ -206,13 +208,8 @@ def register(app: typer.Typer) -> None:
         [--families f1,f2] [--row-prefixes p1,p2] [--versions N|all] [--raw] (no --key: the row key is
         the key; the times bound the cells' timestamps).
         """
-        from dr_toolkit.verify.api import verify, verify_policy
-        from dr_toolkit.verify.request import VerifyRequest
-
         st = state(ctx)
         if spark_master is not None:
-            from dr_toolkit.spark.session import check_master
-
             check_master(spark_master)
         if policy:
             if source or target:
@@ -236,8 +233,6 @@ def register(app: typer.Typer) -> None:
                 where="drt verify")
             topo, ledger = _topology_and_ledger(st, request.wants_recovery_point)
             if request.wants_recovery_point:
-                from dr_toolkit.failover.gate import verify_as_of
-
                 request = request.at(verify_as_of(topo, ledger, st.access()))
             with _spark_quiet(st), _progress(st) as progress:
                 result = verify(request, access=st.access(), topology=topo, ledger=ledger, progress=progress)

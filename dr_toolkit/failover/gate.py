@@ -37,9 +37,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.errors import ConfigError, ProblemFound
 from dr_toolkit.failover.signals import default_timeout, in_background, read_signals
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import COMPONENTS, Signal, iso
+from dr_toolkit.zk.fencing import fencing_endpoint, open_fence
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -101,8 +103,6 @@ def read_fence(topology: Topology, access: Access) -> tuple[dict[str, Any], str 
     if not (topology.cold.zookeeper or topology.hot.zookeeper):
         return {}, None
     try:
-        from dr_toolkit.zk.fencing import open_fence
-
         with open_fence(topology, access=access) as fence:
             return fence.snapshot(), None
     except Exception as exc:  # noqa: BLE001 - unreadable fencing state is a NO_GO
@@ -218,8 +218,6 @@ def check(topology: Topology, ledger: Ledger, *, access: Access, components: tup
     try:  # the fencing state within the same time as the signals (the ZooKeeper connect may take longer)
         fence, fence_error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
     except cf.TimeoutError:
-        from dr_toolkit.zk.fencing import fencing_endpoint
-
         fence, fence_error = {}, (f"fencing state unreadable: zookeeper {fencing_endpoint(topology).quorum}: did not "
                                   f"answer within {timeout_s:g}s — check that the quorum is up and reachable, or "
                                   "raise --timeout")
@@ -235,8 +233,6 @@ def verify_as_of(topology: Topology | None, ledger: Ledger | None, access: Acces
     Kafka (the verification's own signal left out: it would be circular). No recovery point (a
     component cannot state one): ProblemFound (exit 1) with the gate's reasons. The front doors
     (`drt verify`, spark-submit) resolve it here (the verify capability sits below the gate)."""
-    from dr_toolkit.errors import ConfigError, ProblemFound
-
     if topology is None or ledger is None:
         raise ConfigError("--as-of recovery-point needs the topology and its ledger",
                           hint="pass --config drt.yaml (the gate reads every protected component)")

@@ -62,11 +62,22 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.copy import api as copy_api
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+from dr_toolkit.failover import report
+from dr_toolkit.failover.gate import check, decide
+from dr_toolkit.failover.lint import lint
 from dr_toolkit.failover.report import scrub
+from dr_toolkit.failover.signals import read_signals
+from dr_toolkit.failover.unplanned import loss_window, probe_hot
+from dr_toolkit.kafka import api as kafka_api
+from dr_toolkit.kafka.api import protected_groups
+from dr_toolkit.kafka.batch import apply_many, remap_many
 from dr_toolkit.ledger.store import actor
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import iso
+from dr_toolkit.verify import api as verify_api
+from dr_toolkit.zk import fencing as zk_fencing  # open_fence through the module: a test counts the sessions
 from dr_toolkit.zk.client import ZkUnreachable
 
 if TYPE_CHECKING:
@@ -228,9 +239,7 @@ class FenceSession:
 
     def __call__(self) -> Fence:
         if self._fence is None:
-            from dr_toolkit.zk.fencing import open_fence
-
-            self._fence = self._stack.enter_context(open_fence(self._topology, access=self._access))
+            self._fence = self._stack.enter_context(zk_fencing.open_fence(self._topology, access=self._access))
         return self._fence
 
 
@@ -446,9 +455,7 @@ class Runbook:
         message = f"aborted by {who}: {reason}"
         epoch = self.state.epoch
         if self.execute and epoch is not None:
-            from dr_toolkit.zk.fencing import open_fence
-
-            with open_fence(self.topology, access=self.access) as fence:
+            with zk_fencing.open_fence(self.topology, access=self.access) as fence:
                 before = fence.snapshot()
                 st = fence.state()
                 active = before.get("active") or {}
@@ -476,8 +483,6 @@ class Runbook:
         by = f"{self.who} run {self.run_id}"
         probe: dict[str, Any] | None = None
         if self.unplanned:
-            from dr_toolkit.failover.unplanned import probe_hot
-
             probe = probe_hot(self.topology, self.access)
             up = list(probe.get("answered") or [])  # every hot component the topology names
             if up:
@@ -528,8 +533,6 @@ class Runbook:
                               f"{k}: {str(v['how']).split(':')[0]}" for k, v in paused.items()) + ")")
 
     def _step_recovery_point(self, _fence: FenceSession) -> StepResult:
-        from dr_toolkit.failover.unplanned import loss_window
-
         lw = loss_window(self.topology, self.ledger, self.access)
         msg = (f"recovery point {lw['recovery_point'] or 'unknown'} (from what cold holds)"
                + (f"; unbounded: {', '.join(lw['unbounded'])}" if lw["unbounded"] else ""))
@@ -537,9 +540,6 @@ class Runbook:
 
     def drain_state(self) -> tuple[list[Any], list[str], dict[str, Any]]:
         """HBase queues and the Kafka mirror: (signals, reasons not drained, detail); nothing is recorded."""
-        from dr_toolkit.failover.gate import decide
-        from dr_toolkit.failover.signals import read_signals
-
         fenced_at = self.state.fenced_at
         sigs = read_signals(self.topology, self.ledger, self.access, components=("hbase", "kafka"))
         # Drain is about data in flight: the consumer groups' checkpoint coverage (group:<g>
@@ -567,15 +567,13 @@ class Runbook:
         policies = self.topology.policies.hdfs
         if not policies:
             return self._result(Step.FINAL_COPY, {"policies": []}, "no HDFS policies")
-        from dr_toolkit.copy import api
-
         self._writer_guard(fence)
         out: list[Any] = []
         failed = 0
         changing: list[str] = []
         for p in policies:
-            results = api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute,
-                                           fence_epoch=self.state.epoch, access=self.access)
+            results = copy_api.replicate_policy(self.topology, p.name, self.ledger, dry_run=not self.execute,
+                                                fence_epoch=self.state.epoch, access=self.access)
             for r in results:
                 j = _jsonable(r)
                 out.append({"policy": p.name, **j})
@@ -598,12 +596,10 @@ class Runbook:
         if not self.execute:
             return StepResult(Step.FINAL_VERIFY, PLANNED, {"policies": [p.name for p in policies]},
                               "would verify " + ", ".join(p.name for p in policies))
-        from dr_toolkit.verify import api
-
         out = []
         bad = 0
         for p in policies:
-            r = api.verify_policy(self.topology, p.name, self.ledger, access=self.access)
+            r = verify_api.verify_policy(self.topology, p.name, self.ledger, access=self.access)
             counters = dict(r.counters)
             bad += int(counters.get("BADROWS", 0))
             out.append({"policy": p.name, **counters})
@@ -612,8 +608,6 @@ class Runbook:
         return StepResult(Step.FINAL_VERIFY, DONE, {"results": out}, "every dataset verified with BADROWS 0")
 
     def _groups(self) -> list[str]:
-        from dr_toolkit.kafka.api import protected_groups
-
         # groups_regex: hot's live groups, or (hot gone) the checkpointed ones the patterns select
         return protected_groups(self.topology, ledger=self.ledger, access=self.access)[0]
 
@@ -622,18 +616,14 @@ class Runbook:
         groups = self._groups()
         if not groups:
             return self._result(Step.KAFKA_OFFSETS, {}, "no Kafka groups")
-        from dr_toolkit.kafka import api
-
         detail: dict[str, Any] = {}
         if self.execute and not self.unplanned:
             try:
-                cp = api.checkpoint(self.topology, self.ledger, groups=groups, access=self.access)
+                cp = kafka_api.checkpoint(self.topology, self.ledger, groups=groups, access=self.access)
                 detail["checkpoint"] = {"checkpoint_id": cp.get("checkpoint_id"), "taken_at": cp.get("taken_at")} \
                     if isinstance(cp, dict) else {"checkpoint_id": str(cp)}
             except DrtError as exc:  # the hot brokers may be gone: remap from the last checkpoint
                 detail["checkpoint"] = {"error": exc.message, "using": "the last checkpoint in the ledger"}
-        from dr_toolkit.kafka.batch import remap_many
-
         newest = self.ledger.latest_checkpoints(groups)
         missing = [g for g in groups if not newest.get(g)]
         planned = remap_many(self.topology, self.ledger, [g for g in groups if g not in missing],
@@ -659,8 +649,6 @@ class Runbook:
         return self._result(Step.KAFKA_OFFSETS, detail, msg)
 
     def _step_final_gate(self, _fence: FenceSession) -> StepResult:
-        from dr_toolkit.failover.gate import check
-
         res = check(self.topology, self.ledger, access=self.access, who=self.who,
                     record=f"runbook:{self.run_id}" if self.execute else None)  # a dry run records nothing
         self._gate = res  # the approval in this process is asked on this answer
@@ -672,8 +660,6 @@ class Runbook:
         return StepResult(Step.FINAL_GATE, FAILED, detail, "NO_GO: " + "; ".join(res.reasons))
 
     def _step_metadata_lint(self, _fence: FenceSession) -> StepResult:
-        from dr_toolkit.failover.lint import lint
-
         res = lint(self.topology)
         findings = [{**f, "id": lint_id(f)} for f in res["findings"][:200]]
         n = len(res["findings"])
@@ -759,8 +745,6 @@ class Runbook:
             return StepResult(Step.APPROVAL, FAILED, {"error": exc.message}, exc.message)
 
     def _regate(self) -> GateResult:
-        from dr_toolkit.failover.gate import check
-
         self._gate = check(self.topology, self.ledger, access=self.access, who=self.who,
                            record=f"runbook:{self.run_id}" if self.execute else None)
         return self._gate
@@ -769,8 +753,6 @@ class Runbook:
         """None when promotion may go on; else the FAILED result. Planned: the gate again (never an
         earlier GO); unplanned: the recovery point again (not earlier than the accepted one)."""
         if self.unplanned:
-            from dr_toolkit.failover.unplanned import loss_window
-
             if not (self.state.approval or {}).get("accept_loss"):
                 return StepResult(step, FAILED, {}, "the data-loss window was not accepted")
             lw = loss_window(self.topology, self.ledger, self.access)
@@ -803,8 +785,6 @@ class Runbook:
                                                 "recovery_point": iso(self._gate.recovery_point)}
         if not groups:
             return StepResult(Step.KAFKA_APPLY, DONE, {"gate": gate}, "no Kafka groups")
-        from dr_toolkit.kafka.batch import apply_many, remap_many
-
         self._writer_guard(fence)
         plan = self.state.after.get(Step.KAFKA_OFFSETS) or {}
         skip = set(plan.get("not_checkpointed") or [])
@@ -917,8 +897,6 @@ class Runbook:
     def _step_report(self, _fence: FenceSession) -> StepResult:
         """Write the report, record this step done, then write it again so its audit trail ends with
         that event (if the second write fails, the first stays and says the event it ends at)."""
-        from dr_toolkit.failover import report
-
         names = [s.value for s in self.steps]
         paths = report.write(self.topology, self.ledger, self.run_id, names)
         message = f"report {paths['html']}"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dr_toolkit.errors import ConfigError
 from dr_toolkit.fs.base import Checksum, DiffEntry, FileStatus, FileSystem, is_internal, tmp_name
+from dr_toolkit.fs.local import LocalFileSystem
+from dr_toolkit.fs.s3 import S3FileSystem
 from dr_toolkit.fs.uri import Location, parse_uri
+from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -40,21 +44,13 @@ def open_fs_credentials(loc: Location, creds: Credentials | None) -> FileSystem:
     one place each filesystem client is built."""
     cfg = loc.cluster_config
     if loc.kind == "local":
-        from dr_toolkit.fs.local import LocalFileSystem
-
         return LocalFileSystem()
     if loc.kind == "webhdfs":
-        from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
-
         h = cfg.hdfs if cfg else None
         return WebHdfsFileSystem(loc.namenodes, user=h.user if h else None, kerberos=bool(h and h.kerberos),
                                  timeout_s=h.timeout_s if h else 30.0, credentials=creds)
     if loc.kind == "s3":
-        from dr_toolkit.fs.s3 import S3FileSystem
-
         s = cfg.s3 if cfg else None
         assert loc.bucket is not None
         return S3FileSystem(loc.bucket, endpoint=s, credentials=creds)
-    from dr_toolkit.errors import ConfigError
-
     raise ConfigError(f"no filesystem for location kind {loc.kind!r}", where=loc.uri)

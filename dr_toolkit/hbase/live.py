@@ -39,7 +39,16 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.errors import UnreachableError
-from dr_toolkit.hbase.encoding import DecodeError, Layout, PeerConfig, _pb_body, parse_fields, strip_metadata
+from dr_toolkit.hbase.encoding import (
+    DecodeError,
+    Layout,
+    PeerConfig,
+    _pb_body,
+    full_table,
+    parse_fields,
+    strip_metadata,
+)
+from dr_toolkit.hbase.peers import normalize_cluster_key
 
 if TYPE_CHECKING:
     from dr_toolkit.zk.client import ZkClient
@@ -397,9 +406,6 @@ def master_peers(zk: ZkClient, parent: str, timeout: float = TIMEOUT_S) -> tuple
 
 def same_peer(a: PeerConfig, b: PeerConfig) -> bool:
     """Do two peer values ship the same (cluster key, replicate-all, namespaces, table-CFs, excludes)?"""
-    from dr_toolkit.hbase.encoding import full_table
-    from dr_toolkit.hbase.peers import normalize_cluster_key
-
     def tcfs(m: dict[str, list[str]] | None) -> dict[str, frozenset[str]]:
         return {full_table(t): frozenset(c) for t, c in (m or {}).items()}
 

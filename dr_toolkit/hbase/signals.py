@@ -35,9 +35,23 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
+from dr_toolkit.fs import open_fs, parse_uri
 from dr_toolkit.hbase.encoding import PeerConfig, full_table
-from dr_toolkit.hbase.live import LivePeer, ServerCounters, same_peer
+from dr_toolkit.hbase.live import (
+    LivePeer,
+    ServerCounters,
+    live_region_servers,
+    master_peers,
+    replication_sources,
+    same_peer,
+    server_counters,
+)
+from dr_toolkit.hbase.peers import normalize_cluster_key, read_peer
+from dr_toolkit.hbase.status import fs_wal_length, replication_status
+from dr_toolkit.hbase.tabledesc import list_tables, read_table
 from dr_toolkit.signal import Signal, iso, unreadable
+from dr_toolkit.topology import HBasePolicy
+from dr_toolkit.zk.client import zk_session
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -54,8 +68,6 @@ SEEN = "{peer}:last_seen"
 def hot_fs(topology: Topology, access: Access, rootdir: str) -> tuple[FileSystem, str]:
     """The hot cluster's filesystem and the absolute path of ``rootdir`` on it. ``rootdir`` is a path
     on the hot cluster's filesystem, or a URI (``webhdfs://nn:9870/hbase``) where it lives elsewhere."""
-    from dr_toolkit.fs import open_fs, parse_uri
-
     loc = parse_uri(rootdir if "://" in rootdir else f"hdfs://{topology.hot_name}{rootdir}", topology)
     return open_fs(loc, access), loc.path
 
@@ -87,8 +99,6 @@ def table_problems(fs: FileSystem, rootdir: str, policy: HBasePolicy
                    ) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """(problems, tables checked, families per table): protected tables missing or without
     REPLICATION_SCOPE 1."""
-    from dr_toolkit.hbase.tabledesc import list_tables, read_table
-
     problems: list[str] = []
     wanted: list[tuple[str, str]] = []
     for ns in policy.namespaces:
@@ -188,8 +198,6 @@ def read_live(zk: ZkClient, parent: str) -> LiveView:
     is recorded as such (a reason, never "nothing there")."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from dr_toolkit.hbase.live import live_region_servers, master_peers, replication_sources, server_counters
-
     v = LiveView()
     try:
         m, v.peers = master_peers(zk, parent)
@@ -232,8 +240,6 @@ def _peer_problems(zk: ZkClient, topology: Topology, policy: HBasePolicy, parent
     absent / DISABLED / pointing elsewhere; the master cannot be asked; ZooKeeper's value differs from
     the running one (a region server that starts loads ZooKeeper's). ``never_reaches_cold``: absent or
     shipping to another cluster — edits do not reach cold however long one waits."""
-    from dr_toolkit.hbase.peers import normalize_cluster_key, read_peer
-
     pid = policy.peer_id
     if view.peers is None:
         return [f"cannot ask the running HBase master which peers it runs ({view.master_error}): drt reads them "
@@ -327,8 +333,6 @@ def live_status_reasons(peer_ids: list[str], before: LiveView, after: LiveView, 
     """`drt hbase status`'s view of the live evidence for ``peer_ids``: each must be a peer the running
     master holds, with a replication source on every live region server; no region server may have
     counted writes that bypass the WAL; a page that cannot be read says so."""
-    from dr_toolkit.topology import HBasePolicy
-
     out: list[str] = []
     if after.peers is None:
         out.append(f"cannot ask the running HBase master which peers it runs ({after.master_error})")
@@ -346,8 +350,6 @@ def live_status_reasons(peer_ids: list[str], before: LiveView, after: LiveView, 
 
 def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, policy: HBasePolicy,
          parent: str, now: float) -> Signal:
-    from dr_toolkit.hbase.status import fs_wal_length, replication_status
-
     before = read_live(zk, parent)
     peer_reasons, never_reaches, running = _peer_problems(zk, topology, policy, parent, before)
     wal_length: WalLength | None = None
@@ -431,8 +433,6 @@ def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     ep = topology.hot.zookeeper
     if ep is None:
         return [unreadable("hbase", p.peer_id, "the hot cluster has no zookeeper section") for p in policies]
-    from dr_toolkit.zk.client import zk_session
-
     out: list[Signal] = []
     try:
         creds = access.endpoint(topology, topology.hot_name, "zookeeper")
@@ -466,8 +466,6 @@ def checked_status(zk: ZkClient, parent: str, *, peers: list[str] | None = None,
     """The queues of ``peers`` (all when None) judged with the live evidence read before and after
     them (:func:`live_status_reasons`): the one "caught up" of `drt hbase status` and the Airflow
     sensor. No queue is never proof of drain — a peer HBase does not run has none."""
-    from dr_toolkit.hbase.status import replication_status
-
     before = read_live(zk, parent)
     st = replication_status(zk, parent, peers=peers, settle_s=settle_s)
     after = read_live(zk, parent)

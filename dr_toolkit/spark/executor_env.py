@@ -27,6 +27,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.spark.hadoop import _cache_dir
+
 # what the copy tasks import on an executor (see the module doc), with their requirements
 EXECUTOR_REQUIREMENTS = ("pydantic", "google-crc32c", "requests", "hdfs", "boto3")
 ARCHIVE_ALIAS = "drtenv"  # the directory the archive is unpacked to, in each executor's working directory
@@ -66,8 +69,6 @@ def archive() -> str:
     """The path of the archive of :func:`distributions` (built once per versions, Python and
     platform; reused after)."""
     import importlib.metadata as md
-
-    from dr_toolkit.spark.hadoop import _cache_dir
 
     dists = distributions()
     tag = f"{sys.implementation.cache_tag}-{platform.machine()}-{sys.platform}"
@@ -120,8 +121,6 @@ def check_executors(sc: object) -> None:
     per application; local masters run the driver's own Python and are not checked. A task per
     core (``defaultParallelism``) also starts the executors' Python workers and their imports side
     by side, which the copy's tasks then reuse (``spark.python.worker.reuse``)."""
-    from dr_toolkit.errors import ConfigError
-
     master = str(getattr(sc, "master", ""))
     app = str(getattr(sc, "applicationId", ""))
     if master.startswith("local") or app in _checked:

@@ -43,6 +43,8 @@ from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.secrets import redact
+from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, archive
+from dr_toolkit.spark.hadoop import merge_spark_conf, spark_hadoop_conf, spark_secret_env
 
 _T = TypeVar("_T")
 
@@ -110,20 +112,12 @@ def _hadoop_conf(topology: Topology | None, uris: Sequence[str], access: Access 
     """Spark conf for the Hadoop client (HDFS HA, S3A, webhdfs) and the secret environment."""
     if not uris:
         return {}, {}
-    try:
-        from dr_toolkit.spark.hadoop import spark_hadoop_conf, spark_secret_env  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
-        return {}, {}
     if access is None:  # a programming error: the caller reads endpoints without the credentials value
         raise TypeError("get_session(uris=...) needs access= (the credentials of the uris' endpoints)")
     return dict(spark_hadoop_conf(topology, list(uris))), dict(spark_secret_env(topology, list(uris), access))
 
 
 def _merge(user: Mapping[str, str], ours: Mapping[str, str]) -> dict[str, str]:
-    try:
-        from dr_toolkit.spark.hadoop import merge_spark_conf  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
-        return {**ours, **user}
     return dict(merge_spark_conf(user, ours))
 
 
@@ -147,8 +141,6 @@ def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, sub
     if loopback:
         ours.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
     if not local and ship_library:
-        from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, archive
-
         ours["spark.submit.pyFiles"] = library_zip()
         # the packages the tasks import, unpacked beside each executor (see executor_env)
         ours["spark.archives"] = f"{archive()}#{ARCHIVE_ALIAS}"
@@ -318,8 +310,6 @@ def check_master_reachable(master: str, timeout_s: float = 5.0) -> None:
         return
     import socket
 
-    from dr_toolkit.errors import ConfigError, UnreachableError
-
     last = "no address"
     for hp in master[len("spark://"):].split(","):
         host, _, port = hp.strip().rpartition(":")
@@ -340,8 +330,6 @@ def check_java() -> None:
     if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: the JVM is already running
         return
     import shutil
-
-    from dr_toolkit.errors import ConfigError
 
     home = os.environ.get("JAVA_HOME")
     if home:

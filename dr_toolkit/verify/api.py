@@ -55,14 +55,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit import __version__
 from dr_toolkit.errors import ConfigError
+from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.ledger.rows import VerifyReportRow
 from dr_toolkit.ledger.store import new_id
+from dr_toolkit.spark.session import get_session
 from dr_toolkit.topology import VerifyPolicy
 from dr_toolkit.verify import compare as C
+from dr_toolkit.verify import hbase
+from dr_toolkit.verify.hbase import decode_cells
+from dr_toolkit.verify.report import write_html
 from dr_toolkit.verify.request import VerifyRequest, policy_request
 from dr_toolkit.verify.result import VerifyResult
-from dr_toolkit.verify.sources import Dataset, precheck, read
+from dr_toolkit.verify.sources import Dataset, first_line, pin_to_snapshot, precheck, read
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -235,8 +241,6 @@ class _HBaseJob(_Job):
     @staticmethod
     def row_dict(r: Any) -> dict[str, Any]:
         """A sampled row's cells, decoded whole (never cut like a long value)."""
-        from dr_toolkit.verify.hbase import decode_cells
-
         return {} if r is None else {"cells": decode_cells(r["cells"])}
 
     def prepare(self, windowed: bool = True) -> tuple[DataFrame, DataFrame]:
@@ -245,8 +249,6 @@ class _HBaseJob(_Job):
         rows (each range a bucket, in key order). After (the re-compare): those ranges again, from
         fresh snapshots when reading snapshots."""
         from pyspark.sql import functions as F
-
-        from dr_toolkit.verify import hbase
 
         if self.ranges is None:
             bits = hbase.chunk_bits()
@@ -295,8 +297,6 @@ def _provenance(spark: SparkSession, report_id: str, who: str | None) -> dict[st
     import getpass
     import socket
 
-    from dr_toolkit import __version__
-
     try:
         user = who or getpass.getuser()
     except Exception:  # noqa: BLE001 - no user name in some containers
@@ -316,8 +316,6 @@ def _trend(ledger: Ledger, name: str | None, source: str, limit: int = 10) -> li
 
 def _spark_for(run: _Run, conf: dict[str, str] | None = None) -> SparkSession:
     """A session for the job: the Hadoop client conf for the request's paths (HDFS HA, S3A) goes in at start."""
-    from dr_toolkit.spark.session import get_session
-
     req = run.request
     paths = [u for u in (req.source, req.target) if not u.startswith(("table:", "jdbc:", "hbase://"))]
     return get_session(req.spark_master, app_name="drt-verify", topology=run.topology, uris=paths,
@@ -351,8 +349,6 @@ def verify(request: VerifyRequest, *, access: Access, topology: Topology | None 
     start, end, as_of = request.window()
     pinned = None
     if as_of is not None:
-        from dr_toolkit.verify.sources import pin_to_snapshot
-
         pinned = pin_to_snapshot(request.source, as_of, side="source", topology=topology, access=access)
     src = Dataset(request.source, request.format, request.table, request.conn_id,
                   read_uri=pinned.uri if pinned else None)
@@ -369,8 +365,6 @@ def verify(request: VerifyRequest, *, access: Access, topology: Topology | None 
     except ConfigError:
         raise
     except Exception as exc:
-        from dr_toolkit.verify.sources import first_line
-
         if type(exc).__name__ in ("AnalysisException", "ParseException") or "AnalysisException" in str(exc)[:300]:
             raise ConfigError(f"Spark cannot compare these datasets: {first_line(exc)}",
                               where=f"{src.display} vs {peer.display}",
@@ -380,8 +374,6 @@ def verify(request: VerifyRequest, *, access: Access, topology: Topology | None 
 
 def _verify_hbase(run: _Run, spark: SparkSession | None) -> VerifyResult:
     """Two HBase tables, cell by cell, through the generic pipeline (see :mod:`dr_toolkit.verify.hbase`)."""
-    from dr_toolkit.verify import hbase
-
     req = run.request
     tables = hbase.parse(req.source, run.topology, "source"), hbase.parse(req.target, run.topology, "peer")
     start, end, _ = req.window()
@@ -575,8 +567,6 @@ def _record(job: _Job, result: VerifyResult) -> None:
     """The HTML report (``report_path``), the ledger row and, when nothing differs, the watermark."""
     req, ledger = job.run.request, job.run.ledger
     if req.report_path:
-        from dr_toolkit.verify.report import write_html
-
         result.report_path = str(Path(req.report_path).resolve())
         write_html(result, result.report_path)
     if ledger is None:
@@ -660,9 +650,6 @@ def verify_policy(topology: Topology, policy_name: str, ledger: Ledger | None, *
 
 def _policy_as_of(topology: Topology, request: VerifyRequest, access: Access) -> float | None:
     """Now, when the policy's source is an HDFS tree a replication snapshot can pin; else None (read live)."""
-    from dr_toolkit.fs.uri import parse_uri
-    from dr_toolkit.verify.sources import pin_to_snapshot
-
     try:
         if parse_uri(request.source, topology).kind != "webhdfs":
             return None

@@ -57,6 +57,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError, UnreachableError
+from dr_toolkit.spark.hadoop import _cache_dir, spark_jars_dir
+from dr_toolkit.verify.compare import CONTENT, ONLY_PEER, ONLY_SOURCE
+from dr_toolkit.verify.sources import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -252,8 +255,6 @@ def client_jars(topology: Topology | None = None) -> list[str]:
 
 def reader_jar(jars: list[str]) -> str:
     """Our reader, compiled against Spark's jars and the HBase client jars (once per content)."""
-    from dr_toolkit.spark.hadoop import _cache_dir, spark_jars_dir
-
     spark_jars = spark_jars_dir()
     if spark_jars is None:
         raise ConfigError("cannot find Spark's jars to build the HBase reader against",
@@ -317,8 +318,6 @@ def _reader(spark: SparkSession) -> Any:
 
 
 def _java_error(exc: BaseException) -> str:
-    from dr_toolkit.verify.sources import first_line
-
     text = str(exc)
     for marker in ("Caused by: ", "java.", "org.apache."):
         i = text.find(marker)
@@ -619,8 +618,6 @@ def cell_diff(samples: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
     """For rows whose content differs, keep only the cells that differ: ``source.cells`` = cells
     the source has and the peer lacks (or holds with another value, timestamp or type), and the
     other way round."""
-    from dr_toolkit.verify.compare import CONTENT, ONLY_PEER, ONLY_SOURCE
-
     for kind in (ONLY_SOURCE, ONLY_PEER):
         for item in samples.get(kind, []):
             for side in ("source", "peer"):

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.signal import Signal, iso, unreadable
+from dr_toolkit.verify.request import policy_request
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -65,8 +66,6 @@ def verify_signals(topology: Topology, ledger: Ledger, access: Access, now: floa
 
 def _expected(p: VerifyPolicy) -> dict[str, Any]:
     """What the policy's own run asks, as its reports store it."""
-    from dr_toolkit.verify.request import policy_request
-
     return policy_request(p).fingerprint()
 
 

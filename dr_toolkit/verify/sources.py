@@ -26,9 +26,13 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.copy.api import SNAP_PREFIX
 from dr_toolkit.errors import ConfigError
+from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.secrets import redact
+from dr_toolkit.signal import iso
+from dr_toolkit.spark.hadoop import check_spark_uri, spark_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,11 +101,7 @@ def precheck(ds: Dataset, *, side: str, topology: Topology | None = None) -> Non
 
 def _spark_path(uri: str, topology: Topology | None) -> str:
     """The Hadoop URI Spark reads: through :mod:`dr_toolkit.spark.hadoop` (HDFS HA over RPC,
-    s3a, a refused or working webhdfs) when that module is present."""
-    try:
-        from dr_toolkit.spark.hadoop import check_spark_uri, spark_path  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # pragma: no cover - before the Hadoop client module is merged
-        return parse_uri(uri, topology).spark_path()
+    s3a, a refused or working webhdfs)."""
     return str(spark_path(check_spark_uri(uri, topology)))
 
 
@@ -190,10 +190,6 @@ def pin_to_snapshot(uri: str, t: float, *, side: str, topology: Topology | None,
     ConfigError (exit 2) in one line when it cannot be: not HDFS, no snapshottable directory above it,
     no such snapshot at or before ``t``, or a later run still in progress (cold is being changed)."""
     import posixpath
-
-    from dr_toolkit.copy.api import SNAP_PREFIX
-    from dr_toolkit.fs import open_fs
-    from dr_toolkit.signal import iso
 
     if uri.startswith("kafka://"):
         raise ConfigError(f"the {side} is a Kafka topic: it cannot be read as of a time", where=uri,

@@ -25,6 +25,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, FencedError
+from dr_toolkit.paths import real_path
+from dr_toolkit.retry import Retry
+from dr_toolkit.zk import client as zk_client  # zk_session through the module: a test counts sessions
+from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -89,8 +93,6 @@ class Fence:
 
     # -- reads ---------------------------------------------------------------------------------
     def state(self) -> FenceState:
-        from dr_toolkit.zk.client import ZkNoNode
-
         try:
             raw, stat = self.zk.get(self.fencing_path)
         except ZkNoNode:
@@ -101,8 +103,6 @@ class Fence:
 
     def active(self) -> dict[str, Any] | None:
         """The active-cluster record, or None when it was never set."""
-        from dr_toolkit.zk.client import ZkNoNode
-
         try:
             raw, _ = self.zk.get(self.active_path)
         except ZkNoNode:
@@ -120,9 +120,6 @@ class Fence:
         ``expected_epoch``: fail with FencedError when the epoch is no longer that value
         (someone else fenced in between) instead of bumping past them.
         """
-        from dr_toolkit.retry import Retry
-        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists
-
         self.zk.ensure_path(self.root)
         # a lost compare-and-set race (the znode changed or appeared under us) is read again
         race = Retry(tries=max(1, tries), backoff_s=0.01, max_backoff_s=0.2, retry_on=(ZkBadVersion, ZkNodeExists))
@@ -169,8 +166,6 @@ class Fence:
         One transaction: check the fencing znode's version + create/set ``path``. A concurrent
         bump makes the whole transaction fail, and the write does not happen.
         """
-        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode
-
         parent = path.rsplit("/", 1)[0]
         if parent:
             self.zk.ensure_path(parent)
@@ -196,8 +191,6 @@ class Fence:
                     raise
 
     def guarded_delete(self, path: str, epoch: int) -> None:
-        from dr_toolkit.zk.client import ZkBadVersion, ZkNoNode
-
         cur = self.check_epoch(epoch)
         if self.zk.exists(path) is None:
             return
@@ -222,8 +215,6 @@ class Fence:
         another cluster has been made active: the active-cluster znode is read and its version is
         checked in the same transaction as the bump, so a promotion racing the lift makes one of
         the two fail — a promoted cluster's peer is never unfenced."""
-        from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists
-
         cur = self.state()
         if cur.epoch != epoch:
             raise FencedError(f"fencing epoch is {cur.epoch}, expected {epoch}",
@@ -279,8 +270,6 @@ class Fence:
         """Everything, for audit records and the status view."""
         st = self.state()
         ro_root = f"{self.root}/read-only"
-        from dr_toolkit.zk.client import ZkNoNode
-
         try:
             ro = sorted(self.zk.get_children(ro_root))
         except ZkNoNode:
@@ -293,12 +282,10 @@ def open_fence(topology: Topology, *, access: Access) -> Iterator[Fence]:
     """A :class:`Fence` on the topology's fencing ZooKeeper (UnreachableError when it is down).
 
     Credentials: the endpoint's ``conn_id`` resolved through ``access``."""
-    from dr_toolkit.zk.client import zk_session
-
     ep = fencing_endpoint(topology)
     name = topology.cold_name if topology.cold.zookeeper is not None else topology.hot_name
     creds = access.endpoint(topology, name, "zookeeper")
-    with zk_session(ep, credentials=creds) as zk:
+    with zk_client.zk_session(ep, credentials=creds) as zk:
         yield Fence(zk, ep.dr_root)
 
 
@@ -412,8 +399,6 @@ def static_identity(topology: Topology, loc: Any) -> Identity:
     if loc.kind == "local":
         from pathlib import Path
 
-        from dr_toolkit.paths import real_path
-
         mine = real_path(loc.path)
         for name, c in topology.clusters.items():
             if c.local_root is None:
@@ -487,8 +472,6 @@ def _endpoint(topology: Topology, end: Any) -> Identity | None:
 
 
 def _fence_up(fence: Fence, st: FenceState, active: dict[str, Any]) -> bool:
-    from dr_toolkit.zk.client import ZkNoNode
-
     if st.fenced_cluster or active.get("cluster"):
         return True
     try:
