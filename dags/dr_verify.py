@@ -27,7 +27,7 @@ every replication of the HDFS policy that copies its data (Asset `x-drt://hdfs/<
 3. **summary** — the newest report of each policy (runs even when a verify failed).
 
 Spark runs in the task process (the hot cluster's `spark.master`, default `local[2]`); for a
-cluster, submit `dr_toolkit/spark/submit.py verify-policy NAME` with spark-submit instead.
+cluster, submit `dr_toolkit/cli/spark_submit.py verify-policy NAME` with spark-submit instead.
 The topology comes from the Variable `drt_config` (or `$DRT_CONFIG`).
 """
 

@@ -11,7 +11,7 @@ caller's.
 - ``drt verify SRC DST --key …`` builds it from its options (:mod:`dr_toolkit.cli.verify`);
 - a verify policy (``drt verify --policy``, the Airflow DAGs, the runbook) through
   :func:`policy_request`;
-- ``spark-submit dr_toolkit/spark/submit.py verify --request JSON`` from :meth:`VerifyRequest.to_json`'s
+- ``spark-submit dr_toolkit/cli/spark_submit.py verify --request JSON`` from :meth:`VerifyRequest.to_json`'s
   form (the fields below, by name; a comma-separated string is taken for every list).
 
 ``fingerprint()`` is what a report stores as ``request``: the gate counts a report for a verify
@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.verify.canon import CompareOptions
+from dr_toolkit.verify.hbase import make_scan
 
 if TYPE_CHECKING:
     from dr_toolkit.topology import VerifyPolicy
@@ -195,8 +196,6 @@ class VerifyRequest(BaseModel):
         and target are kept as digests of the URIs as given (a URI may carry credentials)."""
         start = self.start()
         if self.is_hbase:
-            from dr_toolkit.verify.hbase import make_scan
-
             scan = make_scan(start=start, **self.hbase_scan_options()).to_json()
             return {"source": _digest(self.source), "target": _digest(self.target), "key": self.keys(),
                     "format": "hbase", "peer_format": "hbase", "table": None, "peer_table": None,

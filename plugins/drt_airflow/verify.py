@@ -3,8 +3,8 @@
 The verification runs in the task's process: it needs a Spark session there (local mode by
 default, or the master/conf of the hot cluster's ``spark`` section in the topology). A
 deployment that must not run Spark on Airflow workers submits the same job with
-``spark-submit -m dr_toolkit.spark.submit verify-policy NAME`` instead (see
-:mod:`dr_toolkit.spark.submit`). Reports are written to the policy's ``report_dir`` (or
+``spark-submit dr_toolkit/cli/spark_submit.py verify-policy NAME`` instead (see
+:mod:`dr_toolkit.cli.spark_submit`). Reports are written to the policy's ``report_dir`` (or
 ``failover.reports_dir``) with a timestamped name and kept; the ledger records each run.
 XCom carries counters and the report path only — no row values, no credentials.
 """

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dr_toolkit.cli import spark_submit as submit
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.spark import submit
 from dr_toolkit.topology import VerifyPolicy
 from dr_toolkit.verify.request import DEFAULT_BUCKETS, VerifyRequest, policy_request
 

@@ -7,9 +7,9 @@ a cluster, submit the same job; the session spark-submit creates is the one used
     # dependencies must be installed on driver and executors, or shipped with --archives)
     python -m zipfile -c dr_toolkit.zip dr_toolkit
     spark-submit --master yarn --deploy-mode client --py-files dr_toolkit.zip \\
-        dr_toolkit/spark/submit.py verify-policy orders-table --config drt.yaml
+        dr_toolkit/cli/spark_submit.py verify-policy orders-table --config drt.yaml
 
-    spark-submit --master yarn --py-files dr_toolkit.zip dr_toolkit/spark/submit.py verify \\
+    spark-submit --master yarn --py-files dr_toolkit.zip dr_toolkit/cli/spark_submit.py verify \\
         --request '{"source": "hdfs://hot/warehouse/orders", "target": "hdfs://cold/warehouse/orders",
                     "key": ["order_id"], "report_path": "/reports/orders.html"}' --config drt.yaml
 
@@ -30,17 +30,20 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError, DrtError
+from dr_toolkit.failover.gate import verify_as_of
+from dr_toolkit.ledger import open_ledger
 from dr_toolkit.secrets import redact
-
-if TYPE_CHECKING:
-    from dr_toolkit.verify.request import VerifyRequest
+from dr_toolkit.spark.session import get_session
+from dr_toolkit.topology import load_topology
+from dr_toolkit.verify.api import verify, verify_policy
+from dr_toolkit.verify.request import VerifyRequest
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="submit.py", description="dr-toolkit Spark jobs (spark-submit entry point)")
+    p = argparse.ArgumentParser(prog="spark_submit.py", description="dr-toolkit Spark jobs (spark-submit entry point)")
     sub = p.add_subparsers(dest="job", required=True)
     v = sub.add_parser("verify", help="compare a dataset with its replica by key")
     v.add_argument("--request", required=True, help="the verification as JSON (VerifyRequest), or @FILE holding it")
@@ -53,8 +56,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def request_of(text: str) -> VerifyRequest:
     """``--request``: the JSON text, or ``@FILE`` holding it (ConfigError, exit 2, in one line)."""
-    from dr_toolkit.verify.request import VerifyRequest
-
     where = "--request"
     if text.startswith("@"):
         where = text[1:]
@@ -68,12 +69,6 @@ def request_of(text: str) -> VerifyRequest:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        from dr_toolkit.access import Access
-        from dr_toolkit.ledger import open_ledger
-        from dr_toolkit.spark.session import get_session
-        from dr_toolkit.topology import load_topology
-        from dr_toolkit.verify.api import verify, verify_policy
-
         access = Access.from_env()
         if args.job == "verify-policy":
             topo = load_topology(args.config)
@@ -84,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_topology(args.config) if args.config else None
             ledger = open_ledger(cfg, access) if cfg else None
             if request.wants_recovery_point:
-                from dr_toolkit.failover.gate import verify_as_of
-
                 request = request.at(verify_as_of(cfg, ledger, access))
             spark = get_session(app_name="drt-verify")
             result = verify(request, access=access, topology=cfg, ledger=ledger, spark=spark)
