@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from dr_toolkit.access import Access
-from dr_toolkit.errors import ConfigError, DrtError
+from dr_toolkit.errors import EXIT_OK, EXIT_PROBLEM, ConfigError, DrtError
 from dr_toolkit.failover.gate import verify_as_of
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.secrets import redact
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"drt: error: {redact(exc.message)}", file=sys.stderr)
         return exc.exit_code
     sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True, default=str) + "\n")
-    return 0 if result.ok else 1
+    return EXIT_OK if result.ok else EXIT_PROBLEM
 
 
 if __name__ == "__main__":
