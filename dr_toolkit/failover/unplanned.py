@@ -194,20 +194,18 @@ def _kafka(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str,
     """Every Kafka component the gate gates — literal topics, topics by pattern, the protected
     groups' topics, per partition — from cold and the ledger (:func:`dr_toolkit.kafka.holdings.loss_rows`,
     the same reader of "what cold holds" as the gate's)."""
+    from dr_toolkit.kafka.holdings import loss_rows, unstated
+    from dr_toolkit.kafka.mirror import Mirror
+
     if not topology.policies.kafka:
         return []
     if topology.cold.kafka is None:
         names = list(dict.fromkeys(t for p in topology.policies.kafka for t in p.topics)) or ["*"]
-        return [{"component": "kafka", "name": t, "safe_time": None, "basis": "the cold cluster has no kafka section",
-                 "known_missing": None, "unknowable": "every record"} for t in names]
-    from dr_toolkit.kafka.holdings import loss_rows
-    from dr_toolkit.kafka.mirror import Mirror
-
+        return [unstated(t, "the cold cluster has no kafka section") for t in names]
     try:
         return loss_rows(Mirror.of(topology, access), ledger)
     except Exception as exc:  # noqa: BLE001 - the ledger unreadable: nothing can be stated
-        return [{"component": "kafka", "name": p.name, "safe_time": None, "basis": f"unreadable: {_why(exc)}",
-                 "known_missing": None, "unknowable": "every record"} for p in topology.policies.kafka]
+        return [unstated(p.name, f"unreadable: {_why(exc)}") for p in topology.policies.kafka]
 
 
 def _hbase(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:

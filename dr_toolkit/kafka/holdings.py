@@ -131,6 +131,13 @@ def _partition(cold: KafkaCluster, ct: str, p: int, w: dict[str, Any] | None) ->
                   f"(identity), {d.get('records_behind')} hot record(s) not yet on cold then; cold still holds it")
 
 
+def unstated(name: str, basis: str) -> dict[str, Any]:
+    """A loss-window row of a Kafka component about which nothing can be stated (``basis``: why):
+    no safe time, every record unknowable."""
+    return {"component": "kafka", "name": name, "safe_time": None, "basis": basis, "known_missing": None,
+            "unknowable": "every record"}
+
+
 def loss_rows(mirror: Mirror, ledger: Ledger) -> list[dict[str, Any]]:
     """The unplanned loss window's Kafka components, from cold and the ledger only: one per gated
     topic (per partition the proven safe time, see :func:`_partition`; none for a partition hot
@@ -167,8 +174,7 @@ def loss_rows(mirror: Mirror, ledger: Ledger) -> list[dict[str, Any]]:
                                       hot_counts.get(t, 0)))
     except Exception as exc:  # noqa: BLE001 - cold brokers down too: nothing can be stated
         done = {r["name"] for r in out}
-        out.extend({"component": "kafka", "name": t, "safe_time": None, "basis": f"cold brokers unreadable: {why(exc)}",
-                    "known_missing": None, "unknowable": "every record"} for t in topics if t not in done)
+        out.extend(unstated(t, f"cold brokers unreadable: {why(exc)}") for t in topics if t not in done)
     return out
 
 
