@@ -2,8 +2,9 @@
 reported (never followed); a symlink — or any non-directory — in the target where the source has
 a directory is replaced, never written through, even when planted after the plan or swapped in
 for a directory while the run writes into it (every write re-checks its parents; a directory
-moved away mid-copy gets no file); target-only symlinks go with --delete, reported; a symlink
-alias of the source is seen through when checking that the target is not inside it.
+moved away mid-copy gets no file); target-only symlinks go with --delete, reported; an alias of
+the source (a symlink, or a topology's cluster root inside it) is seen through when checking that
+the target is not inside it.
 
 Runs through a symlink alias of one target exclude each other: test_copy_fence.py. The local
 filesystem layer's own confinement (no write through a link among a file's parents):
