@@ -3,6 +3,7 @@ real-server fixtures from tests/support, and server logs printed when a test fai
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import tempfile
@@ -81,6 +82,26 @@ def _module_group(items: list[pytest.Item]) -> str | None:
                    for d in defs):
                 return "module-" + Path(it.nodeid.split("::")[0]).stem
     return None
+
+
+_TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker starts with COLUMNS=80 and LINES=24 in its environment, which the run's own
+    process has not: `drt` run by a test would wrap its messages at 80 columns as on a terminal.
+    The worker takes the run's values (none, usually) from the controller (below)."""
+    given = getattr(config, "workerinput", {}).get("drt_terminal_env")
+    for k, v in (given or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+if importlib.util.find_spec("xdist") is not None:
+    def pytest_configure_node(node: Any) -> None:
+        node.workerinput["drt_terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which appends "@<group>" to the node ids
