@@ -37,6 +37,9 @@ Skipped = Callable[[str, str], None]
 
 @dataclass
 class Side:
+    """One end of a run: where it is, its filesystem (open for the run) and the root read or
+    written (a local target's real path); the target's also carries the run's fence."""
+
     loc: Location
     fs: FileSystem
     root: str

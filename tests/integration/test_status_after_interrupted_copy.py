@@ -3,7 +3,7 @@ run planned, that how many it placed before the stop is not recorded, and that t
 and kept — instead of "interrupted … 0 files". A real `drt distcp` process on local trees, stopped
 by SIGTERM once some files are in place.
 
-(The copy records its counters only when every file is back — ``copy.api._execute`` accounts the
+(The copy records its counters only when every file is back — ``copy.copying.execute`` accounts the
 outcomes after the workers return — so a stopped run's row holds files_total and zeros; that is
 the copy engine's to change, and then the line says "N of M planned files placed".)"""
 
