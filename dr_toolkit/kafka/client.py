@@ -7,6 +7,7 @@ bootstrap address. Client configuration may hold SASL passwords: it is never log
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
@@ -476,25 +477,49 @@ class KafkaCluster:
                 raise self._wrap(exc, what) from None
 
     def committed(self, group: str, partitions: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
-        """The group's committed offsets; partitions without a commit are left out."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        """The group's committed offsets; partitions without a commit are left out. ``None``: every
+        partition of every topic the cluster lists (internal ones left out).
 
-        tps = [TopicPartition(t, p) for t, p in partitions] if partitions else None
+        Read by a consumer of the group that never joins it (no subscription, never commits), not
+        by the admin client's ListConsumerGroupOffsets: librdkafka (2.16, still so in its main
+        branch) dereferences the consumer-group handle an admin client does not have when an
+        OffsetFetch answer asks for a new coordinator (NOT_COORDINATOR, a coordinator still
+        loading after a start) — a segmentation fault of the whole process (librdkafka issue
+        #5040), met by this suite against a freshly started broker. A consumer has that handle."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        if partitions is None:
+            partitions = [(t, p) for t, n in sorted(self.topics().items()) for p in range(n)]
+        if not partitions:
+            return {}
         what = f"committed offsets of group {group!r}"
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            res = self._admin_call(what, lambda a: a.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=self.timeout_s), group)
-            errors = [tp for tp in res.topic_partitions or [] if tp.error is not None]
-            if not errors:
-                break
-            # A partition error is never "no commit": a coordinator still loading (a fresh or
-            # restarted broker answers NOT_COORDINATOR / LOAD_IN_PROGRESS) is asked again.
-            if not all(_coordinator_busy(tp.error) for tp in errors) or time.monotonic() > deadline:
-                first = errors[0]
-                raise self._wrap(_kafka_exception(first.error), f"{what} ({first.topic}[{first.partition}])")
-            time.sleep(0.2)
-        return {(tp.topic, tp.partition): int(tp.offset) for tp in res.topic_partitions or [] if tp.offset >= 0}
+        # read_uncommitted: offsets a transaction has not committed yet are not waited for (the
+        # last committed ones are read, as the admin request without require_stable did)
+        c = Consumer({**self._conf, "group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False,
+                      "isolation.level": "read_uncommitted", "socket.timeout.ms": int(self.timeout_s * 1000)})
+        try:
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                try:
+                    res = c.committed([TopicPartition(t, p) for t, p in partitions], timeout=self.timeout_s)
+                except KafkaException as exc:
+                    if _coordinator_busy_exc(exc) and time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    raise self._wrap(exc, what) from None
+                errors = [tp for tp in res if tp.error is not None]
+                if not errors:
+                    break
+                # A partition error is never "no commit": a coordinator still loading (a fresh or
+                # restarted broker answers NOT_COORDINATOR / LOAD_IN_PROGRESS) is asked again.
+                if not all(_coordinator_busy(tp.error) for tp in errors) or time.monotonic() > deadline:
+                    first = errors[0]
+                    raise self._wrap(_kafka_exception(first.error), f"{what} ({first.topic}[{first.partition}])")
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(Exception):  # closing a consumer that never joined: nothing to leave
+                c.close()
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in res if tp.offset >= 0}
 
     def group_ids(self) -> list[str]:
         """Every consumer group id the cluster knows (ListGroups on every broker)."""
