@@ -40,8 +40,12 @@ lint: venv
 
 typecheck: lint
 
+# pytest side by side: 2 workers; each test module's server group (hbase, hdfs, kafka, spark, …: tests/conftest.py)
+# runs on one worker, which alone starts those servers; the long groups are handed out first.
+# One process, as before: make test PYTEST_JOBS=   (or PYTEST_ARGS="-n 0")
+PYTEST_JOBS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 test: setup lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/drt demo $(DEMO_ARGS)

@@ -3,9 +3,9 @@ real-server fixtures from tests/support, and server logs printed when a test fai
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -67,11 +67,28 @@ _SERVER_GROUPS = [  # (a fixture the module's tests use, its group), the first m
     ("hdfs_hot", "hdfs"), ("hdfs_cold", "hdfs"),
     ("spark", "spark"), ("api_server", "airflow"), ("airflow_home", "airflow"),
 ]
-_GROUP_ORDER = ["hbase", "kafka", "hdfs", "spark-cluster", "spark", "airflow"]  # the longest first
+_GROUP_ORDER = ["hbase", "hdfs", "kafka", "spark", "spark-cluster", "airflow"]  # the longest first
+
+
+_DYNAMIC = re.compile(r"""getfixturevalue\(["'](\w+)["']\)""")
+
+
+def _fixtures_used(items: list[pytest.Item]) -> set[str]:
+    """The fixtures the module's tests name, with those its code asks for by name
+    (``request.getfixturevalue("hot_dir")``) and what those depend on."""
+    used = set().union(*(it.fixturenames for it in items))
+    path = getattr(items[0], "path", None)
+    todo = set(_DYNAMIC.findall(path.read_text(encoding="utf-8"))) if path else set()
+    while todo:
+        name = todo.pop()
+        used.add(name)
+        for d in items[0].session._fixturemanager.getfixturedefs(name, items[0]) or ():
+            todo |= set(d.argnames) - used
+    return used
 
 
 def _module_group(items: list[pytest.Item]) -> str | None:
-    used = set().union(*(it.fixturenames for it in items))
+    used = _fixtures_used(items)
     for fixture, group in _SERVER_GROUPS:
         if fixture in used:
             return group
@@ -97,9 +114,12 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    if config.pluginmanager.hasplugin("xdist"):  # its hooks are known only when it is loaded
+        config.pluginmanager.register(_TerminalEnvToWorkers(), "drt-terminal-env")
 
 
-if importlib.util.find_spec("xdist") is not None:
+class _TerminalEnvToWorkers:
+    @staticmethod
     def pytest_configure_node(node: Any) -> None:
         node.workerinput["drt_terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
 
