@@ -56,8 +56,10 @@ def _is_completed(r: dict[str, Any]) -> bool:
         detail.get("files_open") or 0) and detail.get("listing_proven") is not False
 
 
-def _completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
-    """The newest run of this target that completed (:func:`_is_completed`)."""
+def last_completed(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
+    """The newest run of this target that completed (:func:`_is_completed`) — the one reader of
+    it for the gate and for the unplanned failover's loss window (the ledger's ``hdfs`` watermark
+    moves with every run that failed no file, one that left files open included)."""
     return next((r for r in _runs(ledger, policy, target_uri) if _is_completed(r)), None)
 
 

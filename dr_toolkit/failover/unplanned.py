@@ -5,7 +5,8 @@ latest time it *provably* holds, and say what is lost. With the hot cluster unre
 can be compared, so every answer here comes from the cold side and the ledger:
 
 - **HDFS**, per policy target: the listing time of the last completed replication run (the
-  ledger's ``hdfs`` watermark) — only when cold, listed now, still holds every file of that
+  gate's reader, :func:`dr_toolkit.copy.signals.last_completed`: succeeded, its listing proven, no
+  file open for write) — only when cold, listed now, still holds every file of that
   run's manifest with its recorded size; a file missing there (a later run killed after its
   deletions, a hand-made change) leaves no safe time and is named as known missing. When cold
   or the manifest cannot be read, that is said ("unknown"), never "none". Everything hot
@@ -30,10 +31,20 @@ The operator must type an acceptance of that window before the cold cluster is p
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.copy.signals import cold_holds, last_completed
 from dr_toolkit.errors import why as _why
+from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.hbase.live import active_master, live_region_servers
+from dr_toolkit.hbase.signals import last_proven, last_seen
+from dr_toolkit.kafka.client import KafkaCluster
+from dr_toolkit.kafka.holdings import loss_rows, unstated
+from dr_toolkit.kafka.mirror import Mirror
 from dr_toolkit.signal import iso
+from dr_toolkit.zk.client import zk_session
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -46,9 +57,6 @@ ACCEPT_PHRASE = "ACCEPT DATA LOSS"
 def _http_answers(url: str, timeout_s: float) -> tuple[bool, str | None]:
     """Whether an HTTP server answers at ``url``: any HTTP response counts (a standby NameNode's 403,
     a Kerberos 401 — the server is up); a refused or timed-out connection does not."""
-    import urllib.error
-    import urllib.request
-
     try:
         with urllib.request.urlopen(url, timeout=timeout_s):
             return True, None
@@ -61,8 +69,6 @@ def _http_answers(url: str, timeout_s: float) -> tuple[bool, str | None]:
 def _hot_namenodes(topology: Topology) -> list[tuple[str, str]]:
     """(what, NameNode URL) of every HDFS the hot cluster's components live on, as the topology names
     them: hot's own NameNodes, a policy source given by WebHDFS address, the HBase root directories."""
-    from dr_toolkit.fs.uri import parse_uri
-
     out: list[tuple[str, str]] = []
     hot = topology.hot
     if hot.hdfs is not None:
@@ -100,8 +106,6 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
                            "errors": {}}
     hot = topology.hot
     if hot.zookeeper is not None:
-        from dr_toolkit.zk.client import zk_session
-
         ep = hot.zookeeper.model_copy(update={"connect_timeout_s": min(timeout_s, hot.zookeeper.connect_timeout_s),
                                               "call_timeout_s": min(timeout_s, hot.zookeeper.call_timeout_s)})
         servers: list[Any] = []
@@ -112,8 +116,6 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
                 out["zookeeper"] = True
                 out["answered"].append(f"zookeeper {hot.zookeeper.quorum}")
                 if topology.policies.hbase:
-                    from dr_toolkit.hbase.live import active_master, live_region_servers
-
                     parent = hot.zookeeper.hbase_znode_parent
                     try:
                         servers = [active_master(zk, parent), *live_region_servers(zk, parent)]
@@ -132,8 +134,6 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
             elif err:
                 out["errors"].setdefault("hbase_servers", []).append(err)
     if hot.kafka is not None:
-        from dr_toolkit.kafka.client import KafkaCluster
-
         try:
             creds = access.endpoint(topology, topology.hot_name, "kafka")
             with KafkaCluster(hot.kafka.bootstrap_servers, credentials=creds,
@@ -157,25 +157,27 @@ def probe_hot(topology: Topology, access: Access, timeout_s: float = 5.0) -> dic
 
 
 def _hdfs(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str, Any]]:
-    from dr_toolkit.copy.signals import cold_holds
-
-    marks = {w["name"]: w for w in ledger.watermarks("hdfs")}
     out: list[dict[str, Any]] = []
     for p in topology.policies.hdfs:
         for t in p.targets:
             name = f"{p.name}:{t}"
-            w = marks.get(name)
-            if w is None:
+            # the gate's own reader of the last completed run: succeeded, its listing proven, no
+            # file open for write (the ledger's watermark moves with a run that left files open,
+            # whose hflushed bytes before the listing cold may not hold)
+            done = last_completed(ledger, p.name, parse_uri(t, topology).uri)
+            mrow = ledger.manifest(done["manifest_id"]) if done else None
+            if done is None or mrow is None:
                 out.append({"component": "hdfs", "name": name, "safe_time": None,
-                            "basis": "no completed replication run in the ledger",
-                            "known_missing": "everything under " + p.source + " (never replicated)",
+                            "basis": "no completed replication run in the ledger" if done is None else
+                            f"the manifest {done['manifest_id']} of the last completed run is not in the ledger",
+                            "known_missing": "everything under " + p.source + (" (never replicated)" if done is None
+                                                                              else " (no manifest to check)"),
                             "unknowable": "the whole tree"})
                 continue
-            d = w.get("detail") or {}
-            manifest = d.get("manifest_id")
-            bad, note = cold_holds(topology, ledger, p, t, manifest, access) if manifest else (None, "no manifest id")
-            basis = f"listing time of the last completed run (manifest {manifest})"
-            later = f"changes under {p.source} after {iso(float(w['watermark']))}"
+            manifest, safe = done["manifest_id"], float(mrow["source_time"])
+            bad, note = cold_holds(topology, ledger, p, t, manifest, access)
+            basis = f"listing time of the last completed run (run {done['run_id']}, manifest {manifest})"
+            later = f"changes under {p.source} after {iso(safe)}"
             if bad:  # cold lost files of that run (e.g. a later run killed after its deletions)
                 shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
                 out.append({"component": "hdfs", "name": name, "safe_time": None,
@@ -183,7 +185,7 @@ def _hdfs(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str, 
                             "known_missing": f"{len(bad)} file(s) of manifest {manifest} missing or of another "
                                              f"size on cold: {shown}", "unknowable": later})
                 continue
-            out.append({"component": "hdfs", "name": name, "safe_time": float(w["watermark"]),
+            out.append({"component": "hdfs", "name": name, "safe_time": safe,
                         "basis": f"{basis}; {note}" if bad is not None else f"{basis}; cold not checked: {note}",
                         "known_missing": None if bad is not None else f"unknown: cold not checked ({note})",
                         "unknowable": later})
@@ -194,9 +196,6 @@ def _kafka(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str,
     """Every Kafka component the gate gates — literal topics, topics by pattern, the protected
     groups' topics, per partition — from cold and the ledger (:func:`dr_toolkit.kafka.holdings.loss_rows`,
     the same reader of "what cold holds" as the gate's)."""
-    from dr_toolkit.kafka.holdings import loss_rows, unstated
-    from dr_toolkit.kafka.mirror import Mirror
-
     if not topology.policies.kafka:
         return []
     if topology.cold.kafka is None:
@@ -209,8 +208,6 @@ def _kafka(topology: Topology, ledger: Ledger, access: Access) -> list[dict[str,
 
 
 def _hbase(topology: Topology, ledger: Ledger) -> list[dict[str, Any]]:
-    from dr_toolkit.hbase.signals import last_proven, last_seen
-
     out = []
     for p in topology.policies.hbase:
         safe = last_proven(ledger, p.peer_id)

@@ -25,7 +25,7 @@ import pytest
 from dr_toolkit.access import Access
 from dr_toolkit.copy import api
 from dr_toolkit.copy.request import CopyRequest, Opener
-from dr_toolkit.copy.signals import _completed
+from dr_toolkit.copy.signals import last_completed
 from dr_toolkit.fs import FileSystem, Location, open_fs
 from dr_toolkit.ledger.store import Ledger
 from dr_toolkit.topology import CopyOptions
@@ -131,7 +131,7 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(src: Any, tmp_path: 
     opts = CopyOptions(update=True, delete=True)
     r1 = api.distcp(CopyRequest(src.uri("/t"), f"file://{dst}", options=opts), access=ACCESS, ledger=ledger)
     assert r1.ok and r1.watermark is not None
-    first = _completed(ledger, None, r1.target)  # type: ignore[arg-type]
+    first = last_completed(ledger, None, r1.target)  # type: ignore[arg-type]
     assert first is not None and first["run_id"] == r1.run_id
 
     def wrap(fs: Any) -> None:
@@ -162,7 +162,7 @@ def test_a_tree_that_never_holds_still_is_never_a_safe_time(src: Any, tmp_path: 
     after = _tree(dst)
     assert all(k in after for k in before), sorted(set(before) - set(after))
     # the gate's HDFS signal takes its safe time from the run before, never from this one
-    got = _completed(ledger, None, r2.target)  # type: ignore[arg-type]
+    got = last_completed(ledger, None, r2.target)  # type: ignore[arg-type]
     assert got is not None and got["run_id"] == r_seed.run_id
     row = next(x for x in ledger.runs(limit=10) if x["run_id"] == r2.run_id)
     assert row["status"] == "failed" and row["detail"]["listing_proven"] is False

@@ -108,3 +108,33 @@ def test_open_file_is_reported_pending_and_never_fails_the_run(tmp_path: Path, w
                 access=Access.from_env())
     assert r2.ok and r2.files_open == 0 and r2.files_copied == 1
     assert (tmp_path / "dst/app.log").read_bytes() == b"line 1\n" * 50 + b"line 2\n" * 30
+
+
+def test_an_unplanned_failover_never_states_the_listing_of_a_run_that_left_a_file_open(
+        tmp_path: Path, webhdfs: Any) -> None:
+    """The unplanned loss window reads the last *completed* run as the gate does (no file open):
+    a run that left a file open moves the ledger's watermark, but bytes hflushed before its
+    listing may not be on cold — its listing time is no safe time (found 2026-11-29: unplanned
+    read the watermark)."""
+    from dr_toolkit.copy.api import replicate_policy
+    from dr_toolkit.failover.unplanned import loss_window
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import load_topology
+    from tests.support.fixtures_copy import write_copy_topology
+
+    fs = open_fs(webhdfs.location("/data"), Access.from_env())
+    fs.write_bytes(webhdfs.p("/data/closed.log"), b"done\n" * 10)
+    cfg = write_copy_topology(tmp_path / "drt.yaml", namenodes=webhdfs.urls, cold_root=tmp_path / "cold",
+                              source=webhdfs.p("/data"), ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+    topo = load_topology(cfg)
+    ledger = Ledger.open(topo.ledger.url)
+    access = Access.from_env()
+    [first] = replicate_policy(topo, "warehouse", ledger, access=access)
+    assert first.ok and first.files_open == 0
+    first_time = float(ledger.manifest(first.manifest_id)["source_time"])  # type: ignore[index]
+    webhdfs.open_for_write("/data/app.log", b"line 1\n" * 50)
+    [second] = replicate_policy(topo, "warehouse", ledger, access=access)
+    assert second.ok and second.files_open == 1  # the run succeeded, the file pending
+    [hdfs] = [c for c in loss_window(topo, ledger, access)["components"] if c["component"] == "hdfs"]
+    assert hdfs["safe_time"] == first_time, hdfs
+    assert first.run_id in hdfs["basis"], hdfs
