@@ -1,5 +1,5 @@
 """Real HBase 2.6 clusters (``hbase-testing-util`` 2.6.1-hadoop3) for the tests, the demo and the
-benchmarks — DESIGN §4.
+benchmarks — docs/contracts.md, "The real servers".
 
 Each :class:`HBaseCluster` is one JVM (``drt_servers/java/hbase/HBaseMiniServer.java``) running
 HBase's own mini ZooKeeper, a mini HDFS (one DataNode, WebHDFS on), one master and one region

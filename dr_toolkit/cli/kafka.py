@@ -1,4 +1,4 @@
-"""`drt kafka checkpoint | lag | remap`: consumer offsets across the mirror (DESIGN §1.2)."""
+"""`drt kafka checkpoint | lag | remap`: consumer offsets across the mirror (docs/design.md §1.2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Kafka consumer offsets across the mirror (DESIGN §1.2): checkpoint, lag, remap one group —
-the entry points that answer with the JSON documents of DESIGN §3 (the CLI's ``--json``, the
+"""Kafka consumer offsets across the mirror (docs/design.md §1.2): checkpoint, lag, remap one group —
+the entry points that answer with the JSON documents of docs/contracts.md (the CLI's ``--json``, the
 Airflow operators' XCom, the runbook's audit). Many groups at once: :mod:`dr_toolkit.kafka.batch`.
 
 Each builds the :class:`~dr_toolkit.kafka.mirror.Mirror` once (from the topology, or from the

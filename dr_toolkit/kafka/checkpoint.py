@@ -1,4 +1,4 @@
-"""Checkpoint consumer groups on the hot cluster (DESIGN §1.2), any number of them in one pass.
+"""Checkpoint consumer groups on the hot cluster (docs/design.md §1.2), any number of them in one pass.
 
 Per partition: the committed offset, the last consumed record's timestamp and fingerprint with
 the count of identical records before it (partitions without a record to anchor on are remapped

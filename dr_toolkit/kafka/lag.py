@@ -1,4 +1,4 @@
-"""Mirror lag and parity, by offsets (DESIGN §1.2; the failover gate's input).
+"""Mirror lag and parity, by offsets (docs/design.md §1.2; the failover gate's input).
 
 Per partition: the hot records not (provably) on cold, and the safe time up to which cold
 provably holds hot's records — never from the newest timestamps alone, whatever the
@@ -403,7 +403,7 @@ def mirrored_position(hot: KafkaCluster, cold: KafkaCluster, t: str, p: int, ct:
         tried += 1
         # Copies on cold trimmed or never mirrored only lower this count (the hot position found is
         # then earlier: more records counted behind). Known limit: an at-least-once mirror that
-        # re-sent an identical record (same timestamp and content) raises it — see DESIGN-kafka.
+        # re-sent an identical record (same timestamp and content) raises it — see docs/design.md §1.2.
         k = count_identical_before(cold, ct, p, rec, clo, skew, lo_proves=True)
         r = remap_partition(hot, t, p, Anchor(rec.timestamp, rec.fingerprint, True, k), hlo, lso,
                             skew_ms=skew, log=LogTraits(lo_proves=hot_start_proves(hlo), compacted=compacted))

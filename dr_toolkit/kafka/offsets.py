@@ -1,4 +1,4 @@
-"""Remap consumer groups onto the cold cluster and apply them there (DESIGN §1.2): one path for
+"""Remap consumer groups onto the cold cluster and apply them there (docs/design.md §1.2): one path for
 any number of groups — one group is a list of one.
 
 **Never skip** (the invariant): the position applied for a group on a cold partition is such

@@ -1,6 +1,6 @@
 """The Kafka capability's values: a checkpointed partition, a remapped partition, a group's apply.
 
-Typed inside the library; turned into the JSON documents of DESIGN §3 (and the ledger's
+Typed inside the library; turned into the JSON documents of docs/contracts.md (and the ledger's
 ``kafka_checkpoints`` rows) only at the edges, by ``to_json`` / ``from_row``. The field names
 are those of the JSON.
 """
