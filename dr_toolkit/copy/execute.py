@@ -38,6 +38,7 @@ from dr_toolkit.fs.base import (
     same_bytes,
     tmp_name,
 )
+from dr_toolkit.fs.hdfs_checksum import Md5Md5Crc32c
 from dr_toolkit.fs.local import LocalFileSystem
 from dr_toolkit.retry import Retry
 
@@ -215,8 +216,6 @@ class _Hashes:
         self.sha = hashlib.sha256()
         self.hdfs: Any = None
         if ctx.src_fs.kind == "webhdfs" and task.block_size and task.block_size % 512 == 0:
-            from dr_toolkit.fs.hdfs_checksum import Md5Md5Crc32c
-
             self.hdfs = Md5Md5Crc32c(task.block_size, 512)
 
     def update(self, data: bytes) -> None:

@@ -44,6 +44,7 @@ from dr_toolkit.hbase.encoding import (
     table_cfs_in_peer,
     uses_protobuf,
 )
+from dr_toolkit.hbase.tables import run_shell
 from dr_toolkit.topology import ZooKeeperEndpoint, validate_cluster_key
 from dr_toolkit.zk.client import ZkBadVersion, ZkNodeExists, ZkNoNode, ZkNotEmpty
 
@@ -322,8 +323,6 @@ def _converge(zk: ZkClient, peer_id: str, action: str, cluster: PeerCluster, dry
         _audit(ledger, zk, result, "dry-run" if dry_run else "unchanged")
         return result
     if via_shell:
-        from dr_toolkit.hbase.tables import run_shell
-
         assert shell is not None and result.script is not None
         run_shell(shell, result.script)
         result.after = read_peer(zk, peer_id, znode_parent)
