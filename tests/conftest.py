@@ -136,6 +136,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         for it in module_items:
             it.add_marker(pytest.mark.xdist_group(group))
+            if getattr(config.option, "loadgroup", False) and hasattr(it, "_id"):
+                # pytest >= 9 keeps a node's id in `_id`: pytest-xdist 3.8 still appends "@<group>" to
+                # `_nodeid`, which pytest 9 no longer reads, and the groups would be ignored
+                from _pytest.nodeid import NodeId
+
+                it._id = NodeId.parse(f"{it.nodeid}@{group}")
         rank[path] = _GROUP_ORDER.index(group) if group in _GROUP_ORDER else len(_GROUP_ORDER)
     if hasattr(config, "workerinput"):  # an xdist worker: hand out the long groups first, unit tests last
         ungrouped = len(_GROUP_ORDER) + 1
