@@ -118,7 +118,7 @@ def test_unplanned_is_refused_while_the_hot_cluster_answers(disaster) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.child_process  # hot's broker is killed under the process's librdkafka clients: see tests/support/child.py
+@pytest.mark.child_process(native_abort_retries=2)  # hot's broker is killed under the process's librdkafka clients: see tests/support/child.py
 def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_after_acceptance(disaster) -> None:
     from tests.support.fixtures_kafka import committed
 
@@ -182,7 +182,7 @@ def test_unplanned_failover_with_hot_killed_states_the_loss_window_and_promotes_
     assert "Data-loss window" in (path.parent / "reports" / f"{run_id}.html").read_text()
 
 
-@pytest.mark.child_process  # hot's broker is killed under the process's librdkafka clients: see tests/support/child.py
+@pytest.mark.child_process(native_abort_retries=2)  # hot's broker is killed under the process's librdkafka clients: see tests/support/child.py
 def test_unplanned_loss_window_checks_what_cold_holds_now(disaster) -> None:
     """Issue 20 #9: the HDFS safe time is the ledger's watermark only while cold still holds that run's
     files (a run killed after its deletions left a file under no name: "known missing: none" was

@@ -125,7 +125,7 @@ def _state(broker, group, topic, parts) -> dict[tuple[str, int], int]:  # type: 
 
 
 @pytest.mark.slow
-@pytest.mark.child_process  # librdkafka may abort (SIGABRT) while its broker is killed: see tests/support/child.py
+@pytest.mark.child_process(native_abort_retries=2)  # librdkafka may abort (SIGABRT) while its broker is killed: see tests/support/child.py
 def test_broker_restart_during_apply_leaves_group_fully_old_or_fully_new(kafka_durable) -> None:
     broker = kafka_durable
     # 1. The broker dies just before the commit and comes back a second later: the apply retries
