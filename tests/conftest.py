@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     # finds them still set up ("previous item was not torn down properly").
     item.session._setupstate.teardown_exact(nextitem)
     return True
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was() -> Iterator[None]:
+    """The root logger's level and handlers as before the test: a test that turns on DEBUG
+    (test_failover_secrets) or runs Airflow's `dag.test()` (whose logging configuration adds
+    handlers on streams the test's capture closes) must not leave them to the tests after it —
+    under xdist's order a later `drt` run in the same worker printed "--- Logging error ---" (I/O
+    on a closed file) on its stderr (test_distcp_options, 2026-11-29)."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    from _pytest.logging import LogCaptureHandler  # pytest's own, one per phase: pytest removes them
+
+    for h in [h for h in root.handlers if h not in handlers and not isinstance(h, LogCaptureHandler)]:
+        root.removeHandler(h)
+    root.setLevel(level)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -67,9 +67,7 @@ def set_active(self, *a, **kw):
     return out
 
 
-from dr_toolkit.kafka import batch
-
-_apply_many = batch.apply_many
+_apply_many = runbook.apply_many  # the name the runbook calls (imported at its top)
 
 
 def apply_many(*a, **kw):
@@ -81,7 +79,7 @@ def apply_many(*a, **kw):
 
 runbook.Runbook._audit = audit
 fencing.Fence.set_active = set_active
-batch.apply_many = apply_many
+runbook.apply_many = apply_many
 sys.exit(main(sys.argv[1:]))
 """
 PROMOTED = ("promote-write", "promote_cold", "report")  # kill points after the active-cluster write
