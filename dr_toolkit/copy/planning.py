@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import posixpath
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,21 +243,20 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
                 return list_tree(reading, src.fs.join(read_root, rel), skips) if recursive else None
             return {rel: s}
 
-        if diff is not None and entries is not None and snapshot and not forward:
-            # the base snapshot is the newer one (or no snapshot id says which is): the paths the
-            # report names are listed in the snapshot read, none replayed (plan.relist_diff)
-            state, changed = relist_diff(entries, diff, stat_read)
-            for rel in pending:
+        def restat(state: dict[str, FileStatus], changed: set[str], rels: Iterable[str]) -> None:
+            """Read ``rels`` again in the tree read: each one found there is in the state and changed."""
+            for rel in rels:
                 fresh = stat_read(rel, False)
                 if fresh:
                     state.update(fresh)
                     changed.update(fresh)
-            for rel in [r for r, e in entries.items() if e.open]:
-                if rel in state and rel not in changed:
-                    fresh = stat_read(rel, False)
-                    if fresh:
-                        state.update(fresh)
-                        changed.update(fresh)
+
+        if diff is not None and entries is not None and snapshot and not forward:
+            # the base snapshot is the newer one (or no snapshot id says which is): the paths the
+            # report names are listed in the snapshot read, none replayed (plan.relist_diff)
+            state, changed = relist_diff(entries, diff, stat_read)
+            restat(state, changed, pending)
+            restat(state, changed, [r for r, e in entries.items() if e.open and r in state and r not in changed])
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = (f"snapshot diff {old} → {snapshot} ({len(diff)} entries; {old} is not proven the older: "
                    f"the paths it names listed in {snapshot})")
@@ -271,22 +271,13 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
                                                     or pending_sorted[i].startswith(old_path + "/"))
 
             state, moves, changed = apply_diff(entries, diff, stat_read, unknown)
-            for rel in pending:  # files a failed run did not copy: not in any later diff
-                fresh = stat_read(rel, False)
-                if fresh:
-                    state.update(fresh)
-                    changed.update(fresh)
+            restat(state, changed, pending)  # files a failed run did not copy: not in any later diff
             # files open for write at the last run: bytes hflushed since, and even their close,
             # change no inode the NameNode's snapshot diff reports (a real NameNode's diff stays
             # empty): look at them again, under their new name if the diff moved them
             moved_to = {old: new for new, old in moves.items()}
-            for rel in [r for r, e in entries.items() if e.open]:
-                cur = moved_to.get(rel, rel)
-                if cur in state and cur not in changed:
-                    fresh = stat_read(cur, False)
-                    if fresh:
-                        state.update(fresh)
-                        changed.update(fresh)
+            now_at = [moved_to.get(r, r) for r, e in entries.items() if e.open]
+            restat(state, changed, [r for r in now_at if r in state and r not in changed])
             src_files = {r: s for r, s in state.items() if f.wanted(r)}
             how = f"snapshot diff {old} → {snapshot} ({len(diff)} entries)"
         else:
