@@ -376,6 +376,9 @@ class Topology(_Model):
     ledger: Ledger = Field(default_factory=Ledger)
     failover: Failover = Field(default_factory=Failover)
     source_file: str | None = Field(default=None, exclude=True)
+    #: the cluster whose ZooKeeper holds the fencing state: the configured cold one, in either
+    #: direction (set by :meth:`reversed`; None: this topology's cold cluster)
+    fence_cluster: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
     def _one_hot_one_cold(self) -> Topology:
@@ -406,6 +409,48 @@ class Topology(_Model):
     def cold(self) -> Cluster:
         return self.clusters[self.cold_name]
 
+    @property
+    def is_reversed(self) -> bool:
+        """True for the topology of the re-protected direction (:meth:`reversed`)."""
+        return self.fence_cluster is not None and self.fence_cluster != self.cold_name
+
+    def reversed(self) -> Topology:
+        """The same estate protected the other way (re-protect, issue 40): the roles swap — the
+        active cluster (this topology's cold) becomes hot, the old hot cold — and so does every
+        policy: an HDFS policy's source becomes its target on this cold cluster, its targets that
+        source (then its other targets, an archive, as they were); a verify policy's source and
+        target swap; Kafka and HBase policies name topics, groups and tables that are the same on
+        both sides. The Kafka mirror's naming (``replication_policy``) moves to the new cold
+        endpoint with ``source_alias`` = the new hot cluster's name unless the old hot endpoint
+        sets its own. The fencing state stays where it was (``fence_cluster``). ``reversed()`` of
+        the result is this topology again. A policy with no target on this cold cluster cannot be
+        reversed: ConfigError naming it."""
+        hot, cold = self.hot_name, self.cold_name
+        data = self.model_dump()
+        data["clusters"][hot]["role"] = "cold"
+        data["clusters"][cold]["role"] = "hot"
+        back, fwd = self.clusters[hot].kafka, self.clusters[cold].kafka
+        if back is not None and fwd is not None:
+            # the old hot endpoint's cold-role fields describe the mirror the other way; unset, the
+            # mirror keeps the forward naming and the new hot cluster's name as its alias
+            hk = data["clusters"][hot]["kafka"]
+            if "replication_policy" not in back.model_fields_set:
+                hk["replication_policy"] = fwd.replication_policy
+            if "source_alias" not in back.model_fields_set:
+                hk["source_alias"] = cold
+        for pol in data["policies"]["hdfs"]:
+            on_cold = [t for t in pol["targets"] if _uri_cluster(t) == cold]
+            if not on_cold:
+                raise ConfigError(f"policy {pol['name']!r} has no target on the cold cluster {cold!r}: it cannot "
+                                  "be protected the other way", where=self.source_file,
+                                  hint=f"add a target hdfs://{cold}/... to it, or move it to its own topology")
+            rest = [t for t in pol["targets"] if t != on_cold[0] and _uri_cluster(t) != hot]
+            pol["source"], pol["targets"] = on_cold[0], [pol["source"], *rest]
+        for pol in data["policies"]["verify"]:
+            pol["source"], pol["target"] = pol["target"], pol["source"]
+        return Topology.model_validate(data).model_copy(
+            update={"source_file": self.source_file, "fence_cluster": self.fence_cluster or cold})
+
     def resolve(self, path: str) -> Path:
         """A path from the topology: relative ones are relative to the topology file (as
         ``local_root`` and SQLite ledger paths are), not to the current directory."""
@@ -428,6 +473,12 @@ class Topology(_Model):
                                   self.policies.verify) for p in g]
         raise ConfigError(f"no policy named {name!r}", where=self.source_file,
                           hint=f"known policies: {', '.join(known) or 'none'}")
+
+
+def _uri_cluster(uri: str) -> str | None:
+    """The cluster an ``hdfs://<cluster>/…`` URI names (None for any other scheme)."""
+    u = urlparse(uri)
+    return u.netloc or None if u.scheme == "hdfs" else None
 
 
 # --- loading with line numbers -------------------------------------------------------------

@@ -66,7 +66,9 @@ def _load(raw: bytes | None) -> dict[str, Any]:
 
 def fencing_endpoint(topology: Topology) -> ZooKeeperEndpoint:
     """The ZooKeeper holding the fencing state: the cold cluster's, else the hot cluster's."""
-    ep = topology.cold.zookeeper or topology.hot.zookeeper
+    fc = topology.clusters[topology.fence_cluster] if topology.fence_cluster else topology.cold
+    other = topology.hot if fc is topology.cold else topology.cold
+    ep = fc.zookeeper or other.zookeeper
     if ep is None:
         raise ConfigError("no ZooKeeper configured for fencing", where=topology.source_file,
                           hint="add a zookeeper section to the cold cluster (it holds the fencing znode)")
