@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from dr_toolkit.access import Access
+from dr_toolkit.failback.direction import directed
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.ledger.store import sqlite_file
 from dr_toolkit.topology import load_topology
@@ -72,6 +73,7 @@ class State:
     config: str | None = None
     json: bool = False
     verbose: int = 0
+    _configured: Topology | None = field(default=None, repr=False)
     _topology: Topology | None = field(default=None, repr=False)
     _ledger: Ledger | None = field(default=None, repr=False)
     _access: Access = field(default_factory=_env_access, repr=False)
@@ -81,16 +83,25 @@ class State:
         is one edge where the access value is built, once per command."""
         return self._access
 
+    def configured_topology(self) -> Topology:
+        """The topology file as written (the roles it configures)."""
+        if self._configured is None:
+            self._configured = load_topology(self.config)
+        return self._configured
+
     def topology(self) -> Topology:
+        """The topology of the direction the estate is protected in now: as configured, or the
+        other way after a re-protect (:func:`dr_toolkit.failback.direction.directed`, read from the
+        fencing ZooKeeper once per command)."""
         if self._topology is None:
-            self._topology = load_topology(self.config)
+            self._topology = directed(self.configured_topology(), self.access())
         return self._topology
 
     def ledger(self, *, read_only: bool = False) -> Ledger:
         """The topology's ledger. A read command (``read_only``) never creates one: a SQLite
         ledger that does not exist yet is answered by an empty one (``Ledger.missing`` names it)."""
         if self._ledger is None:
-            topo = self.topology()
+            topo = self.configured_topology()
             if not read_only:
                 _note_new_ledger(topo)
             self._ledger = open_ledger(topo, self.access(), create=not read_only)

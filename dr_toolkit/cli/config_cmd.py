@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         with --json the problems are also a JSON document on stdout."""
         st = state(ctx)
         try:
-            topo = st.topology()
+            topo = st.configured_topology()
         except ConfigError as exc:
             if st.json:
                 problems = exc.problems or [{"file": exc.where, "line": None, "field": None, "problem": exc.what,
@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
     @config_app.command("show")
     def show(ctx: typer.Context) -> None:
         """Print the validated topology with every default filled in (JSON)."""
-        topo = state(ctx).topology()
+        topo = state(ctx).configured_topology()
         emit(ctx, topo.model_dump(mode="json"), None)
 
     app.add_typer(config_app, name="config")

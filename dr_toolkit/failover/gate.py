@@ -163,6 +163,19 @@ def decide(topology: Topology, signals: list[Signal], *, fenced_at: float | None
                       clock_skew_s=skew, limiting=limiting)
 
 
+def unprotected(topology: Topology, fence: dict[str, Any]) -> str | None:
+    """A NO_GO reason when another cluster than this topology's hot one is the active cluster
+    (ZooKeeper's active-cluster znode): after a failover nothing protects the new active cluster
+    until a re-protect, and this direction's signals describe a copy nobody writes to."""
+    active = fence.get("active") or {}
+    name = active.get("cluster")
+    if not name or name == topology.hot_name:
+        return None
+    return (f"{name} is the active cluster (promoted at epoch {active.get('epoch')} by {active.get('by')}): "
+            f"nothing protects it yet — re-protect it onto {topology.hot_name if name == topology.cold_name else 'the other cluster'} "
+            "(`drt failover reprotect`)")
+
+
 def fenced_at_of(topology: Topology, fence: dict[str, Any]) -> float | None:
     st = fence.get("fencing") or {}
     at = st.get("at")
@@ -221,6 +234,7 @@ def check(topology: Topology, ledger: Ledger, *, access: Access, components: tup
         fence, fence_error = {}, (f"fencing state unreadable: zookeeper {fencing_endpoint(topology).quorum}: did not "
                                   f"answer within {timeout_s:g}s — check that the quorum is up and reachable, or "
                                   "raise --timeout")
+    fence_error = fence_error or unprotected(topology, fence)
     res = decide(topology, signals, fenced_at=fenced_at_of(topology, fence), fence_error=fence_error, now=now)
     res.fence = fence
     if record:

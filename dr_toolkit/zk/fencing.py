@@ -64,11 +64,18 @@ def _load(raw: bytes | None) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+def fence_cluster_name(topology: Topology) -> str:
+    """The cluster whose ZooKeeper holds the fencing state: the configured cold cluster's in either
+    direction (``Topology.fence_cluster`` after a re-protect), else the other one's."""
+    first = topology.fence_cluster or topology.cold_name
+    other = next(n for n in topology.clusters if n != first)
+    return first if topology.clusters[first].zookeeper is not None or topology.clusters[other].zookeeper is None \
+        else other
+
+
 def fencing_endpoint(topology: Topology) -> ZooKeeperEndpoint:
-    """The ZooKeeper holding the fencing state: the cold cluster's, else the hot cluster's."""
-    fc = topology.clusters[topology.fence_cluster] if topology.fence_cluster else topology.cold
-    other = topology.hot if fc is topology.cold else topology.cold
-    ep = fc.zookeeper or other.zookeeper
+    """The ZooKeeper holding the fencing state (:func:`fence_cluster_name`)."""
+    ep = topology.clusters[fence_cluster_name(topology)].zookeeper
     if ep is None:
         raise ConfigError("no ZooKeeper configured for fencing", where=topology.source_file,
                           hint="add a zookeeper section to the cold cluster (it holds the fencing znode)")
@@ -107,6 +114,19 @@ class Fence:
         """The active-cluster record, or None when it was never set."""
         try:
             raw, _ = self.zk.get(self.active_path)
+        except ZkNoNode:
+            return None
+        return _load(raw) or None
+
+    @property
+    def direction_path(self) -> str:
+        return f"{self.root}/direction"
+
+    def direction(self) -> dict[str, Any] | None:
+        """The protection direction a re-protect recorded (``{"hot", "cold", "epoch", "at", "by",
+        "run_id"}``), or None when none ever did (the topology's own roles)."""
+        try:
+            raw, _ = self.zk.get(self.direction_path)
         except ZkNoNode:
             return None
         return _load(raw) or None
@@ -248,6 +268,49 @@ class Fence:
         self.set_read_only(cluster, False, epoch=new.epoch, by=by)
         return new
 
+    def reprotect(self, *, active: str, standby: str, by: str, run_id: str) -> FenceState:
+        """Protect ``active`` onto ``standby`` (re-protect after a failover): in ONE transaction
+        that checks the active-cluster znode still names ``active`` (its version) — the epoch raised
+        to a state that fences nothing (every writer of the failover is retired), the direction
+        recorded (``<dr_root>/direction``: ``active`` → ``standby``), ``standby``'s read-only flag and
+        the mirrors-paused flag removed. FencedError when ``active`` is not the active cluster or
+        the state changed meanwhile. Idempotent: when the direction already says so at the current
+        epoch, nothing is written."""
+        where = f"zookeeper {self.zk.quorum} {self.active_path}"
+        raw, astat = self.zk.get(self.active_path) if self.zk.exists(self.active_path) else (b"", None)
+        act = _load(raw)
+        if act.get("cluster") != active or astat is None:
+            raise FencedError(f"{active!r} is not the active cluster (the active-cluster znode says "
+                              f"{act.get('cluster')!r}): nothing to re-protect from it", where=where,
+                              hint="re-protect follows a failover that promoted this cluster")
+        cur = self.state()
+        done = self.direction() or {}
+        if done.get("hot") == active and done.get("cold") == standby and done.get("epoch") == cur.epoch \
+                and cur.fenced_cluster is None:
+            return cur
+        new = FenceState(epoch=cur.epoch + 1, fenced_cluster=None, at=time.time(), by=by)
+        rec = {"hot": active, "cold": standby, "epoch": new.epoch, "at": new.at, "by": by, "run_id": run_id}
+        tx = self.zk.transaction()
+        tx.check(self.active_path, astat.version)
+        if cur.version >= 0:
+            tx.set_data(self.fencing_path, _dump(new.to_json()), cur.version)
+        else:
+            tx.create(self.fencing_path, _dump(new.to_json()))
+        if self.zk.exists(self.direction_path) is not None:
+            tx.set_data(self.direction_path, _dump(rec))
+        else:
+            tx.create(self.direction_path, _dump(rec))
+        for path in (self.read_only_path(standby), f"{self.root}/mirrors-paused"):
+            if self.zk.exists(path) is not None:
+                tx.delete(path)
+        try:
+            tx.commit()
+        except (ZkBadVersion, ZkNodeExists, ZkNoNode):
+            raise FencedError("re-protect did not take: the fencing epoch or the active cluster changed meanwhile",
+                              where=f"zookeeper {self.zk.quorum} {self.fencing_path}",
+                              hint="read the state (`drt failover fence-status`) and run it again") from None
+        return FenceState(new.epoch, None, new.at, new.by, max(cur.version, -1) + 1)
+
     # -- the active cluster and the read-only flag -------------------------------------------------
     def set_active(self, cluster: str, *, epoch: int, by: str, recovery_point: str | None = None,
                    recovery: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -276,7 +339,7 @@ class Fence:
             ro = sorted(self.zk.get_children(ro_root))
         except ZkNoNode:
             ro = []
-        return {"fencing": st.to_json(), "active": self.active(), "read_only": ro}
+        return {"fencing": st.to_json(), "active": self.active(), "direction": self.direction(), "read_only": ro}
 
 
 @contextmanager
@@ -285,8 +348,7 @@ def open_fence(topology: Topology, *, access: Access) -> Iterator[Fence]:
 
     Credentials: the endpoint's ``conn_id`` resolved through ``access``."""
     ep = fencing_endpoint(topology)
-    name = topology.cold_name if topology.cold.zookeeper is not None else topology.hot_name
-    creds = access.endpoint(topology, name, "zookeeper")
+    creds = access.endpoint(topology, fence_cluster_name(topology), "zookeeper")
     with zk_client.zk_session(ep, credentials=creds) as zk:
         yield Fence(zk, ep.dr_root)
 

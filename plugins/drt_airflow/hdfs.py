@@ -25,7 +25,7 @@ def policy_names(only: str | None = None) -> list[str]:
     due is Airflow's decision: see :mod:`drt_airflow.policy_dags`.)"""
     from drt_airflow.hooks import DrtHook
 
-    topo = DrtHook().topology()
+    topo = DrtHook().configured_topology()
     names = [p.name for p in topo.policies.hdfs]
     if only:
         if only not in names:

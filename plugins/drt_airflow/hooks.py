@@ -132,10 +132,18 @@ class DrtHook(BaseHook):
     def topology_path(self) -> str | None:
         return self._config or topology_path(self.drt_conn_id)
 
-    def topology(self) -> Any:
+    def configured_topology(self) -> Any:
+        """The topology file as written (DAG parsing: policy names only, no server asked)."""
         from dr_toolkit.topology import load_topology
 
         return load_topology(self.topology_path())
+
+    def topology(self) -> Any:
+        """The topology of the direction the estate is protected in now (as configured, or the
+        other way after a re-protect: read from the fencing ZooKeeper)."""
+        from dr_toolkit.failback.direction import directed
+
+        return directed(self.configured_topology(), self.access())
 
     def access(self) -> Any:
         """The one access value: every ``conn_id`` resolved through Airflow's connection API."""

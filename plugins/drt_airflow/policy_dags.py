@@ -187,7 +187,7 @@ def load_for_parsing() -> Topology:
 
     hook = DrtHook()
     try:
-        topo: Topology = hook.topology()
+        topo: Topology = hook.configured_topology()
     except DrtError as exc:
         raise RuntimeError(f"dr-toolkit: no per-policy DAGs: {exc.message} (the topology comes from the "
                            "drt_default connection's extra 'config', the Variable drt_config or $DRT_CONFIG)"

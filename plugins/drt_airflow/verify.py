@@ -28,7 +28,7 @@ def policy_names(only: list[str] | None = None) -> list[str]:
     """The verify policies of the topology (all, or those of ``only`` that exist)."""
     from drt_airflow.hooks import DrtHook
 
-    names = [p.name for p in DrtHook().topology().policies.verify]
+    names = [p.name for p in DrtHook().configured_topology().policies.verify]
     if only:
         missing = sorted(set(only) - set(names))
         if missing:
