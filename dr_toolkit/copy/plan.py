@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import fnmatch
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -102,6 +102,19 @@ class Plan:
         self.basis[basis] = self.basis.get(basis, 0) + 1
         if len(self.basis_samples) < 50:
             self.basis_samples.append({"path": rel, "basis": basis})
+
+    def record(self, rel: str, out: FileTask | Entry, basis: str | None, read: bool) -> None:
+        """One source file decided (:func:`reconcile_entry`): a task, or an entry kept with its basis."""
+        if isinstance(out, FileTask):
+            self.copies.append(out)
+        else:
+            self.keep[rel] = out
+            if basis and basis.startswith("="):
+                self.proven(rel, basis[1:])
+            elif basis:
+                self.fallbacks.append({"path": rel, "reason": basis, "used": "name only"})
+        if read:
+            self.files_read.append(rel)
 
 
 class Filters:
@@ -220,6 +233,47 @@ class Prover:
                 str(tc) if tc is not None else None)
 
 
+def reconcile_entry(rel: str, s: FileStatus, t: FileStatus | None, options: CopyOptions, f: Filters,
+                    prover: Prover, tgt_fs: FileSystem, tgt_root: str
+                    ) -> tuple[str, FileTask | Entry, str | None, bool]:
+    """One source file of a full comparison against the target's file at its path (``t``, None
+    when the target lacks it): (rel, a task or the entry kept, the basis — ``"=<proof>"`` or why
+    it was kept unproven — and whether source bytes were read)."""
+    task = FileTask(rel, s.size, s.mtime, permission=s.permission, version=s.version, block_size=s.block_size)
+    if t is None:
+        task.reason = "new"
+        return rel, task, None, False
+    if options.overwrite:
+        task.reason = "overwrite"
+        return rel, task, None, False
+    if not options.update:
+        # kept unproven: no change token recorded, so a later --update run compares it
+        return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
+    if f.appendable(rel) and t.size < s.size:
+        # the target's bytes: the server's composite CRC32C, else their SHA-256 read here (the
+        # source's prefix is hashed alike while it is read, and must match)
+        tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
+            tgt_fs.content_digest(tgt_fs.join(tgt_root, rel))
+        if tc is not None and tc.algorithm in ("COMPOSITE-CRC32C", DIGEST_ALGO):
+            task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
+            return rel, task, None, False
+    try:
+        eq, basis, read, sc, tcrc, town = prover.equal(rel, s, t)
+    except UnderConstruction:
+        task.reason = "open for write"
+        return rel, task, None, False
+    if eq:
+        return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version, False,
+                          town if not tgt_fs.content_token else None), "=" + basis, read
+    task.reason = f"differs ({basis})"
+    return rel, task, None, read
+
+
+def target_kept(t: FileStatus) -> Entry:
+    """The manifest entry of a target file the source lacks, kept without ``--delete``."""
+    return Entry(t.size, t.mtime, None, t.mtime, None, None, t.version)
+
+
 def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
               tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str,
               recorded: Entries | None = None) -> Plan:
@@ -232,36 +286,7 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
     prover = Prover(src_fs, src_root, tgt_fs, tgt_root, recorded, content=options.proof == "content")
 
     def decide(item: tuple[str, FileStatus]) -> tuple[str, FileTask | Entry, str | None, bool]:
-        rel, s = item
-        t = tgt.get(rel)
-        task = FileTask(rel, s.size, s.mtime, permission=s.permission, version=s.version, block_size=s.block_size)
-        if t is None:
-            task.reason = "new"
-            return rel, task, None, False
-        if options.overwrite:
-            task.reason = "overwrite"
-            return rel, task, None, False
-        if not options.update:
-            # kept unproven: no change token recorded, so a later --update run compares it
-            return rel, Entry(t.size, s.mtime, None, t.mtime, None, None, t.version), "exists (no --update)", False
-        if f.appendable(rel) and t.size < s.size:
-            # the target's bytes: the server's composite CRC32C, else their SHA-256 read here (the
-            # source's prefix is hashed alike while it is read, and must match)
-            tc = _try_checksum(tgt_fs, tgt_fs.join(tgt_root, rel)) if tgt_fs.cheap_checksum else \
-                tgt_fs.content_digest(tgt_fs.join(tgt_root, rel))
-            if tc is not None and tc.algorithm in ("COMPOSITE-CRC32C", DIGEST_ALGO):
-                task.action, task.offset, task.prefix_checksum, task.reason = "append", t.size, str(tc), "grew"
-                return rel, task, None, False
-        try:
-            eq, basis, read, sc, tcrc, town = prover.equal(rel, s, t)
-        except UnderConstruction:
-            task.reason = "open for write"
-            return rel, task, None, False
-        if eq:
-            return rel, Entry(s.size, s.mtime, tcrc, t.mtime, s.version, sc, t.version, False,
-                              town if not tgt_fs.content_token else None), "=" + basis, read
-        task.reason = f"differs ({basis})"
-        return rel, task, None, read
+        return reconcile_entry(item[0], item[1], tgt.get(item[0]), options, f, prover, tgt_fs, tgt_root)
 
     items = sorted(src.items())
     # files the target lacks need no comparison: decided here; only the others go to the pool
@@ -269,39 +294,37 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
     slow = [it for it in items if not (it[0] not in tgt or options.overwrite)]
     with ThreadPoolExecutor(max(1, min(options.workers, len(slow) or 1))) as pool:
         for rel, out, basis, read in list(map(decide, quick)) + list(pool.map(decide, slow)):
-            if isinstance(out, FileTask):
-                plan.copies.append(out)
-            else:
-                plan.keep[rel] = out
-                if basis and basis.startswith("="):
-                    plan.proven(rel, basis[1:])
-                elif basis:
-                    plan.fallbacks.append({"path": rel, "reason": basis, "used": "name only"})
-            if read:
-                plan.files_read.append(rel)
+            plan.record(rel, out, basis, read)
     for rel, t in tgt.items():
         if rel in src:
             continue
         if options.delete:
             plan.deletes.append(rel)
         else:
-            plan.keep[rel] = Entry(t.size, t.mtime, None, t.mtime, None, None, t.version)
+            plan.keep[rel] = target_kept(t)
     resolve_type_changes(plan, src, tgt)
     return plan
+
+
+def entry_break(rel: str, e: Entry, t: FileStatus | None) -> str | None:
+    """Why the target's file ``t`` at ``rel`` is not the one the base manifest recorded (None when it is)."""
+    if t is None:
+        return f"target changed: {rel} is missing"
+    if t.size != e.size:
+        return f"target changed: {rel} has {t.size} bytes, the manifest says {e.size}"
+    if e.tmtime is not None and abs(t.mtime - e.tmtime) > MTIME_EPS:
+        return f"target changed: {rel} was modified after the last run"
+    if e.tversion is not None and t.version is not None and e.tversion != t.version:
+        return f"target changed: {rel} was rewritten after the last run"
+    return None
 
 
 def chain_break(base: Entries, tgt: dict[str, FileStatus], wanted: Callable[[str], bool]) -> str | None:
     """Why the target no longer holds the base manifest exactly (None when it does)."""
     for rel, e in base.items():
-        t = tgt.get(rel)
-        if t is None:
-            return f"target changed: {rel} is missing"
-        if t.size != e.size:
-            return f"target changed: {rel} has {t.size} bytes, the manifest says {e.size}"
-        if e.tmtime is not None and abs(t.mtime - e.tmtime) > MTIME_EPS:
-            return f"target changed: {rel} was modified after the last run"
-        if e.tversion is not None and t.version is not None and e.tversion != t.version:
-            return f"target changed: {rel} was rewritten after the last run"
+        why = entry_break(rel, e, tgt.get(rel))
+        if why:
+            return why
     if len(tgt) != len(base):
         for rel in tgt:
             if rel not in base and wanted(rel):
@@ -371,13 +394,7 @@ def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions
                 plan.keep[rel] = e
                 same += 1
                 continue
-        task = FileTask(rel, s.size, s.mtime, permission=s.permission, reason="new" if e is None else "changed",
-                        version=s.version, block_size=s.block_size)
-        if e is not None and f.appendable(rel) and s.size > e.size and e.checksum and not e.open:
-            task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "grew"
-        elif e is not None and e.open and f.appendable(rel) and s.size >= e.size and e.checksum:
-            task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "was open"
-        plan.copies.append(task)
+        plan.copies.append(forward_task(rel, s, e, f))
     if same:
         plan.basis["size, mtime and change token as recorded"] = same
     for rel in sorted(base.keys() - src.keys()) if len(base) else []:
@@ -391,12 +408,37 @@ def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions
     return plan
 
 
+def forward_task(rel: str, s: FileStatus, e: Entry | None, f: Filters) -> FileTask:
+    """A fast-forward's task for a source file not proven unchanged (``e``: its base entry, None
+    when new): its tail appended when it grew (or was open) under ``append_only``, else copied."""
+    task = FileTask(rel, s.size, s.mtime, permission=s.permission, reason="new" if e is None else "changed",
+                    version=s.version, block_size=s.block_size)
+    if e is not None and f.appendable(rel) and s.size > e.size and e.checksum and not e.open:
+        task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "grew"
+    elif e is not None and e.open and f.appendable(rel) and s.size >= e.size and e.checksum:
+        task.action, task.offset, task.prefix_checksum, task.reason = "append", e.size, e.checksum, "was open"
+    return task
+
+
 def _parents(rel: str) -> Iterable[str]:
     i = rel.rfind("/")
     while i > 0:
         rel = rel[:i]
         yield rel
         i = rel.rfind("/")
+
+
+def in_the_way(rel: str, new_files: Container[str], new_dirs: Container[str]) -> bool:
+    """Whether a target path the source lacks is in the way of the source's tree: a directory of
+    a path new on the source (``new_dirs``), or below a path the source has newly as a file."""
+    if rel in new_dirs:
+        return True
+    i = rel.rfind("/")
+    while i > 0:
+        if rel[:i] in new_files:
+            return True
+        i = rel.rfind("/", 0, i)
+    return False
 
 
 def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str]) -> None:
@@ -421,17 +463,7 @@ def resolve_type_changes(plan: Plan, src: Collection[str], tgt: Collection[str])
                 break
             new_dirs.add(d)
             i = rel.rfind("/", 0, i)
-    block: list[str] = []
-    for rel in gone:
-        if rel in new_dirs:
-            block.append(rel)
-            continue
-        i = rel.rfind("/")
-        while i > 0:
-            if rel[:i] in new_files:
-                block.append(rel)
-                break
-            i = rel.rfind("/", 0, i)
+    block = [rel for rel in gone if in_the_way(rel, new_files, new_dirs)]
     if not block:
         return
     bs = set(block)
