@@ -179,8 +179,12 @@ def test_fast_forward_streamed_equals_in_memory(seed: int, tmp_path: Path) -> No
         s_src, s_base, s_tgt = _streams(work, seed, batch, (src, sp.STATUS), (base, sp.ENTRY), (tgt, sp.STATUS))
         if batch < len(src):
             assert len(s_src.runs) > 1  # spilled: the merge of sorted runs is what is tested
-        got = sp.to_plan(sp.stream_fast_forward(s_src, s_base, options, reason="r", batch=batch))
+        run = sp.stream_fast_forward(s_src, s_base, options, reason="r", batch=batch)
+        got = sp.to_plan(run)
         _same_plans(want, got)
+        if strict:  # a real tree: every decision comes out in tree order (none waits past the next path)
+            keys = [sp.tree_key(d.rel) for d in run]
+            assert keys == sorted(keys)
         # the proof that the target still holds the base: same answer (the base in tree order: the
         # in-memory check names the first break in its dictionary's order)
         ordered = dict(sorted(base.items(), key=lambda kv: sp.tree_key(kv[0])))
@@ -281,9 +285,12 @@ def test_reconcile_streamed_equals_in_memory(seed: int, tmp_path: Path) -> None:
         s_tgt = sp.SortedStream(((r, s) for r, s in entries(tgt) if f.wanted(r)), sp.STATUS, work, batch=batch,
                                 name="tgt")
         s_rec = sp.SortedStream(_shuffled(recorded, seed), sp.ENTRY, work, batch=batch, name="rec")
-        got = sp.to_plan(sp.stream_reconcile(src.fs, src.root, s_src, tgt.fs, tgt.root, s_tgt, options,
-                                             mode="reconcile", reason="r", recorded=s_rec, batch=batch))
+        run = sp.stream_reconcile(src.fs, src.root, s_src, tgt.fs, tgt.root, s_tgt, options, mode="reconcile",
+                                  reason="r", recorded=s_rec, batch=batch)
+        got = sp.to_plan(run)
+        keys = [sp.tree_key(d.rel) for d in run]
     _same_plans(want, got)
+    assert keys == sorted(keys)  # in tree order: nothing waits past the next path
 
 
 # --- the pieces -------------------------------------------------------------------------------------
@@ -319,6 +326,7 @@ def test_streamed_manifest_is_the_manifest_format() -> None:
 def test_the_trees_hold_what_the_reconcile_oracle_must_attack(tmp_path: Path) -> None:
     seen: dict[str, int] = {}
     for seed in range(30):
+        (tmp_path / str(seed)).mkdir()
         src_dir, tgt_dir = _trees(seed, tmp_path / str(seed))
         rng = random.Random(seed * 13 + 5)
         options = _options(rng, update=rng.random() < 0.8, overwrite=rng.random() < 0.1, workers=3,
