@@ -66,7 +66,15 @@ from dr_toolkit.copy.state import LEASE_TTL_S, StateStore, default_state_uri
 from dr_toolkit.errors import ConfigError, ProblemFound, UnreachableError
 from dr_toolkit.failback.divergence import Divergence
 from dr_toolkit.fs import open_fs
-from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem, is_internal, same_bytes, tmp_name
+from dr_toolkit.fs.base import (
+    DIGEST_ALGO,
+    Checksum,
+    FileStatus,
+    FileSystem,
+    is_internal,
+    same_bytes,
+    tmp_name,
+)
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import HdfsPolicy
 
@@ -162,20 +170,36 @@ def _base_label(pair: _Pair, snap: str | None) -> str:
 def _differs(fs: FileSystem, path: str, e: mf.Entry, s: FileStatus) -> bool:
     """``path`` (listed as ``s``) does not hold the bytes the manifest entry ``e`` recorded: another
     size; else its change token says nothing changed (a content token), else its own checksum is
-    not the one recorded for the source when it was copied."""
+    not the one recorded for the source when it was copied (SHA-256 or CRC32C of the bytes read
+    here when that is what was recorded): a file rewritten with the very same bytes is unchanged."""
     if s.size != e.size:
         return True
     same_meta = unchanged(e, s)
     if same_meta and fs.content_token:
         return False
-    want = Checksum.parse(e.schecksum)
+    for recorded in (e.schecksum, e.checksum):  # the source's own checksum, else the bytes written's
+        verdict = _matches(fs, path, Checksum.parse(recorded))
+        if verdict is not None:
+            return not verdict
+    return not same_meta
+
+
+def _matches(fs: FileSystem, path: str, want: Checksum | None) -> bool | None:
+    """``path``'s bytes have the checksum ``want`` (the filesystem's own when of that algorithm,
+    else computed from the bytes read here); None when it cannot be said."""
     if want is None:
-        return not same_meta
+        return None
     try:
-        got = fs.checksum(path)
+        own = fs.checksum(path) if fs.cheap_checksum else None
+        if own is not None and own.algorithm == want.algorithm:
+            return own == want
+        if want.algorithm == DIGEST_ALGO:
+            return fs.content_digest(path) == want
+        if want.algorithm == "COMPOSITE-CRC32C":
+            return fs.content_checksum(path) == want
     except (OSError, UnreachableError):
-        return True
-    return got != want
+        return False
+    return None
 
 
 def _equal_files(a_fs: FileSystem, a: str, b_fs: FileSystem, b: str) -> bool:
