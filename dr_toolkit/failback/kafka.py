@@ -97,6 +97,8 @@ class Walk:
     first_back: int | None = None  # hot offset of the first of them
     basis: str = ""
     gap: bool = False  # a reverse copy since the last divergent record (the next one starts a run)
+    recopied: int = 0  # the active's records from before the boundary the reverse flow copied again
+    recopy: dict[int, int] = field(default_factory=dict)  # active offset -> old hot offset of that copy
 
     @property
     def where(self) -> str:
@@ -221,12 +223,21 @@ def walk_partition(hot: KafkaCluster, cold: KafkaCluster, w: Walk, *, skew: int,
         hot_it.advance()
     w.hot_boundary = hot_it.cur.offset if hot_it.cur is not None else lso
     w.cold_boundary = cold_it.cur.offset if cold_it.cur is not None else chi
-    while (h := hot_it.cur) is not None:  # past it: the reverse mirror's copy of cold's next, or divergent
+    # Past it: the reverse mirror's copy of the active cluster's next record (the delta), or its copy
+    # again of the active's records from its log start (a reverse flow started with no stored
+    # position re-copies the whole log), or divergent.
+    again = _Cursor(_records(cold, ct, p, clo, w.cold_boundary)) if w.cold_boundary > clo else None
+    while (h := hot_it.cur) is not None:
         if cold_it.cur is not None and ident(cold_it.cur) == ident(h):
             w.back += 1
             w.first_back = h.offset if w.first_back is None else w.first_back
             w.gap = True
             cold_it.advance()
+        elif again is not None and again.cur is not None and ident(again.cur) == ident(h):
+            w.recopied += 1
+            w.recopy[again.cur.offset] = h.offset
+            w.gap = True
+            again.advance()
         else:
             w.add(h)
         hot_it.advance()
@@ -483,6 +494,7 @@ def reprotect(topology: Topology, ledger: Ledger, access: Access, *, run_id: str
     for _pol, w in ws:
         parts[f"{w.topic}[{w.partition}]"] = {
             "reverse_start": w.cold_boundary, "active_end": w.cold_range[1], "copied_back": w.back,
+            "copied_again": w.recopied,
             "first_copy_on_old_hot": w.first_back, "divergent": w.count, "unproven": w.unproven}
     same_topic = all(rev.cold_topic(w.topic) == w.topic for _p, w in ws)
     evidence = [k for k, v in parts.items() if v["copied_back"]] if same_topic else []
@@ -500,6 +512,7 @@ def reprotect(topology: Topology, ledger: Ledger, access: Access, *, run_id: str
             f"{topology.hot_name}, and no reverse offset sync is borne out by the records")}
     say(f"kafka: reverse flow seen ({len(evidence)} partition(s) with copies, {synced} offset sync(s))")
     runs = {(w.topic, w.partition): w.runs for _p, w in ws}
+    recopies = {(w.topic, w.partition): w.recopy for _p, w in ws}
     groups, notes = rev.protected_groups(ledger=ledger)
     if not groups:
         return {**summary, "status": "planned" if dry_run else "done", "groups": {}, "notes": notes,
@@ -516,7 +529,17 @@ def reprotect(topology: Topology, ledger: Ledger, access: Access, *, run_id: str
             offsets = offsets_of(gr.rows)
             moved: dict[str, int] = {}
             reads: dict[str, int] = {}
+            recopied: dict[str, int] = {}
+            source = {(r.cold_topic, r.partition): r.source_offset for r in gr.rows}
             for (ct, p), off in list(offsets.items()):
+                x, copy = source.get((ct, p)), recopies.get((ct, p), {})
+                tgt = (copy.get(x - 1, -2) + 1 if x - 1 in copy else copy.get(x)) if x is not None else None
+                if tgt is not None and tgt > off:
+                    # the reverse flow copied the active's records again from its log start: the copy of
+                    # the group's next record there (every one after it follows in order), not the
+                    # old hot's original, after which the divergent records and the copies again lie
+                    recopied[f"{ct}[{p}]"] = tgt - off
+                    off = tgt
                 for first, last in runs.get((ct, p), []):
                     if first <= off <= last:  # never into the divergent records as if mirrored
                         moved[f"{ct}[{p}]"] = last + 1 - off
@@ -527,7 +550,7 @@ def reprotect(topology: Topology, ledger: Ledger, access: Access, *, run_id: str
             entry: dict[str, Any] = {"offsets": {f"{t}[{p}]": o for (t, p), o in sorted(offsets.items())},
                                      "methods": sorted({r.method for r in gr.rows}),
                                      "may_reread": gr.may_reread, "moved_past_divergent": moved,
-                                     "will_read_divergent": reads}
+                                     "will_read_divergent": reads, "moved_to_copy_again": recopied}
             if not dry_run:
                 try:
                     entry["applied"] = apply_offsets(old, g, offsets, force=True, ledger=ledger, run_id=run_id,
