@@ -37,6 +37,7 @@ from tests.support.fixtures_kafka import (
     commit_after_consuming,
     committed,
     create_topic,
+    mirror,
     produce,
     read_all,
     unique,
@@ -102,7 +103,8 @@ def _read_from(address: str, topic: str, p: int, offset: int) -> list[Rec]:
         deadline = time.monotonic() + 30
         done = False
         while not done and time.monotonic() < deadline:
-            for m in c.consume(500, timeout=0.3):
+            msgs: list[Any] = c.consume(500, timeout=0.3)
+            for m in msgs:
                 if m.error():
                     done = True
                     break
@@ -122,21 +124,28 @@ def _failover(topo: Topology, ledger: Ledger, access: Access, group: str) -> Non
         apply_offsets(cold, group, offsets_of(done.groups[group].rows), ledger=ledger)
 
 
-def _scenario(hot: str, cold: str, tmp: Path, *, gate_proof: bool) -> dict[str, Any]:
+def _scenario(hot: str, cold: str, tmp: Path, *, gate_proof: bool, forward_mm2: bool = True) -> dict[str, Any]:
     """Forward flow, a group on hot, the failover, writes on both sides, the group reading on the
-    active cluster. Returns what the tests need."""
+    active cluster. Returns what the tests need. ``forward_mm2`` False: the records are copied by
+    the test (:func:`mirror`), the same records in the same order."""
     uid = uuid.uuid4().hex[:6]
     topic, group, group2 = unique("fb-orders"), unique("fbgrp"), unique("fbidle")
     aliases = (f"fbh{uid}", f"fbc{uid}")
     create_topic(hot, topic, 2)
     for p in (0, 1):
         produce(hot, topic, p, _recs("pre", p, N, T0))
-    fwd = MirrorMaker2(tmp / "mm2-fwd", hot, cold, topics=topic, policy="identity", aliases=aliases, heap="256m")
-    fwd.start()
-    try:
-        fwd.wait_mirrored([topic])
-    finally:
-        fwd.kill()  # the failover: the forward flow stops
+    if forward_mm2:
+        fwd = MirrorMaker2(tmp / "mm2-fwd", hot, cold, topics=topic, policy="identity", aliases=aliases,
+                           heap="256m")
+        fwd.start()
+        try:
+            fwd.wait_mirrored([topic])
+        finally:
+            fwd.kill()  # the failover: the forward flow stops
+    else:
+        create_topic(cold, topic, 2)
+        for p in (0, 1):
+            assert mirror(hot, cold, topic, p) == N
     commit_after_consuming(hot, group, topic, {0: 20, 1: N})
     commit_after_consuming(hot, group2, topic, {0: 20, 1: 25})  # reads nothing more after the failover
     topo = _topology(tmp / "drt.yaml", hot, cold, topic, [group, group2], f"sqlite:///{tmp}/ledger.db", aliases)
@@ -162,7 +171,7 @@ def _aside(hot: str, name: str, p: int) -> list[Rec]:
     return read_all(hot, name, p)
 
 
-def test_divergence_set_aside_and_reprotect_never_skip(kafka_env, tmp_path: Path) -> None:
+def test_divergence_set_aside_and_reprotect_never_skip(kafka_env: tuple[str, str], tmp_path: Path) -> None:
     """Every divergent record is in the report and in the aside topic (idempotent); with no reverse
     flow re-protect fails with one line; with the reverse MM2 flow running, the group remapped
     back onto the old hot reads every record the active cluster had after its committed position,
@@ -223,7 +232,7 @@ def test_divergence_set_aside_and_reprotect_never_skip(kafka_env, tmp_path: Path
             N, DIVERGENT[p], ACTIVE[p], N), part
 
 
-def test_divergence_proven_from_the_records_alone_and_no_reverse_flow_fails(kafka_env, tmp_path: Path) -> None:
+def test_divergence_proven_from_the_records_alone_and_no_reverse_flow_fails(kafka_env: tuple[str, str], tmp_path: Path) -> None:
     """No gate proof in the ledger: cold's position on the old hot is proven from the records'
     identity alone (cold's newest records, written on cold directly, are passed over), the
     divergence is exact; re-protect with no reverse flow fails with one line, and the dry run too."""
@@ -241,7 +250,7 @@ def test_divergence_proven_from_the_records_alone_and_no_reverse_flow_fails(kafk
         assert res["message"].startswith("no reverse MirrorMaker 2 flow cold -> hot") and "\n" not in res["message"]
 
 
-def test_unproven_position_is_an_item_never_no_divergence(kafka_env, tmp_path: Path) -> None:
+def test_unproven_position_is_an_item_never_no_divergence(kafka_env: tuple[str, str], tmp_path: Path) -> None:
     """The active cluster holds only records of its own (none is a copy of an old hot record) and
     no proof was kept: the partition is an item saying its position is unproven, listing every
     record the old hot holds — never "no divergence"."""
@@ -255,3 +264,33 @@ def test_unproven_position_is_an_item_never_no_divergence(kafka_env, tmp_path: P
     items = fk.divergence(topo, Ledger.open(topo.ledger.url), Access.from_env(), recovery_point=None)
     assert len(items) == 1 and items[0].detail.get("unproven"), [i.to_json() for i in items]
     assert (items[0].detail["first_offset"], items[0].detail["count"]) == (0, 10)
+
+
+def test_reprotect_never_points_into_the_divergent_records(kafka_env: tuple[str, str], tmp_path: Path) -> None:
+    """A reverse flow that copies the delta only (the active's records since the failover, here
+    copied by the test: MirrorMaker 2 as run here always starts at the log start): the group that
+    sat at the last mirrored record is remapped exactly onto the old hot's first divergent record;
+    re-protect moves it past them, to the copy of its next record — it reads exactly the active's
+    records after its committed position, none of the divergent ones."""
+    hot, cold = kafka_env
+    s = _scenario(hot, cold, tmp_path, gate_proof=True, forward_mm2=False)
+    topic, group, topo, ledger, access = s["topic"], s["group"], s["topo"], s["ledger"], s["access"]
+    items = fk.set_aside(topo, ledger, access, fk.divergence(topo, ledger, access, recovery_point=None),
+                         run_id="fb-delta")
+    assert sorted((i.where, i.detail["count"]) for i in items) == [(f"{topic}:{p}", DIVERGENT[p]) for p in (0, 1)]
+    for p in (0, 1):  # the delta: the active's records from the boundary on, after the divergent ones
+        produce(hot, topic, p, read_all(cold, topic, p)[N:])
+    res = fk.reprotect(topo, ledger, access, run_id="fb-delta")
+    assert res["status"] == "done", res
+    assert res["groups"][group]["moved_past_divergent"] == {f"{topic}[1]": DIVERGENT[1]}, res["groups"][group]
+    div = {(r.value, r.timestamp) for p in (0, 1) for r in _recs("div", p, DIVERGENT[p], T0 + 10_000)}
+    for g in (group, s["group2"]):
+        positions, active_committed = committed(hot, g, topic, 2), committed(cold, g, topic, 2)
+        for p in (0, 1):
+            want = _read_from(cold, topic, p, active_committed[p])
+            got = _read_from(hot, topic, p, positions[p])
+            if g == group:
+                assert got == want, (g, p, positions[p], res["groups"][g])
+            else:  # behind the boundary: it reads on through the divergent records (reported), never skips
+                assert [r for r in got if (r.value, r.timestamp) not in div] == want, (g, p, positions[p])
+                assert res["groups"][g]["will_read_divergent"][f"{topic}[{p}]"] == DIVERGENT[p]
