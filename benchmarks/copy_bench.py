@@ -10,6 +10,12 @@
 4. planning a fast-forward of N manifest entries against a listing: time and peak RSS
                                                                              (goal < 30 s, < 2 GiB)
    (ratio against building the same dicts without planning)
+   and the same diff planned by the streamed planner (copy/stream_plan.py: the listing and the base
+   manifest sorted in runs on disk, one merge pass, the new manifest written as it comes): entries/s
+   and peak RSS beside issue 42's goals (10,000,000 entries within 2 GiB; 100,000,000 < 15 min and
+   < 4 GiB — extrapolated from the measured rate unless N is 100,000,000). --planner picks which
+   (default: both up to 1,000,000 entries, only the streamed one above: the in-memory one needs ~1.2 KiB
+   a file)
 5. with --spark: the spark engine's figures beside the local engine's.
 Both sides of every ratio run on the same disk, from the page cache (each source is read once first).
 `drt` runs with bytecode caching on (PYTHONDONTWRITEBYTECODE is dropped for its runs and one
@@ -198,6 +204,108 @@ def bench_plan(n: int) -> None:
           f"{rss / max(rss0, 1):.2f}x the RSS of only building the inputs, {rss0 / 2**30:.2f} GiB); {info}")
 
 
+STREAM_CHILD = r"""
+import os, resource, sys, time
+from dr_toolkit.copy import stream_plan as sp
+from dr_toolkit.copy.manifest import Entry
+from dr_toolkit.fs.base import FileStatus
+from dr_toolkit.topology import CopyOptions
+n, work = int(sys.argv[1]), sys.argv[2]
+batch = int(sys.argv[3]) if sys.argv[3] != "-" else sp.BATCH
+
+
+def base_entries():  # the in-memory measurement's base manifest, as a stream
+    for i in range(n):
+        yield (f"d{i % 1000:04d}/part-{i:08d}.parquet",
+               Entry(1000 + i % 5000, 1.6e9 + i, f"COMPOSITE-CRC32C:{i:08x}", 1.7e9 + i, f"{i}:1{i}",
+                     f"COMPOSITE-CRC32C:{i:08x}", f"{i + 7}:2{i}"))
+
+
+def listing():  # the source as a listing yields it ((rel, FileStatus), in no useful order): the same changes
+    for i in range(n):
+        rel = f"d{i % 1000:04d}/part-{i:08d}.parquet"
+        if i % 100 == 0:
+            continue  # 1 % deleted
+        size, mtime, version = 1000 + i % 5000, 1.6e9 + i, f"{i}:1{i}"
+        if i % 100 == 1:
+            yield rel, FileStatus(rel, size + 10, mtime + 5, version=version)  # 1 % changed
+        elif i % 1000 == 2:
+            yield "moved/" + rel, FileStatus("moved/" + rel, size, mtime, version=version)  # 0.1 % renamed
+        else:
+            yield rel, FileStatus(rel, size, mtime, version=version)
+
+
+base_path, next_path = os.path.join(work, "base.jsonl.gz"), os.path.join(work, "next.jsonl.gz")
+t0 = time.perf_counter()
+with open(base_path, "wb") as f:
+    sp.write_manifest(f, {"manifest_id": "bench"}, base_entries())
+g0 = time.process_time()
+for _ in listing():  # what generating the synthetic listing alone costs (counted below, as a listing's cost)
+    pass
+gen = time.process_time() - g0
+t1 = time.perf_counter()
+c1 = time.process_time()
+kinds = {}
+with sp.Workdir(work) as tmp:
+    src = sp.SortedStream(listing(), sp.STATUS, tmp, batch=batch, name="src")
+    t2 = time.perf_counter()
+    with open(base_path, "rb") as f:
+        base = sp.SortedStream(sp.read_manifest(f), sp.ENTRY, tmp, batch=batch, name="base")
+    t3 = time.perf_counter()
+    run = sp.stream_fast_forward(src, base, CopyOptions(update=True, delete=True), reason="bench", batch=4096)
+
+    def kept():
+        for b in run.batches():
+            for d in b:
+                kinds[d.kind] = kinds.get(d.kind, 0) + 1
+                if d.kind == "keep":
+                    yield d.rel, d.item
+
+    with open(next_path, "wb") as out:
+        sp.write_manifest(out, {"manifest_id": "next"}, kept())
+    runs = len(src.runs) + len(base.runs)
+t4 = time.perf_counter()
+cpu = time.process_time() - c1
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(f"{t1 - t0:.3f} {t4 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {rss} {runs} {batch} {cpu:.3f} {gen:.3f} "
+      f"copies={kinds.get('copy', 0)} deletes={kinds.get('delete', 0)} keep={kinds.get('keep', 0)} "
+      f"files_total={run.files_total}")
+"""
+
+MIB = 2**20
+GOAL_100M_S, GOAL_100M_RSS, GOAL_10M_RSS = 15 * 60, 4 * 2**30, 2 * 2**30
+
+
+def bench_stream_plan(n: int, work: Path, batch: int | None) -> None:
+    """[4] by the streamed planner: a synthetic namespace (the in-memory measurement's changes) fed
+    through the same code path (SortedStream of a listing's (rel, FileStatus), of a manifest read
+    as a stream; stream_fast_forward; the new manifest written as the decisions come)."""
+    r = subprocess.run([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-")],
+                       capture_output=True, text=True, cwd=REPO)
+    if r.returncode != 0:
+        raise SystemExit(f"streamed planner failed: {r.stderr[-2000:]}")
+    setup, t, t_src, t_base, t_merge, rss, runs, b, cpu, gen, *info = r.stdout.split()
+    secs, peak = float(t), int(rss)
+    rate = n / secs
+    t100 = 100_000_000 / rate
+    label = "measured" if n >= 100_000_000 else "extrapolated from this rate, not run"
+    print(f"[4s] streamed planning of {n:,} manifest entries (sort the listing, read + sort the base manifest, "
+          f"one merge pass, write the new manifest; batch {int(b):,}, {runs} sorted runs): {secs:.1f}s wall = "
+          f"{rate:,.0f} entries/s (listing sorted {float(t_src):.1f}s, manifest {float(t_base):.1f}s, merge + write "
+          f"{float(t_merge):.1f}s; CPU time {float(cpu):.1f}s = {n / float(cpu):,.0f} entries per CPU-second, "
+          f"of which generating the synthetic listing {float(gen):.1f}s; "
+          f"writing the base manifest first: {float(setup):.1f}s, not counted); "
+          f"peak RSS {peak / MIB:,.0f} MiB; load average then {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"{' '.join(info)}")
+    if n <= 10_000_000:
+        print(f"     goal 10,000,000 entries within 2 GiB: at {n:,}: peak RSS {peak / MIB:,.0f} MiB "
+              f"({'within' if peak < GOAL_10M_RSS else 'OVER'} 2 GiB)")
+    print(f"     goal 100,000,000 entries < 15 min and < 4 GiB: {t100 / 60:.1f} min at this rate ({label}; "
+          f"{'within' if t100 < GOAL_100M_S else 'OVER'} 15 min; at the CPU-time rate "
+          f"{100_000_000 / (n / float(cpu)) / 60:.1f} min); memory is O(batch) + O(runs x chunk): "
+          f"peak RSS at {n:,} {peak / MIB:,.0f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large-n", type=int, default=8)
@@ -205,6 +313,9 @@ def main() -> None:
     ap.add_argument("--tree", default=str(REPO / ".venv/lib/python3.11/site-packages"))
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--spark", action="store_true")
+    ap.add_argument("--planner", choices=["auto", "memory", "streamed", "both"], default="auto",
+                    help="[4]: which planner (auto: both up to 1,000,000 entries, else streamed)")
+    ap.add_argument("--batch", type=int, default=None, help="[4] streamed: entries per sorted run")
     ap.add_argument("--only", default="1,2,4", help="which measurements (1=large, 2=tree+rerun, 4=plan)")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
@@ -218,7 +329,11 @@ def main() -> None:
         if "2" in only:
             bench_tree(work, Path(a.tree), a.spark)
         if "4" in only:
-            bench_plan(a.entries)
+            planner = a.planner if a.planner != "auto" else ("both" if a.entries <= 1_000_000 else "streamed")
+            if planner in ("memory", "both"):
+                bench_plan(a.entries)
+            if planner in ("streamed", "both"):
+                bench_stream_plan(a.entries, work, a.batch)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

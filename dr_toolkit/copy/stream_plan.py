@@ -40,7 +40,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from dr_toolkit.copy.manifest import CHUNK_ENTRIES, Entry
@@ -62,9 +62,14 @@ from dr_toolkit.fs.base import FileStatus, FileSystem
 if TYPE_CHECKING:
     from dr_toolkit.topology import CopyOptions
 
-BATCH = 1_000_000  # entries a sorter holds before it spills a sorted run (about 300 MB of listing)
-CHUNK = 4096  # entries per pickled chunk of a run: what one run holds in memory while merged
-FANIN = 64  # runs merged at once: more are first merged into longer runs (open files, buffers)
+# Memory: a sorter holds up to BATCH entries (~450-600 bytes each as tuples), and a stream below
+# one batch stays in memory while the next input is sorted: ~2 x BATCH entries at the peak of the
+# sort phase; the merge holds CHUNK entries + READ_BUFFER bytes per run (runs = entries / BATCH
+# per input, at most FANIN: 100,000,000 entries make 400 runs an input, one merge level).
+BATCH = 250_000  # entries a sorter holds before it spills a sorted run
+CHUNK = 512  # entries per pickled chunk of a run: what one run holds in memory while merged
+FANIN = 512  # runs merged at once: more are first merged into longer runs (open files, buffers)
+READ_BUFFER = 64 * 1024  # bytes buffered per run while merged
 
 #: the basis of files a listing fast-forward keeps (counted, no samples: as plan.fast_forward)
 SAME = "size, mtime and change token as recorded"
@@ -94,12 +99,25 @@ def _status_tuple(s: FileStatus) -> tuple[Any, ...]:
     return s.path, s.size, s.mtime, s.is_dir, s.permission, s.version, s.block_size
 
 
+_STATUS_FIELDS = tuple(f.name for f in fields(FileStatus))
+_new = object.__new__
+_set = object.__setattr__
+
+
 def _status(t: tuple[Any, ...]) -> FileStatus:
-    return FileStatus(*t)
+    """``FileStatus(*t)`` at two thirds of its cost (a frozen dataclass's __init__ sets each field
+    through object.__setattr__; here its __dict__ is set once)."""
+    s = _new(FileStatus)
+    _set(s, "__dict__", dict(zip(_STATUS_FIELDS, t, strict=True)))
+    return s
+
+
+def _entry(t: tuple[Any, ...]) -> Entry:
+    return tuple.__new__(Entry, t)  # Entry._make without the classmethod call
 
 
 STATUS: Codec[FileStatus] = Codec(_status_tuple, _status)
-ENTRY: Codec[Entry] = Codec(tuple, Entry._make)
+ENTRY: Codec[Entry] = Codec(tuple, _entry)
 
 
 class SortedStream(Generic[V]):
@@ -165,7 +183,7 @@ class SortedStream(Generic[V]):
 
 
 def _read_run(path: str) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    with open(path, "rb", buffering=1 << 20) as f:
+    with open(path, "rb", buffering=READ_BUFFER) as f:
         load = pickle.load
         while True:
             try:
@@ -391,7 +409,8 @@ def stream_fast_forward(src: SortedStream[FileStatus], base: SortedStream[Entry]
                     ways.new(rel, out)
                     out.append(Decision(rel, "copy", forward_task(rel, s, None, f)))
                 else:
-                    ways.both(rel, out)
+                    if ways.new_files or ways.pending:  # (nothing to leave: no call)
+                        ways.both(rel, out)
                     if unchanged(e, s):
                         out.append(Decision(rel, "keep", e, SAME))
                     else:
