@@ -251,12 +251,13 @@ def test_no_completed_run_is_an_item_not_no_divergence(tmp_path: Path) -> None:
 
 # -- random interleavings ------------------------------------------------------------------------
 
-NAMES = [f"d{i}/f{j}" for i in range(3) for j in range(6)]
+NAMES = [f"d{i}/f{j}" for i in range(5) for j in range(5)]
+SEEDS = max(1, int(os.environ.get("DRT_FAILBACK_SEEDS", "1")))  # N times the seeds, for longer runs
 
 
 def _random_ops(rnd: random.Random, w: World, which: str, model: dict[str, bytes], n: int) -> None:
     for _ in range(n):
-        op = rnd.choice(["create", "modify", "delete", "rename", "same"])
+        op = rnd.choice(["create", "modify", "delete", "rename", "same", "rename-dir"])
         have = sorted(model)
         free = [x for x in NAMES if x not in model]
         if op == "create" and free or not have:
@@ -276,6 +277,17 @@ def _random_ops(rnd: random.Random, w: World, which: str, model: dict[str, bytes
             rel = rnd.choice(have)
             w.delete(which, rel)
             del model[rel]
+        elif op == "rename-dir":  # a whole directory moved to a name no file lives under
+            full = sorted({r.split("/")[0] for r in have})
+            empty = sorted({r.split("/")[0] for r in NAMES} - set(full))
+            if not empty:
+                continue
+            a, b = rnd.choice(full), rnd.choice(empty)
+            fs, root = w.side(which)
+            fs.delete(fs.join(root, b), recursive=True)  # an empty directory left there: not moved into
+            fs.rename(fs.join(root, a), fs.join(root, b))
+            for r in [r for r in model if r.startswith(a + "/")]:
+                model[b + r[len(a):]] = model.pop(r)
         else:
             a, b = rnd.choice(have), rnd.choice(NAMES)
             if a == b:
@@ -309,6 +321,8 @@ def _interleaving(w: World, seed: int) -> None:
     items = fb.divergence(w.topo, w.ledger, w.acc, recovery_point=None, run_id=RUN)
     got = {it.detail["rel"]: it.detail["change"] for it in items}
     assert got == _expected_changes(base, hot), (seed, got)
+    want_base = "snapshot id:" if w.kind == "hdfs" else "manifest "
+    assert all(it.detail["base"].startswith(want_base) for it in items), (seed, [it.detail for it in items])
     kept = fb.set_aside(w.topo, w.ledger, w.acc, items, run_id=RUN)
     for it in kept:
         if it.detail["change"] != "deleted":
@@ -326,7 +340,7 @@ def _interleaving(w: World, seed: int) -> None:
     assert p["files_copied"] <= len(might), (seed, p, sorted(might))
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(4 * SEEDS))
 def test_random_interleavings_local(tmp_path: Path, seed: int) -> None:
     w = _local_world(tmp_path)
     try:
@@ -335,7 +349,7 @@ def test_random_interleavings_local(tmp_path: Path, seed: int) -> None:
         w.close()
 
 
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", range(2 * SEEDS))
 def test_random_interleavings_hdfs(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any, cold_dir: Any,
                                    seed: int) -> None:
     w = _hdfs_world(tmp_path, hdfs_hot, hdfs_cold, hot_dir, cold_dir)
