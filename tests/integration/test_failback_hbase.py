@@ -51,7 +51,7 @@ class Failback:
         self.access = Access.from_env()
         self.rp: float | None = None
 
-    def replicate_then_fail_over(self, rows: int = 40) -> float:
+    def replicate_then_fail_over(self, rows: int = 40, *, known: bool = True) -> float:
         self.cold.create_table(self.table, "d", 0)  # the active's table has no scope: re-protect sets it
         self.hot.create_table(self.table, "d", 1)
         self.hot.put(0, rows, table=self.table, family="d")
@@ -63,7 +63,7 @@ class Failback:
         with open_fence(self.topo, access=self.access) as fence:
             st = fence.bump(fenced_cluster=self.topo.hot_name, by="test")
             fence.set_active(self.topo.cold_name, epoch=st.epoch, by="test",
-                             recovery={"recovery_point_epoch": self.rp})
+                             recovery={"recovery_point_epoch": self.rp if known else None})
         return self.rp
 
     def cells(self, cluster: Any, table: str | None = None, *, visible: bool = True) -> set[fb.Cell]:
@@ -160,6 +160,27 @@ def test_divergence_set_aside_and_reprotect_round(failback: Failback) -> None:
 
     again = fb.reprotect(f.topo, f.ledger, f.access, run_id="r1")  # resumable: a second run changes nothing
     assert again["status"] == "done" and not again["policies"][0]["peer"]["changed"], again
+
+
+def test_unknown_recovery_point_is_never_no_divergence_and_reprotect_copies_all_saying_so(failback: Failback
+                                                                                         ) -> None:
+    """No recovery point (the failover recorded none): every cell of the old hot the active lacks is
+    divergence (whatever its timestamp) and is set aside; re-protect copies everything and says why."""
+    f = failback
+    f.replicate_then_fail_over(rows=25, known=False)
+    f.cold.put(1000, 10, table=f.table, family="d")
+    f.hot.put(6000, 4, table=f.table, family="d", value_bytes=5)
+    items = fb.divergence(f.topo, f.ledger, f.access, recovery_point=None)
+    assert [i.where for i in items] == [f.table]
+    assert items[0].detail["base"] == "unknown" and "unknown" in items[0].detail["message"]
+    assert items[0].detail["cells"] == 4 and items[0].detail["start_ms"] == 0
+    kept = fb.set_aside(f.topo, f.ledger, f.access, items, run_id="u1")
+    assert f.hot.count_range(6000, 4, table=f.table) == 0 and kept[0].detail["set_aside"]["cells_kept"] == 4
+    res = fb.reprotect(f.topo, f.ledger, f.access, run_id="u1")
+    assert res["status"] == "done" and res["mode"] == "full", res
+    assert "recovery point is unknown" in res["full_copy_because"] and "full copy" in res["message"]
+    assert res["policies"][0]["copy"]["cells"][f.table] == len(f.cells(f.cold)) == 35
+    assert f.cells(f.hot) == f.cells(f.cold)
 
 
 KILL = """
