@@ -77,6 +77,7 @@ from dr_toolkit.fs.base import (
 )
 from dr_toolkit.fs.uri import Location, parse_uri
 from dr_toolkit.topology import HdfsPolicy
+from dr_toolkit.zk.fencing import assert_copy_allowed
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -529,6 +530,8 @@ def _reprotect_one(topology: Topology, rev: Topology, ledger: Ledger, access: Ac
             raise ProblemFound(msg, where=pair.policy.source,
                                hint=f"set the divergence aside first (kept under {aside_u}), then re-protect")
         say(f"hdfs {name}: base {found.base}; {len(found.changes)} changes on the old hot after it, kept or equal")
+        if not dry_run:  # the rollback writes into the old hot: the reverse copy's fence checks, first
+            assert_copy_allowed(rev, pair.tgt, pair.src, epoch=fence_epoch, access=access)
         restored = 0
         if found.snapshot is not None and found.moment is not None and pair.entries is not None:
             todo = sorted(rel for rel, (c, _d) in found.changes.items() if c in ("deleted", "modified"))

@@ -33,13 +33,14 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import replicate_policy
-from dr_toolkit.errors import ProblemFound
+from dr_toolkit.errors import FencedError, ProblemFound
 from dr_toolkit.failback import hdfs as fb
 from dr_toolkit.failback.divergence import Divergence
 from dr_toolkit.fs import FileSystem, open_fs, parse_uri
 from dr_toolkit.fs.base import is_internal
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import Topology, load_topology
+from dr_toolkit.zk.fencing import open_fence
 from tests.support.fixtures_failover import write_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
@@ -101,11 +102,12 @@ class World:
         self.cold_fs.close()
 
 
-def _hdfs_world(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any, cold_dir: Any) -> World:
+def _hdfs_world(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any, cold_dir: Any,
+                zk: str | None = None) -> World:
     hot_dir.allow_snapshot("/data")
     cold_dir.allow_snapshot("/data")
     path = write_topology(
-        tmp_path, zk=None,
+        tmp_path, zk=zk,
         hdfs=[{"name": "wh", "source": f"hdfs://hot{hot_dir.p('/data')}", "targets": [f"hdfs://cold{cold_dir.p('/data')}"],
                "options": {"update": True, "delete": True, "snapshots": True}}],
         hot_extra={"hdfs": {"namenodes": hdfs_hot.namenodes, "user": "hdfs"}},
@@ -113,8 +115,8 @@ def _hdfs_world(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any, col
     return World(load_topology(path), "hdfs")
 
 
-def _local_world(tmp_path: Path) -> World:
-    path = write_topology(tmp_path, zk=None, hdfs=[{"name": "wh", "source": "hdfs://hot/data",
+def _local_world(tmp_path: Path, zk: str | None = None) -> World:
+    path = write_topology(tmp_path, zk=zk, hdfs=[{"name": "wh", "source": "hdfs://hot/data",
                                                     "targets": ["hdfs://cold/data"],
                                                     "options": {"update": True, "delete": True, "snapshots": True}}])
     (tmp_path / "hot" / "data").mkdir(parents=True)
@@ -454,6 +456,42 @@ def test_killed_set_aside_and_reprotect_resume_hdfs(tmp_path: Path, hdfs_hot: An
     w = _hdfs_world(tmp_path, hdfs_hot, hdfs_cold, hot_dir, cold_dir)
     try:
         _kill_scenario(w, tmp_path, 7)
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("kind", ["hdfs", "local"])
+def test_reprotect_is_refused_until_the_fence_lets_writes_into_the_old_hot(
+        tmp_path: Path, zk_server: Any, kind: str, request: pytest.FixtureRequest) -> None:
+    """What the runbook must do first: after a failover the old hot is fenced and read-only, and
+    the re-protect's rollback (HDFS: restores from the common snapshot) and copy into it are
+    refused (FencedError, nothing written into it); set_aside only moves the old hot's own files and
+    is allowed. Once ``Fence.reprotect`` (epoch raised fencing nothing, the old hot's read-only flag
+    removed) has run, it completes."""
+    if not zk_server.running:
+        zk_server.start()
+    if kind == "hdfs":
+        hot, cold, hd, cd = (request.getfixturevalue(n) for n in ("hdfs_hot", "hdfs_cold", "hot_dir", "cold_dir"))
+        w = _hdfs_world(tmp_path, hot, cold, hd, cd, zk=zk_server.address)
+    else:
+        w = _local_world(tmp_path, zk=zk_server.address)
+    try:
+        base, want, changed = _scenario(w)
+        with open_fence(w.topo, access=w.acc) as f:  # the failover, as the runbook leaves it
+            st = f.bump(fenced_cluster="hot", by="test")
+            f.set_read_only("hot", True, epoch=st.epoch, by="test")
+            f.set_active("cold", epoch=st.epoch, by="test")
+        items = fb.divergence(w.topo, w.ledger, w.acc, recovery_point=base.source_time, run_id=RUN)
+        _check_report(w, items, changed)
+        fb.set_aside(w.topo, w.ledger, w.acc, items, run_id=RUN)
+        hot_after_aside = w.tree("hot")
+        with pytest.raises(FencedError):
+            fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)
+        assert w.tree("hot") == hot_after_aside  # nothing written into the fenced cluster
+        with open_fence(w.topo, access=w.acc) as f:
+            f.reprotect(active="cold", standby="hot", by="test", run_id=RUN)
+        assert fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)["status"] == "done"
+        assert w.tree("hot") == w.tree("cold") == want
     finally:
         w.close()
 
