@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.errors import DrtError, ProblemFound
 from dr_toolkit.failback.divergence import Divergence
 from dr_toolkit.kafka.checkpoint import checkpoint_groups
-from dr_toolkit.kafka.client import KafkaCluster, Record, client_config
+from dr_toolkit.kafka.client import KafkaCluster, Record, client_config, fingerprint
 from dr_toolkit.kafka.holdings import COMPONENT as GATE_COMPONENT
 from dr_toolkit.kafka.holdings import PROVEN, gated_topics
 from dr_toolkit.kafka.lag import CANDIDATES, mirrored_position
@@ -449,8 +449,6 @@ def set_aside(topology: Topology, ledger: Ledger, access: Access, items: list[Di
 
 
 def _msg_ident(m: Any) -> tuple[int, str]:
-    from dr_toolkit.kafka.client import fingerprint
-
     return int(m.timestamp()[1]), fingerprint(m.key(), m.value(), list(m.headers() or []))
 
 

@@ -224,6 +224,11 @@ def test_divergence_set_aside_and_reprotect_never_skip(kafka_env: tuple[str, str
             # never skip, never twice: what a consumer of the group reads on the old hot from its
             # remapped position is exactly what the active cluster had after its committed position
             assert got == want, (g, p, positions[p], len(got), len(want), res["groups"][g])
+    # With the reverse flow's copies on the old hot and no anchor kept from before it (a fresh ledger),
+    # the records' identity is ambiguous: every partition is an unproven item, never "no divergence".
+    blind = fk.divergence(topo, Ledger.open(f"sqlite:///{tmp_path}/fresh.db"), access, recovery_point=None)
+    assert sorted(i.where for i in blind) == [f"{topic}:0", f"{topic}:1"], [i.to_json() for i in blind]
+    assert all(i.detail.get("unproven") for i in blind), [i.to_json() for i in blind]
     # The reverse flow, started with no stored position, copied the active's whole log again (MM2 begins
     # at the log start): its copies of the pre-failover records are told from the divergent ones.
     for p in (0, 1):
@@ -280,8 +285,13 @@ def test_reprotect_never_points_into_the_divergent_records(kafka_env: tuple[str,
     assert sorted((i.where, i.detail["count"]) for i in items) == [(f"{topic}:{p}", DIVERGENT[p]) for p in (0, 1)]
     for p in (0, 1):  # the delta: the active's records from the boundary on, after the divergent ones
         produce(hot, topic, p, read_all(cold, topic, p)[N:])
+    before = {g: committed(hot, g, topic, 2) for g in (group, s["group2"])}
+    plan = fk.reprotect(topo, ledger, access, run_id="fb-delta", dry_run=True)
+    assert plan["status"] == "planned" and "applied" not in plan["groups"][group], plan
+    assert {g: committed(hot, g, topic, 2) for g in before} == before  # a dry run writes nothing
     res = fk.reprotect(topo, ledger, access, run_id="fb-delta")
     assert res["status"] == "done", res
+    assert plan["groups"][group]["offsets"] == res["groups"][group]["offsets"]
     assert res["groups"][group]["moved_past_divergent"] == {f"{topic}[1]": DIVERGENT[1]}, res["groups"][group]
     div = {(r.value, r.timestamp) for p in (0, 1) for r in _recs("div", p, DIVERGENT[p], T0 + 10_000)}
     for g in (group, s["group2"]):
