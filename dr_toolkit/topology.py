@@ -341,8 +341,39 @@ class Policies(_Model):
 
 
 class Ledger(_Model):
+    class Retention(_Model):
+        """How long `drt ledger prune` (:meth:`dr_toolkit.ledger.Ledger.prune`) keeps each kind of
+        row, in days (None: for ever). Whatever the settings, it never deletes: the failover runs
+        and the audit of decisions (every audit row of a failover run — its approval or rejection
+        among them — and of components failover, direction, reprotect, switchover); per copy pair
+        (policy, source, target) its newest run, its latest completed run and every run after it,
+        and the manifests those runs name; the newest manifest of each source/target (the next
+        run's base); a run still running and its base manifest; the newest checkpoints of each
+        group; the newest verification reports of each dataset; the newest gate check; the
+        watermarks and leases (one row per name)."""
+
+        runs_days: float | None = Field(default=90.0, gt=0, description="copy runs (replication_runs) and "
+                                        "their manifests rows, by start / creation time")
+        checkpoints_days: float | None = Field(default=14.0, gt=0, description="Kafka checkpoints, by the time "
+                                               "taken, beyond the newest checkpoints_keep_last of each group")
+        checkpoints_keep_last: int = Field(default=10, ge=1, description="the newest checkpoints of each group "
+                                           "kept at any age (the gate, remap and failover read the newest)")
+        verify_days: float | None = Field(default=365.0, gt=0, description="verification reports, by finish "
+                                          "time, beyond the newest verify_keep_last of each dataset")
+        verify_keep_last: int = Field(default=50, ge=1, description="the newest reports of each dataset (verify "
+                                      "policy name, or source when unnamed) kept at any age; the verify gate "
+                                      "reads the newest 50 of its name")
+        gate_checks_days: float | None = Field(default=90.0, gt=0, description="gate checks (the DR page's RPO "
+                                               "history); the newest is always kept")
+        audit_days: float | None = Field(default=365.0, gt=0, description="audit rows that are not a decision's "
+                                         "(Kafka, HBase, ... outside a failover run); a decision's are kept for ever")
+        batch: int = Field(default=5000, ge=1, description="rows deleted per transaction (short locks on a "
+                           "large ledger)")
+
     url: str = "sqlite:///drt-ledger.db"
     conn_id: str | None = Field(default=None, description="connection holding the password, if any")
+    retention: Ledger.Retention = Field(default_factory=lambda: Ledger.Retention(),
+                                        description="how long `drt ledger prune` keeps rows (defaults stated)")
 
     @field_validator("url")
     @classmethod

@@ -19,7 +19,7 @@ from dr_toolkit.cli.options import GLOBAL_OPTIONS
 HELP = "dr-toolkit: keep a cold cluster in step with a hot one, and fail over with evidence."
 
 # One module per capability; each defines register(app). Order = order in `drt --help`.
-MODULES = ("config_cmd", "status", "distcp", "kafka", "hbase", "verify", "failover", "demo")
+MODULES = ("config_cmd", "status", "distcp", "kafka", "hbase", "verify", "failover", "ledger", "demo")
 
 
 def _global(

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hbase": ("hbase", "HBase replication: peers, table scopes, queue status."),
     "verify": ("verify", "Compare a dataset with its replica by key (HBase VerifyReplication's counters)."),
     "failover": ("failover", "Fail over from the hot cluster to the cold one: gate, runbook, lint."),
+    "ledger": ("ledger", "The ledger's upkeep: prune rows past their retention."),
     "demo": ("demo", "Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, "
                      "drain, GO, fail over."),
 }

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError, LedgerUnreachable, UnreachableError
+from dr_toolkit.ledger import retention
 from dr_toolkit.ledger.lease import LeaseHolder
 from dr_toolkit.ledger.rows import ManifestRow, VerifyReportRow
 from dr_toolkit.secrets import redact
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine, TextClause
 
     from dr_toolkit.access import Access
+    from dr_toolkit.topology import Ledger as LedgerSettings
     from dr_toolkit.topology import Topology
 
 
@@ -569,6 +571,27 @@ class Ledger:
         lease = LeaseHolder(self, name, holder or f"{actor()}:{os.getpid()}:{uuid.uuid4().hex[:6]}", ttl_s)
         with lease.held(stop_when_lapsed=False):
             yield lease.holder
+
+    # -- retention -------------------------------------------------------------------------------
+    def prune(self, settings: LedgerSettings.Retention | None = None, *, now: float | None = None,
+              dry_run: bool = False, batch: int | None = None) -> dict[str, int]:
+        """Delete the rows past their retention (``settings``: the topology's ``ledger.retention``,
+        its defaults when None) as of ``now``; the rows deleted per table (a ``dry_run`` counts them
+        and deletes none). At most ``batch`` rows (default ``settings.batch``) per transaction.
+        What is never deleted — the audit of decisions, what the gate, the next copy and `drt
+        status` read — is listed in :mod:`dr_toolkit.ledger.retention`."""
+        if settings is None:
+            from dr_toolkit.topology import Ledger as LedgerSettings  # pydantic: only when pruning
+
+            settings = LedgerSettings.Retention()
+        return retention.prune(self._tx, settings, now=time.time() if now is None else now,
+                               dry_run=dry_run or self.drops_writes, batch=batch)
+
+    def table_rows(self) -> dict[str, int]:
+        """Rows per table :meth:`prune` reports on."""
+        with self._tx() as conn:
+            return {t: int(conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar() or 0)
+                    for t in retention.TABLES}
 
     # -- summary ---------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
