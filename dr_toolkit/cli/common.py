@@ -91,10 +91,11 @@ class State:
 
     def topology(self) -> Topology:
         """The topology of the direction the estate is protected in now: as configured, or the
-        other way after a re-protect (:func:`dr_toolkit.failback.direction.directed`, read from the
-        fencing ZooKeeper once per command)."""
+        other way after a re-protect (:func:`dr_toolkit.failback.direction.directed`: the ledger's
+        last direction event; a ledger not opened yet by this command is read without being created)."""
         if self._topology is None:
-            self._topology = directed(self.configured_topology(), self.access())
+            conf = self.configured_topology()
+            self._topology = directed(conf, self._ledger or open_ledger(conf, self.access(), create=False))
         return self._topology
 
     def ledger(self, *, read_only: bool = False) -> Ledger:

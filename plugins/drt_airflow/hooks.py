@@ -140,10 +140,8 @@ class DrtHook(BaseHook):
 
     def topology(self) -> Any:
         """The topology of the direction the estate is protected in now (as configured, or the
-        other way after a re-protect: read from the fencing ZooKeeper)."""
-        from dr_toolkit.failback.direction import directed
-
-        return directed(self.configured_topology(), self.access())
+        other way after a re-protect: the ledger's last direction event)."""
+        return self.get_conn()[0]
 
     def access(self) -> Any:
         """The one access value: every ``conn_id`` resolved through Airflow's connection API."""
@@ -160,5 +158,8 @@ class DrtHook(BaseHook):
 
     def get_conn(self) -> Any:
         """(topology, access, ledger): what every library entry point takes."""
-        topo = self.topology()
-        return topo, self.access(), self.ledger(topo)
+        from dr_toolkit.failback.direction import directed
+
+        conf = self.configured_topology()
+        ledger = self.ledger(conf)
+        return directed(conf, ledger), self.access(), ledger

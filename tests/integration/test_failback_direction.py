@@ -1,5 +1,5 @@
 """The protection direction (issue 40) on the real ZooKeeper: one znode, written in the fence's
-re-protect transaction, read by every edge that loads the topology; the gate says nothing protects
+re-protect transaction, then recorded in the ledger, which every edge that loads the topology reads; the gate says nothing protects
 an active cluster until a re-protect; copies follow the direction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.errors import ConfigError, FencedError
-from dr_toolkit.failback.direction import directed, oriented
+from dr_toolkit.failback.direction import directed, oriented, record
 from dr_toolkit.failover.gate import check as gate_check
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.topology import load_topology
@@ -68,12 +68,12 @@ def test_a_policy_without_a_target_on_the_cold_cluster_cannot_be_reversed(tmp_pa
 
 def test_reprotect_records_the_direction_in_one_transaction_and_every_edge_follows_it(topo_path: Path) -> None:
     topo = load_topology(topo_path)
-    assert directed(topo, ACCESS).hot_name == "hot"  # no direction recorded: as configured
+    ledger = open_ledger(topo, ACCESS)
+    assert directed(topo, ledger).hot_name == "hot"  # no direction recorded: as configured
     epoch = _fail_over(topo)
     # after the failover, before re-protect: the direction is still the old one, and the gate says
     # that nothing protects the active cluster (whatever the signals say)
-    assert directed(topo, ACCESS).hot_name == "hot"
-    ledger = open_ledger(topo, ACCESS)
+    assert directed(topo, ledger).hot_name == "hot"
     res = gate_check(topo, ledger, access=ACCESS, components=())
     assert not res.go and any("cold is the active cluster" in r and "reprotect" in r for r in res.reasons)
     # the standby is read-only: a reverse copy into it is refused
@@ -92,8 +92,15 @@ def test_reprotect_records_the_direction_in_one_transaction_and_every_edge_follo
         assert snap["read_only"] == [] and f.zk.exists(f"{f.root}/mirrors-paused") is None
         again = f.reprotect(active="cold", standby="hot", by="t", run_id="rp-1")  # a resumed run: nothing new
         assert again.epoch == st.epoch
+    # between the transaction and the ledger's event (a killed re-protect) the edges see the old
+    # direction, where nothing may replicate into the active cluster and the gate says NO_GO
+    assert directed(topo, ledger).hot_name == "hot"
+    with pytest.raises(FencedError):
+        assert_copy_allowed(topo, "hot", "cold", access=ACCESS)
+    assert not gate_check(topo, ledger, access=ACCESS, components=()).go
+    record(ledger, {"hot": "cold", "cold": "hot", "epoch": st.epoch, "run_id": "rp-1"}, run_id="rp-1")
 
-    now = directed(topo, ACCESS)
+    now = directed(topo, ledger)
     assert (now.hot_name, now.cold_name) == ("cold", "hot") and now.policies.hdfs[0].source == "hdfs://cold/w"
     assert_copy_allowed(now, "cold", "hot", access=ACCESS)  # the new direction replicates
     with pytest.raises(FencedError):  # the old direction never again: hot -> cold while cold is active

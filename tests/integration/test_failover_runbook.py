@@ -218,7 +218,7 @@ def test_dry_run_writes_nothing_but_audit_rows(tmp_path, zk_server, kafka_world,
     assert steps["final_copy"]["message"] == "dry-run copy plan"
     assert steps["promote_cold"]["message"] == "would promote cold"
     assert fence_of(topo) == {"fencing": {"epoch": 0, "fenced_cluster": None, "at": None, "by": None},
-                              "active": None, "read_only": []}
+                              "active": None, "direction": None, "read_only": []}
     assert {role: _znodes(c.zookeeper, c.zookeeper.dr_root)
             for role, c in (("hot", topo.hot), ("cold", topo.cold))} == zk_before == {"hot": {}, "cold": {}}
     assert ledger.latest_checkpoint(kafka_world["group"]) == []  # no checkpoint rows

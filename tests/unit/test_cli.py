@@ -206,7 +206,7 @@ def test_a_bug_is_one_line_exit_1_with_the_traceback_only_under_vv(
     def broken(self: State) -> Any:
         raise KeyError("clusters")
 
-    monkeypatch.setattr(State, "topology", broken)
+    monkeypatch.setattr(State, "configured_topology", broken)
     rc, out, err = run(capsys, "config", "validate")
     assert rc == 1
     line = one_line(err)
@@ -224,7 +224,7 @@ def test_error_lines_hide_secrets(capsys: pytest.CaptureFixture[str], monkeypatc
     def leaky(self: State) -> Any:
         raise ConfigError("cannot log in to postgresql://drt:hunter2@db/drt", hint="password=hunter2")
 
-    monkeypatch.setattr(State, "topology", leaky)
+    monkeypatch.setattr(State, "configured_topology", leaky)
     rc, _, err = run(capsys, "config", "validate")
     assert rc == 2 and "hunter2" not in err and "***" in one_line(err)
 
