@@ -56,7 +56,7 @@ def _recs(tag: str, p: int, n: int, t0: int) -> list[Rec]:
 
 
 def _topology(path: Path, hot: str, cold: str, topic: str, groups: list[str], ledger: str,
-              aliases: tuple[str, str]) -> Topology:
+              aliases: tuple[str, str], reverse_policy: str = "identity") -> Topology:
     """Both directions described: the cold endpoint's cold-role fields are the forward mirror's,
     the old hot endpoint's describe the reverse mirror (its checkpoints on the old hot, its offset
     syncs on the active cluster)."""
@@ -65,7 +65,7 @@ def _topology(path: Path, hot: str, cold: str, topic: str, groups: list[str], le
         "version": 1,
         "clusters": {
             "hot": {"role": "hot", "kafka": {"bootstrap_servers": hot, "timeout_s": 5.0, "max_clock_skew_s": 0.0,
-                                             "replication_policy": "identity", "source_alias": c,
+                                             "replication_policy": reverse_policy, "source_alias": c,
                                              "mm2_offset_syncs_topic": f"mm2-offset-syncs.{c}.internal",
                                              "mm2_checkpoints_topic": f"{c}.checkpoints.internal"}},
             "cold": {"role": "cold", "kafka": {"bootstrap_servers": cold, "timeout_s": 5.0, "max_clock_skew_s": 0.0,
@@ -124,7 +124,8 @@ def _failover(topo: Topology, ledger: Ledger, access: Access, group: str) -> Non
         apply_offsets(cold, group, offsets_of(done.groups[group].rows), ledger=ledger)
 
 
-def _scenario(hot: str, cold: str, tmp: Path, *, gate_proof: bool, forward_mm2: bool = True) -> dict[str, Any]:
+def _scenario(hot: str, cold: str, tmp: Path, *, gate_proof: bool, forward_mm2: bool = True,
+              reverse_policy: str = "identity") -> dict[str, Any]:
     """Forward flow, a group on hot, the failover, writes on both sides, the group reading on the
     active cluster. Returns what the tests need. ``forward_mm2`` False: the records are copied by
     the test (:func:`mirror`), the same records in the same order."""
@@ -148,7 +149,8 @@ def _scenario(hot: str, cold: str, tmp: Path, *, gate_proof: bool, forward_mm2: 
             assert mirror(hot, cold, topic, p) == N
     commit_after_consuming(hot, group, topic, {0: 20, 1: N})
     commit_after_consuming(hot, group2, topic, {0: 20, 1: 25})  # reads nothing more after the failover
-    topo = _topology(tmp / "drt.yaml", hot, cold, topic, [group, group2], f"sqlite:///{tmp}/ledger.db", aliases)
+    topo = _topology(tmp / "drt.yaml", hot, cold, topic, [group, group2], f"sqlite:///{tmp}/ledger.db", aliases,
+                     reverse_policy)
     ledger, access = Ledger.open(topo.ledger.url), Access.from_env()
     if gate_proof:  # the gate's check before the failover: it keeps the proven position per partition
         report = mirror_lag(Mirror.of(topo, access), [topic])
@@ -304,3 +306,31 @@ def test_reprotect_never_points_into_the_divergent_records(kafka_env: tuple[str,
             else:  # behind the boundary: it reads on through the divergent records (reported), never skips
                 assert [r for r in got if (r.value, r.timestamp) not in div] == want, (g, p, positions[p])
                 assert res["groups"][g]["will_read_divergent"][f"{topic}[{p}]"] == DIVERGENT[p]
+
+
+def test_reprotect_with_a_default_policy_reverse_flow(kafka_env: tuple[str, str], tmp_path: Path) -> None:
+    """The reverse flow with MM2's DefaultReplicationPolicy (the old hot endpoint says so): the
+    active's records go to ``<alias>.<topic>`` on the old hot, apart from the divergent ones; the
+    evidence is MM2's reverse offset syncs borne out by the records; the groups remapped onto that
+    topic read exactly the active's records after their committed positions."""
+    hot, cold = kafka_env
+    s = _scenario(hot, cold, tmp_path, gate_proof=True, reverse_policy="default")
+    topic, topo, ledger, access = s["topic"], s["topo"], s["ledger"], s["access"]
+    h, c = s["aliases"]
+    items = fk.divergence(topo, ledger, access, recovery_point=None)
+    assert sorted((i.where, i.detail["count"]) for i in items) == [(f"{topic}:{p}", DIVERGENT[p]) for p in (0, 1)]
+    remote = f"{c}.{topic}"
+    rev = MirrorMaker2(tmp_path / "mm2-rev-default", cold, hot, topics=topic, policy="default", aliases=(c, h),
+                       heap="256m", extra={"sync.group.offsets.enabled": "false"})
+    rev.start()
+    try:
+        rev.wait_mirrored([topic])
+        res = fk.reprotect(topo, ledger, access, run_id="fb-default")
+    finally:
+        rev.kill()
+    assert res["status"] == "done" and res["reverse_flow"]["offset_syncs_borne_out"] >= 1, res
+    for g in (s["group"], s["group2"]):
+        positions, active_committed = committed(hot, g, remote, 2), committed(cold, g, topic, 2)
+        for p in (0, 1):
+            assert _read_from(hot, remote, p, positions[p]) == _read_from(cold, topic, p, active_committed[p]), (
+                g, p, positions[p], res["groups"][g])
