@@ -30,8 +30,9 @@ their base bytes come back with the rollback.
 
 :func:`reprotect` then, per policy:
 
-1. refuses (ProblemFound, nothing written) while a file the old hot changed after the base is still
-   in the tree (not set aside) and differs from the active cluster's file at that path;
+1. refuses (ProblemFound, nothing written) while a file of the old hot's tree (listed now: written
+   after the report too) is neither the base's nor equal to the active cluster's file at that path —
+   a write after the base that was not set aside;
 2. with a common snapshot, rolls the old hot back (DistCp ``-rdiff``-like, within the old hot):
    every file it deleted or modified after the base is written back from the base snapshot (a
    temporary name then a rename; mtime put back) — no byte crosses between clusters for them;
@@ -457,22 +458,24 @@ def _parents_of(rel: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _guard(src_fs: FileSystem, pair: _Pair, found: _Found, aside: str, cold_fs: FileSystem) -> list[str]:
-    """The files the old hot changed after the base that are neither kept aside nor equal to the
-    active cluster's file at that path (what the reverse copy would overwrite or delete)."""
+def _guard(src_fs: FileSystem, pair: _Pair, cold_fs: FileSystem) -> list[str]:
+    """The files of the old hot's tree now that the reverse copy may overwrite or delete and that
+    nothing keeps: not the base's (by size, mtime and change token, else by the checksum recorded),
+    and not equal to the active cluster's file at that path. Read from a listing of the live tree,
+    not from the report: a file written on the old hot after the report (its writers not stopped)
+    is found too."""
+    entries = pair.entries or {}
+    root = pair.src.path
     bad = []
-    for rel, (change, _d) in sorted(found.changes.items()):
-        if change == "deleted":
+    for rel, s in sorted(_listing(src_fs, root, filters_of(pair.policy.options).wanted).items()):
+        e = entries.get(rel)
+        if e is not None and unchanged(e, s):
             continue
-        if found.moment is not None:  # snapshot mode: the report's moment; kept means moved aside
-            if src_fs.stat(f"{aside}/{rel}") is not None:
-                continue
-            live = src_fs.stat(src_fs.join(pair.src.path, rel))
-            if live is None:
-                bad.append(f"{rel} (gone from the old hot and not kept)")
-                continue
-        if _equal_files(src_fs, src_fs.join(pair.src.path, rel), cold_fs, cold_fs.join(pair.tgt.path, rel)):
-            continue
+        path = src_fs.join(root, rel)
+        if e is not None and not _differs(src_fs, path, e, s):
+            continue  # the base's bytes (a file restored from the common snapshot)
+        if _equal_files(src_fs, path, cold_fs, cold_fs.join(pair.tgt.path, rel)):
+            continue  # what the active cluster holds (a file the reverse copy wrote)
         bad.append(rel)
     return bad
 
@@ -519,11 +522,11 @@ def _reprotect_one(topology: Topology, rev: Topology, ledger: Ledger, access: Ac
         else:
             found = _find(src_fs, pair, run_id, create=not dry_run)
         out["base"] = found.base
-        aside, aside_u = _aside_root(pair, run_id)
-        bad = _guard(src_fs, pair, found, aside, cold_fs)
+        _aside, aside_u = _aside_root(pair, run_id)
+        bad = _guard(src_fs, pair, cold_fs)
         if bad:
-            msg = (f"{len(bad)} files the old hot changed after the base are still in {pair.policy.source} and "
-                   f"differ from {pair.target} (e.g. {bad[0]})")
+            msg = (f"{len(bad)} files the old hot changed after the base are still in {pair.policy.source}, not "
+                   f"set aside, and differ from {pair.target} (e.g. {bad[0]})")
             if dry_run:
                 out.update(status="failed", message=msg + ": set them aside first")
                 return out

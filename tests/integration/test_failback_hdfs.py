@@ -199,6 +199,13 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
             continue
         assert it.kept_at is not None and f"/.drt-divergence/{RUN}/wh/" in it.kept_at
         assert w.read_uri(it.kept_at) == hot_now[it.detail["rel"]], it  # the old hot's bytes, kept
+    # a write on the old hot after the report (its writers were not stopped): found, refused
+    w.write("hot", "h/late", b"written after the divergence report")
+    with pytest.raises(ProblemFound, match="h/late"):
+        fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)
+    late = fb.set_aside(w.topo, w.ledger, w.acc, [Divergence("hdfs", "wh", "late", {"change": "created",
+                                                                                     "rel": "h/late"})], run_id=RUN)
+    assert late[0].kept_at and w.read_uri(late[0].kept_at) == b"written after the divergence report"
     # a dry run: planned, nothing written on either side
     before_hot, before_cold = w.tree("hot"), w.tree("cold")
     runs_before = len(w.ledger.runs(policy="wh", limit=100))
