@@ -1,4 +1,5 @@
-"""`drt failover check | run | abort | lint | fence-status`: the gate, the runbook, the metadata lint."""
+"""`drt failover check | run | reprotect | switchover | abort | lint | fence-status`: the gate, the
+runbooks (failover, re-protect, switchover), the metadata lint."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import typer
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, ConfigError
+from dr_toolkit.failback.runbook import Reprotect
+from dr_toolkit.failback.runbook import switchover as run_switchover
 from dr_toolkit.failover.gate import check as gate_check
 from dr_toolkit.failover.lint import lint as run_lint
 from dr_toolkit.failover.runbook import Runbook, os_identity
@@ -115,6 +118,37 @@ def _typed_approver(topo: Topology, *, acks: list[str], yes: bool, accept_loss: 
     return approver
 
 
+def _reprotect_approver(*, acks: list[str], yes: bool, json_out: bool) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The CLI's approver of a re-protect: each divergence item acknowledged (``--acknowledge ID`` /
+    ``all``, or typed), then the standby cluster's name typed; decided as the login user."""
+    def approver(req: dict[str, Any]) -> dict[str, Any]:
+        items = req.get("findings") or []
+        ids = [f["id"] for f in items]
+        given = ids if "all" in acks else [i for i in acks if i in ids]
+        if yes:
+            return {"approved": True, "acknowledged": given, "comment": "--yes-i-am-sure", "who": os_identity()}
+        if not sys.stdin.isatty() and json_out:
+            raise ConfigError("re-protect needs a typed confirmation", hint="run interactively, or pass --yes-i-am-sure")
+        err_console.print(f"About to protect [bold]{req['active']}[/] onto [bold]{req['standby']}[/]: what "
+                          f"{req['standby']} took after the recovery point ({req.get('recovery_point') or 'unknown'}) "
+                          "is moved aside there, then it is brought up to date from the active cluster.")
+        for f in items:
+            if f["id"] in given:
+                continue
+            err_console.print(f"divergence: {f['id']}: {f['kind']} {f['value']}: {f['excerpt']}", markup=False,
+                              highlight=False)
+            typed = typer.prompt("Type 'ack' to acknowledge this item", default="", show_default=False, err=True)
+            if typed.strip() == "ack":
+                given.append(f["id"])
+        typed = typer.prompt(f"Type the standby cluster's name ({req['standby']}) to re-protect onto it",
+                             default="", show_default=False, err=True)
+        ok = typed.strip() == req["standby"]
+        return {"approved": ok, "acknowledged": given, "who": os_identity(),
+                "comment": "typed confirmation" if ok else "confirmation not typed"}
+
+    return approver
+
+
 def register(app: typer.Typer) -> None:
     fo = typer.Typer(help="Fail over from the hot cluster to the cold one: gate, runbook, lint.",
                      no_args_is_help=True)
@@ -184,6 +218,67 @@ def register(app: typer.Typer) -> None:
         out["duration_s"] = round(time.monotonic() - t0, 3)
         emit(ctx, out, _render_run)
         if out["status"] not in ("succeeded",):
+            raise typer.Exit(EXIT_PROBLEM)
+
+    @fo.command("reprotect")
+    def reprotect(ctx: typer.Context,
+                  execute: Annotated[bool, typer.Option("--execute", help="Really do it (default: dry run).")] = False,
+                  resume: Annotated[str | None, typer.Option("--resume", metavar="RUN",
+                                                             help="Resume this re-protect run: skip the steps done.")] = None,
+                  reason: Annotated[str | None, typer.Option("--reason", help="Why (goes to the audit log).")] = None,
+                  yes: Annotated[bool, typer.Option("--yes-i-am-sure", help="Skip the typed confirmation.")] = False,
+                  acknowledge: Annotated[list[str] | None, typer.Option(
+                      "--acknowledge", metavar="ID",
+                      help="Acknowledge a divergence item (repeat; 'all' for every one shown).")] = None,
+                  ) -> None:
+        """After a failover: protect the active cluster onto the old hot one. What the old hot took after
+        the recovery point is listed (the divergence report), acknowledged and moved aside; the old hot
+        is brought up to date by the delta; replication then runs the other way."""
+        st = state(ctx)
+        ledger, access = st.ledger(), st.access()
+        approver = _reprotect_approver(acks=list(acknowledge or []), yes=yes, json_out=st.json)
+        if resume:
+            rp = Reprotect.resume(st.configured_topology(), ledger, resume, access=access, approver=approver)
+        else:
+            rp = Reprotect.start(st.topology(), ledger, access=access, reason=reason or "", execute=execute,
+                                 approver=approver)
+        if not st.json:
+            err_console.print(f"re-protect run {rp.run_id} ({'EXECUTE' if rp.execute else 'dry run'}): "
+                              f"{rp.topology.cold_name} -> {rp.topology.hot_name}")
+        t0 = time.monotonic()
+        out = rp.run()
+        out["duration_s"] = round(time.monotonic() - t0, 3)
+        emit(ctx, out, _render_run)
+        if out["status"] != "succeeded":
+            raise typer.Exit(EXIT_PROBLEM)
+
+    @fo.command("switchover")
+    def switchover_cmd(ctx: typer.Context,
+                       execute: Annotated[bool, typer.Option("--execute", help="Really do it (default: dry run).")] = False,
+                       reason: Annotated[str | None, typer.Option("--reason", help="Why (goes to the audit log).")] = None,
+                       yes: Annotated[bool, typer.Option("--yes-i-am-sure",
+                                                         help="Skip the typed confirmations.")] = False,
+                       acknowledge: Annotated[list[str] | None, typer.Option(
+                           "--acknowledge", metavar="ID",
+                           help="Acknowledge a metadata-lint finding or divergence item ('all': every one).")] = None,
+                       ) -> None:
+        """Planned, zero-loss role swap: the failover runbook in the current direction (fence, drain, copy,
+        verify, gate GO, approval, promote), then a re-protect the other way. Resume either half on its own
+        (`failover run --resume RUN`, `failover reprotect --resume RUN`)."""
+        st = state(ctx)
+        topo, ledger, access = st.topology(), st.ledger(), st.access()
+        acks = list(acknowledge or [])
+        out = run_switchover(topo, ledger, access=access, reason=reason or "", execute=execute,
+                             failover_approver=_typed_approver(topo, acks=acks, yes=yes, accept_loss=False,
+                                                               json_out=st.json),
+                             reprotect_approver=_reprotect_approver(acks=acks, yes=yes, json_out=st.json))
+        def render(d: dict[str, Any]) -> None:
+            for part in ("failover", "reprotect"):
+                if d.get(part):
+                    _render_run(d[part])
+            out_console.print(f"switchover: {d['status']}")
+        emit(ctx, out, render)
+        if out["status"] != "succeeded":
             raise typer.Exit(EXIT_PROBLEM)
 
     @fo.command("abort")
