@@ -30,7 +30,7 @@ from airflow.plugins_manager import AirflowPlugin
 log = logging.getLogger(__name__)
 
 DAG_IDS = ("dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "dr_verify", "dr_failover",
-           "dr_rpo_watch")
+           "dr_reprotect", "dr_rpo_watch")
 URL_PREFIX = "/dr-toolkit"
 _CACHE: dict[str, Any] = {}
 CACHE_S = 60.0  # the live gate talks to every component (seconds when one is down): its age is shown

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 EXAMPLE = REPO / "examples" / "production.yaml"
 HEAVY = ("pyspark", "confluent_kafka", "kazoo", "boto3", "hdfs")
-MANUAL = {"dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "dr_verify", "dr_failover"}
+MANUAL = {"dr_hdfs_replication", "dr_kafka_offsets", "dr_hbase_replication", "dr_verify", "dr_failover",
+          "dr_reprotect"}
 
 
 def _bag() -> Any:
