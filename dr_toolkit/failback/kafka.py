@@ -509,7 +509,9 @@ def reprotect(topology: Topology, ledger: Ledger, access: Access, *, run_id: str
             f"{waiting} partition(s) where {topology.cold_name} took records since the failover has any of them on "
             f"{topology.hot_name}, and no reverse offset sync is borne out by the records")}
     say(f"kafka: reverse flow seen ({len(evidence)} partition(s) with copies, {synced} offset sync(s))")
-    runs = {(w.topic, w.partition): w.runs for _p, w in ws}
+    # only proven runs move a position: an unproven partition's "runs" are its whole log (the reverse
+    # copies too), and the remap's own never-skip position stands there
+    runs = {(w.topic, w.partition): w.runs for _p, w in ws if not w.unproven}
     recopies = {(w.topic, w.partition): w.recopy for _p, w in ws}
     groups, notes = rev.protected_groups(ledger=ledger)
     if not groups:
