@@ -34,8 +34,10 @@ their base bytes come back with the rollback.
    after the report too) is neither the base's nor equal to the active cluster's file at that path —
    a write after the base that was not set aside;
 2. with a common snapshot, rolls the old hot back (DistCp ``-rdiff``-like, within the old hot):
-   every file it deleted or modified after the base is written back from the base snapshot (a
-   temporary name then a rename; mtime put back) — no byte crosses between clusters for them;
+   every file it deleted or modified after the base — and that the active cluster still holds as
+   the base run left it (else the copy replaces or deletes it anyway) — is written back from the
+   base snapshot (a temporary name then a rename; mtime put back): no byte crosses between
+   clusters for them;
 3. copies the delta from the active cluster with the copy machinery (:func:`dr_toolkit.copy.api.distcp`)
    under the *reversed* topology (its fence checks apply: the runbook must lift the old hot's
    read-only flag, and pass its fencing epoch while the fence state names the old hot), options of
@@ -453,6 +455,18 @@ def _restore(fs: FileSystem, root: str, snap: str, rel: str, e: mf.Entry, run_id
     return True
 
 
+def _cold_holds_base(cold_fs: FileSystem, pair: _Pair, rel: str, e: mf.Entry) -> bool:
+    """The active cluster still holds ``rel`` as the base run left it (size, mtime and change token
+    recorded after the commit; no token recorded: its size): only then is a rollback of it worth
+    doing — otherwise the reverse copy replaces or deletes it anyway."""
+    s = cold_fs.stat(cold_fs.join(pair.tgt.path, rel))
+    if s is None or s.is_dir or s.size != e.size:
+        return False
+    if e.tmtime is not None and abs(s.mtime - e.tmtime) > 1e-3:
+        return False
+    return e.tversion is None or s.version is None or s.version == e.tversion
+
+
 def _parents_of(rel: str) -> list[str]:
     parts = rel.split("/")[:-1]
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
@@ -540,6 +554,8 @@ def _reprotect_one(topology: Topology, rev: Topology, ledger: Ledger, access: Ac
             todo = sorted(rel for rel, (c, _d) in found.changes.items() if c in ("deleted", "modified"))
             out["rollback"] = f"{len(todo)} files deleted or modified on the old hot, from snapshot {found.snapshot}"
             for rel in todo:
+                if not _cold_holds_base(cold_fs, pair, rel, pair.entries[rel]):
+                    continue  # the active cluster changed or deleted it too: the copy brings its state
                 if dry_run:
                     restored += 1
                 elif _restore(src_fs, pair.src.path, found.snapshot, rel, pair.entries[rel], run_id):

@@ -141,7 +141,8 @@ def _bytes(tag: str, n: int) -> bytes:
 
 BASE = {"keep/big": _bytes("big", 200_000), "keep/small": b"small", "h/mod": _bytes("hm0", 3000),
         "h/del": _bytes("hd0", 4000), "h/ren": _bytes("hr0", 5000), "c/mod": _bytes("cm0", 6000),
-        "c/del": _bytes("cd0", 7000), "c/ren": _bytes("cr0", 8000)}
+        "c/del": _bytes("cd0", 7000), "c/ren": _bytes("cr0", 8000), "x/both": _bytes("xb0", 900),
+        "x/gone": _bytes("xg0", 800)}
 
 
 def _scenario(w: World) -> tuple[Any, dict[str, bytes], dict[str, str]]:
@@ -161,9 +162,15 @@ def _scenario(w: World) -> tuple[Any, dict[str, bytes], dict[str, str]]:
     w.write("cold", "c/mod", _bytes("cm1", 6666))
     w.delete("cold", "c/del")
     w.rename("cold", "c/ren", "c/ren2")
-    want = {k: v for k, v in BASE.items() if k not in ("c/del", "c/ren")}
-    want.update({"c/new": _bytes("cold-new", 2222), "c/mod": _bytes("cm1", 6666), "c/ren2": BASE["c/ren"]})
-    changed = {"h/new": "created", "h/mod": "modified", "h/del": "deleted", "h/ren": "deleted", "h/ren2": "created"}
+    w.write("hot", "x/both", _bytes("xb-hot", 901))  # both sides changed it: the active cluster's wins,
+    w.write("cold", "x/both", _bytes("xb-cold", 902))  # the old hot's is kept aside
+    w.delete("hot", "x/gone")  # both sides deleted it
+    w.delete("cold", "x/gone")
+    want = {k: v for k, v in BASE.items() if k not in ("c/del", "c/ren", "x/gone")}
+    want.update({"c/new": _bytes("cold-new", 2222), "c/mod": _bytes("cm1", 6666), "c/ren2": BASE["c/ren"],
+                 "x/both": _bytes("xb-cold", 902)})
+    changed = {"h/new": "created", "h/mod": "modified", "h/del": "deleted", "h/ren": "deleted", "h/ren2": "created",
+               "x/both": "modified", "x/gone": "deleted"}
     return base, want, changed
 
 
@@ -222,9 +229,11 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
     assert not w.raw_tmp("hot")
     # delta only: the files cold changed, and — without a common snapshot — the ones hot deleted or
     # modified (their base bytes come from cold); keep/* (nobody changed them) never copied
-    from_cold = ["c/new", "c/mod", "c/ren2"]
+    from_cold = ["c/new", "c/mod", "c/ren2", "x/both"]
     if w.kind == "hdfs":
-        assert p["files_restored"] == 3, p  # h/mod, h/del, h/ren from the common snapshot, within the old hot
+        # h/mod, h/del, h/ren from the common snapshot, within the old hot; not x/both nor x/gone
+        # (the active cluster changed them too: the copy brings its state)
+        assert p["files_restored"] == 3, p
         assert "from snapshot" in p["rollback"], p
     else:
         from_cold += ["h/mod", "h/del", "h/ren"]
@@ -438,7 +447,7 @@ def _kill_scenario(w: World, tmp_path: Path, seed: int) -> None:
     for it in kept:
         if it.detail["change"] != "deleted":
             assert it.kept_at and w.read_uri(it.kept_at) == hot_now[it.detail["rel"]], it
-    events = 3 + 9 if w.kind == "hdfs" else 9 + 3  # restores + copies (hdfs), copies (local: 12)
+    events = 3 + 10 if w.kind == "hdfs" else 10 + 3  # restores + copies (hdfs), copies (local: 13)
     _killed(w, tmp_path, "reprotect", rnd.randint(1, events - 1), items)
     res = fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)  # called again: completes
     assert res["status"] == "done", res
