@@ -20,6 +20,7 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 from dr_toolkit.access import Access
+from dr_toolkit.errors import ProblemFound
 from dr_toolkit.failback import kafka as fk
 from dr_toolkit.kafka.checkpoint import checkpoint_groups
 from dr_toolkit.kafka.holdings import record_proven
@@ -282,9 +283,22 @@ def test_reprotect_never_points_into_the_divergent_records(kafka_env: tuple[str,
     hot, cold = kafka_env
     s = _scenario(hot, cold, tmp_path, gate_proof=True, forward_mm2=False)
     topic, group, topo, ledger, access = s["topic"], s["group"], s["topo"], s["ledger"], s["access"]
-    items = fk.set_aside(topo, ledger, access, fk.divergence(topo, ledger, access, recovery_point=None),
-                         run_id="fb-delta")
+    # a set_aside killed after 2 of partition 0's records were acknowledged: the resumed one copies the rest
+    name = fk.aside_topic("fb-delta", topic)
+    create_topic(hot, name, 2)
+    produce(hot, name, 0, _recs("div", 0, 2, T0 + 10_000))
+    found = fk.divergence(topo, ledger, access, recovery_point=None)
+    items = fk.set_aside(topo, ledger, access, found, run_id="fb-delta")
     assert sorted((i.where, i.detail["count"]) for i in items) == [(f"{topic}:{p}", DIVERGENT[p]) for p in (0, 1)]
+    for p in (0, 1):
+        assert read_all(hot, name, p) == _recs("div", p, DIVERGENT[p], T0 + 10_000)
+    # an aside topic holding anything else is refused, nothing copied
+    other = fk.aside_topic("fb-other", topic)
+    create_topic(hot, other, 2)
+    produce(hot, other, 1, _recs("zzz", 1, 1, T0))
+    with pytest.raises(ProblemFound, match="not .*divergent ones in order"):
+        fk.set_aside(topo, ledger, access, found, run_id="fb-other")
+    assert len(read_all(hot, other, 1)) == 1
     for p in (0, 1):  # the delta: the active's records from the boundary on, after the divergent ones
         produce(hot, topic, p, read_all(cold, topic, p)[N:])
     before = {g: committed(hot, g, topic, 2) for g in (group, s["group2"])}
