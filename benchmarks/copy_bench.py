@@ -212,6 +212,7 @@ from dr_toolkit.fs.base import FileStatus
 from dr_toolkit.topology import CopyOptions
 n, work = int(sys.argv[1]), sys.argv[2]
 batch = int(sys.argv[3]) if sys.argv[3] != "-" else sp.BATCH
+sp.COMPRESS = sys.argv[4] == "1"
 
 
 def base_entries():  # the in-memory measurement's base manifest, as a stream
@@ -252,6 +253,7 @@ with sp.Workdir(work) as tmp:
     with open(base_path, "rb") as f:
         base = sp.SortedStream(sp.read_manifest(f), sp.ENTRY, tmp, batch=batch, name="base")
     t3 = time.perf_counter()
+    disk = sum(os.path.getsize(os.path.join(tmp, p)) for p in os.listdir(tmp))
     run = sp.stream_fast_forward(src, base, CopyOptions(update=True, delete=True), reason="bench", batch=4096)
 
     def kept():
@@ -267,7 +269,7 @@ with sp.Workdir(work) as tmp:
 t4 = time.perf_counter()
 cpu = time.process_time() - c1
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(f"{t1 - t0:.3f} {t4 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {rss} {runs} {batch} {cpu:.3f} {gen:.3f} "
+print(f"{t1 - t0:.3f} {t4 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {rss} {runs} {batch} {cpu:.3f} {gen:.3f} {disk} "
       f"copies={kinds.get('copy', 0)} deletes={kinds.get('delete', 0)} keep={kinds.get('keep', 0)} "
       f"files_total={run.files_total}")
 """
@@ -276,21 +278,23 @@ MIB = 2**20
 GOAL_100M_S, GOAL_100M_RSS, GOAL_10M_RSS = 15 * 60, 4 * 2**30, 2 * 2**30
 
 
-def bench_stream_plan(n: int, work: Path, batch: int | None) -> None:
+def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = False) -> None:
     """[4] by the streamed planner: a synthetic namespace (the in-memory measurement's changes) fed
     through the same code path (SortedStream of a listing's (rel, FileStatus), of a manifest read
     as a stream; stream_fast_forward; the new manifest written as the decisions come)."""
-    r = subprocess.run([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-")],
+    r = subprocess.run([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
+                        "1" if compress else "0"],
                        capture_output=True, text=True, cwd=REPO)
     if r.returncode != 0:
         raise SystemExit(f"streamed planner failed: {r.stderr[-2000:]}")
-    setup, t, t_src, t_base, t_merge, rss, runs, b, cpu, gen, *info = r.stdout.split()
+    setup, t, t_src, t_base, t_merge, rss, runs, b, cpu, gen, disk, *info = r.stdout.split()
     secs, peak = float(t), int(rss)
     rate = n / secs
     t100 = 100_000_000 / rate
     label = "measured" if n >= 100_000_000 else "extrapolated from this rate, not run"
     print(f"[4s] streamed planning of {n:,} manifest entries (sort the listing, read + sort the base manifest, "
-          f"one merge pass, write the new manifest; batch {int(b):,}, {runs} sorted runs): {secs:.1f}s wall = "
+          f"one merge pass, write the new manifest; batch {int(b):,}, {runs} sorted runs, {int(disk) / 2**20:,.0f} MiB on "
+          f"disk{', compressed' if compress else ''}): {secs:.1f}s wall = "
           f"{rate:,.0f} entries/s (listing sorted {float(t_src):.1f}s, manifest {float(t_base):.1f}s, merge + write "
           f"{float(t_merge):.1f}s; CPU time {float(cpu):.1f}s = {n / float(cpu):,.0f} entries per CPU-second, "
           f"of which generating the synthetic listing {float(gen):.1f}s; "
@@ -316,6 +320,7 @@ def main() -> None:
     ap.add_argument("--planner", choices=["auto", "memory", "streamed", "both"], default="auto",
                     help="[4]: which planner (auto: both up to 1,000,000 entries, else streamed)")
     ap.add_argument("--batch", type=int, default=None, help="[4] streamed: entries per sorted run")
+    ap.add_argument("--compress-runs", action="store_true", help="[4] streamed: runs' chunks zlib-compressed")
     ap.add_argument("--only", default="1,2,4", help="which measurements (1=large, 2=tree+rerun, 4=plan)")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
@@ -333,7 +338,7 @@ def main() -> None:
             if planner in ("memory", "both"):
                 bench_plan(a.entries)
             if planner in ("streamed", "both"):
-                bench_stream_plan(a.entries, work, a.batch)
+                bench_stream_plan(a.entries, work, a.batch, a.compress_runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

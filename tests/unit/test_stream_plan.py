@@ -296,8 +296,11 @@ def test_reconcile_streamed_equals_in_memory(seed: int, tmp_path: Path) -> None:
 # --- the pieces -------------------------------------------------------------------------------------
 
 
-def test_external_sort_merges_runs_in_tree_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("compress", [False, True])
+def test_external_sort_merges_runs_in_tree_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 compress: bool) -> None:
     monkeypatch.setattr(sp, "FANIN", 4)  # runs merged into longer runs on the way
+    monkeypatch.setattr(sp, "COMPRESS", compress)
     rng = random.Random(5)
     rels = list({_path(rng, 5) for _ in range(3000)})
     rng.shuffle(rels)
