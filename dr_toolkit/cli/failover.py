@@ -150,7 +150,7 @@ def _reprotect_approver(*, acks: list[str], yes: bool, json_out: bool) -> Callab
 
 
 def register(app: typer.Typer) -> None:
-    fo = typer.Typer(help="Fail over from the hot cluster to the cold one: gate, runbook, lint.",
+    fo = typer.Typer(help="Fail over, re-protect the other way, switch back: gate, runbooks, lint.",
                      no_args_is_help=True)
     app.add_typer(fo, name="failover")
 

@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kafka": ("kafka", "Kafka consumer offsets: checkpoint on hot, mirror lag, remap onto cold."),
     "hbase": ("hbase", "HBase replication: peers, table scopes, queue status."),
     "verify": ("verify", "Compare a dataset with its replica by key (HBase VerifyReplication's counters)."),
-    "failover": ("failover", "Fail over from the hot cluster to the cold one: gate, runbook, lint."),
+    "failover": ("failover", "Fail over, re-protect the other way, switch back: gate, runbooks, lint."),
     "ledger": ("ledger", "The ledger's upkeep: prune rows past their retention."),
     "demo": ("demo", "Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, "
                      "drain, GO, fail over."),
