@@ -33,6 +33,7 @@ import pytest
 
 from dr_toolkit.access import Access
 from dr_toolkit.copy.api import replicate_policy
+from dr_toolkit.copy.signals import hdfs_signals
 from dr_toolkit.errors import FencedError, ProblemFound
 from dr_toolkit.failback import hdfs as fb
 from dr_toolkit.failback.divergence import Divergence
@@ -190,9 +191,14 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
     w = world
     base, want, changed = _scenario(w)
     hot_now = w.tree("hot")
+    probe = fb.divergence(w.topo, w.ledger, w.acc, recovery_point=base.source_time)  # no run: nothing left
+    _check_report(w, probe, changed)
+    if w.kind == "hdfs":
+        assert not [n for n in w.hot_fs.snapshots(w.hot_loc.path) if n.startswith(fb.FAILBACK_SNAP_PREFIX)]
     items = fb.divergence(w.topo, w.ledger, w.acc, recovery_point=base.source_time, run_id=RUN)
     _check_report(w, items, changed)
     if w.kind == "hdfs":
+        assert fb.FAILBACK_SNAP_PREFIX + RUN in w.hot_fs.snapshots(w.hot_loc.path)  # the moment reported
         ren2 = next(it for it in items if it.detail["rel"] == "h/ren2")
         assert ren2.detail["renamed_from"].endswith("/h/ren"), ren2.detail  # the diff's rename, said
     # the copy into the old hot is refused while its post-base writes are in the tree
@@ -246,6 +252,8 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
     rev = w.topo.reversed()
     (again,) = replicate_policy(rev, "wh", w.ledger, access=w.acc)
     assert again.ok and again.mode == "fast-forward" and again.files_copied == 0, again.mode_reason
+    (sig,) = hdfs_signals(rev, w.ledger, w.acc, time.time())  # the reversed gate sees the old hot caught up
+    assert sig.caught_up and sig.safe_time is not None, (sig.reason, sig.basis)
     # re-protect again: idempotent, nothing copied, nothing kept twice
     res2 = fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)
     assert res2["status"] == "done" and res2["policies"][0]["bytes_copied"] == 0, res2
@@ -458,7 +466,7 @@ def _kill_scenario(w: World, tmp_path: Path, seed: int) -> None:
             assert it.kept_at and w.read_uri(it.kept_at) == hot_now[it.detail["rel"]], it
 
 
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", range(2 * SEEDS))
 def test_killed_set_aside_and_reprotect_resume_local(tmp_path: Path, seed: int) -> None:
     w = _local_world(tmp_path)
     try:
@@ -467,11 +475,12 @@ def test_killed_set_aside_and_reprotect_resume_local(tmp_path: Path, seed: int) 
         w.close()
 
 
+@pytest.mark.parametrize("seed", range(SEEDS))
 def test_killed_set_aside_and_reprotect_resume_hdfs(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any,
-                                                    cold_dir: Any) -> None:
+                                                    cold_dir: Any, seed: int) -> None:
     w = _hdfs_world(tmp_path, hdfs_hot, hdfs_cold, hot_dir, cold_dir)
     try:
-        _kill_scenario(w, tmp_path, 7)
+        _kill_scenario(w, tmp_path, 7 + seed)
     finally:
         w.close()
 
