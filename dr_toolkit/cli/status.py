@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from dr_toolkit.cli.common import emit, state
+from dr_toolkit.failback.direction import recorded
 
 
 def iso(t: float | None) -> str:
@@ -82,6 +83,11 @@ def _render(s: dict[str, Any]) -> None:
                    "verification or failover run creates it)")
     else:
         out.append(f"ledger {s['ledger']} (schema v{s['schema_version']})")
+    d = s.get("direction") or {}
+    if d.get("run_id"):  # a re-protect recorded a direction: say which way runs now
+        out.append(f"protected: {d['hot']} -> {d['cold']}" + (" (as configured)" if d.get("as_configured") else
+                                                            " (the other way round from the topology file)")
+                   + f", since re-protect run {d['run_id']}")
     c = s.get("last_check")
     if c is None:
         out.append("last failover check: none (run `drt failover check`)")
@@ -134,5 +140,9 @@ def register(app: typer.Typer) -> None:
         if ledger.missing:
             data["ledger"] = f"sqlite:///{ledger.missing}"
         data["missing"] = ledger.missing
-        data["last_check"] = last_check(ledger, st.topology().failover.rpo_slo_s)
+        topo = st.topology()
+        data["last_check"] = last_check(ledger, topo.failover.rpo_slo_s)
+        rec = recorded(ledger)
+        data["direction"] = {"hot": topo.hot_name, "cold": topo.cold_name, "as_configured": not topo.is_reversed,
+                             "since": (rec or {}).get("at"), "run_id": (rec or {}).get("run_id")}
         emit(ctx, data, _render)

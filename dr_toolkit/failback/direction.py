@@ -14,6 +14,7 @@ fence refuses every copy into the active cluster and the gate says NO_GO (nothin
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dr_toolkit.errors import ConfigError
@@ -37,7 +38,7 @@ def record(ledger: Ledger, direction: dict[str, Any], *, run_id: str, who: str |
     """Record a change of direction (the re-protect's ``lift_standby`` step, after the ZooKeeper
     transaction)."""
     ledger.audit(component=COMPONENT, action="reprotect", dry_run=False, status="done", run_id=run_id,
-                 target=str(direction["cold"]), after=dict(direction),
+                 target=str(direction["cold"]), after={"at": time.time(), **direction},
                  message=f"protected {direction['hot']} -> {direction['cold']}", who=who)
 
 

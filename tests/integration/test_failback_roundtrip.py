@@ -125,6 +125,9 @@ def test_a_round_trip_ends_with_what_the_writers_wrote_and_the_divergence_kept(t
     assert tree(hot) == tree(cold) == w.model  # the old hot brought up to date, nothing of cold lost
     topo = load_topology(path)
     assert recorded(open_ledger(topo, ACCESS))["hot"] == "cold"
+    st = ok(drt("--json", "status", config=path))["direction"]
+    assert (st["hot"], st["cold"], st["as_configured"]) == ("cold", "hot", False) and st["run_id"] == rp["run_id"]
+    assert "protected: cold -> hot (the other way round" in drt("status", config=path).stdout
 
     # period 3: writers on cold, replicated cold -> hot by the ordinary command (the current direction)
     w.write(cold, n=15)
@@ -137,6 +140,7 @@ def test_a_round_trip_ends_with_what_the_writers_wrote_and_the_divergence_kept(t
     assert sw["status"] == "succeeded" and sw["reprotect"]["divergence"] == []
     assert tree(hot) == w.model
     assert recorded(open_ledger(topo, ACCESS))["hot"] == "hot"
+    assert ok(drt("--json", "status", config=path))["direction"]["as_configured"] is True
 
     # period 4: writers on hot again, replicated hot -> cold as configured
     w.write(hot, n=15)
