@@ -550,7 +550,7 @@ def _reprotect_one(topology: Topology, rev: Topology, ledger: Ledger, access: Ac
         if not dry_run:  # the rollback writes into the old hot: the reverse copy's fence checks, first
             assert_copy_allowed(rev, pair.tgt, pair.src, epoch=fence_epoch, access=access)
         restored = 0
-        if found.snapshot is not None and found.moment is not None and pair.entries is not None:
+        if found.snapshot is not None and (found.moment is not None or dry_run) and pair.entries is not None:
             todo = sorted(rel for rel, (c, _d) in found.changes.items() if c in ("deleted", "modified"))
             out["rollback"] = f"{len(todo)} files deleted or modified on the old hot, from snapshot {found.snapshot}"
             for rel in todo:

@@ -224,6 +224,12 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
     runs_before = len(w.ledger.runs(policy="wh", limit=100))
     plan = fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN, dry_run=True)
     assert plan["status"] == "planned", plan
+    assert plan["policies"][0]["files_restored"] == (3 if w.kind == "hdfs" else 0), plan
+    other = fb.reprotect(w.topo, w.ledger, w.acc, run_id="not-taken", dry_run=True)  # no failback snapshot yet
+    assert other["status"] == "planned" and other["policies"][0]["files_restored"] == plan["policies"][0][
+        "files_restored"], other
+    if w.kind == "hdfs":
+        assert fb.FAILBACK_SNAP_PREFIX + "not-taken" not in w.hot_fs.snapshots(w.hot_loc.path)
     assert (w.tree("hot"), w.tree("cold")) == (before_hot, before_cold)
     assert len(w.ledger.runs(policy="wh", limit=100)) == runs_before
     said: list[str] = []
