@@ -419,8 +419,14 @@ def cluster_state(doc: dict[str, Any]) -> str:
         return (f"<b id='failed-over'>Failed over</b>: active cluster <b id='active-cluster'>{e(active['cluster'])}</b> "
                 f"since {e(since)}, by {e(str(who))}{rp} — the verdict below is about replicating "
                 f"{e(str(names.get('hot')))} → {e(str(names.get('cold')))}, which is no longer the direction of "
-                "service")
-    return f"Active cluster <b id='active-cluster'>{e(active['cluster'])}</b> since {e(since)}, by {e(str(who))}"
+                "service; nothing protects it until a re-protect (DAG <code>dr_reprotect</code>, "
+                "<code>drt failover reprotect</code>)")
+    out = f"Active cluster <b id='active-cluster'>{e(active['cluster'])}</b> since {e(since)}, by {e(str(who))}"
+    direction = (gate.get("fence") or {}).get("direction") or {}
+    if direction.get("hot") == active["cluster"] and direction.get("cold") == names.get("cold"):
+        out += (f"; protected onto <b id='protected-onto'>{e(str(direction['cold']))}</b> since "
+                f"{e(_t(direction.get('at')))} (re-protect run {e(str(direction.get('run_id')))})")
+    return out
 
 
 _CSS = """

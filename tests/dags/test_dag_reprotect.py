@@ -74,3 +74,10 @@ def test_an_executed_reprotect_asks_the_divergence_and_turns_every_dag_around(
     report = json.loads(next((tmp_path / "reports").glob("reprotect-*.json")).read_text())
     assert [d["where"] for d in report["divergence"]] == ["hdfs://hot/warehouse/late.txt"]
     assert load_topology(path).hot_name == "hot"  # the file's roles are never rewritten
+    # the DR page: the active cluster and what protects it, in the new direction
+    from drt_airflow import plugin
+
+    plugin._CACHE.clear()
+    html = plugin.render(plugin.status(who="airflow:test"))
+    assert "Active cluster <b id='active-cluster'>cold</b>" in html and "failed-over" not in html, html[:3000]
+    assert "protected onto <b id='protected-onto'>hot</b>" in html, html[:3000]
