@@ -266,6 +266,56 @@ def test_reprotect_after_writes_on_both_sides(world: World) -> None:
     assert w.tree("hot") == want
 
 
+def test_delta_only_on_a_larger_tree_hdfs(tmp_path: Path, hdfs_hot: Any, hdfs_cold: Any, hot_dir: Any,
+                                         cold_dir: Any) -> None:
+    """120 files (2.4 MB) replicated; then 4 changes on each side: the re-protect moves exactly the
+    active cluster's changed bytes between the clusters and restores the old hot's 2 deleted or
+    modified files within it; every other file is compared by checksum, never copied."""
+    w = _hdfs_world(tmp_path, hdfs_hot, hdfs_cold, hot_dir, cold_dir)
+    try:
+        rnd = random.Random(5)
+        base = {f"p{i % 6}/f{i:03d}": rnd.randbytes(20_000) for i in range(120)}
+        for rel, data in base.items():
+            w.write("hot", rel, data)
+        t0 = time.monotonic()
+        w.replicate()
+        t_fwd = time.monotonic() - t0
+        cold = dict(base)
+        w.write("hot", "p0/f000", b"hot rewrote it")
+        w.delete("hot", "p1/f001")
+        w.write("hot", "p9/new", b"hot new")
+        w.rename("hot", "p2/f002", "p9/moved")
+        for rel, data in (("p3/f003", b"cold rewrote it" * 100), ("p9/cnew", b"cold new" * 50)):
+            w.write("cold", rel, data)
+            cold[rel] = data
+        w.delete("cold", "p4/f004")
+        del cold["p4/f004"]
+        w.rename("cold", "p5/f005", "p9/cmoved")
+        cold["p9/cmoved"] = cold.pop("p5/f005")
+        t0 = time.monotonic()
+        items = fb.divergence(w.topo, w.ledger, w.acc, recovery_point=None, run_id=RUN)
+        t_div = time.monotonic() - t0
+        assert {it.detail["rel"]: it.detail["change"] for it in items} == {
+            "p0/f000": "modified", "p1/f001": "deleted", "p9/new": "created", "p2/f002": "deleted",
+            "p9/moved": "created"}
+        t0 = time.monotonic()
+        fb.set_aside(w.topo, w.ledger, w.acc, items, run_id=RUN)
+        t_aside = time.monotonic() - t0
+        t0 = time.monotonic()
+        res = fb.reprotect(w.topo, w.ledger, w.acc, run_id=RUN)
+        t_rep = time.monotonic() - t0
+        (p,) = res["policies"]
+        assert w.tree("hot") == w.tree("cold") == cold
+        moved = ["p3/f003", "p9/cnew", "p9/cmoved"]
+        assert (p["files_copied"], p["bytes_copied"]) == (3, sum(len(cold[r]) for r in moved)), p
+        assert p["files_restored"] == 3 and p["files_deleted"] == 2, p  # f000, f001, f002; f004 and f005 gone
+        print(f"\n120 files, {sum(map(len, base.values()))} bytes: forward replicate {t_fwd:.1f}s, divergence "
+              f"{t_div:.1f}s, set_aside {t_aside:.1f}s, reprotect {t_rep:.1f}s: {p['files_copied']} files "
+              f"({p['bytes_copied']} bytes) copied, {p['files_restored']} restored, mode {p['mode']}")
+    finally:
+        w.close()
+
+
 def test_no_completed_run_is_an_item_not_no_divergence(tmp_path: Path) -> None:
     w = _local_world(tmp_path)
     w.write("hot", "a", b"never replicated")
