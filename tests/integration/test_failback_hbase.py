@@ -90,6 +90,9 @@ def _diverge(f: Failback) -> set[tuple[bytes, bytes, int]]:
     f.hot.put_cell(f.table, "row-0000000005", "d", "q", "hot-after-rp")
     f.hot.put_cell(f.table, "row-0000000006", "d", "extra", "x")
     f.hot.flush(f.table)  # VERSIONS => 1: the flush drops row 5's older version, the one cold holds
+    same = int(time.time() * 1000)  # after the recovery point on both, the same cell: not divergence
+    for c in (f.hot, f.cold):
+        c.put_cell(f.table, "row-both", "d", "q", "same", same)
     want = {(f"row-{5000 + i:010d}".encode(), b"q", 11) for i in range(3)}
     return want | {(b"row-0000000005", b"q", len("hot-after-rp")), (b"row-0000000006", b"extra", 1)}
 
@@ -176,6 +179,8 @@ def test_unknown_recovery_point_is_never_no_divergence_and_reprotect_copies_all_
     assert items[0].detail["cells"] == 4 and items[0].detail["start_ms"] == 0
     kept = fb.set_aside(f.topo, f.ledger, f.access, items, run_id="u1")
     assert f.hot.count_range(6000, 4, table=f.table) == 0 and kept[0].detail["set_aside"]["cells_kept"] == 4
+    again = fb.divergence(f.topo, f.ledger, f.access, recovery_point=None)  # nothing left: still not "none"
+    assert [(i.where, i.detail["base"], i.detail["cells"]) for i in again] == [(f.table, "unknown", 0)]
     res = fb.reprotect(f.topo, f.ledger, f.access, run_id="u1")
     assert res["status"] == "done" and res["mode"] == "full", res
     assert "recovery point is unknown" in res["full_copy_because"] and "full copy" in res["message"]
