@@ -59,6 +59,7 @@ from dr_toolkit.failover.runbook import (
     RunState,
     StepResult,
     may_decide,
+    run_steps,
 )
 from dr_toolkit.ledger.store import actor, new_id
 from dr_toolkit.signal import iso
@@ -170,23 +171,8 @@ class Reprotect:
     # -- running -----------------------------------------------------------------------------------
     def run(self, *, until: str | None = None) -> dict[str, Any]:
         """Run every step not yet done (up to and including ``until``); stop at the first failure."""
-        status = "succeeded"
-        for step in STEPS:
-            if step in self.results and self.results[step].status == DONE:
-                continue
-            res = self.run_step(step)
-            if res.status == FAILED and not self.execute:
-                status = "failed"
-                continue
-            if res.status in (FAILED, REJECTED):
-                status = "failed" if res.status == FAILED else "aborted"
-                break
-            if res.status == WAITING:
-                status = "waiting_approval"
-                break
-            if until == step:
-                status = "running"
-                break
+        status = run_steps([s.value for s in STEPS], self.results, lambda name: self.run_step(Step(name)),
+                           execute=self.execute, until=until)
         if status != "running":
             self.ledger.set_failover_status(self.run_id, status, detail=self.summary())
         return {**self.summary(), "status": status}

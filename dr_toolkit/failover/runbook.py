@@ -224,6 +224,29 @@ class RunState:
         return list((self.after.get(Step.METADATA_LINT) or {}).get("findings") or [])
 
 
+def run_steps(steps: Iterable[str], results: Mapping[str, StepResult], run_step: Callable[[str], StepResult], *,
+              execute: bool, until: str | None = None) -> str:
+    """The runbooks' one loop: every step not done yet, in order (up to and including ``until``),
+    stopping at the first failure, rejection or wait for approval — a dry run goes on past a
+    failure so the operator sees every step's answer. Returns the run's status: ``succeeded``,
+    ``failed``, ``aborted``, ``waiting_approval`` or ``running`` (stopped at ``until``)."""
+    status = "succeeded"
+    for name in steps:
+        if name in results and results[name].status == DONE:
+            continue
+        res = run_step(name)
+        if res.status == FAILED and not execute:
+            status = "failed"
+            continue
+        if res.status in (FAILED, REJECTED):
+            return "failed" if res.status == FAILED else "aborted"
+        if res.status == WAITING:
+            return "waiting_approval"
+        if until == name:
+            return "running"
+    return status
+
+
 def _jsonable(obj: Any) -> Any:
     to_json = getattr(obj, "to_json", None)
     return to_json() if callable(to_json) else obj
@@ -354,30 +377,17 @@ class Runbook:
     # -- running -----------------------------------------------------------------------------------
     def run(self, *, until: str | None = None) -> dict[str, Any]:
         """Run every step not yet done (up to and including ``until``); stop at the first failure."""
-        status = "succeeded"
-        for step in self.steps:
-            name = step.value
-            if name in self.results and self.results[name].status == DONE:
-                continue
+        def one(step: str) -> StepResult:
             self._unreachable = None
             res = self.run_step(step)
             if self._unreachable is not None:  # ZooKeeper gone: every later step would wait it out again
                 self.ledger.set_failover_status(self.run_id, "failed", detail=self.summary())
                 exc = self._unreachable
-                raise UnreachableError(f"failover run {self.run_id} stopped at {name}: {exc.what}",
+                raise UnreachableError(f"failover run {self.run_id} stopped at {step}: {exc.what}",
                                        where=exc.where, hint=exc.hint)
-            if res.status == FAILED and not self.execute:
-                status = "failed"  # a dry run goes on: the operator sees every step's answer
-                continue
-            if res.status in (FAILED, REJECTED):
-                status = "failed" if res.status == FAILED else "aborted"
-                break
-            if res.status == WAITING:
-                status = "waiting_approval"
-                break
-            if until == name:
-                status = "running"
-                break
+            return res
+
+        status = run_steps([s.value for s in self.steps], self.results, one, execute=self.execute, until=until)
         if status != "running":
             self.ledger.set_failover_status(self.run_id, status, detail=self.summary())
         out = self.summary()
