@@ -42,6 +42,15 @@ copied whole from the active cluster (the old hot's later version may have pushe
 older version both shared — with ``VERSIONS => 1`` it does). No recovery point: a full copy (from time 0),
 and the result says so. The evidence is :func:`dr_toolkit.hbase.signals.checked_status` on the
 reversed topology.
+
+**Limits.** A cell the old hot wrote at the very row, column and timestamp of a cell of the active
+cluster but with another value is divergence and goes aside, but the version delete that removes it
+also hides the active's cell of that timestamp (HBase masks every Put of a deleted version until a major
+compaction; tables with ``NEW_VERSION_BEHAVIOR`` excepted): the report lists it. A delete marker the old
+hot took after the recovery point stays (``markers_left``). A write the active cluster took with a
+client-set timestamp before the recovery point, before the reverse peer was added, is not in the copied
+range. The divergent cells of one table are held in memory (the report lists at most
+:data:`LIST_BOUND` rows and cells, with the totals).
 """
 
 from __future__ import annotations
