@@ -10,6 +10,7 @@ hot took after the recovery point is in the divergence report and kept, byte for
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -152,3 +153,79 @@ def test_a_round_trip_ends_with_what_the_writers_wrote_and_the_divergence_kept(t
     kinds = [str(r["reason"]).split(":")[0] for r in ledger.failover_runs(limit=50)]
     assert kinds.count("re-protect") + kinds.count("switchover") >= 3
     assert len([e for e in ledger.audit_events(component="direction") if e["status"] == "done"]) == 2
+
+
+KILLER = """
+import os, signal, sys
+from dr_toolkit.cli.main import main
+from dr_toolkit.failback import runbook
+from dr_toolkit.zk import fencing
+
+at = os.environ["DRT_TEST_KILL_AT"]
+_audit = runbook.Reprotect._audit
+_reprotect = fencing.Fence.reprotect
+
+
+def audit(self, name, status, **kw):
+    _audit(self, name, status, **kw)
+    if str(name) == at and status == "done":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def reprotect(self, *a, **kw):
+    out = _reprotect(self, *a, **kw)
+    if at == "zookeeper-written":  # the direction is in ZooKeeper, not yet in the ledger
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+
+
+runbook.Reprotect._audit = audit
+fencing.Fence.reprotect = reprotect
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("at", ["set_aside", "zookeeper-written", "lift_standby", "hdfs"])
+def test_a_reprotect_killed_at_any_point_resumes_to_completion(tmp_path: Path, zk_server, at: str) -> None:
+    """The re-protect CLI SIGKILLed after a step's record, or right after the ZooKeeper transaction
+    that turns the direction (before the ledger's event), then resumed by another invocation: it
+    completes, the old hot equals the active cluster, the divergence is kept, nothing lost."""
+    import signal
+    import subprocess
+    import sys
+
+    if not zk_server.running:
+        zk_server.start()
+    path = write_topology(tmp_path, zk=zk_server.address,
+                          hdfs=[{"name": "wh", "source": "hdfs://hot/warehouse", "targets": ["hdfs://cold/warehouse"],
+                                 "options": {"update": True, "delete": True}}])
+    hot, cold = tmp_path / "hot" / "warehouse", tmp_path / "cold" / "warehouse"
+    hot.mkdir(parents=True)
+    w = Writers(7)
+    w.write(hot, n=20)
+    ok(drt("--json", "replicate", "wh", config=path))
+    ok(drt("--json", "failover", "run", *YES, "--reason", "drill", config=path))
+    late = hot / "late-on-hot.bin"
+    late.write_bytes(b"the old hot's write after the failover")
+    w.write(cold, n=10)
+
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    p = subprocess.run([sys.executable, str(script), "--config", str(path), "--json", "failover", "reprotect",
+                        *YES, "--acknowledge", "all", "--reason", f"killed at {at}"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "DRT_TEST_KILL_AT": at})
+    assert p.returncode == -signal.SIGKILL, (at, p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    ledger = open_ledger(load_topology(path), ACCESS)
+    run_id = next(str(r["run_id"]) for r in ledger.failover_runs(limit=10) if str(r["reason"]).startswith("re-protect"))
+    if at == "zookeeper-written":  # the edges still see the old direction: nothing replicates into cold
+        assert recorded(ledger) is None
+        r = drt("--json", "replicate", "wh", config=path)
+        assert r.returncode != 0 and "active cluster" in (r.stdout + r.stderr), r.stdout + r.stderr
+    rp = ok(drt("--json", "failover", "reprotect", "--resume", run_id, "--yes-i-am-sure", "--acknowledge", "all",
+                config=path))
+    assert rp["status"] == "succeeded", rp
+    assert tree(hot) == tree(cold) == w.model
+    kept = [i for i in rp["divergence"] if i["where"].endswith("late-on-hot.bin")]
+    assert len(kept) == 1 and kept[0]["kept_at"]
+    assert list((tmp_path / "hot").rglob("late-on-hot.bin"))[0].read_bytes() == b"the old hot's write after the failover"
+    assert recorded(open_ledger(load_topology(path), ACCESS))["hot"] == "cold"
