@@ -59,11 +59,8 @@ import hashlib
 import math
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -77,7 +74,7 @@ from dr_toolkit.hbase import peers as hp
 from dr_toolkit.hbase.signals import checked_status, hot_fs
 from dr_toolkit.hbase.tabledesc import list_tables
 from dr_toolkit.hbase.tables import TableScope, enable_script, run_shell
-from dr_toolkit.spark.hadoop import _cache_dir
+from dr_toolkit.javac import build_jar, cache_dir
 from dr_toolkit.zk.client import zk_session
 from dr_toolkit.zk.fencing import open_fence
 
@@ -167,31 +164,11 @@ def tool_jar(shell: str) -> str:
     cp = lines[-1].strip()
     h = hashlib.sha256(TOOL_SOURCE.read_bytes())
     h.update("|".join(sorted(os.path.basename(p) for p in cp.split(os.pathsep))).encode())
-    dest = _cache_dir() / f"drt-hbase-cells-{h.hexdigest()[:12]}.jar"
+    dest = cache_dir() / f"drt-hbase-cells-{h.hexdigest()[:12]}.jar"
     if dest.is_file():
         return str(dest)
-    javac = shutil.which("javac") or (str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
-                                      if os.environ.get("JAVA_HOME") else None)
-    if not javac or not Path(javac).exists():
-        raise ConfigError("javac not found: the HBase cell tool cannot be built", hint="install a JDK")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="drt-hbase-cells-") as tmp:
-        out = Path(tmp) / "classes"
-        out.mkdir()
-        r = subprocess.run([javac, "-nowarn", "--release", "8", "-d", str(out), "-cp", cp, str(TOOL_SOURCE)],
-                           capture_output=True, text=True, timeout=300, check=False)
-        if r.returncode != 0:
-            first = [ln for ln in (r.stderr or r.stdout).splitlines() if "error" in ln][:1]
-            raise ConfigError(f"javac failed to build the HBase cell tool: {first[0] if first else r.returncode}",
-                              hint="clusters.<name>.hbase_shell must be an HBase 2.x `hbase` command")
-        part = Path(tmp) / "cells.jar"
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dr-toolkit\n")
-            for f in sorted(out.rglob("*.class")):
-                z.write(f, str(f.relative_to(out)))
-        tmp_dest = dest.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(part, tmp_dest)
-        os.replace(tmp_dest, dest)
+    build_jar(dest, TOOL_SOURCE, cp, what="the HBase cell tool", release="8",
+              hint="clusters.<name>.hbase_shell must be an HBase 2.x `hbase` command")
     return str(dest)
 
 

@@ -28,7 +28,7 @@ import tarfile
 from pathlib import Path
 
 from dr_toolkit.errors import ConfigError
-from dr_toolkit.spark.hadoop import _cache_dir
+from dr_toolkit.javac import cache_dir
 
 # what the copy tasks import on an executor (see the module doc), with their requirements
 EXECUTOR_REQUIREMENTS = ("pydantic", "google-crc32c", "requests", "hdfs", "boto3")
@@ -73,7 +73,7 @@ def archive() -> str:
     dists = distributions()
     tag = f"{sys.implementation.cache_tag}-{platform.machine()}-{sys.platform}"
     h = hashlib.sha256(repr((tag, dists)).encode()).hexdigest()[:16]
-    out = _cache_dir() / f"executor-env-{tag}-{h}.tar.gz"
+    out = cache_dir() / f"executor-env-{tag}-{h}.tar.gz"
     if out.exists():
         return str(out)
     out.parent.mkdir(parents=True, exist_ok=True)

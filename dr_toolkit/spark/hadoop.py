@@ -29,11 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +37,7 @@ from urllib.parse import urlparse
 
 from dr_toolkit.errors import EXIT_OK, EXIT_USAGE, ConfigError
 from dr_toolkit.fs.uri import Location, parse_uri
+from dr_toolkit.javac import build_jar, cache_dir
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
@@ -72,12 +69,6 @@ def spark_jars_dir() -> Path | None:
     return jars if jars.is_dir() else None
 
 
-def _cache_dir() -> Path:
-    if os.environ.get("DRT_CACHE_DIR"):
-        return Path(os.environ["DRT_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dr-toolkit"
-
-
 def _shim_name(jars: Path) -> str:
     runtime = sorted(p.name for p in jars.glob("hadoop-client-runtime-*.jar"))
     h = hashlib.sha256(SHIM_SOURCE.read_bytes() + "|".join(runtime).encode()).hexdigest()[:12]
@@ -96,7 +87,7 @@ def jaxrs_shim_jar(*, build: bool = True) -> Path | None:
     jars = spark_jars_dir()
     if jars is None:
         return None
-    jar = _cache_dir() / _shim_name(jars)
+    jar = cache_dir() / _shim_name(jars)
     if jar.is_file():
         return jar
     if not build:
@@ -116,32 +107,10 @@ def build_jaxrs_shim(dest: Path | None = None, jars: Path | None = None) -> Path
     runtime = sorted(jars.glob("hadoop-client-runtime-*.jar"))
     if not runtime:
         raise ConfigError(f"no hadoop-client-runtime jar in {jars}", hint="this Spark has no Hadoop client")
-    javac = shutil.which("javac") or (str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
-                                      if os.environ.get("JAVA_HOME") else None)
-    if not javac or not Path(javac).exists():
-        raise ConfigError("javac not found: the WebHDFS JAX-RS shim cannot be built",
-                          hint="install a JDK (make setup does), or read hdfs:// through hdfs.rpc_addresses")
-    dest = dest or _cache_dir() / _shim_name(jars)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="drt-shim-") as tmp:
-        out = Path(tmp) / "classes"
-        out.mkdir()
-        r = subprocess.run([javac, "-nowarn", "-d", str(out), "-cp", str(runtime[-1]), str(SHIM_SOURCE)],
-                           capture_output=True, text=True, timeout=300, check=False)
-        if r.returncode != 0:
-            first = (r.stderr or r.stdout).strip().splitlines()[:1]
-            raise ConfigError(f"javac failed to build the WebHDFS JAX-RS shim: {first[0] if first else r.returncode}",
-                              hint=f"compile {SHIM_SOURCE} against {runtime[-1].name} by hand")
-        part = Path(tmp) / "shim.jar"
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dr-toolkit\n")
-            z.writestr(SHIM_SERVICE, SHIM_CLASS + "\n")
-            for f in sorted(out.rglob("*.class")):
-                z.write(f, str(f.relative_to(out)))
-        tmp_dest = dest.with_name(dest.name + f".{os.getpid()}.tmp")
-        shutil.copyfile(part, tmp_dest)
-        os.replace(tmp_dest, dest)
-    return dest
+    dest = dest or cache_dir() / _shim_name(jars)
+    return build_jar(dest, SHIM_SOURCE, str(runtime[-1]), what="the WebHDFS JAX-RS shim",
+                     hint=f"compile {SHIM_SOURCE} against {runtime[-1].name} by hand, or read hdfs:// through "
+                          "hdfs.rpc_addresses", entries={SHIM_SERVICE: SHIM_CLASS + "\n"})
 
 
 # -- URIs ---------------------------------------------------------------------------------------
@@ -346,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         jars = spark_jars_dir()
         if jars is None:
             raise ConfigError("cannot find Spark's jars", hint="install pyspark or set SPARK_HOME")
-        dest = _cache_dir() / _shim_name(jars)
+        dest = cache_dir() / _shim_name(jars)
         jar = dest if dest.is_file() else build_jaxrs_shim(dest, jars)
     except ConfigError as exc:
         print(f"WebHDFS JAX-RS shim not built: {exc}", file=sys.stderr)

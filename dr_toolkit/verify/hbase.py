@@ -45,19 +45,17 @@ import glob
 import hashlib
 import math
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.spark.hadoop import _cache_dir, spark_jars_dir
+from dr_toolkit.javac import build_jar, cache_dir
+from dr_toolkit.spark.hadoop import spark_jars_dir
 from dr_toolkit.verify.compare import CONTENT, ONLY_PEER, ONLY_SOURCE
 from dr_toolkit.verify.sources import first_line
 
@@ -263,32 +261,12 @@ def reader_jar(jars: list[str]) -> str:
     for j in sorted(os.path.basename(x) for x in jars):
         h.update(j.encode())
     h.update(str(sorted(p.name for p in spark_jars.glob("spark-sql_*.jar"))).encode())
-    dest = _cache_dir() / f"drt-hbase-reader-{h.hexdigest()[:12]}.jar"
+    dest = cache_dir() / f"drt-hbase-reader-{h.hexdigest()[:12]}.jar"
     if dest.is_file():
         return str(dest)
-    javac = shutil.which("javac") or (str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
-                                      if os.environ.get("JAVA_HOME") else None)
-    if not javac or not Path(javac).exists():
-        raise ConfigError("javac not found: the HBase reader cannot be built", hint="install a JDK (make setup does)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="drt-hbase-reader-") as tmp:
-        out = Path(tmp) / "classes"
-        out.mkdir()
-        cp = os.pathsep.join([str(spark_jars / "*"), *jars])
-        r = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(out), "-cp", cp, str(READER_SOURCE)],
-                           capture_output=True, text=True, timeout=300, check=False)
-        if r.returncode != 0:
-            first = (r.stderr or r.stdout).strip().splitlines()[:1]
-            raise ConfigError(f"javac failed to build the HBase reader: {first[0] if first else r.returncode}",
-                              hint="check DRT_HBASE_CLASSPATH (an HBase 2.x client)")
-        part = Path(tmp) / "reader.jar"
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dr-toolkit\n")
-            for f in sorted(out.rglob("*.class")):
-                z.write(f, str(f.relative_to(out)))
-        tmp_dest = dest.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(part, tmp_dest)
-        os.replace(tmp_dest, dest)
+    cp = os.pathsep.join([str(spark_jars / "*"), *jars])
+    build_jar(dest, READER_SOURCE, cp, what="the HBase reader", release="17",
+              hint="check DRT_HBASE_CLASSPATH (an HBase 2.x client)")
     return str(dest)
 
 
