@@ -293,6 +293,22 @@ class HBaseCluster:
             beans: list[dict[str, Any]] = json.loads(r.read())["beans"]
         return beans[0] if beans else {}
 
+    def write_hbase_command(self, path: Path) -> Path:
+        """An executable ``hbase`` command for this cluster at ``path`` (what a topology's
+        ``clusters.<name>.hbase_shell`` names): ``hbase classpath`` / ``hbase mapredcp`` and
+        ``hbase <CLASS>`` are bin/hbase's on this launcher's jars; its ``shell -n FILE`` makes the
+        peer and scope commands dr-toolkit generates through HBase's Admin API on the control
+        channel (no JRuby shell is served by Maven at this release: see the script's text). Shared
+        by the tests (tests/support/fixtures_hbase.py) and ``drt demo``."""
+        import sys
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(HBASE_COMMAND.format(python=sys.executable, name=self.name, cp=maven.classpath("hbase"),
+                                             mapredcp=mapredcp(), java=maven.java(), flags=list(JAVA17_FLAGS),
+                                             control=self.control_port))
+        path.chmod(0o755)
+        return path
+
 
 def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: str = FAMILY
                ) -> tuple[HBaseCluster, HBaseCluster]:
@@ -376,3 +392,78 @@ def mapredcp() -> str:
         if m and m.group(1) in MAPREDCP and not name.endswith("-tests.jar"):
             out.append(jar)
     return ":".join(out)
+
+
+#: the text of :meth:`HBaseCluster.write_hbase_command`'s script
+HBASE_COMMAND = '''#!{python}
+"""`hbase` for the real HBase cluster {name} (written by drt_servers.hbase.HBaseCluster.write_hbase_command).
+
+What bin/hbase does, on this launcher's HBase 2.6 jars: `hbase classpath` / `hbase mapredcp` print
+the class paths; `hbase <CLASS> ARGS` runs the class in a JVM with $HBASE_CLASSPATH on the class path.
+`hbase shell -n FILE`: the JRuby shell (org.apache.hbase:hbase-shell) is not served by Maven Central
+at this release (drt_servers/maven/hbase/pom.xml), so the commands dr-toolkit generates are made
+through HBase's Admin API on the cluster's control channel: add_peer, enable_peer, disable_peer,
+remove_peer, alter ... REPLICATION_SCOPE; any other line fails the script (exit 1), as the shell
+stops at the first error with -n."""
+import json, os, re, socket, sys
+
+CP = {cp!r}
+MAPREDCP = {mapredcp!r}
+JAVA = {java!r}
+FLAGS = {flags!r}
+CONTROL = {control}
+
+
+def control(*words):
+    with socket.create_connection(("127.0.0.1", CONTROL), timeout=120) as s:
+        s.sendall(" ".join(words).encode() + b"\\n")
+        buf = b""
+        while not buf.endswith(b"\\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    answer = json.loads(buf.decode())
+    if not answer.get("ok"):
+        sys.stderr.write("ERROR: " + str(answer.get("error")) + "\\n")
+        sys.exit(1)
+
+
+def quoted(text):
+    return re.findall(r"'((?:[^'\\\\]|\\\\.)*)'", text)
+
+
+def shell(path):
+    for raw in open(path).read().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or line == "exit":
+            continue
+        cmd = line.split()[0]
+        q = quoted(line)
+        if cmd == "add_peer" and "TABLE_CFS" not in line:
+            control("add_peer", q[0], q[1])
+        elif cmd in ("enable_peer", "disable_peer", "remove_peer"):
+            control(cmd, q[0])
+        elif cmd == "alter" and "REPLICATION_SCOPE" in line:
+            for fam, scope in re.findall(r"NAME => '([^']+)', REPLICATION_SCOPE => (\\d+)", line):
+                control("alter_scope", q[0], fam, scope)
+        else:
+            sys.stderr.write("ERROR: this hbase stand-in does not run: " + line + "\\n")
+            sys.exit(1)
+        print("Took 0.0100 seconds")
+
+
+if len(sys.argv) < 2:
+    sys.exit("usage: hbase classpath|mapredcp|shell -n FILE|CLASS ARGS")
+if sys.argv[1] == "classpath":
+    print(CP)
+elif sys.argv[1] == "mapredcp":
+    print(MAPREDCP)
+elif sys.argv[1] == "shell":
+    shell(sys.argv[-1])
+else:
+    extra = os.environ.get("HBASE_CLASSPATH", "")
+    os.execv(JAVA, [JAVA, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-Djava.net.preferIPv4Stack=true", *FLAGS, "-cp", (extra + ":" if extra else "") + CP,
+                    *sys.argv[1:]])
+'''
