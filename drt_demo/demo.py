@@ -11,7 +11,11 @@ seed (HDFS files, Kafka records and a consumer group part-way, HBase rows) → M
 the HBase peer catch up → the DAGs (HBase replication status, HDFS copy, Kafka checkpoint,
 verification) → hot keeps writing while MirrorMaker 2 is paused and the peer disabled →
 failover check (NO_GO, and why) → drain (MirrorMaker 2 resumed, peer enabled, incremental copy)
-→ failover check (GO) → failover run (approval given by the demo) → final report.
+→ failover check (GO) → failover run (approval given by the demo) → the way back
+(``drt_demo.comeback``): cold, now active, takes writes and the old hot a stray one → re-protect
+cold → hot (MirrorMaker 2 cold → hot started first; the divergence report acknowledged item by item,
+each item kept aside on hot) → cold writes on, replicated to hot → switchover back (the planned
+failover cold → hot, then a re-protect hot → cold) → the round trip proven → final report.
 
 Everything lives under the work directory (default ``./demo-data``): a new directory is
 created, one a previous demo made (``.drt-demo``) is cleared, any other is refused. The servers
@@ -25,6 +29,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import posixpath
 import shutil
 import signal
 import subprocess
@@ -50,6 +55,9 @@ LATE_RECORDS = 15  # per partition, produced while MirrorMaker 2 is paused
 HBASE_TABLE = "default:orders"
 HBASE_ROWS = 2000
 HBASE_LATE_ROWS = 500  # written while the peer is disabled
+# The protected HDFS tree, below the root: a re-protect keeps what the old hot took after the
+# failover beside it (``/data/.drt-divergence/<run>``, dr_toolkit.failback.hdfs), outside the tree
+WAREHOUSE = "/data/warehouse"
 
 
 @dataclass
@@ -62,17 +70,40 @@ class DemoContext:
     hbase: tuple[Any, Any] | None = None  # drt_servers.hbase.HBaseCluster hot, cold
     kafka: tuple[Any, Any] | None = None  # drt_servers.kafka.KafkaBroker hot, cold
     mm2: Any = None  # drt_servers.kafka.MirrorMaker2
+    mm2_back: Any = None  # the MirrorMaker 2 cold → hot of the re-protect (drt_demo.comeback)
 
     @property
     def seed_root(self) -> Path:
         return self.workdir / "seed"
 
 
-def write_topology(ctx: DemoContext) -> Path:
+def write_topology(ctx: DemoContext, *, hbase_rootdir: str | None = None, way_back: bool = False) -> Path:
+    """The demo's topology. ``hbase_rootdir``: the HBase policy's rootdir (default hot's): it is one
+    path per policy, read on whichever cluster is hot in the direction that runs, and the demo's two
+    HBase clusters have different ones — the switchover back runs with cold's. ``way_back``: what the
+    re-protect and the switchover need besides (``drt_demo.comeback``): each cluster's ``hbase``
+    command (:meth:`drt_servers.hbase.HBaseCluster.write_hbase_command`: HBase peers and scopes are
+    changed through it) and MirrorMaker 2's offset-syncs and checkpoints topics of both flows (the
+    re-protect's evidence of the flow the other way, with the DefaultReplicationPolicy's renamed
+    topics). The forward part runs without them, as before: the `hbase` command makes only peer and
+    scope changes, and with it dr_hbase_replication's table sweep would ask it for `list`."""
     assert ctx.hbase is not None and ctx.kafka is not None
     hb_hot, hb_cold = ctx.hbase
     k_hot, k_cold = ctx.kafka
     user = getpass.getuser()
+    bin_dir = ctx.workdir / "servers" / "bin"
+    extra = {name: (f'\n    hbase_shell: "{hb.write_hbase_command(bin_dir / name / "hbase")}"' if way_back else "")
+             for name, hb in (("hot", hb_hot), ("cold", hb_cold))}
+    # MM2's internal topics, on the flow's source (offset syncs) and target (checkpoints); each
+    # endpoint's hot-role field describes the flow from it, its cold-role field the flow into it
+    mm2 = {name: (f", mm2_offset_syncs_topic: mm2-offset-syncs.{other}.internal, "
+                  f"mm2_checkpoints_topic: {other}.checkpoints.internal" if way_back else "")
+           for name, other in (("hot", "cold"), ("cold", "hot"))}
+    # the group's positions on the mirrors' renamed copies (hot.<topic> on cold, cold.<topic> on hot)
+    # are not carried across: MM2's DefaultReplicationPolicy never mirrors a copy back to the cluster
+    # it came from (a cycle), so <alias>.<alias>.<topic> never exists to remap onto
+    copies = [f"{alias}.{t}" for alias in ("hot", "cold") for t in KAFKA_TOPICS]
+    exclude = f"\n      exclude_topics: [{', '.join(copies)}]" if way_back else ""
 
     def hdfs(c: Any) -> str:
         return (f'{{namenodes: ["http://127.0.0.1:{c.nn_http_port}"], user: {user}, rpc_addresses: ["127.0.0.1:{c.nn_rpc_port}"], '
@@ -88,37 +119,37 @@ clusters:
   hot:
     role: hot
     hdfs: {hdfs(hb_hot)}
-    zookeeper: {zk(hb_hot)}
+    zookeeper: {zk(hb_hot)}{extra['hot']}
     # one producer clock on this machine: no skew, so the remap can be exact
-    kafka: {{bootstrap_servers: "{k_hot.bootstrap}", timeout_s: 5, max_clock_skew_s: 0}}
+    kafka: {{bootstrap_servers: "{k_hot.bootstrap}", timeout_s: 5, max_clock_skew_s: 0{mm2['hot']}}}
     spark: {{master: "local[2]"}}
   cold:
     role: cold
     hdfs: {hdfs(hb_cold)}
-    zookeeper: {zk(hb_cold)}
+    zookeeper: {zk(hb_cold)}{extra['cold']}
     kafka: {{bootstrap_servers: "{k_cold.bootstrap}", timeout_s: 5, replication_policy: default, source_alias: hot,
-            max_clock_skew_s: 0}}
+            max_clock_skew_s: 0{mm2['cold']}}}
     spark: {{master: "local[2]"}}
 policies:
   hdfs:
     - name: warehouse
-      source: hdfs://hot/warehouse
-      targets: [hdfs://cold/warehouse]
+      source: hdfs://hot{WAREHOUSE}
+      targets: [hdfs://cold{WAREHOUSE}]
       options: {{update: true, delete: true, append_only: ["logs/*.log"], preserve: [times],
                 state_dir: "{ctx.workdir / 'copy-state'}"}}
   hbase:
     - name: hbase-orders
       peer_id: "1"
       tables: ["{HBASE_TABLE}"]
-      hbase_rootdir: "{hb_hot.rootdir}"
+      hbase_rootdir: "{hbase_rootdir or hb_hot.rootdir}"
   kafka:
     - name: orders-stream
       topics: [{", ".join(KAFKA_TOPICS)}]
-      groups: [{GROUP}]
+      groups: [{GROUP}]{exclude}
   verify:
     - name: orders-table
-      source: hdfs://hot/warehouse/orders
-      target: hdfs://cold/warehouse/orders
+      source: hdfs://hot{WAREHOUSE}/orders
+      target: hdfs://cold{WAREHOUSE}/orders
       format: parquet
       key: [order_id]
 ledger: {{url: "sqlite:///{ctx.workdir}/ledger.db"}}
@@ -451,14 +482,15 @@ class Demo:
         hb_hot, hb_cold = ctx.hbase
         files = seed.seed_files(ctx.seed_root)
         client = self.hdfs_client(hb_hot)
-        client.upload("/warehouse", str(ctx.seed_root / "warehouse"), n_threads=4)
+        client.makedirs(posixpath.dirname(WAREHOUSE))
+        client.upload(WAREHOUSE, str(ctx.seed_root / "warehouse"), n_threads=4)
         hot = ctx.kafka[0].bootstrap
         now_ms = int(time.time() * 1000)
         base = now_ms - 10 * 60 * 1000  # the seeded records are ten minutes old
         n = seed.seed_kafka(hot, KAFKA_TOPICS, records_per_partition=RECORDS_PER_PARTITION, base_ts_ms=base)
         committed = seed.consume_part_way(hot, GROUP, KAFKA_TOPICS, records_per_partition=RECORDS_PER_PARTITION)
         hb_hot.put(0, HBASE_ROWS, table=HBASE_TABLE)
-        self.step("seed", f"hot HDFS /warehouse: {files['files']} files / {files['bytes']:,} bytes (orders: "
+        self.step("seed", f"hot HDFS {WAREHOUSE}: {files['files']} files / {files['bytes']:,} bytes (orders: "
                           f"{files['orders_rows']:,} Parquet rows, a growing log); Kafka {n} records in "
                           f"{sum(KAFKA_TOPICS.values())} partitions, group {GROUP} part-way "
                           f"({len(committed)} partitions committed); HBase {HBASE_TABLE}: {HBASE_ROWS:,} rows")
@@ -515,7 +547,7 @@ class Demo:
                             base_ts_ms=int(time.time() * 1000), key_prefix="late")
         client = self.hdfs_client(hb_hot)
         lines = "".join(f"{i:06d} request handled at {time.time():.3f}\n" for i in range(500))
-        client.write("/warehouse/logs/app.log", data=lines, append=True, encoding="utf-8")
+        client.write(f"{WAREHOUSE}/logs/app.log", data=lines, append=True, encoding="utf-8")
         self.step("hot keeps writing", f"MirrorMaker 2 paused, HBase peer 1 disabled; hot got {n} Kafka records, "
                                        f"{HBASE_LATE_ROWS} HBase rows and 500 log lines appended on HDFS")
 
@@ -638,6 +670,21 @@ class Demo:
                                             f"{row['status']}; report {report_json.with_suffix('.html')}")
         return out
 
+    def write_running(self) -> list[dict[str, Any]]:
+        """``running.json``: the processes left running (what `drt demo --stop` stops); written again
+        when the way back changed the MirrorMakers."""
+        running = []
+        for srv in self.ctx.servers:
+            if srv.running and srv.proc is not None:
+                try:
+                    cmd = Path(f"/proc/{srv.proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                        errors="replace").strip()
+                except OSError:
+                    continue
+                running.append({"name": getattr(srv, "name", "server"), "pid": srv.proc.pid, "cmdline": cmd})
+        (self.ctx.workdir / "running.json").write_text(json.dumps(running, indent=2))
+        return running
+
     def leave_ui_running(self) -> dict[str, Any]:
         """Start `airflow api-server` on 127.0.0.1 with the demo's Airflow home, DAGs, plugin and
         DRT_CONFIG; write ``airflow.env`` (the same environment, to start it again by hand) and
@@ -667,16 +714,7 @@ class Demo:
         api.start()
         ctx.servers.append(api)
         self.keep_running = True
-        running = []
-        for srv in ctx.servers:
-            if srv.running and srv.proc is not None:
-                try:
-                    cmd = Path(f"/proc/{srv.proc.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-                        errors="replace").strip()
-                except OSError:
-                    continue
-                running.append({"name": getattr(srv, "name", "server"), "pid": srv.proc.pid, "cmdline": cmd})
-        (ctx.workdir / "running.json").write_text(json.dumps(running, indent=2))
+        running = self.write_running()
         url = f"http://127.0.0.1:{port}"
         self.step("UI", f"airflow api-server at {url} (login admin / {password}); the DR page: {url}/dr-toolkit/")
         return {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
@@ -811,6 +849,15 @@ def run(workdir: Path, say: Callable[[str], None], *, ui: bool = False, quiet: b
                 raise
         else:
             fo = demo.failover()
+        from drt_demo import comeback
+
+        try:
+            comeback.come_back(demo)
+        except BaseException:
+            demo.keep_running = False  # nothing is left running after a failed demo
+            raise
+        if ui_info is not None:
+            ui_info["running"] = [r["name"] for r in demo.write_running()]
         summary = {"workdir": str(demo.ctx.workdir), "topology": str(demo.ctx.topology_path),
                    "first_check": before["verdict"], "second_check": after["verdict"],
                    "recovery_point": after["recovery_point"], "safe_times": safe_times(after),

@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "failover": ("failover", "Fail over, re-protect the other way, switch back: gate, runbooks, lint."),
     "ledger": ("ledger", "The ledger's upkeep: prune rows past their retention."),
     "demo": ("demo", "Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, "
-                     "drain, GO, fail over."),
+                     "drain, GO, fail over, re-protect, switch back."),
 }
 
 

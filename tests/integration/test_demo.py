@@ -1,5 +1,5 @@
 """`drt demo` end to end, as `make demo` runs it: NO_GO while lag remains, GO after draining,
-a failover that succeeds, the reports on disk — and a second run in the same work directory."""
+a failover that succeeds, the re-protect and the switchover back, the reports on disk — and a second run in the same work directory."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def _http(url: str, *, token: str | None = None, body: dict | None = None) -> tu
 
 
 def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> None:
-    """`drt demo --ui` (as `make demo DEMO_ARGS=--ui`): NO_GO then GO, the failover, quiet output
+    """`drt demo --ui` (as `make demo DEMO_ARGS=--ui`): NO_GO then GO, the failover, the way back
+    (re-protect with its divergence report, the switchover, the round trip proven), quiet output
     with ISO times, next steps; then the Airflow UI is up on 127.0.0.1 with its login, the DR page,
     a `dr_failover` run and the verification report served over HTTP; `drt demo --stop` ends it."""
     import re
@@ -53,6 +54,19 @@ def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> 
         steps = {st["name"]: st["status"] for st in s["failover"]["steps"]}
         assert steps["promote_cold"] == "done" and steps["kafka_offsets"] == "done"
 
+        # the demo comes back: re-protect cold -> hot with the old hot's stray writes (an HDFS file,
+        # an HBase row) in the divergence report, each kept aside; the switchover back; the proof
+        rp = s["reprotect"]
+        assert rp["status"] == "succeeded", rp["steps"]
+        kinds = {d["capability"] for d in rp["divergence"]}
+        assert {"hdfs", "hbase"} <= kinds and all(d["kept_at"] for d in rp["divergence"]), rp["divergence"]
+        sw = s["switchover"]
+        assert sw["status"] == "succeeded" and sw["failover"]["status"] == "succeeded", sw
+        assert sw["reprotect"]["status"] == "succeeded" and sw["reprotect"]["divergence"] == [], sw["reprotect"]
+        rt = s["round_trip"]
+        assert rt["ok"] and rt["active"] == "hot" and rt["direction"]["hot"] == "hot", rt
+        assert rt["hdfs_files_equal"] and rt["kafka_behind"] == 0 and rt["rows_from_cold_on_hot"] > 0, rt
+
         # quiet: the progress (stderr with --json) is the demo's own lines, times in ISO UTC
         progress = r.stderr
         assert progress.splitlines()[0] == f"work directory: created {workdir}", progress[:500]
@@ -60,6 +74,9 @@ def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> 
             assert noise not in progress, (noise, progress[-3000:])
         assert not re.search(r"(?<![\w.])1[5-9]\d{8}\.\d+", progress), progress[-3000:]
         assert (workdir / "logs" / "third-party.log").is_file()
+        for phase in ("writes after the failover", "re-protect —", "divergence report", "protected the other way",
+                      "switchover failover", "switchover re-protect", "round trip — proven"):
+            assert phase in progress, (phase, progress[-3000:])
         assert any("status" in step for step in s["next_steps"]) and any("--stop" in st for st in s["next_steps"])
 
         # the UI left running: login, the DR page, the dr_failover run, the report over HTTP
