@@ -363,7 +363,7 @@ def _aside_root(pair: _Pair, run_id: str) -> tuple[str, str]:
                           hint="make the policy's source a directory below the root")
     uri_parent = posixpath.dirname(pair.policy.source.rstrip("/"))
     tail = f"{ASIDE_DIR}/{run_id}/{pair.policy.name}"
-    return f"{parent}/{tail}", f"{uri_parent}/{tail}"
+    return posixpath.join(parent, tail), f"{uri_parent}/{tail}"  # a source at the top: /.drt-divergence/…
 
 
 def aside_uri(topology: Topology, policy: str, run_id: str, rel: str = "") -> str:

@@ -583,3 +583,9 @@ def test_aside_directory_is_outside_the_source_tree(tmp_path: Path) -> None:
     assert uri == f"hdfs://hot/.drt-divergence/{RUN}/wh/x/y", uri
     assert posixpath.dirname(w.hot_loc.path) in parse_uri(uri, w.topo).path
     assert not parse_uri(uri, w.topo).path.startswith(w.hot_loc.path + "/")
+    # a source just below the root keeps its aside at /.drt-divergence, never '//…' (WebHDFS refuses it)
+    pol = w.topo.policy("wh")
+    pair = fb._Pair(pol, "", parse_uri(pol.source, w.topo), parse_uri(pol.source, w.topo))
+    path, _ = fb._aside_root(pair, RUN)
+    assert path == f"{posixpath.dirname(w.hot_loc.path.rstrip('/'))}/.drt-divergence/{RUN}/wh".replace("//", "/")
+    assert "//" not in path
