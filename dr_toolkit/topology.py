@@ -226,6 +226,9 @@ class HBasePolicy(_Model):
     hbase_rootdir: str = Field(default="/hbase", description="hbase.rootdir on the hot cluster's filesystem "
                                "(or a webhdfs:// URI of it): "
                                "WAL lengths (WALs/, oldWALs/) and table descriptors (data/) are read there")
+    hbase_rootdir_cold: str | None = Field(default=None, description="hbase.rootdir on the cold cluster's "
+                                           "filesystem (or a webhdfs:// URI of it): read instead when the estate "
+                                           "is protected the other way (after a re-protect); default: hbase_rootdir")
 
 
 # MirrorMaker 2's defaults (DefaultTopicFilter / DefaultGroupFilter): internal, replica and
@@ -479,6 +482,9 @@ class Topology(_Model):
             pol["source"], pol["targets"] = on_cold[0], [pol["source"], *rest]
         for pol in data["policies"]["verify"]:
             pol["source"], pol["target"] = pol["target"], pol["source"]
+        for pol in data["policies"]["hbase"]:  # each cluster's own rootdir is read on it
+            if pol.get("hbase_rootdir_cold"):
+                pol["hbase_rootdir"], pol["hbase_rootdir_cold"] = pol["hbase_rootdir_cold"], pol["hbase_rootdir"]
         return Topology.model_validate(data).model_copy(
             update={"source_file": self.source_file, "fence_cluster": self.fence_cluster or cold})
 

@@ -125,8 +125,7 @@ def reprotect(demo: Demo) -> dict[str, Any]:
         if s["name"] in ("divergence", "set_aside", "hdfs", "kafka", "hbase", "gate") and s.get("message"):
             demo.ctx.say(f"           {s['name']:<10} {s['message']}")
             if s["name"] == "gate" and "NO_GO" in s["message"]:
-                demo.ctx.say("                      (reported, not required: the new direction catches up below; "
-                             "its HBase reason is the policy's one hbase_rootdir, hot's — the switchover sets cold's)")
+                demo.ctx.say("                      (reported, not required: the new direction catches up below)")
     demo.ctx.say("           divergence report (what the old hot took after the recovery point, kept aside):")
     for d in out["divergence"]:
         demo.ctx.say(f"           - {d['id']}  {d['capability']} {d['where']}  kept at {d['kept_at'] or '-'}")
@@ -181,13 +180,8 @@ def switchover(demo: Demo) -> dict[str, Any]:
     from drt_servers.hbase import PEER
 
     hb_hot, hb_cold, k_hot, k_cold = _clusters(demo)
-    # hbase_rootdir is one path per HBase policy, read on the hot cluster of the direction that
-    # runs; the demo's clusters have different ones: the direction cold → hot needs cold's
-    write_topology(demo.ctx, hbase_rootdir=hb_cold.rootdir, way_back=True)
     ledger = demo.ledger()
     topo = directed(demo.topology(), ledger)
-    demo.ctx.say(f"           (topology: the HBase policy's hbase_rootdir set to cold's {hb_cold.rootdir} for the "
-                 f"direction {topo.hot_name} → {topo.cold_name}: the two demo clusters' rootdirs differ)")
 
     def approve_failover(req: dict[str, Any]) -> dict[str, Any]:
         acks = [f["id"] for f in req.get("findings") or []]
@@ -220,7 +214,7 @@ def switchover(demo: Demo) -> dict[str, Any]:
                                            + ", ".join(f"{s['name']} {s['status']}" for s in rp["steps"])
                                            + f"; divergence items: {len(rp.get('divergence') or [])}")
     demo.step("switchover", f"{out['status']} in {time.monotonic() - t0:.1f}s")
-    write_topology(demo.ctx)  # the configured direction runs again: hot's rootdir (the DAGs' topology)
+    write_topology(demo.ctx)  # the configured direction runs again: the DAGs' topology, without the way back's
     if out["status"] != "succeeded":
         failed = [s for d in (fo, rp) for s in (d.get("steps") or []) if s["status"] == "failed"]
         raise RuntimeError(f"the switchover back {out['status']}: "

@@ -77,10 +77,9 @@ class DemoContext:
         return self.workdir / "seed"
 
 
-def write_topology(ctx: DemoContext, *, hbase_rootdir: str | None = None, way_back: bool = False) -> Path:
-    """The demo's topology. ``hbase_rootdir``: the HBase policy's rootdir (default hot's): it is one
-    path per policy, read on whichever cluster is hot in the direction that runs, and the demo's two
-    HBase clusters have different ones — the switchover back runs with cold's. ``way_back``: what the
+def write_topology(ctx: DemoContext, *, way_back: bool = False) -> Path:
+    """The demo's topology (each HBase cluster's own root directory: ``hbase_rootdir`` hot's,
+    ``hbase_rootdir_cold`` cold's, read in the direction that runs). ``way_back``: what the
     re-protect and the switchover need besides (``drt_demo.comeback``): each cluster's ``hbase``
     command (:meth:`drt_servers.hbase.HBaseCluster.write_hbase_command`: HBase peers and scopes are
     changed through it) and MirrorMaker 2's offset-syncs and checkpoints topics of both flows (the
@@ -141,7 +140,8 @@ policies:
     - name: hbase-orders
       peer_id: "1"
       tables: ["{HBASE_TABLE}"]
-      hbase_rootdir: "{hbase_rootdir or hb_hot.rootdir}"
+      hbase_rootdir: "{hb_hot.rootdir}"
+      hbase_rootdir_cold: "{hb_cold.rootdir}"
   kafka:
     - name: orders-stream
       topics: [{", ".join(KAFKA_TOPICS)}]

@@ -30,6 +30,8 @@ def topo_path(tmp_path: Path, zk_server) -> Path:  # type: ignore[no-untyped-def
     return write_topology(tmp_path, zk=zk_server.address,
                           hdfs=[{"name": "warehouse", "source": "hdfs://hot/w", "targets": ["hdfs://cold/w"],
                                  "options": {"update": True, "delete": True}}],
+                          hbase=[{"name": "hb", "peer_id": "1", "tables": ["t"], "hbase_rootdir": "/hbase-hot",
+                                  "hbase_rootdir_cold": "/hbase-cold"}],
                           verify=[{"name": "orders", "source": "hdfs://hot/w/o", "target": "hdfs://cold/w/o",
                                    "key": ["id"]}])
 
@@ -52,9 +54,13 @@ def test_the_reversed_topology_swaps_roles_and_every_policy_and_reverses_back(to
     assert back.policies.hdfs[0].source == "hdfs://cold/w" and back.policies.hdfs[0].targets == ["hdfs://hot/w"]
     assert (back.policies.verify[0].source, back.policies.verify[0].target) == ("hdfs://cold/w/o", "hdfs://hot/w/o")
     assert back.is_reversed and not topo.is_reversed
+    # each cluster's HBase root directory is read on that cluster
+    assert (back.policies.hbase[0].hbase_rootdir, back.policies.hbase[0].hbase_rootdir_cold) == ("/hbase-cold",
+                                                                                                 "/hbase-hot")
     again = back.reversed()
     assert again.hot_name == "hot" and again.policies.hdfs == topo.policies.hdfs
-    assert again.policies.verify == topo.policies.verify and not again.is_reversed
+    assert again.policies.verify == topo.policies.verify and again.policies.hbase == topo.policies.hbase
+    assert not again.is_reversed
     # the fence stays on the configured cold cluster's ZooKeeper in both directions
     assert back.fence_cluster == "cold" and again.fence_cluster == "cold"
 
