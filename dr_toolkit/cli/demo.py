@@ -60,7 +60,8 @@ def register(app: typer.Typer) -> None:
              stop: Annotated[bool, typer.Option(
                  "--stop", help="Stop what a `drt demo --ui` left running in --workdir, and exit.")] = False,
              ) -> None:
-        """Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, drain, GO, fail over.
+        """Run the whole cycle on this machine: seed, replicate, checkpoint, verify, NO_GO, drain, GO, fail over,
+        re-protect, switch back.
 
         Quiet by default: third-party output (Kafka client, Spark, warnings) goes to
         <workdir>/logs/third-party.log (-v shows it). Every time printed is ISO 8601 UTC."""
