@@ -139,6 +139,10 @@ def test_identity_replication_policy_remap_is_exact_and_mm2_never_ahead(kafka_en
     create_topic(hot, topic, 1)
     recs = [Rec(f"v{i}".encode(), T0 + 50 * (i // 3), b"k") for i in range(40)]
     produce(hot, topic, 0, recs)
+    # the group commits before MM2 starts: its checkpoint connector then finds the group at its
+    # first listing and starts its task with it, instead of reconfiguring its (zero) tasks later —
+    # a reconfiguration that took longer than the wait in one full run on 2 busy cores (CI, stop 46)
+    commit_after_consuming(hot, group, topic, {0: 23})
     mm = MirrorMaker2(tmp_path / "mm2-identity", hot, cold, topics="idp-.*", policy="identity",
                       aliases=("hotid", "coldid"), heap="256m")
     mm.start()
@@ -146,8 +150,7 @@ def test_identity_replication_policy_remap_is_exact_and_mm2_never_ahead(kafka_en
         assert mm.remote_topic(topic) == topic
         mm.wait_mirrored([topic])
         assert [(r.value, r.timestamp) for r in read_all(cold, topic, 0)] == [(r.value, r.timestamp) for r in recs]
-        commit_after_consuming(hot, group, topic, {0: 23})
-        cps = _wait_checkpoints(cold, mm, {group: {0: 23}}, topic)
+        cps = _wait_checkpoints(cold, mm, {group: {0: 23}}, topic, timeout=240)  # a bound: returns once it is there
     finally:
         mm.kill()
     cfg = write_topology(tmp_path / "id.yaml", hot=hot, cold=cold, topics=[topic], groups=[group],
