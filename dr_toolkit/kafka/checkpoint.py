@@ -6,7 +6,7 @@ by time). Every committed partition of each group is recorded (the group's whole
 plus its policies' topics, minus ``exclude_topics``).
 
 The work is shared: one metadata call, the groups' committed offsets asked concurrently (the
-OffsetFetch of librdkafka takes one group per request), watermarks read once per partition, and
+OffsetFetch v8 with many groups per request, :mod:`dr_toolkit.kafka.wire`), watermarks read once per partition, and
 each distinct (partition, committed offset) searched once however many groups share it, on a
 small pool of probing clients.
 """
@@ -129,7 +129,7 @@ def checkpoint_groups(mirror: Mirror, ledger: Ledger | None, groups: list[str] |
         try:
             have = hot.topics()
             _ = hot.admin  # one admin client shared by the threads
-            committed = run_all(hot.committed, groups, workers)
+            committed = hot.committed_many(groups, have, workers=workers)  # batched OffsetFetch (wire.py)
             plan: dict[str, list[tuple[str, int]]] = {}
             for g in groups:
                 topics = [t for t in dict.fromkeys([*mirror.policy_topics(g, available=have),

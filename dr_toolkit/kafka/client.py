@@ -97,6 +97,10 @@ class KafkaCluster:
         self._configs: dict[str, dict[str, str] | None] = {}
         self.fetches = 0  # positioned reads sent (probes)
         self.records_read = 0
+        self.offset_fetch_requests = 0  # OffsetFetch/FindCoordinator requests (committed_many)
+        self.batched: bool | None = None  # did committed_many take the batched path
+        self.batched_refused: str | None = None
+        self.force_per_group = False  # committed_many: the per-group path only (tests' oracle)
 
     def with_conf(self, other: KafkaCluster) -> KafkaCluster:
         """Use ``other``'s client configuration (credentials included) for this client."""
@@ -254,6 +258,26 @@ class KafkaCluster:
             answer = None
         self._configs[topic] = answer
         return answer
+
+    def topic_configs_many(self, topics: list[str]) -> None:
+        """Ask the broker for the configuration of every topic of ``topics`` not asked yet in ONE
+        DescribeConfigs request (then :meth:`topic_config` answers from it); a topic the broker
+        does not answer is left to :meth:`topic_config` (asked again alone)."""
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        res = [ConfigResource(ResourceType.TOPIC, t) for t in dict.fromkeys(topics) if t not in self._configs]
+        if not res:
+            return
+        try:
+            futs = self.admin.describe_configs(res, request_timeout=self.timeout_s)
+        except Exception:  # noqa: BLE001 - asked one by one later
+            return
+        for r, fut in futs.items():
+            try:
+                entries = fut.result(timeout=self.timeout_s + 1)
+            except Exception:  # noqa: BLE001 - asked alone later
+                continue
+            self._configs[r.name] = {k: str(e.value or "") for k, e in entries.items()}
 
     def compacted(self, topic: str) -> bool:
         """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
@@ -520,6 +544,46 @@ class KafkaCluster:
             with contextlib.suppress(Exception):  # closing a consumer that never joined: nothing to leave
                 c.close()
         return {(tp.topic, tp.partition): int(tp.offset) for tp in res if tp.offset >= 0}
+
+    def committed_many(self, groups: list[str], have: Mapping[str, int] | None = None, *, workers: int = 8
+                       ) -> dict[str, dict[tuple[str, int], int]]:
+        """Every group's committed offsets, as :meth:`committed` with ``partitions=None`` gives for
+        each: only partitions of the topics ``have`` lists (hot's metadata, read once by the
+        caller; read here when None), offsets without a commit left out.
+
+        Batched (:mod:`dr_toolkit.kafka.wire`: one FindCoordinator, then OffsetFetch v8 with up to
+        500 groups per request, each answering only the group's committed partitions) when the
+        client speaks PLAINTEXT and the broker answers it; otherwise one consumer per group
+        asking for every listed partition (:meth:`committed`), ``workers`` at a time —
+        ``batched`` then says False. Every group is in the answer, or the call raises."""
+        from dr_toolkit.kafka.wire import OffsetFetcher, WireUnsupported
+
+        groups = list(dict.fromkeys(groups))
+        if not groups:
+            return {}
+        if have is None:
+            have = self.topics()
+        if not self.force_per_group:
+            try:
+                fetcher = OffsetFetcher(self.bootstrap, self._conf, self.timeout_s, self.role)
+                try:
+                    got = fetcher.committed(groups)
+                finally:
+                    self.offset_fetch_requests += fetcher.requests
+                self.batched = True
+                return {g: {tp: o for tp, o in got[g].items() if tp[1] < have.get(tp[0], 0)} for g in groups}
+            except WireUnsupported as exc:
+                self.batched_refused = exc.message
+        self.batched = False
+        parts = [(t, p) for t, n in sorted(have.items()) for p in range(n)]
+        import concurrent.futures as cf
+
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups))),
+                                   thread_name_prefix="drt-committed") as ex:
+            futs = {g: ex.submit(self.committed, g, parts) for g in groups}
+            out = {g: f.result() for g, f in futs.items()}
+        self.offset_fetch_requests += len(groups)
+        return out
 
     def group_ids(self) -> list[str]:
         """Every consumer group id the cluster knows (ListGroups on every broker)."""

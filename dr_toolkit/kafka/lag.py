@@ -14,7 +14,7 @@ from typing import Any
 
 from dr_toolkit.errors import ConfigError, DrtError
 from dr_toolkit.kafka.client import KafkaCluster, Record
-from dr_toolkit.kafka.mirror import DEFAULT_SKEW_S, Mirror, partition_counts
+from dr_toolkit.kafka.mirror import DEFAULT_SKEW_S, WORKERS, ClientPool, Mirror, partition_counts, run_all
 from dr_toolkit.kafka.mm2 import OffsetSyncs, read_offset_syncs
 from dr_toolkit.kafka.remap import (
     WINDOW,
@@ -29,6 +29,9 @@ from dr_toolkit.kafka.rows import LagReport, LagRow
 
 IDENTITY_WINDOW = 8  # records before a match that must be the copies of those before it on hot
 CANDIDATES = 16  # cold's newest records tried as proof of its position, newest first
+TAIL_FIRST = IDENTITY_WINDOW + 2  # the gate's first tail: hot's last record, the window and one more
+Tail = tuple[list[Record], list[Record], int, int]  # hot's records, cold's, hot's window start, cold's
+TAIL_CHUNK = 2000  # partitions read together by one client (mirror_lag_many)
 LACKING = "cold_lacks_partition"  # a lag row's method: hot has the partition, cold's topic has fewer
 
 
@@ -98,6 +101,132 @@ def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
                 except DrtError as exc:
                     out.append(LagRow(t, p, None, None, None, None, None, None, "unreadable", "error", exc.message))
     return LagReport(time.time(), topics, out, notes, skew / 1000.0)
+
+
+def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS,
+                    chunk: int = TAIL_CHUNK) -> tuple[dict[str, LagReport | DrtError], dict[str, int]]:
+    """:func:`mirror_lag` of each topic (the gate's input), its cost growing with the partitions,
+    not with topics × partitions: metadata once per cluster, MM2's offset syncs once, the topics'
+    configs in one DescribeConfigs, every partition's ends in ListOffsets requests shared by all
+    topics (hot's — after the time ``read_at`` — then hot's stable offsets, then cold's), the tails
+    read :data:`TAIL_CHUNK` partitions per fetch loop on a pool of ``workers`` clients per side
+    (first the last :data:`TAIL_FIRST` records, then :data:`WINDOW` for partitions the short tail
+    did not prove), and every partition left unproven searched one by one on the pool. Each
+    partition's row is the one :func:`mirror_lag` gives (the tails are proofs read from the
+    records whatever their length; a tail that proves nothing only sends the partition on to the
+    search). A topic that cannot be checked maps to its error (the others still answer).
+
+    Returns (topic → report or error, request counts)."""
+    skew = mirror.skew_ms
+    out: dict[str, LagReport | DrtError] = {}
+    stats: dict[str, int] = {"metadata": 0, "list_offsets": 0, "describe_configs": 0, "tail_chunks": 0, "searches": 0}
+    with mirror.client("hot") as hot, mirror.client("cold") as cold:
+        hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
+        stats["metadata"] += 2
+        syncs = _offset_syncs(mirror, hot)
+        counts: dict[str, int] = {}
+        for t in topics:
+            try:
+                have_t = partition_counts(hot, [t], hot_have)
+                ct = mirror.cold_topic(t)
+                mirror.check_counts({t: c for t, c in have_t.items() if cold_have.get(ct, 0) > c}, cold, cold_have)
+                partition_counts(cold, [ct], cold_have)
+                counts[t] = have_t[t]
+            except DrtError as exc:
+                out[t] = exc
+        if not counts:
+            return out, stats
+        cold.topic_configs_many([mirror.cold_topic(t) for t in counts])
+        stats["describe_configs"] += 1
+        restamped = {t: cold.log_append_time(mirror.cold_topic(t)) for t in counts}
+        hot_parts = [(t, p) for t in counts for p in range(counts[t])]
+        cold_parts = [(mirror.cold_topic(t), p) for t in counts for p in range(min(counts[t],
+                                                                                     cold_have[mirror.cold_topic(t)]))]
+        try:
+            read_at = time.time()
+            hot_marks = hot.watermarks_many(hot_parts)
+            try:  # an open transaction hides every record from its first on from read_committed
+                stable = hot.stable_ends(hot_parts)
+            except DrtError:
+                stable = {}
+            cold_marks = cold.watermarks_many(cold_parts)
+            stats["list_offsets"] += 5
+        except DrtError as exc:
+            for t in counts:
+                out[t] = exc
+            return out, stats
+        hot_pool = ClientPool(lambda: mirror.client("hot"))
+        cold_pool = ClientPool(lambda: mirror.client("cold"))
+        try:
+            rows: dict[tuple[str, int], LagRow] = {}
+            eligible = {k: v for k, v in hot_marks.items() if stable.get(k) == _end(v) and not restamped[k[0]]}
+            left = [(t, p) for t, p in hot_parts if p < cold_have[mirror.cold_topic(t)]]
+            for size in (TAIL_FIRST, WINDOW):
+                todo = [(t, p) for t, p in left if (t, p) in eligible]
+                chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
+                stats["tail_chunks"] += len(chunks)
+
+                def tails_of(part: tuple[tuple[str, int], ...], size: int = size) -> dict[tuple[str, int], Tail]:
+                    return _tails_many(hot_pool.get(), cold_pool.get(), mirror, part, hot_marks, cold_marks, size)
+
+                got: dict[tuple[str, int], Tail] = {}
+                for res in run_all(tails_of, [tuple(c) for c in chunks], workers).values():
+                    got.update(res)
+                for (t, p), (hw, cw, hs, cs) in got.items():
+                    hm, cm = hot_marks[(t, p)], cold_marks[(mirror.cold_topic(t), p)]
+                    if (isinstance(hm, tuple) and isinstance(cm, tuple)
+                            and _tails_match(hw, cw, hs, cs, hm, cm[0], skew)):
+                        rows[(t, p)] = _caught_up_row(t, p, read_at, hm[1], cm[1], cw[-1], hw[-1].offset)
+                left = [tp for tp in left if tp not in rows]
+
+            def one(tp: tuple[str, int]) -> LagRow:
+                t, p = tp
+                ct = mirror.cold_topic(t)
+                h, c = hot_pool.get(), cold_pool.get()
+                if p >= cold_have[ct]:
+                    return _lacking_row(h, t, p, ct, cold_have[ct], read_at, hot_marks.get((t, p)),
+                                        stable.get((t, p)), skew)
+                hm, cm = hot_marks.get((t, p)), cold_marks.get((ct, p))
+                marks = (read_at, hm, cm) if isinstance(hm, tuple) and isinstance(cm, tuple) else None
+                try:
+                    return partition_lag(h, c, t, p, ct, skew, marks=marks, stable_end=stable.get((t, p)),
+                                         restamped=restamped[t], syncs=syncs.by_partition.get((t, p)))
+                except DrtError as exc:
+                    return LagRow(t, p, None, None, None, None, None, None, "unreadable", "error", exc.message)
+
+            rest = [tp for tp in hot_parts if tp not in rows]
+            stats["searches"] += len(rest)
+            rows.update(run_all(one, rest, workers))
+            (hf, hr), (cf_, cr) = hot_pool.stats(), cold_pool.stats()
+            stats["fetches"], stats["records_read"] = hf + cf_, hr + cr
+        finally:
+            hot_pool.close()
+            cold_pool.close()
+    checked = time.time()
+    for t, n in counts.items():
+        out[t] = LagReport(checked, [t], [rows[(t, p)] for p in range(n)], [], skew / 1000.0)
+    return out, stats
+
+
+def _tails_many(hot: KafkaCluster, cold: KafkaCluster, mirror: Mirror, part: tuple[tuple[str, int], ...],
+                hot_marks: Mapping[tuple[str, int], Any], cold_marks: Mapping[tuple[str, int], Any], size: int
+                ) -> dict[tuple[str, int], Tail]:
+    """:func:`_tails` of many topics' partitions (the last ``size`` records), one fetch loop per side."""
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    for t, p in part:
+        hm, cm = hot_marks.get((t, p)), cold_marks.get((mirror.cold_topic(t), p))
+        if isinstance(hm, tuple) and isinstance(cm, tuple) and hm[1] > hm[0] and cm[1] > cm[0]:
+            ranges[(t, p)] = (max(hm[0], hm[1] - size), max(cm[0], cm[1] - size))
+    if not ranges:
+        return {}
+    try:
+        hw = hot.read_many([(t, p, hs, hot_marks[(t, p)][1]) for (t, p), (hs, _) in ranges.items()])
+        cw = cold.read_many([(mirror.cold_topic(t), p, cs, cold_marks[(mirror.cold_topic(t), p)][1])
+                             for (t, p), (_, cs) in ranges.items()])
+    except DrtError:
+        return {}  # the partitions are searched one at a time, which reports the error per partition
+    return {(t, p): (hw[(t, p)], cw[(mirror.cold_topic(t), p)], hs, cs) for (t, p), (hs, cs) in ranges.items()
+            if (t, p) in hw and (mirror.cold_topic(t), p) in cw}
 
 
 def _offset_syncs(mirror: Mirror, hot: KafkaCluster) -> OffsetSyncs:

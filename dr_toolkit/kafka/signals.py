@@ -16,21 +16,21 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.errors import why
+from dr_toolkit.errors import DrtError, why
 from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
-from dr_toolkit.kafka.lag import mirror_lag
+from dr_toolkit.kafka.lag import mirror_lag_many
 from dr_toolkit.kafka.mirror import Mirror
+from dr_toolkit.kafka.rows import LagReport
 from dr_toolkit.secrets import redact
 from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
-    from dr_toolkit.kafka.rows import LagReport
+    from dr_toolkit.kafka.rows import LagRow
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import Topology
 
@@ -129,8 +129,11 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                                 with contextlib.suppress(Exception):  # an unwritable ledger: no record
                                     record_resolved(ledger, p.name, listed_at,
                                                     {t: n for t, n in live.items() if p.selects_topic(t)})
-                for g in groups:
-                    committed[g] = {tp for tp in hot.committed(g) if not mirror.topic_excluded(g, tp[0])}
+                if groups:  # one metadata call, the groups' committed offsets batched (client.committed_many)
+                    have = hot.topics()
+                    got = hot.committed_many(groups, have)
+                    for g in groups:
+                        committed[g] = {tp for tp in got[g] if not mirror.topic_excluded(g, tp[0])}
         except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
             hot_error = _why(exc)
             if patterns:  # the groups the patterns select among those checkpointed before
@@ -148,17 +151,28 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
         out.extend(unreadable("kafka", f"topics_regex:{p.name}", hot_error)
                    for p in topology.policies.kafka if p.topics_regex)
     if topics:
-        with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(topics)), thread_name_prefix="drt-lag") as ex:
-            futs = {t: ex.submit(mirror_lag, mirror, [t]) for t in topics}
-            for t, fut in futs.items():
-                try:
-                    report = fut.result()
-                    out.append(topic_signal(t, report, now))
-                    with contextlib.suppress(Exception):  # the unplanned window's evidence; never the gate's
-                        record_proven(ledger, report, {t: 1 + max((r.partition for r in report.partitions),
-                                                                  default=-1)})
-                except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
-                    out.append(unreadable("kafka", t, _why(exc)))
+        # every topic's lag in one pass (metadata once, ListOffsets shared by all topics): lag.mirror_lag_many
+        try:
+            reports, _stats = mirror_lag_many(mirror, topics)
+        except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
+            reports = {t: DrtError(_why(exc)) for t in topics}
+        proven: list[LagRow] = []
+        checked = 0.0
+        counts: dict[str, int] = {}
+        for t in topics:
+            report = reports.get(t)
+            if report is None:  # never: every topic is answered; a topic left out is NO_GO all the same
+                out.append(unreadable("kafka", t, f"no lag answer for topic {t}"))
+            elif isinstance(report, BaseException):
+                out.append(unreadable("kafka", t, _why(report)))
+            else:
+                out.append(topic_signal(t, report, now))
+                proven.extend(report.partitions)
+                checked = max(checked, report.checked_at)
+                counts[t] = 1 + max((r.partition for r in report.partitions), default=-1)
+        if proven:
+            with contextlib.suppress(Exception):  # the unplanned window's evidence; never the gate's
+                record_proven(ledger, LagReport(checked, sorted(counts), proven, [], mirror.skew_ms / 1000.0), counts)
     if not groups:
         return _noted(out, notes)
     try:

@@ -1,0 +1,318 @@
+"""Many consumer groups' committed offsets in a few requests: Kafka's OffsetFetch v8 (KIP-709,
+Kafka ≥ 3.0) with many groups per request, after one batched FindCoordinator v4 (KIP-699).
+
+librdkafka (confluent-kafka 2.16) sends one group per OffsetFetch (its consumer asks only for
+the partitions it is given; its admin ListConsumerGroupOffsets takes one group and can crash the
+process on a NOT_COORDINATOR answer — librdkafka issue #5040). At 40,000 groups and 100,000
+partitions that is 40,000 requests of 100,000 partitions each. This module speaks the two
+requests itself, over PLAINTEXT only: a client configuration with any other
+``security.protocol`` (SASL, TLS) gets :class:`WireUnsupported` and the caller takes the
+per-group path. Every group is answered or the call raises — a group is never silently left out
+(a group the broker did not name in its answer is an error).
+
+Requests: 1 FindCoordinator for every group + per coordinator ⌈G_c / :data:`GROUPS_PER_REQUEST`⌉
+OffsetFetch, each asking for every committed partition of its groups (topics = null): the
+answer grows with the committed (group, partition) pairs, never with the cluster's partitions.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dr_toolkit.errors import DrtError, UnreachableError
+
+GROUPS_PER_REQUEST = 500
+FIND_COORDINATOR, OFFSET_FETCH = 10, 9
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+Committed = dict[str, dict[tuple[str, int], int]]
+
+
+class WireUnsupported(DrtError):
+    """The batched path cannot be used with this client configuration or broker."""
+
+
+def supported(conf: Mapping[str, Any]) -> bool:
+    proto = str(conf.get("security.protocol", "plaintext")).lower()
+    return proto == "plaintext"
+
+
+# -- encoding (flexible versions: compact strings/arrays, tagged fields) ------------------------------
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _cstr(s: str | None) -> bytes:
+    if s is None:
+        return _uvarint(0)
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _header(api_key: int, version: int, corr: int, client_id: str) -> bytes:
+    cid = client_id.encode()
+    return struct.pack(">hhih", api_key, version, corr, len(cid)) + cid + _uvarint(0)
+
+
+def find_coordinator_request(groups: list[str]) -> bytes:
+    body = struct.pack(">b", 0) + _uvarint(len(groups) + 1) + b"".join(_cstr(g) for g in groups) + _uvarint(0)
+    return body
+
+
+def offset_fetch_request(groups: list[str]) -> bytes:
+    out = bytearray(_uvarint(len(groups) + 1))
+    for g in groups:
+        out += _cstr(g) + _uvarint(0) + _uvarint(0)  # group id, topics = null (all), tagged fields
+    out += b"\x00" + _uvarint(0)  # require_stable false (as the consumer's committed()), tagged fields
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, buf: bytes) -> None:
+        self.buf, self.pos = buf, 0
+
+    def take(self, fmt: str) -> Any:
+        v = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0]
+
+    def uvarint(self) -> int:
+        n = shift = 0
+        while True:
+            b = self.buf[self.pos]
+            self.pos += 1
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return n
+            shift += 7
+
+    def cstr(self) -> str | None:
+        n = self.uvarint()
+        if n == 0:
+            return None
+        s = self.buf[self.pos:self.pos + n - 1].decode()
+        self.pos += n - 1
+        return s
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.pos += self.uvarint()
+
+
+def parse_find_coordinator(body: bytes) -> dict[str, tuple[int, str, int, int]]:
+    """group → (node id, host, port, error code)."""
+    r = _Reader(body)
+    r.tags()  # response header v1
+    r.take(">i")  # throttle
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        key = r.cstr() or ""
+        node, host, port = r.take(">i"), r.cstr() or "", r.take(">i")
+        err = r.take(">h")
+        r.cstr()
+        r.tags()
+        out[key] = (node, host, port, err)
+    return out
+
+
+def parse_offset_fetch(body: bytes) -> dict[str, tuple[int, dict[tuple[str, int], int], int]]:
+    """group → (group error code, committed offsets (offset ≥ 0 only), first partition error code)."""
+    r = _Reader(body)
+    r.tags()
+    r.take(">i")
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        g = r.cstr() or ""
+        offs: dict[tuple[str, int], int] = {}
+        perr = 0
+        for _ in range(r.uvarint() - 1):
+            t = r.cstr() or ""
+            for _ in range(r.uvarint() - 1):
+                p, off = r.take(">i"), r.take(">q")
+                r.take(">i")  # leader epoch
+                r.cstr()  # metadata
+                e = r.take(">h")
+                r.tags()
+                if e:
+                    perr = perr or e
+                elif off >= 0:
+                    offs[(t, p)] = off
+            r.tags()
+        gerr = r.take(">h")
+        r.tags()
+        out[g] = (gerr, offs, perr)
+    r.tags()
+    return out
+
+
+# -- connections ----------------------------------------------------------------------------------
+
+class _Conn:
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.settimeout(timeout_s)
+        self.corr = 0
+        self.client_id = client_id
+        self.requests = 0
+
+    def call(self, api_key: int, version: int, body: bytes) -> bytes:
+        self.corr += 1
+        self.requests += 1
+        msg = _header(api_key, version, self.corr, self.client_id) + body
+        self.sock.sendall(struct.pack(">i", len(msg)) + msg)
+        size = struct.unpack(">i", self._recv(4))[0]
+        resp = self._recv(size)
+        if struct.unpack_from(">i", resp, 0)[0] != self.corr:
+            raise DrtError("Kafka answer out of order (correlation id)")
+        return resp[4:]
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _addresses(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for a in bootstrap.split(","):
+        a = a.strip().split("://")[-1]
+        if a:
+            host, _, port = a.rpartition(":")
+            out.append((host.strip("[]") or "localhost", int(port or 9092)))
+    return out
+
+
+class OffsetFetcher:
+    """Committed offsets of many groups (see the module doc). ``requests`` counts what was sent."""
+
+    def __init__(self, bootstrap: str, conf: Mapping[str, Any], timeout_s: float, role: str = "kafka") -> None:
+        if not supported(conf):
+            raise WireUnsupported(f"batched OffsetFetch speaks PLAINTEXT only (security.protocol="
+                                  f"{conf.get('security.protocol')})")
+        self.bootstrap, self.timeout_s, self.role = bootstrap, timeout_s, role
+        self.client_id = str(conf.get("client.id", "drt-offset-fetch"))
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def _unreachable(self, what: str) -> UnreachableError:
+        return UnreachableError(f"{self.role} Kafka cluster did not answer ({what}) within {self.timeout_s:g}s",
+                                where=self.bootstrap, hint="check that the brokers run and the address is right")
+
+    def _connect(self, host: str, port: int) -> _Conn:
+        return _Conn(host, port, self.timeout_s, self.client_id)
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.requests += n
+
+    def _coordinators(self, groups: list[str]) -> dict[str, tuple[int, str, int, int]]:
+        last: BaseException | None = None
+        for host, port in _addresses(self.bootstrap):
+            try:
+                c = self._connect(host, port)
+            except OSError as exc:
+                last = exc
+                continue
+            try:
+                out: dict[str, tuple[int, str, int, int]] = {}
+                for i in range(0, len(groups), 10 * GROUPS_PER_REQUEST):
+                    out.update(parse_find_coordinator(
+                        c.call(FIND_COORDINATOR, 4, find_coordinator_request(groups[i:i + 10 * GROUPS_PER_REQUEST]))))
+                return out
+            except (OSError, ConnectionError, struct.error, IndexError, UnicodeDecodeError) as exc:
+                # an old broker (no FindCoordinator v4) closes the connection
+                raise WireUnsupported(f"batched FindCoordinator refused by {host}:{port}: {exc}") from None
+            finally:
+                self._count(c.requests)
+                c.close()
+        raise self._unreachable(f"connect: {last}")
+
+    def _fetch_at(self, node: tuple[str, int], groups: list[str]) -> dict[str, tuple[int, dict[tuple[str, int], int],
+                                                                                      int]]:
+        c = self._connect(*node)
+        try:
+            out = {}
+            for i in range(0, len(groups), GROUPS_PER_REQUEST):
+                part = groups[i:i + GROUPS_PER_REQUEST]
+                out.update(parse_offset_fetch(c.call(OFFSET_FETCH, 8, offset_fetch_request(part))))
+            return out
+        finally:
+            self._count(c.requests)
+            c.close()
+
+    def committed(self, groups: Iterable[str]) -> Committed:
+        """Every group's committed offsets (partitions without a commit left out). A coordinator
+        not ready (loading after a start, moved) is asked again until the timeout; any other
+        group or partition error raises; so does a group missing from an answer."""
+        import concurrent.futures as cf
+
+        todo = list(dict.fromkeys(groups))
+        out: Committed = {}
+        deadline = time.monotonic() + self.timeout_s
+        while todo:
+            coords = self._coordinators(todo)
+            by_node: dict[tuple[str, int], list[str]] = {}
+            retry: list[str] = []
+            for g in todo:
+                if g not in coords:
+                    raise DrtError(f"{self.role} Kafka cluster's FindCoordinator answer lacks group {g!r}",
+                                   where=self.bootstrap)
+                _node, host, port, err = coords[g]
+                if err in RETRIABLE:
+                    retry.append(g)
+                elif err:
+                    raise DrtError(f"{self.role} Kafka cluster refused the coordinator of group {g!r} "
+                                   f"(error code {err})", where=self.bootstrap)
+                else:
+                    by_node.setdefault((host, port), []).append(g)
+            try:
+                with cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(by_node))),
+                                           thread_name_prefix="drt-offset-fetch") as ex:
+                    answers = list(ex.map(lambda kv: (kv[1], self._fetch_at(*kv)), by_node.items()))
+            except (OSError, ConnectionError) as exc:
+                raise self._unreachable(f"OffsetFetch: {exc}") from None
+            except (struct.error, IndexError, UnicodeDecodeError) as exc:
+                raise WireUnsupported(f"OffsetFetch v8 answer not understood: {exc}") from None
+            for asked, ans in answers:
+                for g in asked:
+                    if g not in ans:
+                        raise DrtError(f"{self.role} Kafka cluster's OffsetFetch answer lacks group {g!r}",
+                                       where=self.bootstrap)
+                    gerr, offs, perr = ans[g]
+                    if gerr in RETRIABLE or perr in RETRIABLE:
+                        retry.append(g)
+                    elif gerr or perr:
+                        raise DrtError(f"{self.role} Kafka cluster refused the committed offsets of group {g!r} "
+                                       f"(error code {gerr or perr})", where=self.bootstrap)
+                    else:
+                        out[g] = offs
+            todo = retry
+            if todo:
+                if time.monotonic() > deadline:
+                    raise self._unreachable(f"committed offsets of {len(todo)} group(s): coordinator not ready")
+                time.sleep(0.2)
+        return out
