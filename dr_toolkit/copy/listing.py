@@ -12,6 +12,7 @@ empty directories and entries that are not regular files. Nothing here writes.
 from __future__ import annotations
 
 import posixpath
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +46,7 @@ class Side:
     root: str
     single: str | None = None  # a source that is one file: list only it
     fence: Callable[[], None] | None = None  # target: the lease's fencing check (before destructive steps)
-    list_threads: int = 1  # -numListstatusThreads: the root's subtrees listed on this many threads
+    list_threads: int = 1  # -numListstatusThreads: directories read on this many threads (every level)
     marker: Fence | None = None  # target: the fencing token this run holds (checked by Spark executors too)
 
     def check(self) -> None:
@@ -109,11 +110,18 @@ def entries(side: Side, only: str | None = None, skipped: Skipped | None = None,
     """The files of ``side`` (below ``only`` when given; one level without ``recursive``) as
     ``(path relative to the side's root, status)``, one at a time as the walk finds them. With
     ``dirs``, every directory's token (relative path -> token, taken before its entries were read)
-    is put in it once the walk is over. -numListstatusThreads (``side.list_threads``): the
-    subtrees are walked on threads and their files yielded once all are read."""
-    if side.list_threads > 1 and recursive and only is None and side.single is None:
-        yield from _listing_threads(side, skipped, dirs).items()
+    is put in it once the walk is over. -numListstatusThreads (``side.list_threads``): every
+    directory is read on one of that many threads (:func:`_parallel_entries`); the same files,
+    skip reports and tokens as one walk, in another order."""
+    if side.list_threads > 1 and recursive and side.single is None and side.fs.kind not in FLAT:
+        yield from _parallel_entries(side, only or side.root, skipped, dirs)
         return
+    yield from _serial_entries(side, only, skipped, dirs, recursive)
+
+
+def _serial_entries(side: Side, only: str | None, skipped: Skipped | None, dirs: dict[str, Any] | None,
+                    recursive: bool) -> Iterator[tuple[str, FileStatus]]:
+    """One walk on the caller's thread (the filesystem's own :meth:`~FileSystem.list_files`)."""
     fs = side.fs
     root = side.root.rstrip("/")
     cut = len(root) + 1 if root else 0
@@ -135,44 +143,152 @@ def list_tree(side: Side, only: str | None = None, skipped: Skipped | None = Non
     return dict(entries(side, only, skipped, dirs, recursive))
 
 
-def _listing_threads(side: Side, skipped: Skipped | None,
-                     dirs: dict[str, Any] | None) -> dict[str, FileStatus]:
-    """-numListstatusThreads N: the root read one level (its files, its subdirectories' tokens),
-    then each subdirectory's tree walked on one of N threads; the same files and tokens as one
-    walk (each directory's token still recorded before its entries are read)."""
-    one = Side(side.loc, side.fs, side.root)
-    lock = threading.Lock()
+#: filesystems without directories: one flat listing (an S3 prefix is one paged scan in key order)
+FLAT = frozenset({"s3"})
+BATCH = 512  # entries a listing thread hands over at once
+QUEUE_BATCHES = 32  # batches found and not yet taken by the consumer: the listing's memory bound
 
-    def skip(path: str, reason: str) -> None:
-        if skipped is not None:
-            with lock:
-                skipped(path, reason)
 
-    level: dict[str, Any] = {}
-    out = list_tree(one, side.root, skip, dirs=level, recursive=False)
-    subs = sorted(d for d in level if d)
+class _Stop(Exception):
+    """The consumer is gone: a listing thread unwinds."""
 
-    def walk(d: str) -> tuple[dict[str, FileStatus], dict[str, Any]]:
-        tokens: dict[str, Any] = {}
-        n = [0]
 
-        def count(path: str, reason: str) -> None:
-            n[0] += 1
-            skip(path, reason)
-
-        path = side.fs.join(side.root, d)
-        got = list_tree(one, path, count, dirs=tokens)
-        if not got and not n[0] and set(tokens) <= {d}:  # a walk from d does not report d itself
-            skip(path, "empty directory")
-        return got, tokens
-
-    with ThreadPoolExecutor(min(side.list_threads, max(1, len(subs)))) as pool:
-        for got, tokens in pool.map(walk, subs):
-            out.update(got)
-            level.update(tokens)
+def _parallel_entries(side: Side, top: str, skipped: Skipped | None,
+                      dirs: dict[str, Any] | None) -> Iterator[tuple[str, FileStatus]]:
+    """-numListstatusThreads N at every level: each directory is one unit of work on a shared
+    stack; N threads take any pending directory at any depth, read it once
+    (:meth:`~FileSystem.list_dir`), push its subdirectories and hand its files over in batches
+    through a bounded queue; the files are yielded on the caller's thread as they come, the skip
+    reports called there too. Memory: the queue (QUEUE_BATCHES x BATCH entries), the directories
+    pending and, with ``dirs``, the tokens. Every directory's token is recorded before its entries
+    are read (the root's by :meth:`~FileSystem.dir_token`, the others from their parent's read).
+    An error in any thread stops the others and is raised here; when the caller stops early (the
+    generator closed), the threads are stopped and joined before it returns."""
+    fs = side.fs
+    root = side.root.rstrip("/")
+    cut = len(root) + 1 if root else 0
+    prefix = root + "/" if root else ""
+    tokens: dict[str, Any] | None = None
     if dirs is not None:
-        dirs.update(level)
-    return out
+        token = fs.dir_token(top)
+        if token is None:  # gone or a file: what one walk does with it
+            yield from _serial_entries(side, top, skipped, dirs, True)
+            return
+        tokens = {top: token}
+    else:
+        st = fs.stat(top)
+        if st is None or not st.is_dir:
+            yield from _serial_entries(side, top, skipped, dirs, True)
+            return
+
+    lock = threading.Condition()
+    pending = [top]  # directories found and not yet read (a stack: depth first, the frontier small)
+    busy = 0  # threads reading a directory now
+    halt = threading.Event()  # no more directories taken (an error, or the consumer gone)
+    gone = threading.Event()  # the consumer is gone: nothing more is handed over
+    out: queue.Queue[list[tuple[str, Any]] | BaseException | None] = queue.Queue(QUEUE_BATCHES)
+
+    def put(item: list[tuple[str, Any]] | BaseException | None) -> None:
+        while not gone.is_set():
+            try:
+                out.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+        raise _Stop
+
+    def work() -> None:
+        nonlocal busy
+        batch: list[tuple[str, Any]] = []
+        n = 0
+
+        def emit(item: tuple[str, Any]) -> None:
+            nonlocal batch, n
+            n += 1
+            batch.append(item)
+            if len(batch) >= BATCH:
+                put(batch)
+                batch = []
+
+        def skip(path: str, reason: str) -> None:
+            emit((path, reason))
+
+        try:
+            while True:
+                with lock:
+                    while not pending and busy and not halt.is_set():
+                        lock.wait()
+                    if halt.is_set() or not pending:
+                        lock.notify_all()
+                        break
+                    d = pending.pop()
+                    busy += 1
+                found: list[str] = []
+                level: dict[str, Any] | None = {} if tokens is not None else None
+                n = 0
+                try:
+                    for s in fs.list_dir(d, skip, level):
+                        if s.is_dir:
+                            n += 1
+                            found.append(s.path)
+                            continue
+                        p = s.path
+                        rel = p[cut:] if p.startswith(prefix) else fs.relative(side.root, p)
+                        if rel:
+                            emit((rel, s))
+                    if not n and d != top:  # nothing in it (a walk from ``top`` does not report ``top``)
+                        emit((d, "empty directory"))
+                finally:
+                    with lock:
+                        busy -= 1
+                        if tokens is not None and level:
+                            tokens.update(level)
+                        pending.extend(reversed(found))
+                        lock.notify_all()
+            if batch:
+                put(batch)
+            put(None)
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - raised on the consumer's thread
+            halt.set()
+            with lock:
+                lock.notify_all()
+            try:
+                put(exc)
+                put(None)
+            except _Stop:
+                pass
+
+    threads = [threading.Thread(target=work, name=f"drt-list-{i}", daemon=True)
+               for i in range(side.list_threads)]
+    for t in threads:
+        t.start()
+    try:
+        done = 0
+        while done < len(threads):
+            item = out.get()
+            if item is None:
+                done += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                for rel, x in item:
+                    if isinstance(x, str):
+                        if skipped is not None:
+                            skipped(rel, x)
+                    else:
+                        yield rel, x
+    finally:
+        gone.set()
+        halt.set()
+        with lock:
+            lock.notify_all()
+        for t in threads:
+            t.join()
+    if dirs is not None and tokens:
+        for p, token in tokens.items():
+            dirs[fs.relative(side.root, p) if p != root else ""] = token
 
 
 PROOF_ROUNDS = 3  # times the directories that changed during a listing are read again

@@ -259,6 +259,26 @@ class FileSystem:
         records its subdirectories without descending into them."""
         raise NotImplementedError
 
+    def list_dir(self, path: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None
+                 ) -> Iterator[FileStatus]:
+        """One directory read once, not descended: the unit of work of a parallel listing. Yields
+        its regular files, then each subdirectory as ``FileStatus(path, 0, 0.0, is_dir=True)``,
+        the subdirectory's :meth:`dir_token` put in ``dirs`` (when given) before it is yielded, so
+        before its own entries are read. What :meth:`list_files` passes over in it is reported
+        through ``skipped``; ``path`` itself never is (the caller sees whether anything came).
+        Nothing when ``path`` is gone or no longer a directory. Filesystems without directories
+        (S3) are never asked. This default is ``list_files(recursive=False)``, which reads
+        ``path``'s own status too; a filesystem may override it with one read of the directory."""
+        level: dict[str, Any] = {}
+        for s in self.list_files(path, skipped, dirs=level, recursive=False):
+            if s.path != path:  # path became a file since its parent was read: not one of its entries
+                yield s
+        for d, token in level.items():
+            if d != path:
+                if dirs is not None:
+                    dirs[d] = token
+                yield FileStatus(d, 0, 0.0, True)
+
     def dir_token(self, path: str) -> Any:
         """What changes whenever a directory's entries change (created, deleted, renamed in or
         out): e.g. its modification time and inode/fileId. None when ``path`` is no longer a
