@@ -14,7 +14,7 @@ DOC = """
 **dry_run** on (the default) every step only says what it would do and nothing changes.
 
 Steps: fence the hot cluster (fencing epoch + read-only flag in ZooKeeper) → wait until
-HBase queues and the Kafka mirror drained → final incremental copy of every HDFS policy →
+HBase queues and the Kafka mirror drained (the sensor waits deferred on the triggerer) → final incremental copy of every HDFS policy →
 final verification (BADROWS must be 0) → remap Kafka consumer offsets (not applied yet) → the
 caught-up gate must say **GO** → metadata lint (hot-cluster namenodes, hosts, buckets left
 in replicated metadata, shown to the approver) → **human approval** (this DAG waits in *Required
@@ -72,8 +72,9 @@ def dr_failover():  # type: ignore[no-untyped-def]
     for step in before:
         op: BaseOperator
         if step == Step.WAIT_DRAIN:
-            op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=30, timeout=timedelta(hours=2),
-                               mode="reschedule")
+            # deferred to the triggerer while it waits (no worker slot held for up to 2 hours)
+            op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=15, timeout=timedelta(hours=2),
+                               deferrable=True)
         else:
             op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID)
         prev >> op

@@ -106,14 +106,42 @@ class DrainedSensor(BaseSensorOperator):
     ``poke`` returns the library's answer (nothing is recorded while waiting); once drained,
     the ``wait_drain`` step is recorded done in the audit log. A dry run records what it saw
     and passes at once. The sensor's ``timeout`` bounds the wait (then the task fails).
+
+    ``deferrable=True`` (what dr_failover uses): one poke in the worker; when not drained the
+    task is *deferred* to the triggerer (:class:`drt_airflow.triggers.DrainedTrigger` asks the
+    same library call every ``poke_interval`` seconds, holding no worker slot) and resumes in
+    ``execute_complete``, which pokes again — that poke records the step.
     """
 
     template_fields = ("run_id",)
 
-    def __init__(self, *, run_id: str, **kwargs: Any) -> None:
-        kwargs.setdefault("mode", "reschedule")  # a long wait frees its worker slot between pokes
+    def __init__(self, *, run_id: str, deferrable: bool = False, **kwargs: Any) -> None:
+        if not deferrable:
+            kwargs.setdefault("mode", "reschedule")  # a long wait frees its worker slot between pokes
         super().__init__(**kwargs)
         self.run_id = run_id
+        self.deferrable = deferrable
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        if not self.poke(context):
+            self._defer()
+        return None
+
+    def _defer(self) -> None:
+        from datetime import timedelta
+
+        from drt_airflow.triggers import DrainedTrigger
+
+        self.defer(trigger=DrainedTrigger(run_id=self.run_id, poll_s=float(self.poke_interval)),
+                   method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> None:
+        """Back from the triggerer: record the step (a new poke); deferred again if it is not drained after all."""
+        self.log.info("trigger fired: %s", event)
+        if not self.poke(context):
+            self._defer()
 
     def poke(self, context: Any) -> bool:
         from dr_toolkit.failover.runbook import Runbook
