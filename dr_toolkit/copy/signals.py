@@ -30,6 +30,7 @@ import concurrent.futures as cf
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.api import probe
+from dr_toolkit.copy.proof import MODES, prove_target, quick_signal
 from dr_toolkit.copy.state import StateStore, default_state_uri
 from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
@@ -97,16 +98,48 @@ def _descends(ledger: Ledger, newest: str, ancestor: str, runs: dict[str, dict[s
     return f"the manifest cold holds ({newest}) does not descend from the last completed run's ({ancestor})"
 
 
-def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
+def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float, *,
+                 mode: str = "full") -> list[Signal]:
     """One signal per HDFS policy target (name ``<policy>:<target>``), in the topology's order; see
     the module doc. The targets are probed side by side (each probe is a dry run: listings and
-    manifest reads, mostly waiting on the NameNodes and DataNodes)."""
+    manifest reads, mostly waiting on the NameNodes and DataNodes).
+
+    ``mode`` (:mod:`dr_toolkit.copy.proof`): ``full`` the dry run (O(files)); ``prove`` the dry run,
+    recorded as the target's proof when it states a safe time; ``quick`` the quick path only
+    (O(changes), lists nothing): where it cannot prove, NO_GO saying why; ``auto`` the quick path,
+    and the recorded full proof where it cannot prove (or cannot tell what hot changed)."""
+    if mode not in MODES:
+        raise ValueError(f"hdfs signal mode {mode!r}: one of {', '.join(MODES)}")
     pairs = [(policy, target) for policy in topology.policies.hdfs for target in policy.targets]
     if len(pairs) <= 1:
-        return [_target_signal(topology, ledger, access, now, p, t) for p, t in pairs]
+        return [_signal(topology, ledger, access, now, p, t, mode) for p, t in pairs]
     with cf.ThreadPoolExecutor(max_workers=min(PARALLEL, len(pairs)), thread_name_prefix="drt-hdfs-gate") as ex:
-        futs = [ex.submit(_target_signal, topology, ledger, access, now, p, t) for p, t in pairs]
+        futs = [ex.submit(_signal, topology, ledger, access, now, p, t, mode) for p, t in pairs]
         return [f.result() for f in futs]  # LedgerUnreachable propagates: the caller exits 3
+
+
+def _signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy, target: str,
+            mode: str) -> Signal:
+    """One target's signal by ``mode`` (see :func:`hdfs_signals`)."""
+    if mode == "full":
+        return _target_signal(topology, ledger, access, now, policy, target)
+    why: str | None = None
+    if mode in ("quick", "auto"):
+        sig, why = quick_signal(topology, ledger, access, now, policy, target)
+        if sig is not None and (mode == "quick" or sig.detail.get("files_pending") is not None):
+            return sig
+        if mode == "quick":
+            name = f"{policy.name}:{target}"
+            return Signal("hdfs", name, False, None, None, "quick check: nothing proven",
+                          {"path": "quick", "why": why, "listings": 0},
+                          f"the quick check proves nothing: {why}; a full check records a proof "
+                          "(`drt failover check`, or the replication run's own proof)")
+        why = why or "hot's changes since the run are not known without its snapshot"
+    sig = prove_target(_target_signal, topology, ledger, access, now, policy, target)
+    sig.detail["path"] = "full"
+    if why:
+        sig.detail["quick_not_proven"] = why
+    return sig
 
 
 def _proof(run: dict[str, Any]) -> str:

@@ -218,16 +218,21 @@ def record_check(ledger: Ledger, res: GateResult, *, source: str, who: str | Non
 
 def check(topology: Topology, ledger: Ledger, *, access: Access, components: tuple[str, ...] = COMPONENTS,
           timeout_s: float | None = None, now: float | None = None,
-          record: str | None = None, who: str | None = None) -> GateResult:
+          record: str | None = None, who: str | None = None, hdfs: str = "full") -> GateResult:
     """Read every signal and the fencing state, and decide GO / NO_GO. With ``record`` (where the
-    check runs: ``cli``, ``dag:<dag>.<task>``, ``ui``) the check is written to ``gate_checks``."""
+    check runs: ``cli``, ``dag:<dag>.<task>``, ``ui``) the check is written to ``gate_checks``.
+    ``hdfs``: how the HDFS signal proves cold holds the last completed run (``copy.proof``):
+    ``full`` the dry run (O(files)), ``prove`` the same recorded as a proof, ``quick`` from what
+    changed since the recorded proof only (never a listing: the DR page, ``dr_rpo_watch``),
+    ``auto`` quick, else the recorded full proof."""
     import concurrent.futures as cf
 
     now = time.time() if now is None else now
     timeout_s = default_timeout(topology) if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
     fut = in_background(read_fence, topology, access)
-    signals = read_signals(topology, ledger, access, components=components, timeout_s=timeout_s, now=now)
+    signals = read_signals(topology, ledger, access, components=components, timeout_s=timeout_s, now=now,
+                           hdfs=hdfs)
     try:  # the fencing state within the same time as the signals (the ZooKeeper connect may take longer)
         fence, fence_error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
     except cf.TimeoutError:

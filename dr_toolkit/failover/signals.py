@@ -10,6 +10,7 @@ ledger (exit 3) propagates.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import logging
 import threading
 import time
@@ -83,9 +84,10 @@ def in_background(fn: Callable[..., T], *args: Any) -> cf.Future[T]:
 
 def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
                  components: tuple[str, ...] = COMPONENTS, timeout_s: float | None = None,
-                 now: float | None = None) -> list[Signal]:
+                 now: float | None = None, hdfs: str = "full") -> list[Signal]:
     """Read the components' signals concurrently; a component that does not answer within
-    ``timeout_s`` (default: the largest endpoint timeout + 5 s) gives NO_GO signals saying so."""
+    ``timeout_s`` (default: the largest endpoint timeout + 5 s) gives NO_GO signals saying so.
+    ``hdfs``: the HDFS signal's mode (``copy.signals.hdfs_signals``: full, prove, quick, auto)."""
     now = time.time() if now is None else now
     timeout_s = default_timeout(topology) if timeout_s is None else timeout_s
     def failed(c: str, why: str) -> list[Signal]:
@@ -93,7 +95,12 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
         # pattern only has no name before it is read): a failed reader can never leave a GO
         return [unreadable(c, n, why) for n in names(topology, c) or [c]]
 
-    futs = {c: in_background(READERS[c], topology, ledger, access, now) for c in components}
+    def reader(c: str) -> SignalReader:
+        if c == "hdfs" and hdfs != "full":
+            return functools.partial(READERS[c], mode=hdfs)  # type: ignore[call-arg]
+        return READERS[c]
+
+    futs = {c: in_background(reader(c), topology, ledger, access, now) for c in components}
     out: list[Signal] = []
     deadline = time.monotonic() + timeout_s
     for c, fut in futs.items():

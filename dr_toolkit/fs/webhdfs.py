@@ -255,6 +255,13 @@ class WebHdfsFileSystem(FileSystem):
             d = self.client.status(path, strict=False)
         return None if d is None else self._status(path, d)
 
+    def content_summary(self, path: str) -> dict[str, int]:
+        """GETCONTENTSUMMARY: the NameNode's counts under ``path`` (``fileCount``,
+        ``directoryCount``, ``length``, ``spaceConsumed``) in one call, no listing through the client."""
+        with self._errors(path):
+            d = self.client.content(path)
+        return {k: int(d.get(k) or 0) for k in ("fileCount", "directoryCount", "length", "spaceConsumed")}
+
     # -- checksums ---------------------------------------------------------------------------------
     def checksum(self, path: str) -> Checksum | None:
         """GETFILECHECKSUM under the algorithm name the server gives (see the module doc).

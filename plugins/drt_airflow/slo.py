@@ -45,7 +45,7 @@ def check_rpo(source: str, *, hook: Any = None, timeout_s: float | None = None) 
     from drt_airflow.hooks import DrtHook
 
     topo, access, ledger = (hook or DrtHook()).get_conn()
-    res = check(topo, ledger, access=access, record=source, timeout_s=timeout_s)
+    res = check(topo, ledger, access=access, record=source, timeout_s=timeout_s, hdfs="quick")  # no full listing
     slo = topo.failover.rpo_slo_s
     reason = slo_breach(res.rpo_s, slo, res.limiting)
     emit_metrics(res.rpo_s, slo, reason is not None)

@@ -1,0 +1,344 @@
+"""The HDFS signal's recorded proof and its quick path (issue 42): a gate check whose cost does not
+grow with the tree.
+
+**The full proof** is today's dry run (:func:`dr_toolkit.copy.api.probe`: hot and cold listed, the
+manifest compared, GETFILECHECKSUM of kept files) — O(files). When it states a safe time (cold holds
+a manifest that descends from the last completed run's, nothing on hot that no run copies), a
+*proving* check (:func:`prove_target`, the ``prove`` mode) records it in the ledger as a watermark
+row of component :data:`COMPONENT` (``<policy>:<target uri>``; one row per target, replaced by the
+next proof, never pruned): when, the completed run and its manifest, the manifest cold holds, the
+newest run of the target then, the hot snapshot that run read (by its HDFS snapshot id), and cold's
+own state at the proof — taken by the NameNode *before* the listing of cold:
+
+- cold's target snapshottable: a snapshot ``drtproof-<id>`` of it (by its id); the previous proof's
+  snapshot is deleted once the new proof is recorded;
+- else: GETCONTENTSUMMARY (files, directories, bytes), the target's modification time and
+  :data:`SAMPLE` files of the manifest cold holds, stat'ed (size, mtime, fileId) after the listing.
+
+**The quick path** (:func:`quick_signal`) proves the same safe time from O(changes) evidence:
+the ledger unchanged since the proof (the same newest run, the same last completed run), the proof
+younger than :data:`PROOF_MAX_AGE_S`, and cold unchanged since it — the NameNode's snapshot diff
+from the proof's snapshot to now is empty, or (no snapshots on cold) the same counts, bytes,
+target mtime and sampled files. Hot's changes since the run's listing (what is pending) come from
+the snapshot diff of hot from the run's snapshot (by id) to now. It never lists a directory: a
+constant number of NameNode calls (plus the stat of the sample), whatever the tree holds.
+
+What it cannot see, said in its basis: a file rewritten in place keeping size and mtime
+(TRUNCATE + APPEND + SETTIMES: the snapshot diff's documented limit), on cold until the next full
+proof; without cold snapshots, any change that keeps cold's counts, bytes, target mtime and the
+sampled files (a rename deeper than the target, an overwrite of the same size). Where it cannot
+prove (no proof, an old proof, a run since, a snapshot gone or re-created, any call failing) it
+says why: the gate falls back to the full proof (``auto``) or says NO_GO (``quick``) — never GO on
+belief. Our own writes are never its evidence: cold's snapshot and counters are the NameNode's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.copy.run import new_id
+from dr_toolkit.copy.state import StateStore, default_state_uri
+from dr_toolkit.errors import LedgerUnreachable
+from dr_toolkit.errors import why as _why
+from dr_toolkit.fs import open_fs
+from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.signal import Signal, iso
+
+if TYPE_CHECKING:
+    from dr_toolkit.access import Access
+    from dr_toolkit.fs.base import FileSystem
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import HdfsPolicy, Topology
+
+COMPONENT = "hdfs-proof"  # the ledger's watermark component of the recorded proofs
+PROOF_MAX_AGE_S = 24 * 3600.0  # a proof older than this is not used: the full proof runs again
+SAMPLE = 64  # cold files stat'ed by the bounded re-check (cold without snapshots)
+SNAP_PREFIX = "drtproof-"  # cold's proof snapshots (not "drt-": those are the runs' on the source)
+MODES = ("full", "prove", "quick", "auto")
+
+#: what no quick path sees, in every quick basis
+BLIND = ("a file rewritten in place keeping its size and mtime (TRUNCATE + APPEND + SETTIMES: the snapshot "
+         "diff's limit)")
+
+
+class Calls(Counter[str]):
+    """NameNode calls made, by operation (the quick path's cost, stated in its detail)."""
+
+    def did(self, op: str, n: int = 1) -> None:
+        self[op] += n
+
+
+def proof_key(policy: str, target_uri: str) -> str:
+    return f"{policy}:{target_uri}"
+
+
+def recorded(ledger: Ledger, policy: str, target_uri: str) -> dict[str, Any] | None:
+    """The recorded proof of one target (the watermark row's detail, with ``proved_at``), or None."""
+    key = proof_key(policy, target_uri)
+    row = next((w for w in ledger.watermarks(COMPONENT) if w["name"] == key), None)
+    return row["detail"] if row is not None and isinstance(row.get("detail"), dict) else None
+
+
+def _newest(runs: list[dict[str, Any]]) -> list[Any] | None:
+    return [runs[0]["run_id"], runs[0]["status"]] if runs else None
+
+
+# -- the full proof, recorded ---------------------------------------------------------------------
+
+def cold_baseline(fs: FileSystem, root: str) -> dict[str, Any]:
+    """Cold's state as the NameNode keeps it, taken before the full proof lists cold: a snapshot
+    (snapshottable target) or its counters and modification time. Raises when it cannot be read."""
+    if fs.kind != "webhdfs":
+        raise ValueError(f"cold is not on HDFS ({fs.kind}): no NameNode record of its state")
+    if fs.is_snapshottable(root):
+        name = SNAP_PREFIX + new_id("p")
+        fs.create_snapshot(root, name)
+        info = fs.snapshots(root).get(name)
+        if info is None:
+            raise ValueError(f"the snapshot {name} just taken of {root} is not listed")
+        return {"kind": "snapshot", "snapshot": name, "identity": info.identity}
+    st = fs.stat(root)
+    if st is None:
+        raise FileNotFoundError(root)
+    return {"kind": "summary", "summary": fs.content_summary(root), "mtime": st.mtime}  # type: ignore[attr-defined]
+
+
+def _drop(fs: FileSystem, root: str, base: dict[str, Any] | None) -> None:
+    if base and base.get("kind") == "snapshot":
+        try:
+            fs.delete_snapshot(root, str(base["snapshot"]))
+        except Exception:  # noqa: BLE001 - an orphan proof snapshot only holds space; the next proof retries
+            pass
+
+
+def _sample(fs: FileSystem, root: str, entries: Any, k: int = SAMPLE) -> list[list[Any]]:
+    """``k`` files of the manifest cold holds (reservoir: one pass, k kept), stat'ed on cold now."""
+    rnd, keep = random.Random(), []
+    for i, rel in enumerate(entries):
+        if i < k:
+            keep.append(rel)
+        elif (j := rnd.randrange(i + 1)) < k:
+            keep[j] = rel
+    out = []
+    for rel in sorted(keep):
+        st = fs.stat(fs.join(root, rel))
+        out.append([rel, None, None, None] if st is None else [rel, st.size, st.mtime, st.version])
+    return out
+
+
+def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: HdfsPolicy, target: str,
+                 sig: Signal, base: dict[str, Any], before: list[Any] | None, now: float) -> str | None:
+    """After a full check that stated a safe time: record the proof; None, or why it was not."""
+    d = sig.detail
+    if sig.safe_time is None or d.get("unreplicated"):
+        return "the full check stated no safe time"
+    src, tgt = parse_uri(policy.source, topology), parse_uri(target, topology)
+    runs = [r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri]
+    if _newest(runs) != before or (runs and runs[0]["status"] == "running"):
+        return "a run of this target started or finished during the full check"
+    mrow = ledger.manifest(str(d["manifest_id"]))
+    cold_mid = str(d["cold_holds_manifest"])
+    crow = ledger.manifest(cold_mid)
+    state = StateStore.open(default_state_uri(topology, policy.options.state_dir), src.uri, tgt.uri, topology,
+                            access)
+    try:
+        done = state.read_manifest(str(d["manifest_id"]), (mrow or {}).get("content_digest"))
+        held = done if cold_mid == d["manifest_id"] else state.read_manifest(cold_mid, (crow or {}).get(
+            "content_digest"))
+    finally:
+        state.close()
+    if done is None or held is None:
+        return "a manifest could not be read back from the state location"
+    hot_snap, hot_id = (mrow or {}).get("source_snapshot"), done[0].get("source_snapshot_id")
+    fs = open_fs(tgt, access)
+    try:
+        cold = dict(base)
+        if cold["kind"] == "summary":
+            cold["sample"] = _sample(fs, tgt.path, held[1])
+    finally:
+        fs.close()
+    detail = {"proved_at": now, "run_id": d["last_completed_run"], "manifest_id": d["manifest_id"],
+              "cold_manifest_id": cold_mid, "newest_run": before, "safe_time": sig.safe_time,
+              "files_pending": d.get("files_pending"), "hot_snapshot": hot_snap,
+              "hot_snapshot_id": hot_id if hot_snap else None, "cold": cold,
+              "checked": "dry run: hot and cold listed, the manifest compared, cold's own checksum of kept files"}
+    old = recorded(ledger, policy.name, tgt.uri)
+    ledger.set_watermark(COMPONENT, proof_key(policy.name, tgt.uri), now, detail)
+    if old and old.get("cold", {}).get("snapshot") != cold.get("snapshot"):
+        fs = open_fs(tgt, access)
+        try:
+            _drop(fs, tgt.path, old.get("cold"))
+        finally:
+            fs.close()
+    return None
+
+
+def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger, access: Access, now: float,
+                 policy: HdfsPolicy, target: str) -> Signal:
+    """The full check (``full``: the signal reader of :mod:`copy.signals`), recorded as a proof when
+    it states a safe time; the signal's detail says whether (``proof``)."""
+    tgt = parse_uri(target, topology)
+    base: dict[str, Any] | None = None
+    why: str | None = None
+    before: list[Any] | None = None
+    try:
+        before = _newest([r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri])
+        fs = open_fs(tgt, access)
+        try:
+            base = cold_baseline(fs, tgt.path)
+        finally:
+            fs.close()
+    except LedgerUnreachable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the full check stands; only no proof is recorded
+        why = f"cold's state could not be taken: {_why(exc)}"
+    sig = full(topology, ledger, access, now, policy, target)
+    if base is not None:
+        try:
+            why = record_proof(topology, ledger, access, policy, target, sig, base, before, now)
+        except LedgerUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the full check stands; only no proof is recorded
+            why = f"not recorded: {_why(exc)}"
+        if why is not None:
+            try:
+                fs = open_fs(tgt, access)
+                try:
+                    _drop(fs, tgt.path, base)
+                finally:
+                    fs.close()
+            except Exception:  # noqa: BLE001 - an orphan proof snapshot only holds space
+                pass
+    sig.detail["proof"] = {"recorded": why is None, "at": iso(now)} if why is None else {"recorded": False,
+                                                                                          "why": why}
+    return sig
+
+
+# -- the quick path -------------------------------------------------------------------------------
+
+def _cold_unchanged(fs: FileSystem, root: str, cold: dict[str, Any], calls: Calls) -> tuple[str | None, str]:
+    """(why cold cannot be shown unchanged since the proof — or None, what showed it)."""
+    if cold.get("kind") == "snapshot":
+        name = str(cold["snapshot"])
+        calls.did("GETSNAPSHOTLIST")
+        info = fs.snapshots(root).get(name)
+        if info is None or info.identity != cold.get("identity"):
+            return (f"cold's proof snapshot {name} is gone or was re-created ({info.identity if info else 'absent'}, "
+                    f"recorded {cold.get('identity')})"), ""
+        calls.did("GETSNAPSHOTDIFF")
+        diff = fs.snapshot_diff(root, name, "")
+        if diff:
+            e = diff[1] if len(diff) > 1 and diff[0].path == "" else diff[0]
+            return (f"cold changed since the proof: the NameNode's snapshot diff from {name} names {len(diff)} "
+                    f"entries (e.g. {e.type} {e.path or '.'}{' -> ' + e.target if e.target else ''})"), ""
+        return None, (f"the NameNode's snapshot diff of cold from {name} ({cold.get('identity')}, taken at the "
+                      "proof before cold was listed) to now is empty")
+    summary, mtime, sample = cold.get("summary") or {}, cold.get("mtime"), cold.get("sample") or []
+    calls.did("GETCONTENTSUMMARY")
+    now_sum = fs.content_summary(root)  # type: ignore[attr-defined]
+    for k in ("fileCount", "directoryCount", "length"):
+        if now_sum.get(k) != summary.get(k):
+            return f"cold changed since the proof: {k} {summary.get(k)} then, {now_sum.get(k)} now", ""
+    calls.did("GETFILESTATUS")
+    st = fs.stat(root)
+    if st is None or st.mtime != mtime:
+        return f"cold changed since the proof: its target's modification time moved ({mtime} -> {st and st.mtime})", ""
+    for rel, size, mt, ver in sample:
+        calls.did("GETFILESTATUS")
+        s = fs.stat(fs.join(root, rel))
+        if (None if s is None else [s.size, s.mtime, s.version]) != (None if size is None else [size, mt, ver]):
+            return f"cold changed since the proof: {rel} is not as the proof found it", ""
+    return None, (f"bounded re-check (cold is not snapshottable): GETCONTENTSUMMARY equal to the proof's "
+                  f"({summary.get('fileCount')} files, {summary.get('directoryCount')} directories, "
+                  f"{summary.get('length')} bytes), the target's mtime unchanged, {len(sample)} sampled files "
+                  "unchanged (size, mtime, fileId); cannot see a change keeping all of those (a rename below the "
+                  "target, an overwrite of the same size)")
+
+
+def _pending(diff: list[Any]) -> list[Any]:
+    """The entries of hot's diff that are changes to replicate: a ``M`` of a directory whose
+    children the diff names (or of the root) is only their parent."""
+    parents = {e.path.rsplit("/", 1)[0] if "/" in e.path else "" for e in diff if e.path}
+    return [e for e in diff if not (e.type == "M" and (e.path == "" or e.path in parents))]
+
+
+def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy,
+                 target: str) -> tuple[Signal | None, str | None]:
+    """``(signal, None)`` when the quick path proves the safe time (the signal may still be not
+    caught up: what hot changed, or unknown without its snapshot), else ``(None, why not)``.
+    Lists nothing; raises only when the ledger is unreachable."""
+    name = f"{policy.name}:{target}"
+    calls = Calls()
+    try:
+        src, tgt = parse_uri(policy.source, topology), parse_uri(target, topology)
+        p = recorded(ledger, policy.name, tgt.uri)
+        if p is None:
+            return None, "no full proof recorded for this target yet"
+        proved_at = float(p["proved_at"])
+        if now - proved_at > PROOF_MAX_AGE_S:
+            return None, f"the last full proof ({iso(proved_at)}) is older than {PROOF_MAX_AGE_S:g}s"
+        runs = [r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri]
+        if _newest(runs) != p.get("newest_run"):
+            return None, (f"run {runs[0]['run_id'] if runs else '?'} ({runs[0]['status'] if runs else 'gone'}) since "
+                          f"the last full proof ({iso(proved_at)})")
+        mrow = ledger.manifest(str(p["manifest_id"]))
+        if mrow is None:
+            return None, f"the manifest {p['manifest_id']} of the proof is no longer in the ledger"
+        cold_fs = open_fs(tgt, access)
+        try:
+            why, cold_basis = _cold_unchanged(cold_fs, tgt.path, p.get("cold") or {}, calls)
+        finally:
+            cold_fs.close()
+        if why is not None:
+            return None, why
+        hot_pending: int | None = None
+        hot_basis = ("hot's changes since the run's listing are not known without the run's snapshot of hot "
+                     "(policy option snapshots off, or hot not snapshottable): a full check counts them")
+        example = ""
+        snap, sid = p.get("hot_snapshot"), p.get("hot_snapshot_id")
+        if snap and sid:
+            hot_fs = open_fs(src, access)
+            try:
+                calls.did("GETSNAPSHOTLIST")
+                info = hot_fs.snapshots(src.path).get(str(snap))
+                if info is not None and info.identity == sid:
+                    calls.did("GETSNAPSHOTDIFF")
+                    pend = _pending(hot_fs.snapshot_diff(src.path, str(snap), ""))
+                    hot_pending = len(pend)
+                    example = f" (e.g. {pend[0].type} {pend[0].path})" if pend else ""
+                    hot_basis = (f"hot since the run's listing: the NameNode's snapshot diff from {snap} ({sid}) to now "
+                                 f"names {hot_pending} changed entries{example} (policy filters not applied: "
+                                 "counted whole)")
+                else:
+                    hot_basis = (f"hot's snapshot {snap} of the run is gone or was re-created: hot's changes since "
+                                 "the run are not known (a full check counts them)")
+            finally:
+                hot_fs.close()
+    except LedgerUnreachable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure: nothing proven quickly
+        return None, f"the quick check failed: {_why(exc)}"
+    safe = float(mrow["source_time"])
+    due = iso(proved_at + PROOF_MAX_AGE_S)
+    basis = (f"listing of run {p['run_id']} at {iso(safe)} (manifest {p['manifest_id']}"
+             + (f", snapshot {snap}" if snap else "") + f"); cold holds manifest {p['cold_manifest_id']}: proven "
+             f"by the full check at {iso(proved_at)} ({p.get('checked')}) and unchanged since — {cold_basis}; "
+             f"{hot_basis}; cannot see {BLIND} until the next full proof (due by {due})")
+    detail: dict[str, Any] = {
+        "path": "quick", "proof_at": iso(proved_at), "proof_due": due, "last_completed_run": p["run_id"],
+        "manifest_id": p["manifest_id"], "cold_holds_manifest": p["cold_manifest_id"], "source_snapshot": snap,
+        "cold_evidence": (p.get("cold") or {}).get("kind"), "files_pending": hot_pending,
+        "snapshot_age_s": round(max(0.0, now - safe), 1),
+        "namenode_calls": dict(calls), "namenode_calls_total": sum(calls.values()), "listings": 0}
+    lag = max(0.0, now - safe)
+    if hot_pending is None:
+        return Signal("hdfs", name, False, lag, safe, basis, detail,
+                      "hot's changes since the last run are not known without its snapshot (a full check counts them)"
+                      ), None
+    if hot_pending:
+        return Signal("hdfs", name, False, lag, safe, basis, detail,
+                      f"{hot_pending} entries changed on hot since the last run{example} (pending)"), None
+    return Signal("hdfs", name, True, lag, safe, basis, detail), None
