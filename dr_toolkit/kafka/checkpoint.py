@@ -3,7 +3,7 @@
 Per partition: the committed offset, the last consumed record's timestamp and fingerprint with
 the count of identical records before it (partitions without a record to anchor on are remapped
 by time). Every committed partition of each group is recorded (the group's whole committed set
-plus its policies' topics, minus ``exclude_topics``).
+plus its policies' literal topics, minus ``exclude_topics``).
 
 The work is shared: one metadata call, the groups' committed offsets asked concurrently (the
 OffsetFetch v8 with many groups per request, :mod:`dr_toolkit.kafka.wire`), watermarks read once per partition, and
@@ -132,7 +132,10 @@ def checkpoint_groups(mirror: Mirror, ledger: Ledger | None, groups: list[str] |
             committed = hot.committed_many(groups, have, workers=workers)  # batched OffsetFetch (wire.py)
             plan: dict[str, list[tuple[str, int]]] = {}
             for g in groups:
-                topics = [t for t in dict.fromkeys([*mirror.policy_topics(g, available=have),
+                # the policies' literal topics (their partitions recorded even without a commit) and
+                # every committed topic; a topics_regex match the group never committed adds no rows
+                # (they would say "no commit" for groups × every matched partition, nothing carried)
+                topics = [t for t in dict.fromkeys([*mirror.policy_topics(g),
                                                     *sorted({t for t, _ in committed[g]})])
                           if not mirror.topic_excluded(g, t)]
                 counts = partition_counts(hot, topics, have)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
 
 if TYPE_CHECKING:
+    from dr_toolkit.kafka.wire import OffsetFetcher
     from dr_toolkit.secrets import Credentials
 
 
@@ -278,6 +279,11 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001 - asked alone later
                 continue
             self._configs[r.name] = {k: str(e.value or "") for k, e in entries.items()}
+
+    def seeded(self, other: KafkaCluster) -> KafkaCluster:
+        """This client, answering :meth:`topic_config` from what ``other`` was told already."""
+        self._configs.update(other._configs)
+        return self
 
     def compacted(self, topic: str) -> bool:
         """Is ``topic`` compacted (``cleanup.policy`` includes compact)? Asked once per client;
@@ -556,7 +562,7 @@ class KafkaCluster:
         client speaks PLAINTEXT and the broker answers it; otherwise one consumer per group
         asking for every listed partition (:meth:`committed`), ``workers`` at a time —
         ``batched`` then says False. Every group is in the answer, or the call raises."""
-        from dr_toolkit.kafka.wire import OffsetFetcher, WireUnsupported
+        from dr_toolkit.kafka.wire import WireUnsupported
 
         groups = list(dict.fromkeys(groups))
         if not groups:
@@ -565,7 +571,7 @@ class KafkaCluster:
             have = self.topics()
         if not self.force_per_group:
             try:
-                fetcher = OffsetFetcher(self.bootstrap, self._conf, self.timeout_s, self.role)
+                fetcher = self.offset_fetcher()
                 try:
                     got = fetcher.committed(groups)
                 finally:
@@ -584,6 +590,12 @@ class KafkaCluster:
             out = {g: f.result() for g, f in futs.items()}
         self.offset_fetch_requests += len(groups)
         return out
+
+    def offset_fetcher(self) -> OffsetFetcher:
+        """The batched OffsetFetch client of this cluster (raises WireUnsupported when it cannot be used)."""
+        from dr_toolkit.kafka.wire import OffsetFetcher
+
+        return OffsetFetcher(self.bootstrap, self._conf, self.timeout_s, self.role)
 
     def group_ids(self) -> list[str]:
         """Every consumer group id the cluster knows (ListGroups on every broker)."""

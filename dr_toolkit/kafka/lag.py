@@ -155,8 +155,10 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
             for t in counts:
                 out[t] = exc
             return out, stats
-        hot_pool = ClientPool(lambda: mirror.client("hot"))
-        cold_pool = ClientPool(lambda: mirror.client("cold"))
+        hot.topic_configs_many(list(counts))  # the searches ask whether hot's topic is compacted
+        stats["describe_configs"] += 1
+        hot_pool = ClientPool(lambda: mirror.client("hot").seeded(hot))
+        cold_pool = ClientPool(lambda: mirror.client("cold").seeded(cold))
         try:
             rows: dict[tuple[str, int], LagRow] = {}
             eligible = {k: v for k, v in hot_marks.items() if stable.get(k) == _end(v) and not restamped[k[0]]}

@@ -25,6 +25,7 @@ from dr_toolkit.kafka.client import KafkaCluster
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.ledger import Ledger
+    from dr_toolkit.secrets import Credentials
     from dr_toolkit.topology import KafkaPolicy, Topology
 
 DEFAULT_SKEW_S = 120.0
@@ -73,6 +74,9 @@ class Mirror:
     cold_prefix: str = ""
     offset_syncs_topic: str | None = None  # MM2's, on hot
     checkpoints_topic: str | None = None  # MM2's, on cold
+    # How a client of one side is made (default: a KafkaCluster of its brokers). The one seam for
+    # a simulated metadata/fetch layer (benchmarks/kafka_100k_bench.py); the library never sets it.
+    clients: Callable[[Side, Credentials | None], KafkaCluster] | None = None
 
     @classmethod
     def of(cls, topology: Topology | None, access: Access, *, source_bootstrap: str | None = None,
@@ -103,6 +107,8 @@ class Mirror:
                               hint="give a topology (--config) or --source-bootstrap/--target-bootstrap")
         creds = (self.access.endpoint(self.topology, side.cluster, "kafka")
                  if self.topology is not None and side.cluster is not None else None)
+        if self.clients is not None:
+            return self.clients(side, creds)
         return KafkaCluster(side.bootstrap, credentials=creds, timeout_s=side.timeout_s, role=role)
 
     def cold_topic(self, topic: str) -> str:

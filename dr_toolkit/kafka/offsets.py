@@ -132,9 +132,10 @@ def remap_groups(mirror: Mirror, cold: KafkaCluster, checkpoints: Mapping[str, l
         for r in rs:
             hot_counts[r.topic] = hot_counts.get(r.topic, 0) + 1
         mirror.check_counts(hot_counts, cold, cold_have, basis=f" in group {g!r}'s checkpoint")
-    pool = ClientPool(lambda: mirror.client("cold"))
+    keys = {_key(mirror, r) for rs in rows.values() for r in rs}
+    cold.topic_configs_many(sorted({k[0] for k in keys}))  # one DescribeConfigs, shared by the pool
+    pool = ClientPool(lambda: mirror.client("cold").seeded(cold))
     try:
-        keys = {_key(mirror, r) for rs in rows.values() for r in rs}
         marks = marks_of(cold, pool, sorted({(k[0], k[1]) for k in keys}), workers)
         by_partition: dict[tuple[str, int], list[Key]] = {}
         for k in sorted(keys, key=repr):

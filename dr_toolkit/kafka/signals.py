@@ -105,9 +105,11 @@ def group_signal(group: str, rows: list[dict[str, Any]], committed: set[tuple[st
     return Signal("kafka", name, True, age, taken, basis, detail)
 
 
-def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
-    """Every Kafka signal of the gate (see the module doc)."""
-    mirror = Mirror.of(topology, access)
+def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float, *,
+                  mirror: Mirror | None = None) -> list[Signal]:
+    """Every Kafka signal of the gate (see the module doc). ``mirror``: the topology's (built
+    here when None; a benchmark passes one whose clients answer from a simulated cluster)."""
+    mirror = mirror or Mirror.of(topology, access)
     groups = mirror.policy_groups()
     committed: dict[str, set[tuple[str, int]]] = {}
     hot_error: str | None = None
