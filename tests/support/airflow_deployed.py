@@ -37,10 +37,11 @@ DEPLOYED_SETTINGS = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
     "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
     "AIRFLOW__API__WORKERS": "1",
 }
+# tests only: no login (every caller is an admin named "Anonymous"); docker-compose.yml has users
+TEST_AUTH = {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
 # quick turns for tests only (a deployment keeps Airflow's defaults)
 FAST_SETTINGS = {
     "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
@@ -58,6 +59,7 @@ def deployed_env(home: Path, sql_alchemy_conn: str, api_port: int, *, jwt_secret
     return {
         **airflow_env(home),
         **DEPLOYED_SETTINGS,
+        **TEST_AUTH,
         **FAST_SETTINGS,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
         "AIRFLOW__API__BASE_URL": base,

@@ -120,3 +120,73 @@ def test_admin_password_file_is_on_a_shared_volume() -> None:
     mounts = [m.split(":") for m in SERVICES["airflow-apiserver"]["volumes"]]
     assert any(path.startswith(target + "/") and source in COMPOSE["volumes"] for source, target, *_ in mounts)
     assert "admin / admin" not in (REPO / "docker-compose.yml").read_text()
+
+
+# ---- the same versions and Airflow settings as the tests run ------------------------------------
+
+def _pom_version(module: str, prop: str) -> str:
+    import re
+
+    text = (REPO / "drt_servers" / "maven" / module / "pom.xml").read_text()
+    m = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", text)
+    assert m, f"{prop} not in drt_servers/maven/{module}/pom.xml"
+    return m.group(1)
+
+
+def test_server_versions_are_the_ones_the_tests_run() -> None:
+    kafka = _pom_version("kafka", "kafka.version")
+    assert kafka == _pom_version("mm2", "kafka.version")
+    for name in ("kafka-hot", "kafka-cold", "mirror-maker"):
+        assert _image(name) == f"apache/kafka:{kafka}", (name, _image(name), kafka)
+    hadoop = _pom_version("hdfs", "hadoop.version")
+    for side in ("hot", "cold"):
+        for role in ("namenode", "datanode"):
+            assert _image(f"{role}-{side}") == f"apache/hadoop:{hadoop}"
+    from drt_servers.hdfs import HADOOP_VERSION
+
+    assert hadoop == HADOOP_VERSION
+    hbase = _pom_version("hbase", "hbase.version")  # 2.6.1-hadoop3
+    dockerfile = (REPO / "docker" / "hbase.Dockerfile").read_text()
+    assert f"ARG HBASE_VERSION={hbase.removesuffix('-hadoop3')}\n" in dockerfile
+    assert "hadoop3-bin.tar.gz" in dockerfile
+    from tests.support.postgres import PG_BIN
+
+    assert _image("postgres") == f"postgres:{PG_BIN.parent.name}"  # /usr/lib/postgresql/15/bin
+    from drt_servers import zookeeper
+
+    assert "ZooKeeper 3.8" in (zookeeper.__doc__ or "") and _image("zookeeper") == "zookeeper:3.8"
+    airflow = (REPO / "docker" / "airflow.Dockerfile").read_text().split("FROM apache/airflow:", 1)[1].split("-")[0]
+    from importlib.metadata import version
+
+    assert airflow == version("apache-airflow"), (airflow, version("apache-airflow"))
+
+
+def test_hbase_clusters_on_their_hdfs_and_the_topologys_znode_parents() -> None:
+    topo = load_topology(REPO / "examples" / "docker.yaml")
+    for side in ("hot", "cold"):
+        master, rs = SERVICES[f"hbase-master-{side}"], SERVICES[f"hbase-regionserver-{side}"]
+        assert master["command"] == ["master", "start"] and rs["command"] == ["regionserver", "start"]
+        assert master["image"] == rs["image"] == _image("hbase-master-hot")
+        conf = {m.split(":")[0] for m in master["volumes"]} | {m.split(":")[0] for m in rs["volumes"]}
+        assert conf == {f"./docker/hbase-{side}-site.xml"}
+        site = (REPO / "docker" / f"hbase-{side}-site.xml").read_text()
+        zk = topo.clusters[side].zookeeper
+        assert zk is not None
+        assert f"<name>zookeeper.znode.parent</name><value>{zk.hbase_znode_parent}</value>" in site
+        assert f"<value>hdfs://namenode-{side}:8020/hbase</value>" in site
+        assert "<name>hbase.cluster.distributed</name><value>true</value>" in site
+
+
+def test_airflow_settings_are_the_tested_deployments() -> None:
+    import json
+
+    from tests.support.airflow_deployed import DEPLOYED_SETTINGS
+
+    env = _env("airflow-scheduler")
+    for key, value in DEPLOYED_SETTINGS.items():
+        assert env.get(key) == value, (key, env.get(key), value)
+    bundles = json.loads(env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"])
+    mounts = dict(m.split(":")[:2] for m in SERVICES["airflow-scheduler"]["volumes"] if m.startswith("./"))
+    assert [(b["name"], b["classpath"], b["kwargs"]["path"]) for b in bundles] == [
+        ("dr-toolkit", "airflow.dag_processing.bundles.local.LocalDagBundle", mounts["./dags"])]
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
