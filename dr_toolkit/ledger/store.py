@@ -338,6 +338,26 @@ class Ledger:
                                   "VALUES (:c, :n, :w, :d, :t)"),
                              {"w": watermark, "d": _dump(detail), "t": now, "c": component, "n": name})
 
+    def set_watermarks(self, component: str, items: Iterable[tuple[str, float, Any]]) -> None:
+        """:meth:`set_watermark` of many names of ``component`` (``(name, watermark, detail)``) in
+        one transaction: the gate records a proof per Kafka partition, 100,000 of them per check at
+        scale (one transaction each cost 3 ms on SQLite: 300 s at that size)."""
+        now = time.time()
+        rows = {n: {"w": w, "d": _dump(d), "t": now, "c": component, "n": n} for n, w, d in items}
+        if not rows:
+            return
+        with self._tx() as conn:
+            have = {r[0] for r in conn.execute(text("SELECT name FROM watermarks WHERE component = :c"),
+                                               {"c": component})}
+            old = [r for n, r in rows.items() if n in have]
+            new = [r for n, r in rows.items() if n not in have]
+            if old:
+                conn.execute(text("UPDATE watermarks SET watermark=:w, detail=:d, updated_at=:t "
+                                  "WHERE component=:c AND name=:n"), old)
+            if new:
+                conn.execute(text("INSERT INTO watermarks (component, name, watermark, detail, updated_at) "
+                                  "VALUES (:c, :n, :w, :d, :t)"), new)
+
     def watermarks(self, component: str | None = None) -> list[Row]:
         where = "WHERE component = :c" if component else ""
         rows = self._query(f"SELECT * FROM watermarks {where} ORDER BY component, name", c=component)

@@ -51,6 +51,19 @@ def test_runs_manifests_watermarks(ledger_url: str) -> None:
     assert s["replication"][0]["policy"] == "p1"
 
 
+def test_set_watermarks_is_set_watermark_of_each_name_in_one_call(ledger_url: str) -> None:
+    """Many names at once (the gate's per-partition proofs): existing names updated, new ones
+    inserted, other components untouched, the same rows as one set_watermark per name."""
+    lg = Ledger.open(ledger_url)
+    lg.set_watermark("kafka", "t[0]:proven", 1.0, {"old": True})
+    lg.set_watermark("hdfs", "t[0]:proven", 7.0)
+    lg.set_watermarks("kafka", [("t[0]:proven", 5.0, {"n": 0}), ("t[1]:proven", 6.0, None)])
+    lg.set_watermarks("kafka", [])
+    got = {(w["component"], w["name"]): (w["watermark"], w["detail"]) for w in lg.watermarks()}
+    assert got == {("kafka", "t[0]:proven"): (5.0, {"n": 0}), ("kafka", "t[1]:proven"): (6.0, None),
+                   ("hdfs", "t[0]:proven"): (7.0, None)}
+
+
 def test_checkpoints_reports_audit(ledger_url: str) -> None:
     lg = Ledger.open(ledger_url)
     lg.add_checkpoint("c1", [{"group_id": "g", "topic": "t", "partition_id": p, "committed_offset": 10 * p,
