@@ -33,7 +33,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -92,17 +92,27 @@ def _varint_field(raw: bytes, fieldno: int) -> int | None:
     return None
 
 
-def live_region_servers(zk: ZkClient, parent: str) -> list[LiveServer]:
-    """The region servers HBase counts as live (``<parent>/rs``) with their info ports."""
+def live_region_servers(zk: ZkClient, parent: str, known: Mapping[str, LiveServer] | None = None
+                        ) -> list[LiveServer]:
+    """The region servers HBase counts as live (``<parent>/rs``) with their info ports: one
+    ``getChildren`` and one pipelined ``getData`` per server — except the servers in ``known`` (read
+    earlier in the same check): a server name carries its start code, and a region server writes its
+    znode once when it starts, so the same name has the same info port."""
     lay = Layout(parent)
     names = zk.get_children_many([lay.rs])[0]
     if names is None:
         raise UnreachableError(f"no {lay.rs} znode: no HBase runs under znode parent {parent}",
                                where=f"zookeeper {zk.quorum}", hint="check clusters.<hot>.zookeeper.hbase_znode_parent")
     names = sorted(names)
-    datas = zk.get_many([f"{lay.rs}/{n}" for n in names])
+    known = known or {}
+    new = [n for n in names if n not in known]
+    datas = dict(zip(new, zk.get_many([f"{lay.rs}/{n}" for n in new]), strict=True))
     out = []
-    for n, d in zip(names, datas, strict=True):
+    for n in names:
+        if n in known:
+            out.append(known[n])
+            continue
+        d = datas[n]
         port = _varint_field(d[0], 1) if d is not None else None  # RegionServerInfo.infoPort
         out.append(LiveServer(n, n.split(",", 1)[0], _port(port)))
     return out
@@ -185,8 +195,12 @@ def parse_rs_sources(html: str, where: str = "rs-status") -> dict[str, list[dict
     the WAL groups its replication source is shipping (``HRegionServer.getWalGroupsReplicationStatus``:
     the sources the server's replication manager runs, not a metric). ``{}`` when the page says it
     runs none; a page without the section is no answer."""
-    if "Replication Status" not in html:
+    at = html.find("Replication Status")
+    if at < 0:
         raise DecodeError(f"{where}: no Replication Status section")
+    # the section's table comes after its heading: the page before it (server metrics, block cache,
+    # tasks, one row per online region — most of the page on a loaded server) is not parsed
+    html = html[at:]
     p = _Tables()
     p.feed(html)
     p.close()
@@ -395,13 +409,18 @@ def parse_master_peers(html: str, where: str = "master-status") -> dict[str, Liv
 def master_peers(zk: ZkClient, parent: str, timeout: float = TIMEOUT_S) -> tuple[LiveServer, dict[str, LivePeer]]:
     """The active master and the replication peers it runs (its ``/master-status`` Peers table)."""
     master = active_master(zk, parent)
+    return master, running_peers(master, timeout)
+
+
+def running_peers(master: LiveServer, timeout: float = TIMEOUT_S) -> dict[str, LivePeer]:
+    """The replication peers the active master ``master`` runs (its ``/master-status`` Peers table)."""
     if master.url is None:
         raise UnreachableError(f"the active HBase master {master.name} has no info server (hbase.master.info.port)",
                                where=master.name, hint="turn on the master's info server: drt reads the peers "
                                                        "HBase runs from its /master-status")
-    return master, _parsed(f"{master.url}/master-status", timeout, parse_master_peers,
-                           "cannot read the peers the running master holds",
-                           "drt reads the Peers table of HBase 2.x's /master-status")
+    return _parsed(f"{master.url}/master-status", timeout, parse_master_peers,
+                   "cannot read the peers the running master holds",
+                   "drt reads the Peers table of HBase 2.x's /master-status")
 
 
 def same_peer(a: PeerConfig, b: PeerConfig) -> bool:
@@ -420,5 +439,6 @@ def same_peer(a: PeerConfig, b: PeerConfig) -> bool:
 
 
 __all__ = ["LivePeer", "LiveServer", "ServerCounters", "active_master", "jmx_bean", "live_region_servers",
-           "master_peers", "parse_master_peers", "replication_sources", "same_peer", "server_counters",
+           "master_peers", "parse_master_peers", "replication_sources", "running_peers", "same_peer",
+           "server_counters",
            "strip_metadata"]

@@ -30,6 +30,7 @@ Queue size alone never produces a new safe time, so it never yields GO after the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,16 +39,19 @@ from dr_toolkit.errors import why as _why
 from dr_toolkit.fs import open_fs, parse_uri
 from dr_toolkit.hbase.encoding import PeerConfig, full_table
 from dr_toolkit.hbase.live import (
+    TIMEOUT_S,
     LivePeer,
+    LiveServer,
     ServerCounters,
+    active_master,
     live_region_servers,
-    master_peers,
     replication_sources,
+    running_peers,
     same_peer,
     server_counters,
 )
 from dr_toolkit.hbase.peers import normalize_cluster_key, read_peer
-from dr_toolkit.hbase.status import fs_wal_length, replication_status
+from dr_toolkit.hbase.status import ReplicationStatus, fs_wal_length, replication_status
 from dr_toolkit.hbase.tabledesc import list_tables, read_table
 from dr_toolkit.signal import Signal, iso, unreadable
 from dr_toolkit.topology import HBasePolicy
@@ -177,6 +181,8 @@ class LiveView:
     source_errors: dict[str, str] = field(default_factory=dict)
     without_wal: dict[str, ServerCounters] = field(default_factory=dict)  # server -> its WAL-less mutations
     counter_errors: dict[str, str] = field(default_factory=dict)
+    endpoints: dict[str, LiveServer] = field(default_factory=dict, repr=False)  # server -> where it listens
+    counted: bool = True  # the WAL-less counts were read (False: a view of the sources only)
 
     @property
     def counted_before(self) -> float | None:
@@ -192,38 +198,85 @@ class LiveView:
                 "counter_errors": self.counter_errors}
 
 
-def read_live(zk: ZkClient, parent: str) -> LiveView:
-    """Ask the running HBase: the peers its active master holds, its live region servers, the
-    replication sources each runs and its count of mutations written without a WAL. A read that fails
-    is recorded as such (a reason, never "nothing there")."""
-    from concurrent.futures import ThreadPoolExecutor
+RS_WORKERS = 32
+"""Region-server pages read at once (each read is one HTTP request to one region server's info server)."""
+LIVE_DEADLINE_S = 30.0
+"""One deadline for all the region-server reads of one live view: a region server that has not answered
+by then is a reason naming it (NO_GO), never a server skipped. Each request's own timeout is the
+smaller of :data:`~dr_toolkit.hbase.live.TIMEOUT_S` and what is left of it."""
 
-    v = LiveView()
+
+def read_live(zk: ZkClient, parent: str, *, counters: bool = True, known: LiveView | None = None,
+              workers: int | None = None, deadline_s: float | None = None) -> LiveView:
+    """Ask the running HBase: the peers its active master holds, its live region servers, the
+    replication sources each runs and (``counters``) its count of mutations written without a WAL and
+    its ``/conf``. A read that fails is recorded as such (a reason, never "nothing there").
+
+    Calls: ZooKeeper — the master znode, ``getChildren(<parent>/rs)`` and one pipelined ``getData`` per
+    region server not in ``known`` (a view read earlier in the same check); HTTP — the master's
+    ``/master-status`` and, per live region server, ``/rs-status`` (+ ``/conf`` and ``/jmx`` with
+    ``counters``), ``workers`` (default :data:`RS_WORKERS`) at a time, all within ``deadline_s`` (default
+    :data:`LIVE_DEADLINE_S`)."""
+    import time
+    from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+    workers = workers or RS_WORKERS
+    deadline_s = deadline_s or LIVE_DEADLINE_S
+    v = LiveView(counted=counters)
+    end = time.monotonic() + deadline_s
+
+    def left() -> float:
+        return max(0.001, min(TIMEOUT_S, end - time.monotonic()))
+
+    master: LiveServer | None = None
     try:
-        m, v.peers = master_peers(zk, parent)
-        v.master = m.name
+        master = active_master(zk, parent)
+        v.master = master.name
     except DrtError as exc:
         v.master_error = _why(exc)
+    servers: list[LiveServer] = []
     try:
-        servers = live_region_servers(zk, parent)
+        servers = live_region_servers(zk, parent, known=known.endpoints if known is not None else None)
+        v.servers = [s.name for s in servers]
+        v.endpoints = {s.name: s for s in servers}
     except DrtError as exc:
         v.servers_error = _why(exc)
-        return v
-    v.servers = [s.name for s in servers]
 
-    def one(srv: Any) -> None:
-        try:
-            v.sources[srv.name] = set(replication_sources(srv))
-        except DrtError as exc:
-            v.source_errors[srv.name] = _why(exc)
-        try:
-            v.without_wal[srv.name] = server_counters(srv)
-        except DrtError as exc:
-            v.counter_errors[srv.name] = _why(exc)
+    def sources(srv: LiveServer) -> None:
+        v.sources[srv.name] = set(replication_sources(srv, left()))
 
-    if servers:
-        with ThreadPoolExecutor(max_workers=min(16, len(servers))) as ex:
-            list(ex.map(one, servers))
+    def count(srv: LiveServer) -> None:
+        v.without_wal[srv.name] = server_counters(srv, left())
+
+    def peers(m: LiveServer) -> None:
+        v.peers = running_peers(m, left())
+
+    # (what failed goes into which errors, the task)
+    tasks: list[tuple[dict[str, str], str, Callable[[LiveServer], None], LiveServer]] = []
+    master_errors: dict[str, str] = {}
+    if master is not None:
+        tasks.append((master_errors, master.name, peers, master))
+    for srv in servers:
+        tasks.append((v.source_errors, srv.name, sources, srv))
+        if counters:
+            tasks.append((v.counter_errors, srv.name, count, srv))
+    if tasks:
+        ex = ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks))), thread_name_prefix="drt-hbase-live")
+        futures: dict[Future[None], tuple[dict[str, str], str]] = {}
+        try:
+            for errors, name, fn, arg in tasks:
+                futures[ex.submit(fn, arg)] = (errors, name)
+            _, pending = wait(futures, timeout=max(0.0, end - time.monotonic()))
+        finally:
+            ex.shutdown(wait=False, cancel_futures=True)
+        for f, (errors, name) in futures.items():
+            if f in pending or not f.done():
+                errors[name] = (f"no answer within {deadline_s:g} s (the deadline of this check's reads of "
+                                f"{len(servers)} region server(s), {workers} at a time)")
+            elif (err := f.exception()) is not None:
+                errors[name] = _why(err) if isinstance(err, DrtError) else f"{type(err).__name__}: {err}"
+    if master_errors:
+        v.master_error = next(iter(master_errors.values()))
     return v
 
 
@@ -294,6 +347,11 @@ def _live_problems(policy: HBasePolicy, before: LiveView, after: LiveView, queue
             out.append(f"cannot read the replication sources region server {srv} runs: {err}")
         for srv, err in sorted(view.counter_errors.items()):
             out.append(f"cannot read region server {srv}'s count of mutations without WAL: {err}")
+        for srv in view.servers:  # every live server read, or its error said: never one skipped
+            if srv not in view.sources and srv not in view.source_errors:
+                out.append(f"cannot read the replication sources region server {srv} runs: not read")
+            if view.counted and srv not in view.without_wal and srv not in view.counter_errors:
+                out.append(f"cannot read region server {srv}'s count of mutations without WAL: not read")
     if not before.servers_error and not after.servers_error:
         if not after.servers:
             out.append("no live region server (none registered in ZooKeeper): no replication source runs")
@@ -348,9 +406,23 @@ def live_status_reasons(peer_ids: list[str], before: LiveView, after: LiveView, 
     return list(dict.fromkeys(out))
 
 
-def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, policy: HBasePolicy,
-         parent: str, now: float) -> Signal:
-    before = read_live(zk, parent)
+@dataclass
+class _Prepared:
+    """What a policy's check read before the queues (from ``before``, its table descriptors)."""
+
+    policy: HBasePolicy
+    peer_reasons: list[str]
+    never_reaches: bool
+    running: PeerConfig | None
+    wal_length: WalLength | None
+    fs_error: str | None
+    table_reasons: list[str]
+    tables: list[str]
+    families: dict[str, list[str]]
+
+
+def _prepare(zk: ZkClient, topology: Topology, access: Access, policy: HBasePolicy, parent: str, before: LiveView,
+             filesystems: dict[str, tuple[Any, str] | Exception]) -> _Prepared:
     peer_reasons, never_reaches, running = _peer_problems(zk, topology, policy, parent, before)
     wal_length: WalLength | None = None
     fs_error = None
@@ -358,25 +430,40 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     tables: list[str] = []
     families: dict[str, list[str]] = {}
     try:
-        fs, root = hot_fs(topology, access, policy.hbase_rootdir)
+        if policy.hbase_rootdir not in filesystems:
+            try:
+                filesystems[policy.hbase_rootdir] = hot_fs(topology, access, policy.hbase_rootdir)
+            except Exception as exc:  # noqa: BLE001 - kept, said below for every policy of this rootdir
+                filesystems[policy.hbase_rootdir] = exc
+        got = filesystems[policy.hbase_rootdir]
+        if isinstance(got, Exception):
+            raise got
+        fs, root = got
         wal_length = fs_wal_length(fs, root)
         table_reasons, tables, families = table_problems(fs, root, policy)
     except Exception as exc:  # noqa: BLE001 - no filesystem: drain cannot be proven, scope not verified
         wal_length = None  # the same filesystem: its WAL lengths cannot be read either
         fs_error = _why(exc)
         table_reasons = [f"cannot read table descriptors on the hot filesystem: {fs_error}"]
-    filter_reasons = filter_problems(running, policy, families) if running is not None else []
+    return _Prepared(policy, peer_reasons, never_reaches, running, wal_length, fs_error, table_reasons, tables,
+                     families)
+
+
+def _judge_policy(ledger: Ledger, pr: _Prepared, st: ReplicationStatus, before: LiveView, after: LiveView,
+                  now: float) -> Signal:
+    policy = pr.policy
+    peer_reasons, never_reaches, running = pr.peer_reasons, pr.never_reaches, pr.running
+    wal_length, fs_error, table_reasons = pr.wal_length, pr.fs_error, pr.table_reasons
+    filter_reasons = filter_problems(running, policy, pr.families) if running is not None else []
     running_peer = (before.peers or {}).get(policy.peer_id)
     running_state = running_peer.state if running_peer is not None else None
-    st = replication_status(zk, parent, peers=[policy.peer_id], wal_length=wal_length)
-    after = read_live(zk, parent)
     live_reasons, live_never = _live_problems(policy, before, after, st.live_servers)
     queue_reasons = [r for r in st.reasons if f"peer {policy.peer_id} " not in r]
     detail: dict[str, Any] = {
         "policy": policy.name, "queues": len(st.queues), "wals_queued": sum(q.wals for q in st.queues),
         "dead_queues": sum(1 for q in st.queues if q.dead), "basis": st.basis, "proven": st.proven,
         "peer_state": running_state, "zookeeper_peer_state": st.peers.get(policy.peer_id),
-        "live": after.to_json(), "tables": tables[:50],
+        "live": after.to_json(), "tables": pr.tables[:50],
         "queue_detail": [q.to_json() for q in st.queues[:20]]}
     if fs_error:
         detail["filesystem_error"] = fs_error
@@ -384,7 +471,7 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
     behind: int | None = 0
     for q in st.queues:
         if q.wals == 1 and not q.dead and not q.recovered and wal_length is not None and q.current_wal:
-            length = wal_length(q.server, q.current_wal, q.position)
+            length = q.wal_length  # read once, for the judgement (status._read_lengths)
             if length is not None and behind is not None:
                 behind += max(0, length - q.position)
         elif q.wals:
@@ -427,30 +514,61 @@ def _one(zk: ZkClient, topology: Topology, ledger: Ledger, access: Access, polic
 
 
 def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float) -> list[Signal]:
+    """One signal per HBase policy. The live views, the queues and each rootdir's filesystem are read
+    once for all of them (not once per policy): before, the peers the master runs and the sources of
+    every live region server; then each policy's peer value and table descriptors; then the queues of
+    every policy's peer in one snapshot per rootdir (WAL lengths read after every position); after,
+    the master, the sources, the WAL-less counts and ``/conf`` of every live region server."""
     policies = topology.policies.hbase
     if not policies:
         return []
     ep = topology.hot.zookeeper
     if ep is None:
         return [unreadable("hbase", p.peer_id, "the hot cluster has no zookeeper section") for p in policies]
-    out: list[Signal] = []
+    done: dict[int, Signal] = {}
     try:
         creds = access.endpoint(topology, topology.hot_name, "zookeeper")
         with zk_session(ep, credentials=creds) as zk:
-            for p in policies:
+            parent = ep.hbase_znode_parent
+            before = read_live(zk, parent, counters=False)
+            filesystems: dict[str, tuple[Any, str] | Exception] = {}
+            prepared: dict[int, _Prepared] = {}
+            for i, p in enumerate(policies):
                 try:
-                    out.append(_one(zk, topology, ledger, access, p, ep.hbase_znode_parent, now))
+                    prepared[i] = _prepare(zk, topology, access, p, parent, before, filesystems)
                 except Exception as exc:
                     if isinstance(exc, LedgerUnreachable):
                         raise
-                    out.append(unreadable("hbase", p.peer_id, _why(exc)))
+                    done[i] = unreadable("hbase", p.peer_id, _why(exc))
+            statuses: dict[int, ReplicationStatus] = {}
+            groups: dict[str, list[int]] = {}
+            for i in prepared:
+                groups.setdefault(policies[i].hbase_rootdir, []).append(i)
+            for idx in groups.values():
+                try:
+                    st = replication_status(zk, parent, peers=list(dict.fromkeys(policies[i].peer_id for i in idx)),
+                                            wal_length=prepared[idx[0]].wal_length)
+                except Exception as exc:
+                    if isinstance(exc, LedgerUnreachable):
+                        raise
+                    done.update((i, unreadable("hbase", policies[i].peer_id, _why(exc))) for i in idx)
+                    continue
+                statuses.update((i, st.for_peer(policies[i].peer_id)) for i in idx)
+            after = read_live(zk, parent, known=before)
+            for i, st in statuses.items():
+                try:
+                    done[i] = _judge_policy(ledger, prepared[i], st, before, after, now)
+                except Exception as exc:
+                    if isinstance(exc, LedgerUnreachable):
+                        raise
+                    done[i] = unreadable("hbase", policies[i].peer_id, _why(exc))
     except Exception as exc:
         if isinstance(exc, LedgerUnreachable):
             raise
         why = _why(exc)
-        done = {s.name for s in out}
-        out.extend(unreadable("hbase", p.peer_id, why) for p in policies if p.peer_id not in done)
-    return out
+        for i, p in enumerate(policies):
+            done.setdefault(i, unreadable("hbase", p.peer_id, why))
+    return [done[i] for i in range(len(policies))]
 
 
 def proven_safe_times(topology: Topology, ledger: Ledger) -> dict[str, float | None]:
@@ -466,9 +584,9 @@ def checked_status(zk: ZkClient, parent: str, *, peers: list[str] | None = None,
     """The queues of ``peers`` (all when None) judged with the live evidence read before and after
     them (:func:`live_status_reasons`): the one "caught up" of `drt hbase status` and the Airflow
     sensor. No queue is never proof of drain — a peer HBase does not run has none."""
-    before = read_live(zk, parent)
+    before = read_live(zk, parent, counters=False)
     st = replication_status(zk, parent, peers=peers, settle_s=settle_s)
-    after = read_live(zk, parent)
+    after = read_live(zk, parent, known=before)
     extra = live_status_reasons(list(peers) if peers else sorted(st.peers), before, after, st.live_servers)
     st.reasons.extend(r for r in extra if r not in st.reasons)
     st.caught_up = st.caught_up and not extra

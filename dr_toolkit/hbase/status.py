@@ -87,10 +87,12 @@ class QueueStatus:
     basis: str | None = None
     reason: str | None = None
     wal_names: list[str] = field(default_factory=list, repr=False)
+    wal_length: int | None = field(default=None, repr=False)  # the length read for the proof (one read a check)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("wal_names")
+        d.pop("wal_length")
         return d
 
 
@@ -104,6 +106,7 @@ class ReplicationStatus:
     znode_parent: str
     read_s: float = 0.0
     read_at: float = 0.0  # wall-clock time (epoch s) before the first znode was read
+    peer_reasons: dict[str, list[str]] = field(default_factory=dict, repr=False)  # per selected peer
 
     @property
     def proven(self) -> bool:
@@ -116,6 +119,18 @@ class ReplicationStatus:
         order = ["empty", "wal-length", "settled", "queue-size"]
         used = [q.basis for q in self.queues if q.basis in order]
         return max(used, key=order.index) if used else "empty"
+
+    def for_peer(self, peer_id: str) -> ReplicationStatus:
+        """The status of one peer out of a read of several (one queue read for every policy of a check):
+        its queues, their reasons and its own peer reasons — as ``replication_status(peers=[peer_id])``."""
+        queues = [q for q in self.queues if q.peer == peer_id]
+        reasons = [q.reason for q in queues if not q.drained and q.reason]
+        reasons += self.peer_reasons.get(peer_id, [])
+        return ReplicationStatus(caught_up=not reasons, queues=queues, reasons=reasons,
+                                 peers={p: s for p, s in self.peers.items() if p == peer_id},
+                                 live_servers=self.live_servers, znode_parent=self.znode_parent,
+                                 read_s=self.read_s, read_at=self.read_at,
+                                 peer_reasons={peer_id: self.peer_reasons.get(peer_id, [])})
 
     def to_json(self) -> dict[str, Any]:
         return {"caught_up": self.caught_up, "proven": self.proven, "basis": self.basis,
@@ -131,6 +146,9 @@ def wal_sort_key(wal: str) -> tuple[int, str]:
 
 
 SNAPSHOT_TRIES = 4
+LENGTH_WORKERS = 16
+"""WAL lengths read at once (each a few filesystem calls: stat, a read past the position, the server's
+WAL directory): a check over 1,000 region servers × 3 peers reads up to 3,000 of them."""
 
 
 class QueuesChanging(DrtError):
@@ -249,24 +267,48 @@ def replication_status(zk: ZkClient, znode_parent: str = "/hbase", *, peers: lis
     if settle_s > 0 and any(not q.dead and not q.recovered and q.wals == 1 for q in queues):
         time.sleep(settle_s)
         second = {(q.server, q.queue_id): q for q in _snapshot(zk, lay)[2]}
+    lengths = _read_lengths(queues, wal_length) if wal_length is not None else {}
     reasons: list[str] = []
     for q in queues:
-        _judge(q, wal_length, second)
+        _judge(q, lengths, second)
         if not q.drained and q.reason:
             reasons.append(q.reason)
     selected = peers if peers is not None else sorted(peer_states)
+    peer_reasons: dict[str, list[str]] = {}
     for pid in selected:
+        mine = peer_reasons.setdefault(pid, [])
         if pid not in peer_states:
-            reasons.append(f"peer {pid} is not configured under {lay.peers}")
+            mine.append(f"peer {pid} is not configured under {lay.peers}")
         elif peer_states[pid] is None:
-            reasons.append(f"peer {pid} has no peer-state znode (half-written): run `drt hbase peers add` again")
+            mine.append(f"peer {pid} has no peer-state znode (half-written): run `drt hbase peers add` again")
         elif peer_states[pid] == "DISABLED" and any(q.peer == pid and not q.drained for q in queues):
-            reasons.append(f"peer {pid} is DISABLED: its queues do not drain until it is enabled")
+            mine.append(f"peer {pid} is DISABLED: its queues do not drain until it is enabled")
+        reasons.extend(mine)
     queues.sort(key=lambda q: (q.peer, q.server, q.queue_id))
     return ReplicationStatus(caught_up=not reasons, queues=queues, reasons=reasons,
                              peers={p: peer_states.get(p) for p in selected if p in peer_states},
                              live_servers=live, znode_parent=znode_parent, read_s=time.monotonic() - t0,
-                             read_at=read_at)
+                             read_at=read_at, peer_reasons=peer_reasons)
+
+
+def _needs_length(q: QueueStatus) -> bool:
+    """Only a live server's own queue holding one WAL is judged by the WAL's length (see _judge)."""
+    return q.wals == 1 and not q.dead and not q.recovered and bool(q.current_wal)
+
+
+def _read_lengths(queues: list[QueueStatus], wal_length: WalLength) -> dict[tuple[str, str, int], int | None]:
+    """Every WAL length the judgement needs, each (server, WAL, position) read once, ``LENGTH_WORKERS`` at
+    a time. Called after every position was read (a WAL only grows: a length read later proves more,
+    never less). A read that raises makes the whole status raise, as a serial read would."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    keys = list(dict.fromkeys((q.server, q.current_wal or "", q.position) for q in queues if _needs_length(q)))
+    if not keys:
+        return {}
+    if len(keys) == 1:
+        return {keys[0]: wal_length(*keys[0])}
+    with ThreadPoolExecutor(max_workers=min(LENGTH_WORKERS, len(keys)), thread_name_prefix="drt-wal-length") as ex:
+        return dict(zip(keys, ex.map(lambda k: wal_length(*k), keys), strict=True))
 
 
 WAL_MAGIC = b"PWAL"
@@ -360,7 +402,8 @@ def fs_wal_length(fs: FileSystem, rootdir: str = "/hbase", probe_bytes: int = 1 
     return length
 
 
-def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str, str], QueueStatus] | None) -> None:
+def _judge(q: QueueStatus, lengths: dict[tuple[str, str, int], int | None],
+           second: dict[tuple[str, str], QueueStatus] | None) -> None:
     where = f"{q.server} queue {q.queue_id}"
     if q.wals == 0:
         q.drained, q.basis = True, "empty"
@@ -379,7 +422,8 @@ def _judge(q: QueueStatus, wal_length: WalLength | None, second: dict[tuple[str,
     if q.wals > 1:
         q.reason = f"{where}: SizeOfLogQueue={q.size_of_log_queue} (whole WALs not yet shipped)"
         return
-    length = wal_length(q.server, q.current_wal or "", q.position) if wal_length else None
+    length = lengths.get((q.server, q.current_wal or "", q.position))
+    q.wal_length = length
     if length is not None:
         q.basis = "wal-length"
         q.drained = q.position >= length
