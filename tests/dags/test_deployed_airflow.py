@@ -101,6 +101,7 @@ def test_scheduler_runs_the_dags_with_a_retry_a_deferred_sensor_and_an_approval(
     first = af.wait_for("the first try failed, a retry due",
                         lambda: _state(af, POLICY_DAG, rid, "replicate", "up_for_retry", "failed"), timeout=150)
     assert first["state"] == "up_for_retry" and first["try_number"] == 1, first
+    assert "the source hdfs://hot/data does not exist" in af.task_log(POLICY_DAG, rid, "replicate", 1)
     src = Path(world["tmp"]) / "hot" / "data"
     src.mkdir(parents=True)
     for i in range(3):

@@ -156,6 +156,17 @@ class AirflowDeployment:
         except urllib.error.HTTPError as exc:
             raise RuntimeError(f"{method} {path}: HTTP {exc.code} {exc.read()[:500]!r}") from None
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """One try's task log as the UI shows it (through the REST API), as text."""
+        from urllib.parse import quote
+
+        req = urllib.request.Request(
+            f"{self.url}/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/logs/"
+            f"{try_number}?full_content=true", headers={"Authorization": f"Bearer {self.token()}",
+                                                        "Accept": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.dumps(json.loads(r.read()))
+
     def wait_for(self, what: str, fn: Callable[[], Any], timeout: float = 180, every: float = 1.0) -> Any:
         """Poll ``fn`` until it returns something truthy (returned); a bound, not a timing assert:
         past it the test fails naming ``what`` with the processes' logs."""
@@ -183,8 +194,16 @@ class AirflowDeployment:
 
     def stop(self) -> None:
         """Stop every process (whole process groups: LocalExecutor workers and task runners too)."""
+        import signal
+
         from tests.support.procs import ALL_SERVERS
 
+        for p in self.procs:  # all at once: each shuts down in parallel (then SIGKILL after 10 s)
+            if p.proc is not None and p.proc.poll() is None:
+                try:
+                    os.killpg(p.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         for p in reversed(self.procs):
             p.stop()
             if p in ALL_SERVERS:
