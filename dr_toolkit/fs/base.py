@@ -262,7 +262,7 @@ class FileSystem:
     def list_dir(self, path: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None
                  ) -> Iterator[FileStatus]:
         """One directory read once, not descended: the unit of work of a parallel listing. Yields
-        its regular files, then each subdirectory as ``FileStatus(path, 0, 0.0, is_dir=True)``,
+        its regular files and, among them, each subdirectory as ``FileStatus(path, 0, 0.0, is_dir=True)``,
         the subdirectory's :meth:`dir_token` put in ``dirs`` (when given) before it is yielded, so
         before its own entries are read. What :meth:`list_files` passes over in it is reported
         through ``skipped``; ``path`` itself never is (the caller sees whether anything came).

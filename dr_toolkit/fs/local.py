@@ -164,45 +164,66 @@ class LocalFileSystem(FileSystem):
         while stack:
             d = stack.pop()
             try:
-                it = os.scandir(d)
+                with os.scandir(d) as it:
+                    entries = list(it)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            empty = True
-            with it:
-                for e in it:
-                    empty = False
-                    if e.is_symlink():
-                        if skipped and not want_tmp:
-                            skipped(e.path, "symlink" if os.path.exists(e.path) else "dangling symlink")
-                        continue
-                    if e.is_dir(follow_symlinks=False):
-                        if dirs is not None:  # before its entries are read
-                            try:
-                                dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
-                            except (FileNotFoundError, NotADirectoryError):
-                                continue  # gone since the directory was read: its parent's token moved
-                        if recursive:
-                            stack.append(e.path)
-                        continue
-                    if e.name.startswith(TMP_PREFIX):
-                        if want_tmp:
-                            yield e.path, e.stat(follow_symlinks=False)
-                        elif skipped:
-                            skipped(e.path, "named like a temporary file (.drt-tmp.*)")
-                        continue
-                    if want_tmp:
-                        continue
-                    try:
-                        r = e.stat(follow_symlinks=False)
-                    except (FileNotFoundError, NotADirectoryError):
-                        continue  # gone since the directory was read (renamed or deleted meanwhile)
-                    if not st.S_ISREG(r.st_mode):
-                        if skipped:
-                            skipped(e.path, "not a regular file")
-                        continue
-                    yield e.path, r
+            empty = not entries
+            for path, r in self._step(entries, want_tmp, skipped, dirs):
+                if r is not None:
+                    yield path, r
+                elif recursive:
+                    stack.append(path)
             if empty and skipped and not want_tmp and d != root:
                 skipped(d, "empty directory")
+
+    def _step(self, entries: list[os.DirEntry[str]], want_tmp: bool, skipped: Skipped | None,
+              dirs: dict[str, Any] | None) -> Iterator[tuple[str, os.stat_result | None]]:
+        """One directory's entries as one step of :meth:`_walk`: ``(path, stat)`` of its regular
+        files (only the temporary ones when ``want_tmp``), ``(path, None)`` of each subdirectory
+        with its token in ``dirs`` before it is yielded (before its own entries are read), what is
+        passed over reported through ``skipped``."""
+        for e in entries:
+            if e.is_symlink():
+                if skipped and not want_tmp:
+                    skipped(e.path, "symlink" if os.path.exists(e.path) else "dangling symlink")
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if dirs is not None:
+                    try:
+                        dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue  # gone since the directory was read: its parent's token moved
+                yield e.path, None
+                continue
+            if e.name.startswith(TMP_PREFIX):
+                if want_tmp:
+                    yield e.path, e.stat(follow_symlinks=False)
+                elif skipped:
+                    skipped(e.path, "named like a temporary file (.drt-tmp.*)")
+                continue
+            if want_tmp:
+                continue
+            try:
+                r = e.stat(follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone since the directory was read (renamed or deleted meanwhile)
+            if not st.S_ISREG(r.st_mode):
+                if skipped:
+                    skipped(e.path, "not a regular file")
+                continue
+            yield e.path, r
+
+    def list_dir(self, path: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None
+                 ) -> Iterator[FileStatus]:
+        """One ``scandir`` of ``path`` (see :meth:`FileSystem.list_dir`), its own status not read again."""
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for p, r in self._step(entries, False, skipped, dirs):
+            yield FileStatus(p, 0, 0.0, True) if r is None else self._status(p, r)
 
     def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
                    recursive: bool = True) -> Iterator[FileStatus]:

@@ -216,30 +216,51 @@ class WebHdfsFileSystem(FileSystem):
                 continue
             if not entries and d != root and skipped and not want_tmp:
                 skipped(d, "empty directory")
-            for name, st in entries:
-                p = posixpath.join(d, name)
-                kind = st.get("type")
-                if kind == "DIRECTORY":
-                    if tokens is not None:  # before its entries are read
-                        tokens[p] = self._dtoken(st)
-                    if recursive:
-                        stack.append(p)
-                    if dirs is not None:
-                        dirs.append(p)
-                elif kind == "SYMLINK":
-                    if skipped and not want_tmp:
-                        skipped(p, "symlink")
-                elif name.startswith(TMP_PREFIX):
-                    if want_tmp:
-                        yield self._status(p, st)
-                    elif skipped:
-                        skipped(p, "named like a temporary file")
-                elif not want_tmp:
+            for s in self._step(d, entries, want_tmp, skipped, tokens):
+                if not s.is_dir:
+                    yield s
+                    continue
+                if recursive:
+                    stack.append(s.path)
+                if dirs is not None:
+                    dirs.append(s.path)
+
+    def _step(self, d: str, entries: list[tuple[str, dict[str, Any]]], want_tmp: bool, skipped: Skipped | None,
+              tokens: dict[str, Any] | None) -> Iterator[FileStatus]:
+        """One directory's LISTSTATUS as one step of a walk: its files (only the temporary ones when
+        ``want_tmp``), each subdirectory as ``FileStatus(path, 0, 0.0, is_dir=True)`` with its token
+        in ``tokens`` before it is yielded (before its own entries are read), what is passed over
+        reported through ``skipped``."""
+        for name, st in entries:
+            p = posixpath.join(d, name)
+            kind = st.get("type")
+            if kind == "DIRECTORY":
+                if tokens is not None:
+                    tokens[p] = self._dtoken(st)
+                yield FileStatus(p, 0, 0.0, True)
+            elif kind == "SYMLINK":
+                if skipped and not want_tmp:
+                    skipped(p, "symlink")
+            elif name.startswith(TMP_PREFIX):
+                if want_tmp:
                     yield self._status(p, st)
+                elif skipped:
+                    skipped(p, "named like a temporary file")
+            elif not want_tmp:
+                yield self._status(p, st)
 
     def list_files(self, root: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None,
                    recursive: bool = True) -> Iterator[FileStatus]:
         return self._walk(root, want_tmp=False, skipped=skipped, tokens=dirs, recursive=recursive)
+
+    def list_dir(self, path: str, skipped: Skipped | None = None, dirs: dict[str, Any] | None = None
+                 ) -> Iterator[FileStatus]:
+        """One LISTSTATUS of ``path`` (see :meth:`FileSystem.list_dir`), no GETFILESTATUS of it first."""
+        try:
+            entries = self._list(path)
+        except FileNotFoundError:
+            return
+        yield from self._step(path, entries, False, skipped, dirs)
 
     def list_dirs(self, root: str) -> Iterator[str]:
         dirs: list[str] = []
