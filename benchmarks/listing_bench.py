@@ -6,9 +6,6 @@ top-level directory, listed by
   walked serially on one of N threads, the files gathered): its logic copied below as the baseline;
 - ``parallel``: ``dr_toolkit.copy.listing`` with ``list_threads=N`` — every directory a unit of
   work any thread takes, files streamed through a bounded queue;
-- ``parallel+1read``: the same with a one-read ``list_dir`` override (the change asked of
-  dr_toolkit/fs/local.py and webhdfs.py in /tmp/plan/listing-request.md; the library's default
-  ``list_dir`` also reads each directory's own status);
 - ``find -type f -printf '%s %T@'`` (local only): a public peer that also stats every file.
 
 Local disk: ``--files`` files over ``--dirs`` directories (a random tree, every directory under
@@ -17,10 +14,10 @@ Local disk: ``--files`` files over ``--dirs`` directories (a random tree, every 
 getfileinfo calls per run from its audit log; on localhost, then with each request delayed by
 ``--rtt-ms`` (a NameNode that far away: simulated, the one layer here that is). Each listing runs in a fresh process: its
 wall time (the listing alone, the entries consumed and counted, not kept), entries/s and peak
-RSS (of the whole process; ``import`` is an idle one for reference) are printed, the median of
+RSS (of the whole process, by GNU time; ``import`` is an idle one for reference) are printed, the median of
 ``--repeat`` runs, then the ratio against the top-level split and the goal.
 
-    .venv/bin/python benchmarks/listing_bench.py [--files 200000 --dirs 20000 --threads 4]
+    .venv/bin/python benchmarks/listing_bench.py [--files 200000 --dirs 20000 --threads 4[,8]]
         [--hdfs-files 4000 --hdfs-dirs 1000 --rtt-ms 0,2] [--no-hdfs] [--no-local] [--repeat 3]
 """
 
@@ -34,14 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-VARIANTS = ("serial", "top-split", "parallel", "parallel+1read")
 GOAL = ("issue 42: listing parallel at every level — a tree held under one top-level directory lists "
         "on N threads, not one: parallel faster than the top-level split where the listing waits on "
         "a server (WebHDFS); on local disk under one interpreter lock, no slower than it")
@@ -88,83 +83,6 @@ def top_split(side: Any, skipped: Any, dirs: dict[str, Any] | None) -> dict[str,
     return out
 
 
-# -- the one-read list_dir asked of the filesystems (/tmp/plan/listing-request.md)
-def one_read_local() -> Any:
-    import stat as st
-
-    from dr_toolkit.fs.base import TMP_PREFIX, FileStatus
-    from dr_toolkit.fs.local import LocalFileSystem
-
-    class OneRead(LocalFileSystem):
-        def list_dir(self, path: str, skipped: Any = None, dirs: dict[str, Any] | None = None
-                     ) -> Iterator[FileStatus]:
-            try:
-                it = os.scandir(path)
-            except (FileNotFoundError, NotADirectoryError):
-                return
-            with it:
-                for e in it:
-                    if e.is_symlink():
-                        if skipped:
-                            skipped(e.path, "symlink" if os.path.exists(e.path) else "dangling symlink")
-                        continue
-                    if e.is_dir(follow_symlinks=False):
-                        if dirs is not None:
-                            try:
-                                dirs[e.path] = self._dtoken(e.stat(follow_symlinks=False))
-                            except (FileNotFoundError, NotADirectoryError):
-                                continue
-                        yield FileStatus(e.path, 0, 0.0, True)
-                        continue
-                    if e.name.startswith(TMP_PREFIX):
-                        if skipped:
-                            skipped(e.path, "named like a temporary file (.drt-tmp.*)")
-                        continue
-                    try:
-                        r = e.stat(follow_symlinks=False)
-                    except (FileNotFoundError, NotADirectoryError):
-                        continue
-                    if not st.S_ISREG(r.st_mode):
-                        if skipped:
-                            skipped(e.path, "not a regular file")
-                        continue
-                    yield self._status(e.path, r)
-
-    return OneRead()
-
-
-def one_read_webhdfs(namenodes: list[str]) -> Any:
-    import posixpath
-
-    from dr_toolkit.fs.base import TMP_PREFIX, FileStatus
-    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
-
-    class OneRead(WebHdfsFileSystem):
-        def list_dir(self, path: str, skipped: Any = None, dirs: dict[str, Any] | None = None
-                     ) -> Iterator[FileStatus]:
-            try:
-                listed = self._list(path)
-            except FileNotFoundError:
-                return
-            for name, s in listed:
-                p = posixpath.join(path, name)
-                kind = s.get("type")
-                if kind == "DIRECTORY":
-                    if dirs is not None:
-                        dirs[p] = self._dtoken(s)
-                    yield FileStatus(p, 0, 0.0, True)
-                elif kind == "SYMLINK":
-                    if skipped:
-                        skipped(p, "symlink")
-                elif name.startswith(TMP_PREFIX):
-                    if skipped:
-                        skipped(p, "named like a temporary file")
-                else:
-                    yield self._status(p, s)
-
-    return OneRead(namenodes, user="hdfs", timeout_s=60)
-
-
 # -- one listing in this process (the child)
 def child(variant: str, uri: str, threads: int, rtt_ms: float) -> None:
     from dr_toolkit.copy.listing import Side, entries
@@ -186,12 +104,7 @@ def child(variant: str, uri: str, threads: int, rtt_ms: float) -> None:
             return send(self, *a, **kw)
 
         requests.Session.send = far  # type: ignore[method-assign]
-    fs: Any
-    if loc.kind == "local":
-        fs = one_read_local() if variant == "parallel+1read" else LocalFileSystem()
-    else:
-        fs = (one_read_webhdfs(loc.namenodes) if variant == "parallel+1read"
-              else WebHdfsFileSystem(loc.namenodes, user="hdfs", timeout_s=60))
+    fs: Any = LocalFileSystem() if loc.kind == "local" else WebHdfsFileSystem(loc.namenodes, user="hdfs", timeout_s=60)
     n_skips = [0]
 
     def skip(path: str, reason: str) -> None:
@@ -209,22 +122,23 @@ def child(variant: str, uri: str, threads: int, rtt_ms: float) -> None:
 
 
 def spawn(argv: list[str]) -> tuple[dict[str, Any], float, int]:
-    """Run ``argv``; (its JSON line or {}, wall s, peak RSS KiB of that process, from wait4)."""
-    t = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE)
-    assert p.stdout is not None
-    out = p.stdout.read()
-    _pid, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - t
-    if p.returncode != 0:
-        raise SystemExit(f"{argv[:4]}: exit {p.returncode}")
+    """Run ``argv`` under GNU time; (its JSON line or {"lines": n}, wall s, its peak RSS in KiB).
+    GNU time forks it from its own small process: a child of this one would carry this process's
+    peak into its own (Linux keeps ru_maxrss across fork and exec)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        t = time.monotonic()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *argv], stdout=subprocess.PIPE)
+        wall = time.monotonic() - t
+        if r.returncode != 0:
+            raise SystemExit(f"{argv[:4]}: exit {r.returncode}")
+        rss = int(rss_file.read().split()[-1])
+    out = r.stdout
     line = out.decode().strip().splitlines()[-1] if out.strip() else "{}"
     try:
         res = json.loads(line)
     except ValueError:
         res = {"lines": out.count(b"\n")}
-    return res, wall, ru.ru_maxrss
+    return res, wall, rss
 
 
 def measure(label: str, uri: str, threads: int, repeat: int, nn: Any = None, rtt_ms: float = 0.0) -> dict[str, Any]:
@@ -275,21 +189,28 @@ def build_local(root: Path, files: int, dirs: int) -> None:
     print(f"  built {files:,} files over {dirs:,} directories in {time.monotonic() - t:.1f} s")
 
 
-def ratios(res: dict[str, dict[str, Any]]) -> None:
-    base = res["top-split"]["wall"]
-    for k in ("parallel", "parallel+1read"):
-        print(f"  ratio top-split/{k}: {base / res[k]['wall']:.2f}x  (> 1: faster than the top-level split); "
-              f"serial/{k}: {res['serial']['wall'] / res[k]['wall']:.2f}x; peak RSS {k}/top-split "
-              f"{res[k]['rss'] / res['top-split']['rss']:.2f}")
-    same = len({(r["entries"], r["skips"], r["dirs"]) for k, r in res.items() if k in VARIANTS}) == 1
+def run_all(uri: str, threads: list[int], repeat: int, nn: Any = None, rtt_ms: float = 0.0) -> dict[str, dict[str, Any]]:
+    """serial once, then the top-level split and the parallel listing at each N; the ratios."""
+    res = {"import": measure("import", uri, 1, 1), "serial": measure("serial", uri, 1, repeat, nn, rtt_ms)}
+    for n in threads:
+        res[f"top-split/{n}"] = measure("top-split", uri, n, repeat, nn, rtt_ms)
+        res[f"parallel/{n}"] = measure("parallel", uri, n, repeat, nn, rtt_ms)
+    for n in threads:
+        top, par = res[f"top-split/{n}"], res[f"parallel/{n}"]
+        print(f"  N={n}: ratio top-split/parallel {top['wall'] / par['wall']:.2f}x (> 1: the parallel listing "
+              f"faster), serial/parallel {res['serial']['wall'] / par['wall']:.2f}x, serial/top-split "
+              f"{res['serial']['wall'] / top['wall']:.2f}x; peak RSS parallel {par['rss'] / 1024:.1f} MiB vs "
+              f"top-split {top['rss'] / 1024:.1f} MiB")
+    same = len({(r["entries"], r["skips"], r["dirs"]) for k, r in res.items() if k != "import"}) == 1
     print(f"  the same files, skips and tokens counted by every listing: {'yes' if same else 'NO'}")
+    return res
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--uri", help=argparse.SUPPRESS)
-    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--threads", default="4", help="N (comma-separated: each N run)")
     ap.add_argument("--files", type=int, default=200_000)
     ap.add_argument("--dirs", type=int, default=20_000)
     ap.add_argument("--hdfs-files", type=int, default=4_000)
@@ -302,20 +223,18 @@ def main() -> int:
     ap.add_argument("--no-hdfs", action="store_true")
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.uri, args.threads, float(args.rtt_ms))
+        child(args.child, args.uri, int(args.threads), float(args.rtt_ms))
         return 0
+    threads = [int(x) for x in str(args.threads).split(",")]
     print(GOAL)
-    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, N = {args.threads} threads, "
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, N = {threads} threads, "
           f"median of {args.repeat} runs")
     if not args.no_local:
         root = Path(args.workdir) / f"local-{args.files}-{args.dirs}"
         print(f"local disk: {args.files:,} files over {args.dirs:,} directories, all under {root}/all")
         build_local(root, args.files, args.dirs)
         spawn(["find", str(root), "-type", "f", "-printf", "%s %T@\n"])  # the page cache warm for every run
-        res: dict[str, dict[str, Any]] = {}
-        res["import"] = measure("import", str(root), 1, 1)
-        for v in VARIANTS:
-            res[v] = measure(v, str(root), args.threads, args.repeat)
+        res = run_all(str(root), threads, args.repeat)
         finds = []
         for _ in range(args.repeat):
             out, wall, rss = spawn(["find", str(root), "-type", "f", "-printf", "%s %T@\n"])
@@ -323,8 +242,9 @@ def main() -> int:
         wall, lines, rss = sorted(finds)[len(finds) // 2]
         print(f"  {'find -printf':<16} {'':4} {wall:8.2f} s  {lines / wall:10,.0f} entries/s  peak RSS "
               f"{rss / 1024:7.1f} MiB  ({lines:,} lines, counted by this process through a pipe)")
-        ratios(res)
-        print(f"  ratio parallel/find: {res['parallel']['wall'] / wall:.2f}x (find: C, one thread, no status objects)")
+        for n in threads:
+            print(f"  N={n}: ratio parallel/find {res[f'parallel/{n}']['wall'] / wall:.2f}x (find: C, one thread, "
+                  "no status objects)")
     if not args.no_hdfs:
         from drt_servers.hdfs import HdfsCluster
 
@@ -345,10 +265,7 @@ def main() -> int:
             measure("serial", uri, 1, 1)  # warm-up (the NameNode's JIT), not counted
             for rtt in (float(x) for x in str(args.rtt_ms).split(",")):
                 print(f" NameNode round trip: {'localhost' if not rtt else f'+{rtt:g} ms (simulated)'}")
-                res = {"import": measure("import", uri, 1, 1)}
-                for v in VARIANTS:
-                    res[v] = measure(v, uri, args.threads, args.repeat, nn=c, rtt_ms=rtt)
-                ratios(res)
+                run_all(uri, threads, args.repeat, c, rtt)
         finally:
             c.stop()
     return 0
