@@ -12,7 +12,10 @@ DOC = """
 
 Every 5 minutes the task **rpo_slo_breached** runs the caught-up gate (every signal, read
 with the topology's connections), records the check in the ledger (the DR view's RPO and lag
-history) and sends `dr_toolkit.rpo_seconds` (gauge) through Airflow's metrics.
+history) and sends `dr_toolkit.rpo_seconds` (gauge) through Airflow's metrics. Its HDFS part is the gate's quick
+check: what changed since the last recorded full proof (snapshot diffs, the NameNode's counters),
+never a listing of either tree; where that proves nothing (no proof of the newest run yet, a change
+on cold), the HDFS signal states no safe time and says why.
 
 The task **fails** (no retry) when the recovery point is older than `failover.rpo_slo_s`, or
 when no recovery point can be stated, with the reason in one line; it then also counts

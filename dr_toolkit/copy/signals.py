@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dr_toolkit.copy.api import probe
 from dr_toolkit.copy.proof import MODES, prove_target, quick_signal
 from dr_toolkit.copy.state import StateStore, default_state_uri
-from dr_toolkit.errors import DrtError, LedgerUnreachable
+from dr_toolkit.errors import ConfigError, DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
 from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
@@ -140,6 +140,22 @@ def _signal(topology: Topology, ledger: Ledger, access: Access, now: float, poli
     if why:
         sig.detail["quick_not_proven"] = why
     return sig
+
+
+def prove_policy(topology: Topology, policy_name: str, ledger: Ledger, access: Access,
+                 now: float | None = None) -> list[Signal]:
+    """The full check of one policy's targets, each recorded as its proof when it states a safe
+    time (``mode="prove"``): what the replication DAG runs right after a run, so the quick path of
+    the DR page and ``dr_rpo_watch`` has a proof of the newest run (until then it proves nothing:
+    a run since the last proof changed cold). O(files), like the run."""
+    import time
+
+    now = time.time() if now is None else now
+    pol = next((p for p in topology.policies.hdfs if p.name == policy_name), None)
+    if pol is None:
+        raise ConfigError(f"policy {policy_name!r} is not an HDFS policy", where=topology.source_file,
+                          hint="name a policy listed under policies.hdfs")
+    return [_signal(topology, ledger, access, now, pol, t, "prove") for t in pol.targets]
 
 
 def _proof(run: dict[str, Any]) -> str:

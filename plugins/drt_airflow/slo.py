@@ -1,6 +1,7 @@
 """The RPO SLO inside Airflow: one check any DAG can run, a metric, and a task that fails on breach.
 
-:func:`check_rpo` runs the caught-up gate with the topology's credentials (``DrtHook``), records
+:func:`check_rpo` runs the caught-up gate with the topology's credentials (``DrtHook``) — its HDFS
+part the quick check (``hdfs="quick"``: from the last recorded full proof, never a listing) —, records
 the check in the ledger (``gate_checks``: the DR view's history), and emits through Airflow's
 metrics (StatsD / OpenTelemetry, as configured in ``[metrics]``):
 
