@@ -93,7 +93,7 @@ def counting(base: type[KafkaCluster]) -> type[KafkaCluster]:
             return super().topics()  # type: ignore[no-any-return]
 
         def watermarks_many(self, tps: list[tuple[str, int]]) -> Any:
-            self.counts.add("list_offsets", 2 if tps else 0)
+            self.counts.add("list_offsets", 2 if tps else 0)  # one per leader, two leaders' worth at most here
             return super().watermarks_many(tps)
 
         def stable_ends(self, tps: list[tuple[str, int]]) -> Any:
@@ -505,7 +505,21 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
         for i in range(0, T, 20):
             for f in a.create_topics([NewTopic(t, P, 1) for t in names[i:i + 20]], request_timeout=120).values():
                 f.result(timeout=300)
+    for addr in (hot, cold):  # every partition led and answering before anything is produced
+        with KafkaCluster(addr, timeout_s=120) as c:
+            parts = [(t, p) for t in names for p in range(P)]
+            while True:
+                c.topics()
+                ready = c._listed(parts, -1)
+                if len(ready) == len(parts):
+                    break
+                time.sleep(2)
     created = time.monotonic() - t0
+    failed: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
     now_ms = int(time.time() * 1000)
     gap = {(t, p): (1000 if rng.random() < 0.05 else 60_000) for t in names for p in range(P)}
     short = {tp for tp in gap if rng.random() < 0.01}
@@ -518,7 +532,7 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
                 while True:
                     try:
                         prod.produce(t, key=f"k{o % 13}".encode(), value=f"{t}-{p}-{o}".encode(), partition=p,
-                                     timestamp=base + o * g)
+                                     timestamp=base + o * g, on_delivery=delivered)
                         break
                     except BufferError:
                         prod.poll(0.1)
@@ -527,6 +541,9 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
     ph.flush(300)
     pc.flush(300)
     produced = time.monotonic() - t0 - created
+    print(f"topics created and led {created:.0f}s, records produced {produced:.0f}s", flush=True)
+    if failed:
+        raise RuntimeError(f"{len(failed)} records not delivered, e.g. {failed[0]}")
     spread = {tp: [rng.randrange(0, N) for _ in range(3)] for tp in gap}
     truth: dict[str, dict[tuple[str, int], int]] = {}
     for j in range(G):
@@ -538,13 +555,19 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
     def commit(g: str) -> None:
         tps = [TopicPartition(t, p, o) for (t, p), o in truth[g].items()]
         for _ in range(100):
-            res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)])[g].result(timeout=60)
+            try:
+                res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(g, tps)],
+                                                         request_timeout=120)[g].result(timeout=180)
+            except Exception:  # noqa: BLE001 - a loaded broker (first commits create __consumer_offsets)
+                time.sleep(1.0)
+                continue
             if not any(tp.error for tp in res.topic_partitions):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"group {g}: commit refused")
 
-    with cf.ThreadPoolExecutor(16) as ex:
+    commit(next(iter(truth)))  # the first commit creates __consumer_offsets
+    with cf.ThreadPoolExecutor(8) as ex:
         list(ex.map(commit, truth))
     print(f"setup: {T:,} topics × {P} partitions = {T * P:,} partitions on each broker (created {created:.0f}s), "
           f"{N} records each on hot and cold ({produced:.0f}s; {len(short)} partitions with cold 2 behind), "
@@ -567,6 +590,14 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
           f"{res['remap_requests']:,.0f}, gate {res['gate_requests']:,.0f} for D = {res['D']:,.0f}, "
           f"G×P = {G * T * P:,}; topics behind (cold 2 records short somewhere): {res['gate_topics_behind']:.0f} "
           f"of {T} (expected {len({t for t, _ in short})})")
+    with KafkaCluster(hot, timeout_s=120) as h, KafkaCluster(cold, timeout_s=120) as c:
+        h.topics()
+        c.topics()
+        parts = [(t, p) for t in names for p in range(P)]
+        he, ce = h.watermarks_many(parts), c.watermarks_many(parts)
+    behind = {t for t, p in parts if he[(t, p)] != ce[(t, p)]}
+    print(f"[real] truth from the brokers' end offsets: {len(behind)} topics with cold behind; the gate said "
+          f"{res['gate_topics_behind']:.0f} topics not caught up")
     if args.baseline_sample:
         baseline("real", mirror, counts, names, groups, rng, args.baseline_sample)
 

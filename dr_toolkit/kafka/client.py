@@ -101,7 +101,9 @@ class KafkaCluster:
         self.offset_fetch_requests = 0  # OffsetFetch/FindCoordinator requests (committed_many)
         self.batched: bool | None = None  # did committed_many take the batched path
         self.batched_refused: str | None = None
-        self.force_per_group = False  # committed_many: the per-group path only (tests' oracle)
+        self.force_per_group = False  # the librdkafka paths only (tests' oracle): committed_many, ListOffsets
+        self._leaders: dict[tuple[str, int], tuple[str, int]] = {}  # partition → its leader (topics())
+        self.list_offsets_requests = 0  # batched ListOffsets requests sent (wire.OffsetLister)
 
     def with_conf(self, other: KafkaCluster) -> KafkaCluster:
         """Use ``other``'s client configuration (credentials included) for this client."""
@@ -191,13 +193,33 @@ class KafkaCluster:
 
     # -- metadata -------------------------------------------------------------------------------
     def topics(self) -> dict[str, int]:
-        """Topic name → partition count (internal topics left out)."""
+        """Topic name → partition count (internal topics left out). Keeps each partition's leader
+        (host, port) for the batched ListOffsets of :meth:`watermarks_many` / :meth:`stable_ends`."""
         try:
             md = self.admin.list_topics(timeout=self.timeout_s)
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._wrap(exc, "metadata") from None
+        brokers = {b.id: (b.host, int(b.port)) for b in md.brokers.values()}
+        self._leaders = {(name, p.id): brokers[p.leader] for name, t in md.topics.items() if t.error is None
+                         for p in t.partitions.values() if p.leader in brokers and p.error is None}
         return {name: len(t.partitions) for name, t in md.topics.items()
                 if not name.startswith("__") and t.error is None}
+
+    def _listed(self, tps: list[tuple[str, int]], ts: int, isolation: int = 0) -> dict[tuple[str, int], int]:
+        """The batched ListOffsets answer (:class:`dr_toolkit.kafka.wire.OffsetLister`) for the
+        partitions it could answer; empty when it cannot be used (not PLAINTEXT, no metadata yet)."""
+        from dr_toolkit.kafka.wire import OffsetLister, WireUnsupported
+
+        if not self._leaders or self.force_per_group:
+            return {}
+        try:
+            lister = OffsetLister(self._conf, self.timeout_s)
+        except WireUnsupported:
+            return {}
+        try:
+            return lister.offsets(self._leaders, tps, ts, isolation)
+        finally:
+            self.list_offsets_requests += lister.requests
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, end offset) of one partition."""
@@ -220,13 +242,19 @@ class KafkaCluster:
         if not tps:
             return {}
         out: dict[tuple[str, int], Any] = {}
+        lo = self._listed(tps, -2)
+        hi = self._listed([tp for tp in tps if tp in lo], -1) if lo else {}
+        out.update({tp: (lo[tp], hi[tp]) for tp in tps if tp in lo and tp in hi})
+        rest = [tp for tp in tps if tp not in out]
         specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
         for i, spec in enumerate(specs):
-            req = {TopicPartition(t, p): spec for t, p in tps}
+            if not rest:
+                break
+            req = {TopicPartition(t, p): spec for t, p in rest}
             try:
                 futs = self.admin.list_offsets(req, request_timeout=self.timeout_s)
             except Exception as exc:  # noqa: BLE001 - translated
-                raise self._wrap(exc, f"offsets of {len(tps)} partition(s)") from None
+                raise self._wrap(exc, f"offsets of {len(rest)} partition(s)") from None
             for tp, fut in futs.items():
                 key = (tp.topic, tp.partition)
                 if isinstance(out.get(key), str):
@@ -283,6 +311,7 @@ class KafkaCluster:
     def seeded(self, other: KafkaCluster) -> KafkaCluster:
         """This client, answering :meth:`topic_config` from what ``other`` was told already."""
         self._configs.update(other._configs)
+        self._leaders = other._leaders
         return self
 
     def compacted(self, topic: str) -> bool:
@@ -310,13 +339,16 @@ class KafkaCluster:
 
         if not tps:
             return {}
+        out: dict[tuple[str, int], int] = self._listed(tps, -1, isolation=1)  # read_committed: the LSO
+        tps = [tp for tp in tps if tp not in out]
+        if not tps:
+            return out
         req = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}  # type: ignore[no-untyped-call]
         try:
             futs = self.admin.list_offsets(req, isolation_level=IsolationLevel.READ_COMMITTED,
                                            request_timeout=self.timeout_s)
         except Exception as exc:  # noqa: BLE001 - translated
             raise self._wrap(exc, f"stable offsets of {len(tps)} partition(s)") from None
-        out: dict[tuple[str, int], int] = {}
         for tp, fut in futs.items():
             try:
                 out[(tp.topic, tp.partition)] = int(fut.result(timeout=self.timeout_s + 1).offset)

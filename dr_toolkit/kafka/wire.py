@@ -316,3 +316,101 @@ class OffsetFetcher:
                     raise self._unreachable(f"committed offsets of {len(todo)} group(s): coordinator not ready")
                 time.sleep(0.2)
         return out
+
+
+# -- ListOffsets (v6: flexible, isolation level) --------------------------------------------------
+
+LIST_OFFSETS = 2
+EARLIEST, LATEST = -2, -1
+PARTITIONS_PER_REQUEST = 20_000
+Leader = tuple[str, int]
+
+
+def list_offsets_request(parts: list[tuple[str, int]], ts: int, isolation: int) -> bytes:
+    by: dict[str, list[int]] = {}
+    for t, p in parts:
+        by.setdefault(t, []).append(p)
+    out = bytearray(struct.pack(">ib", -1, isolation) + _uvarint(len(by) + 1))
+    for t, ps in by.items():
+        out += _cstr(t) + _uvarint(len(ps) + 1)
+        for p in ps:
+            out += struct.pack(">iiq", p, -1, ts) + _uvarint(0)  # partition, current leader epoch, timestamp
+        out += _uvarint(0)
+    out += _uvarint(0)
+    return bytes(out)
+
+
+def parse_list_offsets(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) → (error code, offset)."""
+    r = _Reader(body)
+    r.tags()
+    r.take(">i")
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        t = r.cstr() or ""
+        for _ in range(r.uvarint() - 1):
+            p, err = r.take(">i"), r.take(">h")
+            r.take(">q")  # timestamp
+            off = r.take(">q")
+            r.take(">i")  # leader epoch
+            r.tags()
+            out[(t, p)] = (err, off)
+        r.tags()
+    r.tags()
+    return out
+
+
+class OffsetLister:
+    """ListOffsets of many partitions: one request per partition leader (up to
+    :data:`PARTITIONS_PER_REQUEST` partitions each), leaders asked in parallel. librdkafka's admin
+    ListOffsets grows faster than linearly with the partitions of one call (measured on the
+    brokers here: 1,000 partitions 0.17 s, 5,000 partitions 1.9 s for the two requests of
+    ``watermarks_many``; this path: 0.08 s for one request of 5,000). PLAINTEXT only."""
+
+    def __init__(self, conf: Mapping[str, Any], timeout_s: float) -> None:
+        if not supported(conf):
+            raise WireUnsupported("batched ListOffsets speaks PLAINTEXT only")
+        self.timeout_s = timeout_s
+        self.client_id = str(conf.get("client.id", "drt-list-offsets"))
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def offsets(self, leaders: Mapping[tuple[str, int], Leader], tps: list[tuple[str, int]], ts: int,
+                isolation: int = 0) -> dict[tuple[str, int], int]:
+        """Each partition's offset for ``ts`` (EARLIEST, LATEST); partitions whose leader is not
+        known, that the broker answered with an error, or whose leader did not answer are left
+        out (the caller asks for those another way)."""
+        import concurrent.futures as cf
+
+        by: dict[Leader, list[tuple[str, int]]] = {}
+        for tp in tps:
+            if tp in leaders:
+                by.setdefault(leaders[tp], []).append(tp)
+
+        def one(item: tuple[Leader, list[tuple[str, int]]]) -> dict[tuple[str, int], int]:
+            (host, port), parts = item
+            got: dict[tuple[str, int], int] = {}
+            try:
+                c = _Conn(host, port, self.timeout_s, self.client_id)
+            except OSError:
+                return got
+            try:
+                for i in range(0, len(parts), PARTITIONS_PER_REQUEST):
+                    ans = parse_list_offsets(c.call(LIST_OFFSETS, 6, list_offsets_request(
+                        parts[i:i + PARTITIONS_PER_REQUEST], ts, isolation)))
+                    got.update({tp: off for tp, (err, off) in ans.items() if not err and off >= 0})
+            except (OSError, ConnectionError, struct.error, IndexError, UnicodeDecodeError):
+                pass  # the rest of this leader's partitions are asked another way
+            finally:
+                with self._lock:
+                    self.requests += c.requests
+                c.close()
+            return got
+
+        out: dict[tuple[str, int], int] = {}
+        if not by:
+            return out
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(by))), thread_name_prefix="drt-list-offsets") as ex:
+            for got in ex.map(one, by.items()):
+                out.update(got)
+        return out
