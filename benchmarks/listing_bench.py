@@ -122,22 +122,25 @@ def child(variant: str, uri: str, threads: int, rtt_ms: float) -> None:
 
 
 def spawn(argv: list[str]) -> tuple[dict[str, Any], float, int]:
-    """Run ``argv`` under GNU time; (its JSON line or {"lines": n}, wall s, its peak RSS in KiB).
+    """Run ``argv`` under GNU time; (its JSON line or {"lines": n} with "cpu": its user + system
+    CPU s, wall s, its peak RSS in KiB).
     GNU time forks it from its own small process: a child of this one would carry this process's
     peak into its own (Linux keeps ru_maxrss across fork and exec)."""
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
         t = time.monotonic()
-        r = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *argv], stdout=subprocess.PIPE)
+        r = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss_file.name, *argv], stdout=subprocess.PIPE)
         wall = time.monotonic() - t
         if r.returncode != 0:
             raise SystemExit(f"{argv[:4]}: exit {r.returncode}")
-        rss = int(rss_file.read().split()[-1])
+        rss_s, user, system = rss_file.read().split()[-3:]
+        rss = int(rss_s)
     out = r.stdout
     line = out.decode().strip().splitlines()[-1] if out.strip() else "{}"
     try:
         res = json.loads(line)
     except ValueError:
         res = {"lines": out.count(b"\n")}
+    res["cpu"] = float(user) + float(system)
     return res, wall, rss
 
 
@@ -152,10 +155,10 @@ def measure(label: str, uri: str, threads: int, repeat: int, nn: Any = None, rtt
     wall, res, rss, ops = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
     rate = res["entries"] / wall if wall else 0.0
     extra = ("  NameNode: " + ", ".join(f"{k} {v:,}" for k, v in ops.items())) if ops else ""
-    print(f"  {label:<16} N={threads if label != 'serial' else 1:<2} {wall:8.2f} s  {rate:10,.0f} entries/s  "
-          f"peak RSS {rss / 1024:7.1f} MiB  ({res['entries']:,} files, {res['skips']:,} skipped, "
+    print(f"  {label:<10} N={threads if label != 'serial' else 1:<2} {wall:7.2f} s  {rate:8,.0f} entries/s  "
+          f"CPU {res['cpu']:6.2f} s  peak RSS {rss / 1024:7.1f} MiB  ({res['entries']:,} files, {res['skips']:,} skipped, "
           f"{res.get('dirs', 0):,} directory tokens; runs: {', '.join(f'{r[0]:.2f}' for r in runs)} s){extra}")
-    return {"wall": wall, "rss": rss, "entries": res["entries"], "skips": res["skips"], "dirs": res.get("dirs"), "ops": ops}
+    return {"wall": wall, "cpu": res["cpu"], "rss": rss, "entries": res["entries"], "skips": res["skips"], "dirs": res.get("dirs"), "ops": ops}
 
 
 def nn_ops(c: Any) -> dict[str, int]:
@@ -199,7 +202,7 @@ def run_all(uri: str, threads: list[int], repeat: int, nn: Any = None, rtt_ms: f
         top, par = res[f"top-split/{n}"], res[f"parallel/{n}"]
         print(f"  N={n}: ratio top-split/parallel {top['wall'] / par['wall']:.2f}x (> 1: the parallel listing "
               f"faster), serial/parallel {res['serial']['wall'] / par['wall']:.2f}x, serial/top-split "
-              f"{res['serial']['wall'] / top['wall']:.2f}x; peak RSS parallel {par['rss'] / 1024:.1f} MiB vs "
+              f"{res['serial']['wall'] / top['wall']:.2f}x; CPU parallel/serial {par['cpu'] / res['serial']['cpu']:.2f}; peak RSS parallel {par['rss'] / 1024:.1f} MiB vs "
               f"top-split {top['rss'] / 1024:.1f} MiB")
     same = len({(r["entries"], r["skips"], r["dirs"]) for k, r in res.items() if k != "import"}) == 1
     print(f"  the same files, skips and tokens counted by every listing: {'yes' if same else 'NO'}")
@@ -238,9 +241,9 @@ def main() -> int:
         finds = []
         for _ in range(args.repeat):
             out, wall, rss = spawn(["find", str(root), "-type", "f", "-printf", "%s %T@\n"])
-            finds.append((wall, out.get("lines", 0), rss))
-        wall, lines, rss = sorted(finds)[len(finds) // 2]
-        print(f"  {'find -printf':<16} {'':4} {wall:8.2f} s  {lines / wall:10,.0f} entries/s  peak RSS "
+            finds.append((wall, out.get("lines", 0), rss, out["cpu"]))
+        wall, lines, rss, cpu = sorted(finds)[len(finds) // 2]
+        print(f"  {'find':<10} {'':4} {wall:7.2f} s  {lines / wall:8,.0f} entries/s  CPU {cpu:6.2f} s  peak RSS "
               f"{rss / 1024:7.1f} MiB  ({lines:,} lines, counted by this process through a pipe)")
         for n in threads:
             print(f"  N={n}: ratio parallel/find {res[f'parallel/{n}']['wall'] / wall:.2f}x (find: C, one thread, "
