@@ -15,7 +15,7 @@ import pytest
 from dr_toolkit.access import Access
 from dr_toolkit.copy import proof
 from dr_toolkit.copy.api import replicate_policy
-from dr_toolkit.copy.signals import hdfs_signals
+from dr_toolkit.copy.signals import hdfs_signals, prove_policy
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
 from tests.integration.test_copy_random import _truncator, rewrite_in_place
@@ -163,6 +163,14 @@ def test_without_a_proof_or_with_an_old_one_the_full_path_runs(
     s = _sig(env, "auto")
     assert s.caught_up and s.detail["path"] == "full" and s.safe_time == r2.source_time
     assert _sig(env, "quick").safe_time == r2.source_time
+    # what the replication DAG runs after a run: the policy's full check, recorded as the proof
+    hot_dir.write("/data/late2.bin", b"m")
+    (r3,) = replicate_policy(env["topo"], "wh", env["ledger"], access=Access.from_env())
+    assert _sig(env, "quick").safe_time is None
+    (p,) = prove_policy(env["topo"], "wh", env["ledger"], Access.from_env())
+    assert p.detail["proof"]["recorded"] and p.safe_time == r3.source_time, p.detail
+    s = _sig(env, "quick")
+    assert s.caught_up and s.safe_time == r3.source_time and s.detail["path"] == "quick"
 
 
 def test_the_proof_snapshot_of_cold_is_replaced_and_a_recreated_one_proves_nothing(
