@@ -8,6 +8,23 @@ tree read one znode at a time with synchronous calls (what a naive reader does).
     .venv/bin/python benchmarks/hbase_status_bench.py                   # 200 × 3 × 20
     .venv/bin/python benchmarks/hbase_status_bench.py --servers 50 --wals 5
     DRT_BENCH_ZK=host:2181 .venv/bin/python benchmarks/hbase_status_bench.py   # an existing ensemble
+
+``--live`` (issue 42): 1,000 region servers. The ZooKeeper is real (one server started here), loaded
+with the queues of 1,000 region servers × 3 peers × ``--wals`` WALs in HBase 2.6's layout, their
+``<parent>/rs/<server>`` znodes (``RegionServerInfo`` with the info port) and the active master's
+znode. What no machine here runs — 1,000 region servers' info servers and the master's — is one
+local HTTP server in a child process (``--serve``) answering for all of them: each region server is
+a loopback address of its own (``127.1.x.y``, its server name ``127.1.x.y,16020,<startcode>``), the
+master ``127.0.0.1``; every request waits ``--latency-ms`` before its answer (stated in the output),
+and the pages are those of HBase 2.6.1 (``/rs-status`` with its Replication Status table after
+``--page-kb`` of the sections before it, ``/conf?format=json``, the ``sub=Server`` bean of ``/jmx``,
+``/master-status`` with its Peers table). The WALs' files and the table descriptor are on the local
+filesystem (``local_root``). The library's own code reads all of it: ``replication_status``,
+``checked_status`` (what ``drt hbase status`` prints) and ``hbase_signals`` (the gate's HBase signal,
+one policy per peer), each beside the same code with every read made one at a time (the baseline).
+
+    .venv/bin/python benchmarks/hbase_status_bench.py --live                  # 1,000 × 3 × 20, 10 ms
+    .venv/bin/python benchmarks/hbase_status_bench.py --live --servers 200 --latency-ms 50
 """
 
 from __future__ import annotations
@@ -23,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if os.environ.get("DRT_BENCH_LIB"):  # another dr_toolkit tree (e.g. `git archive <commit> dr_toolkit`): before/after
+    sys.path.insert(0, os.environ["DRT_BENCH_LIB"])
 
 from kazoo.client import KazooClient
 
@@ -33,7 +52,12 @@ from dr_toolkit.zk.client import connect
 from tests.support import servers
 
 
-def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_every: int = 0) -> None:
+def bench_name(i: int) -> str:
+    return f"rs{i:04d}.example.com,16020,{1700000000000 + i}"
+
+
+def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_every: int = 0,
+             name_of: Any = bench_name, rs_value: Any = None, position: Any = None) -> None:
     """Write a large queue tree quickly: pipelined async creates. The layout is the one a real HBase
     2.6 region server writes (tests/integration/test_hbase_status.py reads it from a real cluster):
     ``<parent>/rs/<server>`` live servers, ``<parent>/replication/rs/<server>/<peer>/<wal>`` with
@@ -53,10 +77,10 @@ def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_
                 pass
         pending.clear()
 
-    names = [f"rs{i:04d}.example.com,16020,{1700000000000 + i}" for i in range(servers)]
+    names = [name_of(i) for i in range(servers)]
     for i, n in enumerate(names):
         if not (dead_every and i % dead_every == 0):
-            pending.append(zk.create_async(f"{lay.rs}/{n}", b""))
+            pending.append(zk.create_async(f"{lay.rs}/{n}", rs_value(n) if rs_value else b""))
         pending.append(zk.create_async(f"{lay.queues}/{n}", b""))
     flush()
     for n in names:
@@ -68,7 +92,8 @@ def populate(zk: Any, parent: str, servers: int, peers: int, wals: int, *, dead_
         for p in range(1, peers + 1):
             for w in range(wals):
                 wal_name = f"{host}%2C16020%2C{n.split(',')[2]}.{1700000000000 + w}"
-                pending.append(zk.create_async(f"{lay.queues}/{n}/{p}/{wal_name}", encode_position(w * 1000)))
+                pos = position(n, w) if position else w * 1000
+                pending.append(zk.create_async(f"{lay.queues}/{n}/{p}/{wal_name}", encode_position(pos)))
             if len(pending) > 5000:
                 flush()
     flush()
@@ -95,11 +120,27 @@ def sequential_baseline(zk: KazooClient, parent: str, *, every_wal: bool) -> int
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--servers", type=int, default=200)
+    ap.add_argument("--servers", type=int, default=None, help="region servers (200; with --live 1,000)")
     ap.add_argument("--peers", type=int, default=3)
     ap.add_argument("--wals", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--live", action="store_true", help="1,000 region servers: status, `drt hbase status` and the "
+                                                        "gate's HBase signal against simulated info servers")
+    ap.add_argument("--latency-ms", type=float, default=10.0, help="--live: each simulated page's answer delay")
+    ap.add_argument("--page-kb", type=int, default=None, help="--live: /rs-status bytes before its Replication "
+                                                              "Status section (default: as recorded, see RS_PAGE)")
+    ap.add_argument("--no-baseline", action="store_true", help="--live: skip the serial baseline")
+    ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # the simulated info servers
     args = ap.parse_args()
+    if args.serve is not None:
+        from benchmarks.hbase_sim import serve
+
+        return serve(args.serve, args.servers or 1000, args.peers, args.latency_ms, args.page_kb)
+    if args.live:
+        from benchmarks.hbase_sim import live_bench
+
+        return live_bench(args)
+    args.servers = args.servers or 200
 
     proc = None
     address = os.environ.get("DRT_BENCH_ZK")

@@ -203,7 +203,15 @@ RS_WORKERS = 32
 LIVE_DEADLINE_S = 30.0
 """One deadline for all the region-server reads of one live view: a region server that has not answered
 by then is a reason naming it (NO_GO), never a server skipped. Each request's own timeout is the
-smaller of :data:`~dr_toolkit.hbase.live.TIMEOUT_S` and what is left of it."""
+smaller of :data:`~dr_toolkit.hbase.live.TIMEOUT_S` and what is left of it. A check uses the hot
+ZooKeeper endpoint's ``call_timeout_s`` when smaller, but at least ``TIMEOUT_S`` (:func:`_view_deadline`;
+10 s by default): the gate waits for a reader about connect + call timeout + 5 s (25 s by default), so
+both views fit and the reason names the server rather than the gate's own "did not answer"."""
+
+
+def _view_deadline(zk: Any) -> float:
+    call = getattr(getattr(zk, "endpoint", None), "call_timeout_s", None)
+    return min(LIVE_DEADLINE_S, max(TIMEOUT_S, float(call))) if call else LIVE_DEADLINE_S
 
 
 def read_live(zk: ZkClient, parent: str, *, counters: bool = True, known: LiveView | None = None,
@@ -530,7 +538,8 @@ def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float
         creds = access.endpoint(topology, topology.hot_name, "zookeeper")
         with zk_session(ep, credentials=creds) as zk:
             parent = ep.hbase_znode_parent
-            before = read_live(zk, parent, counters=False)
+            deadline = _view_deadline(zk)
+            before = read_live(zk, parent, counters=False, deadline_s=deadline)
             filesystems: dict[str, tuple[Any, str] | Exception] = {}
             prepared: dict[int, _Prepared] = {}
             for i, p in enumerate(policies):
@@ -554,7 +563,7 @@ def hbase_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                     done.update((i, unreadable("hbase", policies[i].peer_id, _why(exc))) for i in idx)
                     continue
                 statuses.update((i, st.for_peer(policies[i].peer_id)) for i in idx)
-            after = read_live(zk, parent, known=before)
+            after = read_live(zk, parent, known=before, deadline_s=deadline)
             for i, st in statuses.items():
                 try:
                     done[i] = _judge_policy(ledger, prepared[i], st, before, after, now)
@@ -584,9 +593,10 @@ def checked_status(zk: ZkClient, parent: str, *, peers: list[str] | None = None,
     """The queues of ``peers`` (all when None) judged with the live evidence read before and after
     them (:func:`live_status_reasons`): the one "caught up" of `drt hbase status` and the Airflow
     sensor. No queue is never proof of drain — a peer HBase does not run has none."""
-    before = read_live(zk, parent, counters=False)
+    deadline = _view_deadline(zk)
+    before = read_live(zk, parent, counters=False, deadline_s=deadline)
     st = replication_status(zk, parent, peers=peers, settle_s=settle_s)
-    after = read_live(zk, parent, known=before)
+    after = read_live(zk, parent, known=before, deadline_s=deadline)
     extra = live_status_reasons(list(peers) if peers else sorted(st.peers), before, after, st.live_servers)
     st.reasons.extend(r for r in extra if r not in st.reasons)
     st.caught_up = st.caught_up and not extra

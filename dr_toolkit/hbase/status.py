@@ -90,10 +90,13 @@ class QueueStatus:
     wal_length: int | None = field(default=None, repr=False)  # the length read for the proof (one read a check)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("wal_names")
-        d.pop("wal_length")
-        return d
+        # every field but wal_names and wal_length, built directly (asdict deep-copies: 3,000 queues
+        # of 1,000 region servers cost it a second)
+        return {"server": self.server, "peer": self.peer, "queue_id": self.queue_id, "wals": self.wals,
+                "size_of_log_queue": self.size_of_log_queue, "position": self.position,
+                "current_wal": self.current_wal, "dead": self.dead, "recovered": self.recovered,
+                "claimed_by": self.claimed_by, "dead_servers": list(self.dead_servers), "drained": self.drained,
+                "basis": self.basis, "reason": self.reason}
 
 
 @dataclass
