@@ -144,14 +144,16 @@ def spawn(argv: list[str]) -> tuple[dict[str, Any], float, int]:
     return res, wall, rss
 
 
-def measure(label: str, uri: str, threads: int, repeat: int, nn: Any = None, rtt_ms: float = 0.0) -> dict[str, Any]:
-    runs = []
-    for _ in range(repeat):
-        before = nn_ops(nn) if nn is not None else None
-        res, _w, rss = spawn([sys.executable, __file__, "--child", label, "--uri", uri, "--threads", str(threads),
-                              "--rtt-ms", str(rtt_ms)])
-        ops = {k: v - before[k] for k, v in nn_ops(nn).items()} if nn is not None and before is not None else {}
-        runs.append((res["wall"], res, rss, ops))
+def run_once(label: str, uri: str, threads: int, nn: Any = None, rtt_ms: float = 0.0) -> tuple[Any, ...]:
+    before = nn_ops(nn) if nn is not None else None
+    res, _w, rss = spawn([sys.executable, __file__, "--child", label, "--uri", uri, "--threads", str(threads),
+                          "--rtt-ms", str(rtt_ms)])
+    ops = {k: v - before[k] for k, v in nn_ops(nn).items()} if nn is not None and before is not None else {}
+    return res["wall"], res, rss, ops
+
+
+def report(label: str, threads: int, runs: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """The median run of ``label`` (by wall time), printed."""
     wall, res, rss, ops = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
     rate = res["entries"] / wall if wall else 0.0
     extra = ("  NameNode: " + ", ".join(f"{k} {v:,}" for k, v in ops.items())) if ops else ""
@@ -159,6 +161,10 @@ def measure(label: str, uri: str, threads: int, repeat: int, nn: Any = None, rtt
           f"CPU {res['cpu']:6.2f} s  peak RSS {rss / 1024:7.1f} MiB  ({res['entries']:,} files, {res['skips']:,} skipped, "
           f"{res.get('dirs', 0):,} directory tokens; runs: {', '.join(f'{r[0]:.2f}' for r in runs)} s){extra}")
     return {"wall": wall, "cpu": res["cpu"], "rss": rss, "entries": res["entries"], "skips": res["skips"], "dirs": res.get("dirs"), "ops": ops}
+
+
+def measure(label: str, uri: str, threads: int, repeat: int, nn: Any = None, rtt_ms: float = 0.0) -> dict[str, Any]:
+    return report(label, threads, [run_once(label, uri, threads, nn, rtt_ms) for _ in range(repeat)])
 
 
 def nn_ops(c: Any) -> dict[str, int]:
@@ -193,11 +199,17 @@ def build_local(root: Path, files: int, dirs: int) -> None:
 
 
 def run_all(uri: str, threads: list[int], repeat: int, nn: Any = None, rtt_ms: float = 0.0) -> dict[str, dict[str, Any]]:
-    """serial once, then the top-level split and the parallel listing at each N; the ratios."""
-    res = {"import": measure("import", uri, 1, 1), "serial": measure("serial", uri, 1, repeat, nn, rtt_ms)}
-    for n in threads:
-        res[f"top-split/{n}"] = measure("top-split", uri, n, repeat, nn, rtt_ms)
-        res[f"parallel/{n}"] = measure("parallel", uri, n, repeat, nn, rtt_ms)
+    """serial, then the top-level split and the parallel listing at each N, taken in turns
+    (``repeat`` rounds: the machine's load drifts between rounds, not between the variants); the
+    median of each; the ratios."""
+    plan = [("serial", 1)] + [(v, n) for n in threads for v in ("top-split", "parallel")]
+    runs: dict[tuple[str, int], list[tuple[Any, ...]]] = {k: [] for k in plan}
+    for _ in range(repeat):
+        for label, n in plan:
+            runs[(label, n)].append(run_once(label, uri, n, nn, rtt_ms))
+    res = {"import": measure("import", uri, 1, 1)}
+    for label, n in plan:
+        res[label if label == "serial" else f"{label}/{n}"] = report(label, n, runs[(label, n)])
     for n in threads:
         top, par = res[f"top-split/{n}"], res[f"parallel/{n}"]
         print(f"  N={n}: ratio top-split/parallel {top['wall'] / par['wall']:.2f}x (> 1: the parallel listing "
