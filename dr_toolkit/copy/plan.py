@@ -278,7 +278,11 @@ def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt
               tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str,
               recorded: Entries | None = None) -> Plan:
     """Full comparison of a source listing with a target listing (bootstrap or reconcile), on
-    ``options.workers`` threads."""
+    ``options.workers`` threads.
+
+    The oracle only: the copy run plans by :func:`~dr_toolkit.copy.stream_plan.stream_reconcile`
+    (the same :func:`reconcile_entry` over sorted streams, memory O(batch)); the tests compare
+    the two on random namespaces, entry by entry."""
     f = filters_of(options)
     plan = Plan(mode, reason)
     plan.files_total = len(src)
@@ -320,7 +324,8 @@ def entry_break(rel: str, e: Entry, t: FileStatus | None) -> str | None:
 
 
 def chain_break(base: Entries, tgt: dict[str, FileStatus], wanted: Callable[[str], bool]) -> str | None:
-    """Why the target no longer holds the base manifest exactly (None when it does)."""
+    """Why the target no longer holds the base manifest exactly (None when it does). The oracle
+    only: the copy run asks :func:`~dr_toolkit.copy.stream_plan.stream_chain_break`."""
     for rel, e in base.items():
         why = entry_break(rel, e, tgt.get(rel))
         if why:
@@ -367,7 +372,11 @@ def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions
     Without a snapshot diff (``changed`` None) a file is unchanged only when size, mtime and
     change token equal the manifest's; a file without a change token is copied. With one,
     ``changed`` lists every file the diff touched and ``moves`` (new rel -> old rel) the files
-    it moved."""
+    it moved.
+
+    The copy run uses it for snapshot diffs (``changed`` given: work in proportion to the diff);
+    a listing against the manifest is planned by
+    :func:`~dr_toolkit.copy.stream_plan.stream_fast_forward`, for which this is the tests' oracle."""
     f = filters_of(options)
     plan = Plan("fast-forward", reason)
     plan.files_total = len(src)

@@ -7,6 +7,28 @@ said by :func:`dr_toolkit.copy.plan.copy_mode`), lists what the mode needs and m
 ``--preserve`` fix-ups of files kept. The rules that turn listings into a plan (reconcile,
 fast-forward, snapshot diffs, filters) are :mod:`dr_toolkit.copy.plan`'s; this module drives
 them over the run's filesystems. Nothing here writes to the target.
+
+The listing-based decisions are streamed (:mod:`dr_toolkit.copy.stream_plan`): the chain check
+(does the target still hold the base manifest), a reconcile (bootstrap, reconcile, a full
+comparison after a snapshot diff, the content comparison of files kept unproven) and a
+fast-forward of a listing against the manifest are one merge pass over the source listing, the
+target listing and the base manifest as sorted streams (runs spilled to a temporary directory
+past :data:`~dr_toolkit.copy.stream_plan.BATCH` entries; below one batch each stays in memory,
+never encoded). A snapshot diff's fast-forward stays :func:`~dr_toolkit.copy.plan.fast_forward`
+(moves and what changed, over the base applied to the diff).
+
+Still O(files) in a copy run, and why: the listings arrive as dictionaries
+(:func:`~dr_toolkit.copy.listing.proven_listing` re-reads the directories that changed into its
+dict; :func:`~dr_toolkit.copy.listing.target_listing` collects temporary files, empty and odd
+entries beside the files), the base manifest is decoded into one
+(:func:`~dr_toolkit.copy.manifest.decode`), and the steps after the rules look files up by path:
+``--preserve`` drift (a kept file's source and target status), the checksum confirmation of an
+HDFS source's kept files and of the target's (by the entries held), target files filtered out yet
+in the way of the source's tree, odd entries against the source's directories, pending files. The
+plan itself is a :class:`~dr_toolkit.copy.plan.Plan` (its ``keep`` dict is the next manifest) as
+the copy and commit stages take it. So a run's memory is still about a kilobyte a file; the
+planning pass itself no longer adds its own dictionaries (sets of paths, the in-memory planner's
+sorted copies) on top.
 """
 
 from __future__ import annotations
@@ -20,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dr_toolkit.copy import manifest as mf
+from dr_toolkit.copy import stream_plan as sp
 from dr_toolkit.copy.execute import EXTRA_ATTRIBUTES
 from dr_toolkit.copy.listing import (
     Found,
@@ -36,12 +59,10 @@ from dr_toolkit.copy.plan import (
     Plan,
     _parents,
     apply_diff,
-    chain_break,
     copy_mode,
     fast_forward,
     filters_key,
     filters_of,
-    reconcile,
     relist_diff,
 )
 from dr_toolkit.copy.run import Base, CopyRun, Snaps
@@ -295,19 +316,25 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
     if tgt.fs.kind != "local":
         src_files = utf8_only(src_files, skips)
     held = {r: e for r, e in (entries or {}).items() if r not in pending}
+    with sp.Workdir() as tmp:
+        streams = _Streams(tmp, src_files, tgt_files, held, entries, pending)
 
-    def chain_broken() -> str | None:
-        broken = chain_break(held, {r: s for r, s in tgt_files.items() if r not in pending}, f.wanted)
-        if not broken and not tgt.fs.content_token:
-            broken = _target_rewritten(tgt, held, options.workers)
-        return broken
+        def chain_broken() -> str | None:
+            broken = sp.stream_chain_break(streams.held(), streams.tgt_held(), f.wanted)
+            if not broken and not tgt.fs.content_token:
+                broken = _target_rewritten(tgt, held, options.workers)
+            return broken
 
-    mode, reason = copy_mode(options, manifest_id=base.manifest_id, has_base=entries is not None, why_no_base=why,
-                             target_files=len(tgt_files), how=how, chain_broken=chain_broken)
-    if mode != "fast-forward":
-        return reconcile(src.fs, read_root, src_files, tgt.fs, tgt.root, tgt_files, options, mode=mode,
-                         reason=reason, recorded=entries), read_root, src_files, tgt_all
-    plan = fast_forward(src_files, held, options, reason=reason, moves=moves, changed=changed)
+        mode, reason = copy_mode(options, manifest_id=base.manifest_id, has_base=entries is not None,
+                                 why_no_base=why, target_files=len(tgt_files), how=how, chain_broken=chain_broken)
+        if mode != "fast-forward":
+            return sp.to_plan(sp.stream_reconcile(
+                src.fs, read_root, streams.src(), tgt.fs, tgt.root, streams.tgt(), options, mode=mode, reason=reason,
+                recorded=streams.recorded())), read_root, src_files, tgt_all
+        if changed is None and not moves:  # a listing against the manifest: the streamed merge
+            plan = sp.to_plan(sp.stream_fast_forward(streams.src(), streams.held(), options, reason=reason))
+        else:  # a snapshot diff's state (moves, what changed): O(changes) rules over the base
+            plan = fast_forward(src_files, held, options, reason=reason, moves=moves, changed=changed)
     if changed is None and not src.fs.content_token:  # a listing: the token alone proves nothing
         _confirm_by_checksum(src, read_root, plan, src_files, held, options.workers)
     _compare_unproven(src, read_root, tgt, plan, src_files, tgt_files, held, options, entries)
@@ -315,6 +342,46 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
         if rel not in src_files and rel in tgt_files and options.delete and rel not in plan.deletes:
             plan.deletes.append(rel)
     return plan, read_root, src_files, tgt_all
+
+
+class _Streams:
+    """The run's listings and base manifest as :class:`~dr_toolkit.copy.stream_plan.SortedStream`
+    (tree order; spilled as sorted runs under ``tmp`` past one batch), each made when first asked
+    and read as often as needed: the chain check and the plan read the same streams."""
+
+    def __init__(self, tmp: str, src: dict[str, FileStatus], tgt: dict[str, FileStatus], held: mf.Entries,
+                 entries: mf.Entries | None, pending: set[str]) -> None:
+        self.tmp, self._src, self._tgt, self._held, self._entries, self.pending = tmp, src, tgt, held, entries, pending
+        self._made: dict[str, Any] = {}
+
+    def _stream(self, name: str, items: Iterable[tuple[str, Any]], codec: Any) -> Any:
+        if name not in self._made:
+            self._made[name] = sp.SortedStream(items, codec, self.tmp, name=name)
+        return self._made[name]
+
+    def src(self) -> sp.SortedStream[FileStatus]:
+        return self._stream("src", self._src.items(), sp.STATUS)  # type: ignore[no-any-return]
+
+    def tgt(self) -> sp.SortedStream[FileStatus]:
+        return self._stream("tgt", self._tgt.items(), sp.STATUS)  # type: ignore[no-any-return]
+
+    def tgt_held(self) -> Iterable[tuple[str, FileStatus]]:
+        """The target's files but those a failed run left pending (the base does not vouch for them)."""
+        if not self.pending:
+            return self.tgt()
+        pending = {sp.tree_key(r) for r in self.pending}
+        return ((k, t) for k, t in self.tgt() if k not in pending)
+
+    def held(self) -> sp.SortedStream[mf.Entry]:
+        return self._stream("held", self._held.items(), sp.ENTRY)  # type: ignore[no-any-return]
+
+    def recorded(self) -> sp.SortedStream[mf.Entry] | None:
+        """The base manifest's entries, pending ones included: what a proof may use."""
+        if self._entries is None:
+            return None
+        if not self.pending:
+            return self.held()
+        return self._stream("recorded", self._entries.items(), sp.ENTRY)  # type: ignore[no-any-return]
 
 
 def _compare_unproven(src: Side, read_root: str, tgt: Side, plan: Plan, src_files: dict[str, FileStatus],
@@ -327,9 +394,13 @@ def _compare_unproven(src: Side, read_root: str, tgt: Side, plan: Plan, src_file
             and held[t.rel].version is None and held[t.rel].size == t.size}
     if not redo:
         return
-    sub = reconcile(src.fs, read_root, {r: src_files[r] for r in redo}, tgt.fs, tgt.root,
-                    {r: tgt_files[r] for r in redo}, options, mode=plan.mode, reason=plan.mode_reason,
-                    recorded=recorded)
+    with sp.Workdir() as tmp:
+        rec = None if recorded is None else \
+            sp.SortedStream(((r, recorded[r]) for r in redo if r in recorded), sp.ENTRY, tmp, name="rec")
+        sub = sp.to_plan(sp.stream_reconcile(
+            src.fs, read_root, sp.SortedStream(((r, src_files[r]) for r in redo), sp.STATUS, tmp, name="src"),
+            tgt.fs, tgt.root, sp.SortedStream(((r, tgt_files[r]) for r in redo), sp.STATUS, tmp, name="tgt"),
+            options, mode=plan.mode, reason=plan.mode_reason, recorded=rec))
     plan.copies = [t for t in plan.copies if t.rel not in redo] + sub.copies
     plan.keep.update(sub.keep)
     for k, v in sub.basis.items():
