@@ -114,6 +114,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     committed: dict[str, set[tuple[str, int]]] = {}
     hot_error: str | None = None
     live_topics: list[str] = []
+    live: dict[str, int] | None = None
     notes: list[str] = []
     patterns = any(p.groups_regex or p.topics_regex for p in topology.policies.kafka)
     if groups or patterns:
@@ -132,7 +133,7 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                                     record_resolved(ledger, p.name, listed_at,
                                                     {t: n for t, n in live.items() if p.selects_topic(t)})
                 if groups:  # one metadata call, the groups' committed offsets batched (client.committed_many)
-                    have = hot.topics()
+                    have = live if live is not None else hot.topics()
                     got = hot.committed_many(groups, have)
                     for g in groups:
                         committed[g] = {tp for tp in got[g] if not mirror.topic_excluded(g, tp[0])}

@@ -83,12 +83,11 @@ def test_batched_answers_equal_the_per_group_and_per_topic_paths(kafka_env, tmp_
         oracle.force_per_group = True
         have = batched.topics()
         got = batched.committed_many(groups, have)
-        assert batched.batched is True  # the batched path answered (PLAINTEXT brokers)
+        want = oracle.committed_many(groups, have)
+        assert got == want  # group by group, partition by partition
+        assert batched.batched is True and oracle.batched is False  # the batched path answered (PLAINTEXT)
         # 1 FindCoordinator + ⌈40 / 7⌉ = 6 OffsetFetch requests
         assert batched.offset_fetch_requests == 7, batched.offset_fetch_requests
-        want = oracle.committed_many(groups, have)
-        assert oracle.batched is False
-    assert got == want  # group by group, partition by partition
     with KafkaCluster(hot, timeout_s=15) as batched, KafkaCluster(hot, timeout_s=15) as oracle:
         oracle.force_per_group = True  # librdkafka's admin ListOffsets
         parts = [(t, p) for t in [*topics, lone] for p in range(2 if t == lone else 3)]
