@@ -356,7 +356,7 @@ class _Streams:
 
     def _stream(self, name: str, items: Iterable[tuple[str, Any]], codec: Any) -> Any:
         if name not in self._made:
-            self._made[name] = sp.SortedStream(items, codec, self.tmp, name=name)
+            self._made[name] = sp.SortedStream(items, codec, self.tmp, batch=sp.BATCH, name=name)
         return self._made[name]
 
     def src(self) -> sp.SortedStream[FileStatus]:
@@ -396,10 +396,10 @@ def _compare_unproven(src: Side, read_root: str, tgt: Side, plan: Plan, src_file
         return
     with sp.Workdir() as tmp:
         rec = None if recorded is None else \
-            sp.SortedStream(((r, recorded[r]) for r in redo if r in recorded), sp.ENTRY, tmp, name="rec")
+            sp.SortedStream(((r, recorded[r]) for r in redo if r in recorded), sp.ENTRY, tmp, batch=sp.BATCH, name="rec")
         sub = sp.to_plan(sp.stream_reconcile(
-            src.fs, read_root, sp.SortedStream(((r, src_files[r]) for r in redo), sp.STATUS, tmp, name="src"),
-            tgt.fs, tgt.root, sp.SortedStream(((r, tgt_files[r]) for r in redo), sp.STATUS, tmp, name="tgt"),
+            src.fs, read_root, sp.SortedStream(((r, src_files[r]) for r in redo), sp.STATUS, tmp, batch=sp.BATCH, name="src"),
+            tgt.fs, tgt.root, sp.SortedStream(((r, tgt_files[r]) for r in redo), sp.STATUS, tmp, batch=sp.BATCH, name="tgt"),
             options, mode=plan.mode, reason=plan.mode_reason, recorded=rec))
     plan.copies = [t for t in plan.copies if t.rel not in redo] + sub.copies
     plan.keep.update(sub.keep)
