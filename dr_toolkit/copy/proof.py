@@ -185,12 +185,16 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
     why: str | None = None
     before: list[Any] | None = None
     try:
-        before = _newest([r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri])
-        fs = open_fs(tgt, access)
-        try:
-            base = cold_baseline(fs, tgt.path)
-        finally:
-            fs.close()
+        runs = [r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri]
+        before = _newest(runs)
+        if not any(r["status"] == "succeeded" for r in runs):
+            why = "no run of this target succeeded: nothing to prove"
+        else:
+            fs = open_fs(tgt, access)
+            try:
+                base = cold_baseline(fs, tgt.path)
+            finally:
+                fs.close()
     except LedgerUnreachable:
         raise
     except Exception as exc:  # noqa: BLE001 - the full check stands; only no proof is recorded
