@@ -6,7 +6,7 @@ base manifest and the plan as dictionaries: about 1.15 KiB a file. Here each inp
 :class:`SortedStream` — ``(rel, value)`` pairs in *tree order* (:func:`tree_key`: a path directly
 followed by everything below it), sorted in runs of ``batch`` entries, each run spilled to a
 temporary directory when the input is larger than one batch, and merged back with
-:func:`heapq.merge` (an external sort) — and one merge pass over the streams decides every path,
+:func:`merge_blocks` (an external sort) — and one merge pass over the streams decides every path,
 calling :mod:`~dr_toolkit.copy.plan`'s per-entry rules (:func:`~dr_toolkit.copy.plan.reconcile_entry`,
 :func:`~dr_toolkit.copy.plan.unchanged` and :func:`~dr_toolkit.copy.plan.forward_task`,
 :func:`~dr_toolkit.copy.plan.target_kept`, :func:`~dr_toolkit.copy.plan.entry_break`,
@@ -16,9 +16,18 @@ waits until the next path shows whether a path new on the source lies below it (
 then it is a ``blocker``); in a real namespace (no file has entries below it) that is the very
 next path, so the delay is bounded by the tree's depth.
 
+Speed (figures in benchmarks/README.md): a run is written in chunks of ``CHUNK`` entries stored in columns (the
+keys, then the values' fields in one flat list: :class:`Codec`) and marshalled, so encoding and
+decoding are C loops; the merge takes every run's entries up to the smallest last key in hand and
+sorts them with one ``list.sort`` (:func:`merge_blocks`) instead of a heap operation an entry; a
+spilled listing comes back as :class:`Listed` tuples (FileStatus's fields by name) rather than
+frozen dataclasses; the passes pause the cyclic garbage collector (:func:`gc_paused`); the
+manifest written compresses on a thread of its own; and :func:`sorted_in_process` sorts one input
+(the benchmark's base manifest) in a forked process on the other core.
+
 What stays in memory: one batch per sorter while it reads its input, ``CHUNK`` entries per run
-while merging (runs are merged ``FANIN`` at a time), one batch of decisions, and two stacks as
-deep as the tree. :func:`to_plan` gathers the decisions into a :class:`~dr_toolkit.copy.plan.Plan`
+while merging (runs are merged ``FANIN`` at a time) and one merged block, one batch of decisions,
+and two stacks as deep as the tree. :func:`to_plan` gathers the decisions into a :class:`~dr_toolkit.copy.plan.Plan`
 (the oracle test compares that with the in-memory planner's, entry by entry); a consumer that
 writes them to disk (:func:`write_manifest`) stays O(batch).
 
@@ -34,19 +43,22 @@ from __future__ import annotations
 
 import gc
 import gzip
-import heapq
 import io
 import json
+import marshal
 import os
-import pickle
 import shutil
 import tempfile
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
-from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from dataclasses import dataclass
+from functools import partial
+from itertools import chain, islice
+from operator import attrgetter, itemgetter
+from typing import IO, TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 from dr_toolkit.copy.manifest import CHUNK_ENTRIES, Entry
 from dr_toolkit.copy.plan import (
@@ -67,16 +79,17 @@ from dr_toolkit.fs.base import FileStatus, FileSystem
 if TYPE_CHECKING:
     from dr_toolkit.topology import CopyOptions
 
-# Memory: a sorter holds up to BATCH entries (~450-600 bytes each as tuples), and a stream below
-# one batch stays in memory while the next input is sorted: ~2 x BATCH entries at the peak of the
-# sort phase; the merge holds CHUNK entries + READ_BUFFER bytes per run (runs = entries / BATCH
-# per input, at most FANIN: 100,000,000 entries make 400 runs an input, one merge level).
-BATCH = 250_000  # entries a sorter holds before it spills a sorted run
-CHUNK = 512  # entries per pickled chunk of a run: what one run holds in memory while merged
+# Memory: a sorter holds up to BATCH entries (~450-600 bytes each), and a stream below one batch
+# stays in memory while the next input is sorted: ~2 x BATCH entries at the peak of the sort
+# phase; the merge holds one chunk per run (CHUNK entries, decoded) and one merged block (at most
+# a chunk per run): runs = entries / BATCH per input, at most FANIN (100,000,000 entries make 200
+# runs an input, one merge level: ~2 x 400 x CHUNK entries in memory while merging).
+BATCH = 500_000  # entries a sorter holds before it spills a sorted run
+CHUNK = 2048  # entries per marshalled chunk of a run: what one run holds in memory while merged
 FANIN = 512  # runs merged at once: more are first merged into longer runs (open files, buffers)
 READ_BUFFER = 64 * 1024  # bytes buffered per run while merged
-#: runs' chunks compressed (zlib level 1): a listing's run takes ~300 bytes an entry as pickled
-#: tuples, so 100,000,000 entries would take ~60 GB of runs for two inputs uncompressed
+#: runs' chunks compressed (zlib level 1): a listing's run takes ~250 bytes an entry as marshalled
+#: tuples, so 100,000,000 entries would take ~50 GB of runs for two inputs uncompressed
 COMPRESS = False
 
 #: the basis of files a listing fast-forward keeps (counted, no samples: as plan.fast_forward)
@@ -112,35 +125,39 @@ def key_rel(key: str) -> str:
 
 @dataclass(frozen=True)
 class Codec(Generic[V]):
-    """How a stream's values are written to its runs: as plain tuples (pickled fast)."""
+    """How a stream's values are written to its runs and read back: each value as ``width``
+    plain fields (``fields``: a value's fields in order; None when the value is a tuple of them
+    already), ``make`` the value again from them. A chunk is stored in columns — its keys, then
+    every value's fields in one flat list — so both ways are C loops (map, chain, zip), no
+    Python frame an entry."""
 
-    encode: Callable[[V], tuple[Any, ...]]
-    decode: Callable[[tuple[Any, ...]], V]
-
-
-def _status_tuple(s: FileStatus) -> tuple[Any, ...]:
-    return s.path, s.size, s.mtime, s.is_dir, s.permission, s.version, s.block_size
-
-
-_STATUS_FIELDS = tuple(f.name for f in fields(FileStatus))
-_new = object.__new__
-_set = object.__setattr__
+    width: int
+    fields: Callable[[V], Iterable[Any]] | None
+    make: Callable[[tuple[Any, ...]], V]
 
 
-def _status(t: tuple[Any, ...]) -> FileStatus:
-    """``FileStatus(*t)`` at two thirds of its cost (a frozen dataclass's __init__ sets each field
-    through object.__setattr__; here its __dict__ is set once)."""
-    s = _new(FileStatus)
-    _set(s, "__dict__", dict(zip(_STATUS_FIELDS, t, strict=True)))
-    return s
+class Listed(NamedTuple):
+    """A listed file's status as read back from a run: :class:`~dr_toolkit.fs.base.FileStatus`'s
+    fields by name and in order — all the per-entry rules read — made by one C call (a frozen
+    dataclass costs ~2.7 µs an entry to build: 2.9 s of a 1,000,000-entry plan)."""
+
+    path: str
+    size: int
+    mtime: float
+    is_dir: bool = False
+    permission: str | None = None
+    version: str | None = None
+    block_size: int | None = None
 
 
-def _entry(t: tuple[Any, ...]) -> Entry:
-    return tuple.__new__(Entry, t)  # Entry._make without the classmethod call
+_STATUS_FIELDS = Listed._fields
+_new_tuple = tuple.__new__
 
-
-STATUS: Codec[FileStatus] = Codec(_status_tuple, _status)
-ENTRY: Codec[Entry] = Codec(tuple, _entry)
+STATUS: Codec[FileStatus] = Codec(len(_STATUS_FIELDS), attrgetter(*_STATUS_FIELDS),
+                                  cast(Callable[[tuple[Any, ...]], FileStatus], partial(_new_tuple, Listed)))
+ENTRY: Codec[Entry] = Codec(len(Entry._fields), None, partial(_new_tuple, Entry))
+_key = itemgetter(0)
+_value = itemgetter(1)
 
 
 class SortedStream(Generic[V]):
@@ -157,78 +174,164 @@ class SortedStream(Generic[V]):
         self.mem: list[tuple[str, V]] = []  # the input when it holds at most one batch: never encoded
         self.count = 0
         self._made = 0
-        enc = codec.encode
-        buf: list[tuple[str, V]] = []
-        for rel, v in items:
-            buf.append((rel.replace("/", "\0"), v))
-            if len(buf) >= batch:
-                self.count += len(buf)
-                buf.sort(key=_first)
-                self._spill([(k, enc(v)) for k, v in buf])
-                buf = []
+        it = iter(items)
+        while True:
+            buf = [(rel.replace("/", "\0"), v) for rel, v in islice(it, batch)]
+            self.count += len(buf)
+            buf.sort(key=_key)
+            if len(buf) < batch and not self.runs:
+                self.mem = buf
+                return
+            if buf:
+                self._spill([buf])
                 if len(self.runs) >= FANIN:
                     self._collapse()
-        self.count += len(buf)
-        buf.sort(key=_first)
-        if self.runs and buf:
-            self._spill([(k, enc(v)) for k, v in buf])
-        else:
-            self.mem = buf
+            if len(buf) < batch:
+                return
 
-    def _spill(self, items: Iterable[tuple[str, tuple[Any, ...]]]) -> None:
+    def _spill(self, blocks: Iterable[list[tuple[str, V]]]) -> None:
+        """Sorted blocks of entries written as one run, CHUNK entries a chunk."""
         self._made += 1
         path = os.path.join(self.workdir, f"{self.name}-{self._made:06d}.run")
         with open(path, "wb") as f:
-            chunk: list[tuple[str, tuple[Any, ...]]] = []
-            for it in items:
-                chunk.append(it)
-                if len(chunk) >= CHUNK:
-                    _write_chunk(f, chunk, self.compress)
-                    chunk = []
-            if chunk:
-                _write_chunk(f, chunk, self.compress)
+            rest: list[tuple[str, V]] = []
+            for block in blocks:
+                if rest:
+                    block = rest + block
+                n = len(block) - len(block) % CHUNK
+                for i in range(0, n, CHUNK):
+                    _write_chunk(f, block[i:i + CHUNK], self.codec, self.compress)
+                rest = block[n:]
+            if rest:
+                _write_chunk(f, rest, self.codec, self.compress)
         self.runs.append(path)
+
+    def adopt(self, runs: list[str], count: int) -> None:
+        """Runs another process sorted and spilled for this stream (see :func:`sorted_in_process`)."""
+        self.runs, self.count, self.mem = runs, count, []
 
     def _collapse(self) -> None:
         """FANIN runs merged into one (an external merge of runs: fewer open files and buffers)."""
         runs, self.runs = self.runs, []
-        self._spill(heapq.merge(*(_read_run(p, self.compress) for p in runs)))
+        self._spill(merge_blocks([_read_run(p, self.codec, self.compress) for p in runs]))
         for p in runs:
             os.unlink(p)
+
+    def blocks(self) -> Iterator[list[tuple[str, V]]]:
+        """The pairs in tree order, a sorted block at a time."""
+        if not self.runs:
+            yield self.mem
+            return
+        yield from merge_blocks([_read_run(p, self.codec, self.compress) for p in self.runs])
 
     def __iter__(self) -> Iterator[tuple[str, V]]:
         if not self.runs:
             return iter(self.mem)
-        return self._merged()
-
-    def _merged(self) -> Iterator[tuple[str, V]]:
-        dec = self.codec.decode
-        for k, t in heapq.merge(*(_read_run(p, self.compress) for p in self.runs)):
-            yield k, dec(t)
+        return chain.from_iterable(self.blocks())
 
 
-def _first(item: tuple[str, Any]) -> str:
-    return item[0]
+def sorted_in_process(make: Callable[[], Iterable[tuple[str, V]]], codec: Codec[V], workdir: str, *,
+                      batch: int = BATCH, name: str = "s") -> Callable[[], SortedStream[V]]:
+    """A :class:`SortedStream` built in a forked process (its input read, sorted and spilled
+    there, on the other core) while this one does something else; the function returned waits
+    for it and gives the stream, read from the runs it left under ``workdir``. For a process
+    with no other threads (a fork copies only the calling thread: a lock another one holds would
+    stay held in the child) — the benchmark's manifest read; the copy run does not fork."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        s = SortedStream(make(), codec, workdir, batch=batch, name=name)
+        if s.mem:
+            s._spill([s.mem])
+        send.send((s.runs, s.count))
+
+    proc = ctx.Process(target=child, name=f"sort-{name}")
+    proc.start()
+    send.close()
+
+    def result() -> SortedStream[V]:
+        try:
+            runs, count = recv.recv()
+        except EOFError:
+            runs = None
+        proc.join()
+        if runs is None or proc.exitcode:
+            raise OSError(f"sorting {name} in a process of its own failed (exit code {proc.exitcode})")
+        s: SortedStream[V] = SortedStream((), codec, workdir, batch=batch, name=name)
+        s.adopt(runs, count)
+        return s
+
+    return result
 
 
-def _write_chunk(f: IO[bytes], chunk: list[tuple[str, tuple[Any, ...]]], compress: bool) -> None:
-    """One chunk of a run: its length (4 bytes), then its pickle (zlib level 1 when ``compress``)."""
-    data = pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+def merge_blocks(runs: list[Iterator[list[tuple[str, Any]]]]) -> Iterator[list[tuple[str, Any]]]:
+    """Sorted runs, each read a chunk at a time, merged into sorted blocks. Each round takes from
+    every run its entries up to the smallest of the last keys in hand (all smaller keys of every
+    run are then in hand: the block is complete up to there) and one ``list.sort`` puts them in
+    order — Timsort merges the sorted pieces in C — instead of one heap operation an entry in
+    Python (:func:`heapq.merge`: 1.8 µs an entry)."""
+    heads: list[list[Any]] = []  # [chunk, position, the run's iterator]
+    for r in runs:
+        c = next(r, None)
+        if c:
+            heads.append([c, 0, r])
+    while len(heads) > 1:
+        bound = min(h[0][-1][0] for h in heads)
+        out: list[tuple[str, Any]] = []
+        live = []
+        for h in heads:
+            c, pos, r = h
+            if c[-1][0] <= bound:
+                out += c[pos:] if pos else c
+                nxt = next(r, None)
+                if nxt:
+                    h[0], h[1] = nxt, 0
+                    live.append(h)
+            else:
+                j = bisect_right(c, bound, pos, key=_key)
+                if j > pos:
+                    out += c[pos:j]
+                    h[1] = j
+                live.append(h)
+        heads = live
+        out.sort(key=_key)
+        yield out
+    if heads:
+        c, pos, r = heads[0]
+        yield c[pos:] if pos else c
+        yield from r
+
+
+def _write_chunk(f: IO[bytes], chunk: list[tuple[str, V]], codec: Codec[V], compress: bool) -> None:
+    """One chunk of a run: its length (4 bytes), then the marshal (version 2: no references to
+    track, the fastest here) of its keys and its values' fields in one flat list (zlib level 1
+    when ``compress``)."""
+    values = map(_value, chunk)
+    flat = list(chain.from_iterable(values if codec.fields is None else map(codec.fields, values)))
+    data = marshal.dumps((list(map(_key, chunk)), flat), 2)
     if compress:
         data = zlib.compress(data, 1)
     f.write(len(data).to_bytes(4, "little"))
     f.write(data)
 
 
-def _read_run(path: str, compress: bool) -> Iterator[tuple[str, tuple[Any, ...]]]:
+def _read_run(path: str, codec: Codec[V], compress: bool) -> Iterator[list[tuple[str, V]]]:
+    """A run's chunks, one list of ``(key, value)`` at a time (the files are this process's own:
+    marshal, not an exchange format)."""
+    make, width = codec.make, codec.width
     with open(path, "rb", buffering=READ_BUFFER) as f:
-        loads = pickle.loads
+        loads = marshal.loads
         while True:
             head = f.read(4)
             if not head:
                 return
             data = f.read(int.from_bytes(head, "little"))
-            yield from loads(zlib.decompress(data) if compress else data)
+            keys, flat = loads(zlib.decompress(data) if compress else data)
+            it = iter(flat)
+            yield list(zip(keys, map(make, zip(*[it] * width, strict=True)), strict=True))
 
 
 _A = TypeVar("_A")
@@ -436,27 +539,51 @@ def stream_fast_forward(src: SortedStream[FileStatus], base: SortedStream[Entry]
     def gen(run: Streamed) -> Iterator[list[Decision]]:
         ways = _Ways(default)
         out: list[Decision] = []
-        for key, s, e in align(src, base):
-            rel = key_rel(key)
+        add = out.append
+        files = size = 0
+        new = tuple.__new__  # a Decision without its Python-level __new__: ~1,000,000 a plan
+        ia, ib = iter(src), iter(base)
+        na, nb = next(ia, None), next(ib, None)
+        s: FileStatus | None
+        e: Entry | None
+        while True:  # align(src, base), inlined: one generator frame less an entry
+            if na is None:
+                if nb is None:
+                    break
+                key, e = nb
+                s, nb = None, next(ib, None)
+            elif nb is None or na[0] < nb[0]:
+                key, s = na
+                e, na = None, next(ia, None)
+            elif na[0] == nb[0]:
+                key, s = na
+                e, na, nb = nb[1], next(ia, None), next(ib, None)
+            else:
+                key, e = nb
+                s, nb = None, next(ib, None)
+            rel = key.replace("\0", "/")
             if s is None:
                 ways.gone(rel, e, out)
             else:
-                run.files_total += 1
-                run.bytes_total += s.size
+                files += 1
+                size += s.size
                 if e is None:
                     ways.new(rel, out)
-                    out.append(Decision(rel, "copy", forward_task(rel, s, None, f)))
+                    add(new(Decision, (rel, "copy", forward_task(rel, s, None, f), None, False)))
                 else:
                     if ways.new_files or ways.pending:  # (nothing to leave: no call)
                         ways.both(rel, out)
                     if unchanged(e, s):
-                        out.append(Decision(rel, "keep", e, SAME))
+                        add(new(Decision, (rel, "keep", e, SAME, False)))
                     else:
-                        out.append(Decision(rel, "copy", forward_task(rel, s, e, f)))
+                        add(new(Decision, (rel, "copy", forward_task(rel, s, e, f), None, False)))
             if len(out) >= batch:
+                run.files_total, run.bytes_total = files, size
                 yield out
                 out = []
+                add = out.append
         ways.end(out)
+        run.files_total, run.bytes_total = files, size
         if out:
             yield out
 
@@ -526,37 +653,56 @@ class Workdir:
 # --- manifests as streams (the format of dr_toolkit.copy.manifest; to move there) ----------------------
 
 
+@gc_paused()
 def write_manifest(out: IO[bytes], header: dict[str, Any], entries: Iterable[tuple[str, Entry]]) -> int:
     """A manifest written as its entries come (``manifest.encode``'s format, CHUNK_ENTRIES to a
-    line); returns the number of entries."""
+    line); returns the number of entries. The compression runs on a thread of its own (zlib
+    lets go of the interpreter lock): it overlaps the encoding of the next lines (and whatever
+    produces the entries) on a second core."""
     n = 0
-    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz:
-        w = io.BufferedWriter(gz, buffer_size=1 << 20)
-        w.write((json.dumps({"header": header}) + "\n").encode())
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz, ThreadPoolExecutor(1) as writer:
+        pending: list[Future[int]] = []
+        buf: list[bytes] = [(json.dumps({"header": header}) + "\n").encode()]
+        size = 0
+
+        def put(data: bytes) -> None:
+            nonlocal buf, size
+            buf.append(data)
+            size += len(data)
+            if size >= 1 << 20:
+                while len(pending) >= 2:
+                    pending.pop(0).result()
+                pending.append(writer.submit(gz.write, b"".join(buf)))
+                buf, size = [], 0
+
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         rows: list[tuple[Any, ...]] = []
+        add = rows.append
         for p, e in entries:
-            rows.append((p, *e))
+            add((p, *e))
             if len(rows) >= CHUNK_ENTRIES:
-                w.write(dumps(rows).encode() + b"\n")
+                put(dumps(rows).encode() + b"\n")
                 n += len(rows)
                 rows = []
+                add = rows.append
         if rows:
-            w.write(dumps(rows).encode() + b"\n")
+            put(dumps(rows).encode() + b"\n")
             n += len(rows)
-        w.flush()
+        for fut in pending:
+            fut.result()
+        if buf:
+            gz.write(b"".join(buf))
     return n
 
 
 def read_manifest(f: IO[bytes]) -> Iterator[tuple[str, Entry]]:
     """A manifest's entries one at a time (``manifest.decode``'s rows, without the dictionary)."""
-    make = Entry._make
+    new = tuple.__new__  # Entry._make without its Python frame
     with gzip.GzipFile(fileobj=f) as gz:
         for line in io.BufferedReader(gz, buffer_size=1 << 20):
             d = json.loads(line)
             if isinstance(d, list):
-                for r in d:
-                    yield r[0], (make(r[1:]) if len(r) == 10 else Entry(*r[1:]))
+                yield from [(r[0], new(Entry, r[1:]) if len(r) == 10 else Entry(*r[1:])) for r in d]
             elif "header" not in d:
                 yield d["p"], Entry(d["s"], d["m"], d.get("c"), d.get("tm"), d.get("v"), d.get("sc"), d.get("tv"),
                                     bool(d.get("o")))

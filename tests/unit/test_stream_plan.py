@@ -296,11 +296,12 @@ def test_reconcile_streamed_equals_in_memory(seed: int, tmp_path: Path) -> None:
 # --- the pieces -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize(("compress", "chunk"), [(False, 2048), (True, 2048), (False, 3), (True, 4)])
 def test_external_sort_merges_runs_in_tree_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 compress: bool) -> None:
+                                                 compress: bool, chunk: int) -> None:
     monkeypatch.setattr(sp, "FANIN", 4)  # runs merged into longer runs on the way
     monkeypatch.setattr(sp, "COMPRESS", compress)
+    monkeypatch.setattr(sp, "CHUNK", chunk)  # 3, 4: many chunks a run (merge_blocks reads the next ones)
     rng = random.Random(5)
     rels = list({_path(rng, 5) for _ in range(3000)})
     rng.shuffle(rels)
@@ -344,3 +345,21 @@ def test_the_trees_hold_what_the_reconcile_oracle_must_attack(tmp_path: Path) ->
                      ("proven", sum(p.basis.values())), ("fallbacks", len(p.fallbacks)), ("read", len(p.files_read))]:
             seen[k] = seen.get(k, 0) + n
     assert all(n > 10 for n in seen.values()) and len(seen) == 7, seen
+
+
+def test_a_listing_spilled_comes_back_field_for_field(tmp_path: Path) -> None:
+    """A FileStatus through a run (columns, marshalled) comes back as a Listed tuple with the same
+    fields by name; a stream sorted in a forked process reads back the same as one sorted here."""
+    rng = random.Random(7)
+    rels = sorted({_path(rng, 4) for _ in range(500)})
+    d = {r: FileStatus(f"/root/{r}", i, i / 7, False, rng.choice([None, "644"]), rng.choice([None, f"v{i}"]),
+                       rng.choice([None, 134217728])) for i, r in enumerate(rels)}
+    with sp.Workdir(str(tmp_path)) as work:
+        here = sp.SortedStream(d.items(), sp.STATUS, work, batch=7, name="here")
+        there = sp.sorted_in_process(lambda: iter(d.items()), sp.STATUS, work, batch=7, name="there")()
+        assert here.runs and there.runs and here.count == there.count == len(d)
+        a, b = list(here), list(there)
+        assert a == b and len(a) == len(d)
+        for k, s in a:
+            want = d[sp.key_rel(k)]
+            assert isinstance(s, sp.Listed) and s._asdict() == {f: getattr(want, f) for f in sp.Listed._fields}
