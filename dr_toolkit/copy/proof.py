@@ -34,6 +34,7 @@ belief. Our own writes are never its evidence: cold's snapshot and counters are 
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from dr_toolkit.signal import Signal, iso
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
     from dr_toolkit.fs.base import FileSystem
+    from dr_toolkit.fs.uri import Location
     from dr_toolkit.ledger import Ledger
     from dr_toolkit.topology import HdfsPolicy, Topology
 
@@ -269,6 +271,35 @@ def _pending(diff: list[Any]) -> list[Any]:
     return [e for e in diff if not (e.type == "M" and (e.path == "" or e.path in parents))]
 
 
+def _cold_side(tgt: Location, access: Access, cold: dict[str, Any], calls: Calls) -> tuple[str | None, str]:
+    fs = open_fs(tgt, access)
+    try:
+        return _cold_unchanged(fs, tgt.path, cold, calls)
+    finally:
+        fs.close()
+
+
+def _hot_changes(src: Location, access: Access, snap: Any, sid: Any, calls: Calls) -> tuple[int | None, str, str]:
+    """(entries changed on hot since the run's snapshot — None: not known —, the basis, an example)."""
+    if not (snap and sid):
+        return None, ("hot's changes since the run's listing are not known without the run's snapshot of hot "
+                      "(policy option snapshots off, or hot not snapshottable): a full check counts them"), ""
+    fs = open_fs(src, access)
+    try:
+        calls.did("GETSNAPSHOTLIST")
+        info = fs.snapshots(src.path).get(str(snap))
+        if info is None or info.identity != sid:
+            return None, (f"hot's snapshot {snap} of the run is gone or was re-created: hot's changes since the run "
+                          "are not known (a full check counts them)"), ""
+        calls.did("GETSNAPSHOTDIFF")
+        pend = _pending(fs.snapshot_diff(src.path, str(snap), ""))
+    finally:
+        fs.close()
+    example = f" (e.g. {pend[0].type} {pend[0].path})" if pend else ""
+    return len(pend), (f"hot since the run's listing: the NameNode's snapshot diff from {snap} ({sid}) to now names "
+                       f"{len(pend)} changed entries{example} (policy filters not applied: counted whole)"), example
+
+
 def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float, policy: HdfsPolicy,
                  target: str) -> tuple[Signal | None, str | None]:
     """``(signal, None)`` when the quick path proves the safe time (the signal may still be not
@@ -291,36 +322,15 @@ def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float,
         mrow = ledger.manifest(str(p["manifest_id"]))
         if mrow is None:
             return None, f"the manifest {p['manifest_id']} of the proof is no longer in the ledger"
-        cold_fs = open_fs(tgt, access)
-        try:
-            why, cold_basis = _cold_unchanged(cold_fs, tgt.path, p.get("cold") or {}, calls)
-        finally:
-            cold_fs.close()
+        snap, sid = p.get("hot_snapshot"), p.get("hot_snapshot_id")
+        # cold and hot asked side by side: each side's diff is one call, but the NameNode walks its tree
+        with cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="drt-hdfs-quick") as ex:
+            hot_fut = ex.submit(_hot_changes, src, access, snap, sid, hot_calls := Calls())
+            why, cold_basis = _cold_side(tgt, access, p.get("cold") or {}, calls)
+            hot_pending, hot_basis, example = hot_fut.result()
+        calls.update(hot_calls)
         if why is not None:
             return None, why
-        hot_pending: int | None = None
-        hot_basis = ("hot's changes since the run's listing are not known without the run's snapshot of hot "
-                     "(policy option snapshots off, or hot not snapshottable): a full check counts them")
-        example = ""
-        snap, sid = p.get("hot_snapshot"), p.get("hot_snapshot_id")
-        if snap and sid:
-            hot_fs = open_fs(src, access)
-            try:
-                calls.did("GETSNAPSHOTLIST")
-                info = hot_fs.snapshots(src.path).get(str(snap))
-                if info is not None and info.identity == sid:
-                    calls.did("GETSNAPSHOTDIFF")
-                    pend = _pending(hot_fs.snapshot_diff(src.path, str(snap), ""))
-                    hot_pending = len(pend)
-                    example = f" (e.g. {pend[0].type} {pend[0].path})" if pend else ""
-                    hot_basis = (f"hot since the run's listing: the NameNode's snapshot diff from {snap} ({sid}) to now "
-                                 f"names {hot_pending} changed entries{example} (policy filters not applied: "
-                                 "counted whole)")
-                else:
-                    hot_basis = (f"hot's snapshot {snap} of the run is gone or was re-created: hot's changes since "
-                                 "the run are not known (a full check counts them)")
-            finally:
-                hot_fs.close()
     except LedgerUnreachable:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure: nothing proven quickly
