@@ -59,9 +59,15 @@ GATE_GOAL_S = 30.0
 
 # Per request (s) and per item (s) on the real brokers of this machine, from
 # `benchmarks/kafka_100k_bench.py --real` (printed there as "latency model"); --sim sleeps these.
-LAT = {"metadata": (0.004, 2e-6), "list_offsets": (0.003, 4e-6), "describe_configs": (0.003, 3e-5),
-       "offset_fetch": (0.003, 2e-6), "fetch": (0.0012, 3e-6), "find_coordinator": (0.002, 1e-6),
+LAT = {"metadata": (0.005, 3.8e-5), "list_offsets": (0.0047, 9.46e-5), "describe_configs": (0.005, 3e-5),
+       "offset_fetch": (0.0054, 1.15e-5), "fetch": (0.0017, 5e-6), "find_coordinator": (0.005, 1e-6),
        "consumer": (0.010, 0.0)}
+# Measured by `kafka_100k_bench.py --real --heap 1g` (10,000 partitions, 2,000 groups, load average ~20 on
+# this 2-core machine): metadata 380 ms for 10,000 partitions; ListOffsets 4.7 ms + 94.6 µs per partition;
+# batched OffsetFetch 5.4 ms + 11.5 µs per group-partition; one fetch 1.7 ms. A record's client cost is
+# the fingerprint the simulation computes for real (plus 5 µs). BROKERS: partition leaders answering
+# ListOffsets in parallel (wire.OffsetLister asks each leader at once); 1 = every partition on one broker.
+BROKERS = [1]
 
 
 class Counts:
@@ -146,12 +152,12 @@ def counting(base: type[KafkaCluster]) -> type[KafkaCluster]:
 
 class Model:
     """T topics × P partitions and G groups. Partition (t, p) holds ``end`` records (offsets 0…end−1),
-    record o stamped ``base + o·gap`` (gap 60 s; 5 % of partitions busy: 1 s), key ``k{o % 13}``;
+    record o stamped ``base + o·gap`` (gap 60 s; a fraction ``busy`` of partitions (5 %): 1 s), key ``k{o % 13}``;
     cold holds the same records at the same offsets, 1 % of partitions 2 records short. Group j
     has committed every partition of topic j mod T: 70 % at the end, the others at one of 3
     positions per partition."""
 
-    def __init__(self, topics: int, partitions: int, groups: int, seed: int) -> None:
+    def __init__(self, topics: int, partitions: int, groups: int, seed: int, busy: float = 0.05) -> None:
         rng = random.Random(seed)
         self.names = [f"t{i:05d}" for i in range(topics)]
         self.P = partitions
@@ -163,7 +169,7 @@ class Model:
         for t in self.names:
             for p in range(partitions):
                 n = rng.randrange(40, 120)
-                gap = 1000 if rng.random() < 0.05 else 60_000
+                gap = 1000 if rng.random() < busy else 60_000
                 self.end[(t, p)], self.gap[(t, p)] = n, gap
                 self.base[(t, p)] = now_ms - n * gap - 3_600_000
                 if rng.random() < 0.01:
@@ -233,14 +239,14 @@ class SimCluster(KafkaCluster):
     def watermarks_many(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int] | str]:
         if not tps:
             return {}
-        _sleep("list_offsets", len(tps))
-        _sleep("list_offsets", len(tps))
+        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
+        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
         return {tp: (0, self.model.ends(self.role, tp)) for tp in tps}
 
     def stable_ends(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if not tps:
             return {}
-        _sleep("list_offsets", len(tps))
+        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
         return {tp: self.model.ends(self.role, tp) for tp in tps}
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
@@ -353,9 +359,14 @@ def measure(label: str, mirror: Mirror, counts: Counts, topo: Any, groups: list[
     if seed is not None:  # the gate alone: the ledger holds a checkpoint of every group, written from the model
         t0 = time.monotonic()
         now = time.time()
-        ledger.add_checkpoint("ckpt-seeded", [
-            Checkpoint(g, t, p, off, log_start_offset=0, high_watermark=seed.end[(t, p)], taken_at=now).to_json()
-            for g in groups for (t, p), off in seed.groups[g].items()])
+        from sqlalchemy import text
+
+        rows = [{"id": "ckpt-seeded", "g": g, "t": t, "p": p, "o": off, "hi": seed.end[(t, p)], "at": now}
+                for g in groups for (t, p), off in seed.groups[g].items()]
+        with ledger._tx() as conn:  # executemany: the seeding is not what is measured
+            conn.execute(text("INSERT INTO kafka_checkpoints (checkpoint_id, group_id, topic, partition_id, "
+                              "committed_offset, log_start_offset, high_watermark, taken_at) "
+                              "VALUES (:id, :g, :t, :p, :o, 0, :hi, :at)"), rows)
         print(f"[{label}] checkpoint NOT run (--gate-only): the ledger seeded with one checkpoint row per committed "
               f"group-partition from the model in {time.monotonic() - t0:.1f}s")
         return gate(label, mirror, counts, topo, ledger, access, res)
@@ -461,7 +472,8 @@ def baseline(label: str, mirror: Mirror, counts: Counts, topics: list[str], grou
 def run_sim(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="drt-k100k-sim-"))
     t0 = time.monotonic()
-    model = Model(args.topics, args.partitions, args.groups, args.seed)
+    model = Model(args.topics, args.partitions, args.groups, args.seed, args.busy)
+    BROKERS[0] = args.brokers
     counts = Counts()
     cls = counting(SimCluster)
 
@@ -476,7 +488,8 @@ def run_sim(args: argparse.Namespace) -> None:
     P = len(model.end)
     print(f"simulated: {args.topics:,} topics × {args.partitions} partitions = {P:,} partitions, {len(groups):,} groups "
           f"({sum(len(v) for v in model.groups.values()):,} group-partitions), model built in "
-          f"{time.monotonic() - t0:.1f}s; latency model {LAT}")
+          f"{time.monotonic() - t0:.1f}s; busy partitions (1 record/s) {args.busy:.0%}, the others 1 record/min; "
+          f"{args.brokers} broker(s); latency model {LAT}")
     res = measure("sim", mirror, counts, topo, groups, work, model.groups, model if args.gate_only else None)
     G = len(groups)
     print(f"[sim] requests as a function of size: checkpoint {res.get('checkpoint_requests', 0):,.0f}, remap "
@@ -656,6 +669,8 @@ def main() -> None:
     ap.add_argument("--heap", default="1g", help="--real: each broker's JVM heap (the tests' 384m thrashes at 10,000 partitions)")
     ap.add_argument("--baseline-sample", type=int, default=5)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--busy", type=float, default=0.05, help="--sim: fraction of partitions with 1 record/s")
+    ap.add_argument("--brokers", type=int, default=1, help="--sim: partition leaders answering ListOffsets in parallel")
     ap.add_argument("--gate-only", action="store_true", help=(
         "--sim: skip the checkpoint and remap (the ledger is seeded with a checkpoint row per committed "
         "group-partition from the model) and time the committed offsets and the gate"))
