@@ -109,6 +109,7 @@ def _unpause(af: AirflowDeployment, dag_id: str) -> None:
     af.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
 
 
+@pytest.mark.timeout(900)  # setup + call took 411 s at load 20 on 2 cores (pyproject's 600 s: too close)
 def test_scheduler_runs_the_dags_with_a_retry_a_deferred_sensor_and_an_approval(
         airflow: AirflowDeployment, world: dict[str, Any]) -> None:
     from tests.integration.test_failover_runbook import fence_of
