@@ -59,7 +59,7 @@ def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None)
                  r.mode, r.mode_reason, r.files_copied, r.bytes_copied, r.files_deleted, r.files_failed)
         for f in r.failures[:20]:
             log.error("failed: %s: %s", f["path"], f["error"])
-    out = {"policy": policy, "dry_run": dry_run, "targets": rows,
+    out: dict[str, Any] = {"policy": policy, "dry_run": dry_run, "targets": rows,
            "files_failed": sum(int(x["files_failed"] or 0) for x in rows)}
     if out["files_failed"]:
         raise ProblemFound(f"policy {policy}: {out['files_failed']} file(s) failed to copy",
@@ -69,6 +69,16 @@ def run_policy(policy: str, *, dry_run: bool = False, engine: str | None = None)
         raise ProblemFound(f"policy {policy}: the source kept changing while it was listed (targets "
                            f"{', '.join(changing)}): deletions deferred, no safe time from this run",
                            hint="the next run lists again; set snapshots: true for an atomic listing")
+    if not dry_run:
+        # the full check of the new run, recorded as the proof the gate's quick path (the DR page,
+        # dr_rpo_watch) rests on; a check that states no safe time records nothing (said in the log)
+        from dr_toolkit.copy.signals import prove_policy
+
+        for sig in prove_policy(topo, policy, ledger, access):
+            p = sig.detail.get("proof") or {}
+            log.info("%s: gate proof %s", sig.name, "recorded" if p.get("recorded")
+                     else f"not recorded ({p.get('why') or sig.reason})")
+            out.setdefault("proofs", {})[sig.name] = bool(p.get("recorded"))
     return out
 
 

@@ -54,6 +54,10 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
     tis2 = {ti.task_id: ti for ti in run2.get_task_instances()}
     assert tis2["report"].xcom_pull(task_ids="report")["files_copied"] == 1
     assert [r["status"] for r in ledger.runs(policy="warehouse")] == ["succeeded", "succeeded"]
+    # after the run, its full check is made and recorded as the proof the gate's quick path (the DR
+    # page, dr_rpo_watch) rests on (test_hdfs_gate_quick: recorded and used, on real HDFS); cold is a
+    # local directory here: no NameNode keeps its state, so nothing is recorded, and the task says so
+    assert tis2["replicate"].xcom_pull(task_ids="replicate")["proofs"] == {"warehouse:hdfs://cold/data": False}
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
