@@ -7,6 +7,7 @@ the files are handed over while the walk goes on (memory bounded by the queue), 
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import threading
@@ -204,18 +205,27 @@ def test_an_error_in_a_deep_directory_surfaces(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_deep_directory_surfaces_as_in_one_walk(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads a directory of mode 000")
-    chain = tmp_path / "t" / "a" / "b" / "c"
-    chain.mkdir(parents=True)
-    (chain / "f").write_bytes(b"f")
-    chain.chmod(0)
+    """A directory the kernel refuses to read, deep in the tree, at any user id (root reads a
+    directory of mode 000): its path is longer than PATH_MAX, made through directory descriptors,
+    so reading it by path fails with ENAMETOOLONG — one walk and the parallel one both raise it."""
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "f").write_bytes(b"f")
+    fd = os.open(tmp_path / "t" / "a", os.O_RDONLY)
     try:
-        for n in (1, 4):
-            with pytest.raises(PermissionError):
-                list_tree(side(tmp_path / "t", n))
+        for _ in range(os.pathconf("/", "PC_PATH_MAX") // 250 + 2):
+            os.mkdir("d" * 250, dir_fd=fd)
+            nxt = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with os.fdopen(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd), "wb") as f:
+            f.write(b"deep")
     finally:
-        chain.chmod(0o755)
+        os.close(fd)
+    for n in (1, 4):
+        with pytest.raises(OSError) as err:
+            list_tree(side(tmp_path / "t", n))
+        assert err.value.errno == errno.ENAMETOOLONG, err.value
+    assert not [t for t in threading.enumerate() if t.name.startswith("drt-list-")]
 
 
 def test_a_consumer_that_stops_early_leaves_no_thread_and_files_are_handed_over_as_found(
