@@ -350,13 +350,17 @@ def live_bench(args: Any) -> int:
         cpu: list[float] = []
         with connect(ep.model_copy(update={"hbase_znode_parent": p_status}), credentials=None) as zk:
             cases = [
-                ("replication_status", f"{n}×{peers}×{wals}", lambda: replication_status(zk, p_status)),
-                ("drt hbase status (checked_status)", f"{n}×{peers}×{wals}", lambda: checked_status(zk, p_status)),
-                ("drt hbase status (checked_status)", f"{n}×{peers}×1", lambda: checked_status(zk, p_gate)),
-                ("gate's HBase signal (hbase_signals)", f"{n}×{peers}×1, {peers} policies",
+                ("status", "replication_status", f"{n}×{peers}×{wals}", lambda: replication_status(zk, p_status)),
+                ("checked", "drt hbase status (checked_status)", f"{n}×{peers}×{wals}",
+                 lambda: checked_status(zk, p_status)),
+                ("checked", "drt hbase status (checked_status)", f"{n}×{peers}×1", lambda: checked_status(zk, p_gate)),
+                ("gate", "gate's HBase signal (hbase_signals)", f"{n}×{peers}×1, {peers} policies",
                  lambda: hbase_signals(topo, ledger, Access.from_env(), time.time())),
             ]
-            for label, size, fn in cases:
+            only = set(args.only.split(","))
+            for key, label, size, fn in cases:
+                if key not in only:
+                    continue
                 med, out, z, f, h = measure(label, fn, args.repeat)
                 verdict = _verdict(out)
                 calls = (f"ZooKeeper {sum(v for k, v in z.items() if k != 'round trips')} znodes in "
@@ -385,11 +389,12 @@ def live_bench(args: Any) -> int:
         return 0
     finally:
         sim.kill()
-        try:
-            raw.delete(p_status, recursive=True)
-            raw.delete(p_gate, recursive=True)
-        except Exception:  # noqa: BLE001
-            pass
+        if zk_proc is None:  # an existing ensemble: take the trees away (a ZooKeeper started here just stops)
+            for parent in (p_status, p_gate):
+                try:
+                    raw.delete(parent, recursive=True)
+                except Exception:  # noqa: BLE001
+                    pass
         raw.stop()
         raw.close()
         if zk_proc is not None:

@@ -130,6 +130,7 @@ def main() -> int:
     ap.add_argument("--page-kb", type=int, default=None, help="--live: /rs-status bytes before its Replication "
                                                               "Status section (default: as recorded, see RS_PAGE)")
     ap.add_argument("--no-baseline", action="store_true", help="--live: skip the serial baseline")
+    ap.add_argument("--only", default="status,checked,gate", help="--live: which of status,checked,gate to run")
     ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # the simulated info servers
     args = ap.parse_args()
     if args.serve is not None:
