@@ -106,7 +106,8 @@ def hdfs_signals(topology: Topology, ledger: Ledger, access: Access, now: float,
 
     ``mode`` (:mod:`dr_toolkit.copy.proof`): ``full`` the dry run (O(files)); ``prove`` the dry run,
     recorded as the target's proof when it states a safe time; ``quick`` the quick path only
-    (O(changes), lists nothing): where it cannot prove, NO_GO saying why; ``auto`` the quick path,
+    (O(changes), lists nothing): where it cannot prove, NO_GO saying why (a target whose cold is not on
+    HDFS — local, S3: no NameNode record of its state — is checked in full); ``auto`` the quick path,
     and the recorded full proof where it cannot prove (or cannot tell what hot changed)."""
     if mode not in MODES:
         raise ValueError(f"hdfs signal mode {mode!r}: one of {', '.join(MODES)}")
@@ -123,6 +124,14 @@ def _signal(topology: Topology, ledger: Ledger, access: Access, now: float, poli
     """One target's signal by ``mode`` (see :func:`hdfs_signals`)."""
     if mode == "full":
         return _target_signal(topology, ledger, access, now, policy, target)
+    if mode == "quick" and (kind := _cold_kind(topology, target)) not in (None, "webhdfs"):
+        # a local or S3 cold keeps no record of its state a check could diff against (no NameNode):
+        # the quick path would prove nothing ever, so this target is checked in full (its tree listed)
+        sig = _target_signal(topology, ledger, access, now, policy, target)
+        sig.detail["path"] = "full"
+        sig.detail["quick_not_proven"] = (f"cold is not on HDFS ({kind}): no NameNode keeps a record of its "
+                                          "state, so it is checked in full")
+        return sig
     why: str | None = None
     if mode in ("quick", "auto"):
         sig, why = quick_signal(topology, ledger, access, now, policy, target)
@@ -140,6 +149,15 @@ def _signal(topology: Topology, ledger: Ledger, access: Access, now: float, poli
     if why:
         sig.detail["quick_not_proven"] = why
     return sig
+
+
+def _cold_kind(topology: Topology, target: str) -> str | None:
+    """The filesystem of a policy target (``local``, ``webhdfs``, ``s3``); None when it cannot be
+    parsed (the check itself then says why)."""
+    try:
+        return parse_uri(target, topology).kind
+    except DrtError:
+        return None
 
 
 def prove_policy(topology: Topology, policy_name: str, ledger: Ledger, access: Access,

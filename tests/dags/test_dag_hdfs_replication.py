@@ -58,6 +58,17 @@ def test_dag_maps_over_policies_and_replicates(airflow_home: Any, webhdfs: Any, 
     # page, dr_rpo_watch) rests on (test_hdfs_gate_quick: recorded and used, on real HDFS); cold is a
     # local directory here: no NameNode keeps its state, so nothing is recorded, and the task says so
     assert tis2["replicate"].xcom_pull(task_ids="replicate")["proofs"] == {"warehouse:hdfs://cold/data": False}
+    # ... and the quick check (the DR page, dr_rpo_watch) checks such a target in full, not NO_GO forever
+    import time
+
+    from dr_toolkit.copy.signals import hdfs_signals
+    from dr_toolkit.topology import load_topology
+
+    (quick,) = hdfs_signals(load_topology(cfg), ledger, Access.from_env(), time.time(), mode="quick")
+    newest = ledger.manifest(ledger.runs(policy="warehouse")[0]["manifest_id"])
+    assert (quick.caught_up, quick.safe_time, quick.detail["path"]) == (True, float(newest["source_time"]), "full"), \
+        quick
+    assert "not on HDFS (local)" in quick.detail["quick_not_proven"], quick.detail
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
