@@ -127,11 +127,11 @@ def _signal(topology: Topology, ledger: Ledger, access: Access, now: float, poli
     if mode == "quick" and (kind := _cold_kind(topology, target)) not in (None, "webhdfs"):
         # a local or S3 cold keeps no record of its state a check could diff against (no NameNode):
         # the quick path would prove nothing ever, so this target is checked in full (its tree listed)
-        sig = _target_signal(topology, ledger, access, now, policy, target)
-        sig.detail["path"] = "full"
-        sig.detail["quick_not_proven"] = (f"cold is not on HDFS ({kind}): no NameNode keeps a record of its "
-                                          "state, so it is checked in full")
-        return sig
+        full = _target_signal(topology, ledger, access, now, policy, target)
+        full.detail["path"] = "full"
+        full.detail["quick_not_proven"] = (f"cold is not on HDFS ({kind}): no NameNode keeps a record of its "
+                                           "state, so it is checked in full")
+        return full
     why: str | None = None
     if mode in ("quick", "auto"):
         sig, why = quick_signal(topology, ledger, access, now, policy, target)

@@ -58,8 +58,7 @@ def _marks(ledger: Ledger) -> dict[str, dict[str, Any]]:
 def record_proven(ledger: Ledger, report: LagReport, partitions: Mapping[str, int]) -> None:
     """Keep, per partition, the safe time the gate's lag proved and the cold record that proves it
     (or that hot's partition was empty then); ``partitions``: hot's partition count per topic.
-    Written in one transaction when the ledger can (``set_watermarks``; 100,000 partitions per check
-    at scale), else one row at a time."""
+    Written in one transaction (``set_watermarks``: 100,000 partitions per check at scale)."""
     marks = _marks(ledger)
     items: list[tuple[str, float, dict[str, Any]]] = []
     for row in report.partitions:
@@ -80,12 +79,7 @@ def record_proven(ledger: Ledger, report: LagReport, partitions: Mapping[str, in
         items.append((name, float(row.safe_time), {
             **proof, "partitions": partitions.get(row.topic), "records_behind": row.records_behind,
             "checked_at": report.checked_at}))
-    many = getattr(ledger, "set_watermarks", None)
-    if many is not None:
-        many(COMPONENT, items)
-        return
-    for name, safe, detail in items:
-        ledger.set_watermark(COMPONENT, name, safe, detail)
+    ledger.set_watermarks(COMPONENT, items)
 
 
 def record_resolved(ledger: Ledger, policy: str, at: float, topics: Mapping[str, int]) -> None:
