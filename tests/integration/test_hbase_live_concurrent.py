@@ -2,24 +2,15 @@
 live view) — and a region server that cannot be read is still a reason naming it, NO_GO, never a
 server skipped.
 
-1. On the real HBase 2.6 pair: the hot region server's info server is reached through a link the
+On the real HBase 2.6 pair: the hot region server's info server is reached through a link the
    test can cut (its znode's info port pointed at the link, as a firewall or a hung info server would
    leave it): GO through the link, then, cut, NO_GO naming that region server — in the gate and in
    `drt hbase status`.
-2. On a real ZooKeeper with region-server znodes in HBase's layout, their info servers answered by
-   local HTTP stand-ins (the pages as HBase 2.6 renders them): among 24 region servers one refuses
-   and one never answers; every other one is read, at most ``workers`` at a time, and the two are
-   named — the one that hangs by the check's deadline.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,10 +19,9 @@ from dr_toolkit.access import Access
 from dr_toolkit.failover.gate import check
 from dr_toolkit.hbase.encoding import PB_MAGIC, Layout, _ld, _pb_body, _vi, parse_fields
 from dr_toolkit.ledger import open_ledger
-from dr_toolkit.topology import HBasePolicy, ZooKeeperEndpoint, load_topology
+from dr_toolkit.topology import load_topology
 from tests.support.fixtures_failover import RealHBaseWorld, add_verify_report, drt, write_topology
 from tests.support.netlink import TcpLink
-from tests.support.procs import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -99,109 +89,3 @@ def test_a_region_server_that_cannot_be_read_is_named_and_no_go(tmp_path, hbase_
         raw.stop()
         raw.close()
         world.close()
-
-
-# --- many region servers on a real ZooKeeper, their info servers stood in for ---------------------------
-
-SERVERS = 24
-REFUSES, HANGS = 5, 17
-
-
-def host(i: int) -> str:
-    return f"127.0.1.{i + 1}"  # loopback addresses: one listening socket, one host per region server
-
-
-class Pages(BaseHTTPRequestHandler):
-    """The three pages the signal reads of a region server, as HBase 2.6 renders them (the formats of
-    tests/unit/test_hbase_live.py), for the region server the request's host names."""
-
-    names: dict[str, str] = {}
-    lock = threading.Lock()
-    active = 0
-    most = 0
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        cls = type(self)
-        with cls.lock:
-            cls.active += 1
-            cls.most = max(cls.most, cls.active)
-        try:
-            time.sleep(0.05)  # a page takes a moment: requests overlap when the pool lets them
-            h = (self.headers.get("Host") or "").rsplit(":", 1)[0]
-            name = cls.names[h]
-            if self.path.startswith("/rs-status"):
-                body = (b"<h2>Replication Status</h2><table><tr><th>PeerId</th><th>WalGroup</th><th>Current Log</th>"
-                        b"<th>Size</th><th>Queue Size</th><th>Offset</th></tr><tr><td>1</td><td>g</td><td>w.1</td>"
-                        b"<td>100</td><td>0</td><td>100</td></tr></table>")
-                ctype = "text/html"
-            elif self.path.startswith("/conf"):
-                body = json.dumps({"properties": [{"key": "hbase.regionserver.metrics.period", "value": "1000"}]}
-                                  ).encode()
-                ctype = "application/json"
-            else:
-                body = json.dumps({"beans": [{"tag.serverName": name, "mutationsWithoutWALCount": 0,
-                                              "mutationsWithoutWALSize": 0, "Bulkload_num_ops": 0}]}).encode()
-                ctype = "application/json"
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        finally:
-            with cls.lock:
-                cls.active -= 1
-
-
-@pytest.fixture
-def stand_ins() -> Iterator[tuple[int, int, socket.socket]]:
-    """(the pages' port, a port nothing listens on, a socket that accepts and never answers)."""
-    srv = ThreadingHTTPServer(("0.0.0.0", 0), Pages)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    hang = socket.socket()
-    hang.bind(("127.0.0.1", 0))
-    hang.listen(64)  # connections complete in the backlog; nothing ever reads or answers them
-    yield srv.server_address[1], free_port(), hang
-    srv.shutdown()
-    srv.server_close()
-    hang.close()
-
-
-def test_live_reads_are_bounded_and_every_server_not_read_is_named(zk_server, hbase_parent, stand_ins) -> None:
-    from dr_toolkit.hbase.signals import _live_problems, read_live
-    from dr_toolkit.zk.client import connect
-
-    pages, closed, hang = stand_ins
-    lay = Layout(hbase_parent)
-    names = {i: f"{host(i)},16020,{1700000000000 + i}" for i in range(SERVERS)}
-    Pages.names = {host(i): n for i, n in names.items()}
-    Pages.most = 0
-    ep = ZooKeeperEndpoint(quorum=zk_server.address, hbase_znode_parent=hbase_parent, call_timeout_s=10)
-    with connect(ep, credentials=None) as zk:
-        zk.ensure_path(lay.rs)
-        for i, n in names.items():
-            port = {REFUSES: closed, HANGS: hang.getsockname()[1]}.get(i, pages)
-            h = "127.0.0.1" if i in (REFUSES, HANGS) else host(i)
-            name = n if i not in (REFUSES, HANGS) else f"{h},{16020 + i},{1700000000000 + i}"
-            names[i] = name
-            zk.create(f"{lay.rs}/{name}", PB_MAGIC + _vi(1, port))
-        view = read_live(zk, hbase_parent, workers=4, deadline_s=3.0)
-    refused, hung = names[REFUSES], names[HANGS]
-    assert set(view.servers) == set(names.values())
-    read = set(names.values()) - {refused, hung}
-    assert set(view.sources) == read and all(view.sources[s] == {"1"} for s in read)
-    assert set(view.without_wal) == read
-    assert set(view.source_errors) == set(view.counter_errors) == {refused, hung}
-    assert "Connection refused" in view.source_errors[refused], view.source_errors
-    assert "no answer within 3 s" in view.source_errors[hung] or "timed out" in view.source_errors[hung], \
-        view.source_errors
-    assert 1 <= Pages.most <= 4  # never more requests in flight than the pool's workers
-    reasons, _ = _live_problems(HBasePolicy(name="p", peer_id="1"), view, view, list(names.values()))
-    text = " | ".join(reasons)
-    for s in (refused, hung):
-        assert f"cannot read the replication sources region server {s} runs" in text, text
-        assert f"cannot read region server {s}'s count of mutations without WAL" in text, text
-    assert not any(s in text for s in read), text
