@@ -337,10 +337,6 @@ def measure(label: str, mirror: Mirror, counts: Counts, topo: Any, groups: list[
 
     access = Access.from_env()
     ledger = open_ledger(topo, access)
-    if not hasattr(ledger, "set_watermarks"):
-        install_set_watermarks(ledger)
-        print(f"[{label}] ledger: set_watermarks (one transaction for the gate's per-partition proofs) installed "
-              "on this Ledger by the benchmark — the diff of /tmp/plan/kafka-request.md, not yet in ledger/store.py")
     G = len(groups)
     res: dict[str, float] = {}
 
@@ -411,32 +407,6 @@ def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, acc
     res["gate_requests"] = counts.total()
     res["gate_topics_behind"] = sum(not s.caught_up for s in topic_sigs)
     return res
-
-
-def install_set_watermarks(ledger: Any) -> None:
-    """The requested ``Ledger.set_watermarks`` (one transaction, executemany) on this instance."""
-    from sqlalchemy import text
-
-    from dr_toolkit.ledger.store import _dump
-
-    def set_watermarks(component: str, items: Any) -> None:
-        now = time.time()
-        rows = [{"w": w, "d": _dump(d), "t": now, "c": component, "n": n} for n, w, d in items]
-        if not rows:
-            return
-        with ledger._tx() as conn:
-            have = {r[0] for r in conn.execute(text("SELECT name FROM watermarks WHERE component=:c"),
-                                               {"c": component})}
-            old = [r for r in rows if r["n"] in have]
-            new = [r for r in rows if r["n"] not in have]
-            if old:
-                conn.execute(text("UPDATE watermarks SET watermark=:w, detail=:d, updated_at=:t "
-                                  "WHERE component=:c AND name=:n"), old)
-            if new:
-                conn.execute(text("INSERT INTO watermarks (component, name, watermark, detail, updated_at) "
-                                  "VALUES (:c, :n, :w, :d, :t)"), new)
-
-    ledger.set_watermarks = set_watermarks
 
 
 def baseline(label: str, mirror: Mirror, counts: Counts, topics: list[str], groups: list[str], rng: random.Random,
