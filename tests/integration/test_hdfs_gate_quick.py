@@ -54,6 +54,20 @@ def _listings(d: HdfsDir) -> int:
     return len(d.cluster.audit("listStatus", under=d.root))
 
 
+def _settled(*dirs: HdfsDir) -> None:
+    """Every audit record of what came before is in the log: a marker's own record is seen (the
+    NameNode's audit logger writes in order), outside the policy's tree; a bound, not a timing."""
+    import uuid
+
+    for d in dirs:
+        mark = f"/audit-marks/{uuid.uuid4().hex}"
+        d.mkdir(mark)
+        deadline = time.monotonic() + 60
+        while not d.cluster.audit("mkdirs", under=d.p(mark)):
+            assert time.monotonic() < deadline, f"the NameNode's audit log never showed {mark}"
+            time.sleep(0.1)
+
+
 def _proved(env: dict[str, Any]) -> Any:
     s = _sig(env, "prove")
     assert s.caught_up and s.detail["proof"]["recorded"], s.detail
@@ -68,7 +82,7 @@ def test_after_a_proof_the_quick_path_states_the_safe_time_and_lists_nothing(
     lists = (_listings(hot_dir), _listings(cold_dir))
     assert lists[0] > 0 and lists[1] > 0  # the full proof lists both trees (the audit log sees listings)
     s = _sig(env, "quick")
-    time.sleep(0.5)  # the audit log is written by the NameNode's logger
+    _settled(hot_dir, cold_dir)
     assert (_listings(hot_dir), _listings(cold_dir)) == lists, "the quick path listed a directory"
     assert s.caught_up and s.safe_time == env["run"].source_time == full.safe_time, (s.reason, s.basis)
     assert s.detail["path"] == "quick" and s.detail["listings"] == 0 and s.detail["files_pending"] == 0
@@ -82,7 +96,7 @@ def test_after_a_proof_the_quick_path_states_the_safe_time_and_lists_nothing(
     s = _sig(env, "quick")
     assert not s.caught_up and s.safe_time == env["run"].source_time and s.detail["files_pending"] == 2, s.detail
     assert "2 entries changed on hot" in (s.reason or ""), s.reason
-    time.sleep(0.5)
+    _settled(hot_dir, cold_dir)
     assert (_listings(hot_dir), _listings(cold_dir)) == lists
 
 
@@ -141,7 +155,7 @@ def test_without_a_proof_or_with_an_old_one_the_full_path_runs(
     before = (_listings(hot_dir), _listings(cold_dir))
     s = _sig(env, "quick")
     assert not s.caught_up and s.safe_time is None and "no full proof recorded" in (s.reason or ""), s.reason
-    time.sleep(0.5)
+    _settled(hot_dir, cold_dir)
     assert (_listings(hot_dir), _listings(cold_dir)) == before
     s = _sig(env, "auto")
     assert s.caught_up and s.detail["path"] == "full" and s.detail["proof"]["recorded"], s.detail
