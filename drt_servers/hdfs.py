@@ -9,6 +9,16 @@ cluster behind the toolkit's back: plain WebHDFS calls (write, append, rename, d
 snapshots, stat) and, through the launcher's control port, what WebHDFS cannot do (a file kept
 open for write and hflushed/hsynced, a writer's lease recovered, an HA failover).
 
+**Secure mode** (opt-in: ``kdc=`` a :class:`drt_servers.kdc.Kdc`): Kerberos authentication
+(``hadoop.security.authentication=kerberos``) with the NameNode and DataNode as
+``hdfs/localhost`` and SPNEGO (``HTTP/localhost``) on WebHDFS, block access tokens on, and the
+DataNode on unprivileged ports as Hadoop's own tests allow (``ignore.secure.ports.for.testing``:
+no SASL data-transfer protection, which would need HTTPS). Its addresses name ``localhost``
+(SPNEGO targets ``HTTP/<host of the URL>``); ``spnego_ui=True`` puts SPNEGO on the whole web UI
+(``/jmx`` too, ``AuthenticationFilterInitializer``); ``auth_token_validity_s`` shortens Hadoop's
+signed session cookie so every request authenticates again (tests of ticket renewal). The
+helpers below then act as ``hdfs/localhost`` through the toolkit's own SPNEGO client.
+
 Hadoop DistCp (``drt_servers/maven/distcp/pom.xml``, the local job runner in its own JVM) is the
 copy-speed baseline: :func:`distcp_argv`.
 """
@@ -22,10 +32,13 @@ import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drt_servers import maven
 from drt_servers.process import ManagedProcess, free_port
+
+if TYPE_CHECKING:
+    from drt_servers.kdc import Kdc
 
 HADOOP_VERSION = "3.4.1"
 MAIN = "DrtMiniDfs"
@@ -71,8 +84,11 @@ class HdfsCluster(ManagedProcess):
     first is standby) in its own JVM. ``start()`` waits until the launcher wrote its ports."""
 
     def __init__(self, name: str, workdir: Path, *, ha: bool = False, snapshot_roots: Sequence[str] = (),
-                 conf: dict[str, str] | None = None, heap: str = "384m", start_timeout: float = 180.0) -> None:
+                 conf: dict[str, str] | None = None, heap: str = "384m", start_timeout: float = 180.0,
+                 kdc: Kdc | None = None, spnego_ui: bool = False, auth_token_validity_s: int | None = None) -> None:
         self.workdir = Path(workdir)
+        self.kdc = kdc
+        self.host = "localhost" if kdc is not None else "127.0.0.1"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ha = ha
         self.rpc_ports = [free_port() for _ in range(2 if ha else 1)]
@@ -83,8 +99,9 @@ class HdfsCluster(ManagedProcess):
         self.audit_log = self.workdir / "audit.log"
         (self.workdir / "log4j.properties").write_text(LOG4J + AUDIT.format(path=self.audit_log))
         (self.workdir / "jul.properties").write_text(JUL)
+        secure = secure_conf(kdc, spnego_ui=spnego_ui, auth_token_validity_s=auth_token_validity_s) if kdc else {}
         argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
+                "-Djava.net.preferIPv4Stack=true", *(kdc.jvm_options() if kdc else []), f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}",
                 f"-Djava.util.logging.config.file={self.workdir / 'jul.properties'}",
                 f"-Dtest.build.data={self.workdir / 'build'}", *ADD_OPENS, "-cp", cp, MAIN,
                 "--dir", str(self.workdir / "data"), "--ports-file", str(self.ports_file),
@@ -93,10 +110,11 @@ class HdfsCluster(ManagedProcess):
             argv += ["--ha", "--rpc2", str(self.rpc_ports[1]), "--http2", str(self.http_ports[1])]
         for root in snapshot_roots:
             argv += ["--snapshot-root", root]
-        for k, v in (conf or {}).items():
+        for k, v in {**secure, **(conf or {})}.items():
             argv += ["--conf", f"{k}={v}"]
+        env = {"HADOOP_USER_NAME": USER, **(kdc.client_env() if kdc else {})}
         super().__init__(name, argv, port=self.http_ports[-1], log_dir=self.workdir, ready=self._ready,
-                         env={"HADOOP_USER_NAME": USER}, cwd=self.workdir, start_timeout=start_timeout)
+                         env=env, cwd=self.workdir, start_timeout=start_timeout)
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> HdfsCluster:
@@ -129,17 +147,17 @@ class HdfsCluster(ManagedProcess):
     @property
     def webhdfs_url(self) -> str:
         """``http://127.0.0.1:<port>`` of the active NameNode (WebHDFS REST under /webhdfs/v1)."""
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
     @property
     def namenodes(self) -> list[str]:
         """Every NameNode's HTTP URL, in order (an HA pair: the standby first until a failover)."""
-        return [f"http://127.0.0.1:{p}" for p in self.http_ports]
+        return [f"http://{self.host}:{p}" for p in self.http_ports]
 
     @property
     def namenode(self) -> str:
         """``host:port`` of the active NameNode's HTTP server, for ``webhdfs://host:port/path``."""
-        return f"127.0.0.1:{self.http_port}"
+        return f"{self.host}:{self.http_port}"
 
     @property
     def datanode_http_port(self) -> int:
@@ -230,10 +248,18 @@ class HdfsCluster(ManagedProcess):
     # -- plain WebHDFS (as any other client would change the cluster) ------------------------------
     def client(self, user: str = USER) -> Any:
         """An HdfsCLI ``InsecureClient`` on the active NameNode (HdfsCLI does not fail over on a
-        StandbyException)."""
-        from hdfs import InsecureClient
+        StandbyException); on a secure cluster a SPNEGO client acting as ``hdfs/localhost``."""
+        from hdfs import Client, InsecureClient
 
-        return InsecureClient(self.webhdfs_url, user=user, timeout=60)
+        if self.kdc is None:
+            return InsecureClient(self.webhdfs_url, user=user, timeout=60)
+        from dr_toolkit.kerberos import KerberosConfig, SpnegoAuth, kerberos_for
+
+        c = Client(self.webhdfs_url, timeout=60)
+        c._session.auth = SpnegoAuth(kerberos_for(KerberosConfig(
+            principal=self.kdc.principal("hdfs/localhost"), keytab=str(self.kdc.service_keytab),
+            krb5_conf=str(self.kdc.krb5_conf), source="drt_servers")))
+        return c
 
     def write(self, path: str, data: bytes, *, block_size: int | None = None) -> None:
         self.client().write(path, data, overwrite=True, blocksize=block_size)
@@ -266,6 +292,32 @@ class HdfsCluster(ManagedProcess):
 
     def set_times(self, path: str, mtime_ms: int) -> None:
         self.client().set_times(path, modification_time=mtime_ms)
+
+
+def secure_conf(kdc: Kdc, *, spnego_ui: bool = False, auth_token_validity_s: int | None = None) -> dict[str, str]:
+    """The Hadoop configuration of a kerberized cluster in realm ``kdc.realm`` (see the module doc)."""
+    nn = kdc.principal("hdfs/localhost")
+    http = kdc.principal("HTTP/localhost")
+    keytab = str(kdc.service_keytab)
+    conf = {
+        "hadoop.security.authentication": "kerberos",
+        "dfs.namenode.kerberos.principal": nn, "dfs.namenode.keytab.file": keytab,
+        "dfs.datanode.kerberos.principal": nn, "dfs.datanode.keytab.file": keytab,
+        "dfs.web.authentication.kerberos.principal": http, "dfs.web.authentication.kerberos.keytab": keytab,
+        "dfs.namenode.kerberos.internal.spnego.principal": http,
+        "dfs.block.access.token.enable": "true",
+        "ignore.secure.ports.for.testing": "true",
+        # WebHDFS's filter (AuthFilterInitializer) takes its type from hadoop.http.authentication.*
+        "hadoop.http.authentication.type": "kerberos",
+        "hadoop.http.authentication.simple.anonymous.allowed": "false",
+        "hadoop.http.authentication.kerberos.principal": http,
+        "hadoop.http.authentication.kerberos.keytab": keytab,
+    }
+    if spnego_ui:
+        conf["hadoop.http.filter.initializers"] = "org.apache.hadoop.security.AuthenticationFilterInitializer"
+    if auth_token_validity_s is not None:
+        conf["hadoop.http.authentication.token.validity"] = str(auth_token_validity_s)
+    return conf
 
 
 def hdfs_pair(root: Path, *, hot_ha: bool = True) -> tuple[HdfsCluster, HdfsCluster]:

@@ -109,7 +109,7 @@ class Kdc(ManagedProcess):
         """The keytab of toolkit user ``user`` (created when the KDC starts)."""
         return self.workdir / f"{user}.keytab"
 
-    def env(self) -> dict[str, str]:
+    def client_env(self) -> dict[str, str]:
         """The environment a client process needs to find this KDC (``KRB5_CONFIG``)."""
         return {"KRB5_CONFIG": str(self.krb5_conf)}
 

@@ -2,6 +2,16 @@
 (StandbyException, refused connection or timeout → next namenode), Kerberos as an option,
 snapshots and GETSNAPSHOTDIFF. Every request carries ``timeout_s``.
 
+**Kerberos.** With ``kerberos=True`` (the topology's ``hdfs.kerberos``) or a principal in the
+environment (``DRT_KERBEROS_PRINCIPAL``), requests authenticate with SPNEGO
+(:class:`dr_toolkit.kerberos.SpnegoAuth`: a 401 asking to ``Negotiate`` is answered with a ticket
+for ``HTTP/<namenode host>``, then Hadoop's signed cookie carries the session) and send no
+``user.name``; the NameNode's redirects to DataNodes carry its delegation token. The ticket comes
+from the endpoint's connection or the environment (:class:`dr_toolkit.kerberos.KerberosConfig`),
+in a private credential cache, renewed for long runs. A cluster that asks for Kerberos when none
+is configured is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3) saying what to set.
+:func:`http_get` is the same for any other GET on a Hadoop HTTP server (``/jmx``).
+
 **Checksums, as a real cluster answers them.** Over WebHDFS the NameNode redirects
 GETFILECHECKSUM to a DataNode, whose handler always computes HDFS's default
 ``MD5-of-<crcPerBlock>MD5-of-<bytesPerCRC>CRC32C`` (the REST call has no combine-mode
@@ -44,6 +54,14 @@ from dr_toolkit.fs.base import (
     SnapshotInfo,
     UnderConstruction,
 )
+from dr_toolkit.kerberos import (
+    ENV_PRINCIPAL,
+    Kerberos,
+    KerberosConfig,
+    KerberosError,
+    SpnegoAuth,
+    kerberos_for,
+)
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
@@ -78,14 +96,48 @@ def _webhdfs_answer(response: Any, *args: Any, **kwargs: Any) -> Any:
                      response.url)
 
 
+def _kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
+    """A requests response hook for clients without Kerberos: a server asking to ``Negotiate`` is
+    one clear error, not "Authentication required" deep in a copy."""
+    if response.status_code == 401 and "negotiate" in response.headers.get("WWW-Authenticate", "").lower():
+        from urllib.parse import urlsplit
+
+        raise KerberosError(f"{urlsplit(response.url).netloc} requires Kerberos (SPNEGO) and none is configured",
+                            where=urlsplit(response.url).netloc,
+                            hint=f"set hdfs.kerberos: true in the topology and {ENV_PRINCIPAL} + "
+                                 "DRT_KERBEROS_KEYTAB (or the connection's login and extra.keytab)")
+    return response
+
+
+def kerberos_wanted(kerberos: bool, credentials: Credentials | None = None) -> Kerberos | None:
+    """The ticket holder a client of a Hadoop HTTP server uses: when the topology says
+    ``kerberos: true``, or the environment names a principal (a bare ``webhdfs://`` URI on a
+    kerberized cluster). None otherwise."""
+    import os
+
+    if not kerberos and not os.environ.get(ENV_PRINCIPAL):
+        return None
+    return kerberos_for(KerberosConfig.from_credentials(credentials))
+
+
+def http_get(url: str, *, kerberos: Kerberos | None = None, timeout_s: float = 10.0) -> Any:
+    """One GET on a Hadoop HTTP server (a NameNode's ``/jmx``), with SPNEGO when ``kerberos`` is
+    given; returns the ``requests`` response (the caller checks its status). A server asking for
+    Kerberos when none is given is a :class:`KerberosError`."""
+    import requests
+
+    with requests.Session() as s:
+        if kerberos is not None:
+            s.auth = SpnegoAuth(kerberos)
+        else:
+            s.hooks["response"].append(_kerberos_required)
+        return s.get(url, timeout=timeout_s)
+
+
 def _client_class(kerberos: bool) -> Any:
-    from hdfs.client import InsecureClient, _Request
+    from hdfs.client import Client, InsecureClient, _Request
 
-    base: Any = InsecureClient
-    if kerberos:
-        from hdfs.ext.kerberos import KerberosClient
-
-        base = KerberosClient
+    base: Any = Client if kerberos else InsecureClient
 
     class DrtClient(base):  # type: ignore[misc]
         _get_snapshot_diff = _Request("GET")
@@ -120,13 +172,20 @@ class WebHdfsFileSystem(FileSystem):
             raise ConfigError(f"WebHDFS timeout must be positive, got {timeout_s}", hint="set hdfs.timeout_s")
         self.namenodes = list(namenodes)
         self.timeout_s = timeout_s
-        user = user or (credentials.login if credentials else None)
-        cls = _client_class(kerberos)
+        self.kerberos = kerberos_wanted(kerberos, credentials)
+        user = user or (credentials.login if credentials and self.kerberos is None else None)
+        cls = _client_class(self.kerberos is not None)
         url = ";".join(self.namenodes)
-        self.client = cls(url, timeout=timeout_s) if kerberos else cls(url, user=user or "hdfs", timeout=timeout_s)
-        if credentials is not None and credentials.password and not kerberos:
-            # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
-            self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
+        if self.kerberos is not None:
+            # no user.name: the NameNode takes the user from the ticket (and refuses a different one)
+            self.client = cls(url, timeout=timeout_s)
+            self.client._session.auth = SpnegoAuth(self.kerberos)
+        else:
+            self.client = cls(url, user=user or "hdfs", timeout=timeout_s)
+            if credentials is not None and credentials.password:
+                # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
+                self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
+            self.client._session.hooks["response"].append(_kerberos_required)
         self.client._session.hooks["response"].append(_webhdfs_answer)
 
     # -- errors ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.client.HdfsDataOutputStream;
 import org.apache.hadoop.hdfs.server.namenode.ha.HATestUtil;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * dr-toolkit's own launcher of a real HDFS (NameNode(s) + one DataNode) from Hadoop's
@@ -37,6 +38,11 @@ import org.apache.hadoop.hdfs.server.namenode.ha.HATestUtil;
  * java DrtMiniDfs --dir D --ports-file F --rpc P --http P [--ha --rpc2 P --http2 P]
  *                 [--snapshot-root /path]... [--conf key=value]...
  * </pre>
+ *
+ * <p>Secure mode is opt-in, by configuration alone: with {@code --conf hadoop.security.authentication=kerberos}
+ * (and the NameNode's/DataNode's principal and keytab, SPNEGO's, block access tokens: drt_servers/hdfs.py
+ * passes them) this process logs in from the NameNode's keytab before the cluster starts, so its
+ * own client (the control port below) talks to the secure NameNode as that principal.
  *
  * Writes one JSON line to F (and stdout) once the cluster is up: its ports, then serves a
  * small line protocol on 127.0.0.1:control for what WebHDFS cannot do: keep a file open for
@@ -90,6 +96,12 @@ public final class DrtMiniDfs {
     File base = new File(dir);
     boolean format = !new File(base, "name-0-1").exists() && !new File(base, "name1").exists();
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getAbsolutePath());
+    boolean secure = "kerberos".equals(conf.get("hadoop.security.authentication"));
+    if (secure) {
+      UserGroupInformation.setConfiguration(conf);
+      UserGroupInformation.loginUserFromKeytab(conf.get("dfs.namenode.kerberos.principal"),
+          conf.get("dfs.namenode.keytab.file"));
+    }
 
     MiniDFSCluster.Builder b = new MiniDFSCluster.Builder(conf).numDataNodes(1).format(format)
         .checkExitOnShutdown(false);
@@ -144,6 +156,7 @@ public final class DrtMiniDfs {
         .append(", \"control\": ").append(control.getLocalPort())
         .append(", \"active\": ").append(ha ? 1 : 0)
         .append(", \"formatted\": ").append(format)
+        .append(", \"secure\": ").append(secure)
         .append(", \"user\": \"").append(System.getProperty("user.name")).append("\"}");
     File tmp = new File(portsFile + ".tmp");
     Files.write(tmp.toPath(), (json + "\n").getBytes(StandardCharsets.UTF_8));
