@@ -216,16 +216,17 @@ from dr_toolkit.topology import CopyOptions
 n, work = int(sys.argv[1]), sys.argv[2]
 batch = int(sys.argv[3]) if sys.argv[3] != "-" else sp.BATCH
 sp.COMPRESS = sys.argv[4] == "1"
+parts = int(sys.argv[5])
 
 
-def base_entries():  # the in-memory measurement's base manifest, as a stream
-    for i in range(n):
+def base_entries(lo, hi):  # the in-memory measurement's base manifest, as a stream
+    for i in range(lo, hi):
         yield (f"d{i % 1000:04d}/part-{i:08d}.parquet",
                Entry(1000 + i % 5000, 1.6e9 + i, f"COMPOSITE-CRC32C:{i:08x}", 1.7e9 + i, f"{i}:1{i}",
                      f"COMPOSITE-CRC32C:{i:08x}", f"{i + 7}:2{i}"))
 
 
-def listing():  # the source as a listing yields it ((rel, FileStatus), in no useful order): the same changes
+def listing(n=n):  # the source as a listing yields it ((rel, FileStatus), in no useful order): the same changes
     for i in range(n):
         rel = f"d{i % 1000:04d}/part-{i:08d}.parquet"
         if i % 100 == 0:
@@ -239,22 +240,39 @@ def listing():  # the source as a listing yields it ((rel, FileStatus), in no us
             yield rel, FileStatus(rel, size, mtime, version=version)
 
 
-base_path, next_path = os.path.join(work, "base.jsonl.gz"), os.path.join(work, "next.jsonl.gz")
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+# setup (not counted): the base manifest, written in two processes (two files, read one after the other
+# as one manifest: the same reads as one file)
+base_paths = [os.path.join(work, f"base-{i}.jsonl.gz") for i in range(2)]
+
+
+def write_base(i):
+    with open(base_paths[i], "wb") as f:
+        sp.write_manifest(f, {"manifest_id": "bench"} if i == 0 else None, base_entries(n * i // 2, n * (i + 1) // 2))
+    return 0
+
+
 t0 = time.perf_counter()
-with open(base_path, "wb") as f:
-    sp.write_manifest(f, {"manifest_id": "bench"}, base_entries())
+sp.in_processes(write_base, 2)
+base_bytes = sum(map(os.path.getsize, base_paths))
+setup_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+g = min(n, 1_000_000)
 g0 = time.process_time()
-for _ in listing():  # what generating the synthetic listing alone costs (counted below, as a listing's cost)
+for _ in listing(g):  # what generating the synthetic listing alone costs (on up to 1,000,000, scaled): a listing's cost
     pass
-gen = time.process_time() - g0
+gen = (time.process_time() - g0) * n / g
 t1 = time.perf_counter()
 c1 = time.process_time()
 kinds = Counter()
 
 
 def manifest():
-    with open(base_path, "rb") as f:
-        yield from sp.read_manifest(f)
+    for p in base_paths:
+        with open(p, "rb") as f:
+            yield from sp.read_manifest(f)
 
 
 with sp.Workdir(work) as tmp:
@@ -264,62 +282,163 @@ with sp.Workdir(work) as tmp:
     t2 = time.perf_counter()
     base = base_sorted()
     t3 = time.perf_counter()
-    disk = sum(os.path.getsize(os.path.join(tmp, p)) for p in os.listdir(tmp))
-    run = sp.stream_fast_forward(src, base, CopyOptions(update=True, delete=True), reason="bench", batch=4096)
+    runs_disk = sum(os.path.getsize(os.path.join(tmp, p)) for p in os.listdir(tmp))
+    for p in base_paths:  # its runs hold it now: off the disk (the 100,000,000 run's disk budget)
+        os.unlink(p)
+    sort_rss = rss()
+    ranges = sp.split_ranges([src, base], parts)
+    options = CopyOptions(update=True, delete=True)
 
-    def kept():  # the decisions counted by kind, the kept entries to the new manifest (a batch at a time)
-        for b in run.batches():
-            kinds.update(map(itemgetter(1), b))
-            yield [(d[0], d[2]) for d in b if d[1] == "keep"]
+    def part(i):  # one key range: merged, planned and its part of the new manifest written, in a process of its own
+        lo, hi = ranges[i]
+        c = time.process_time()
+        run = sp.stream_fast_forward(src.part(lo, hi), base.part(lo, hi), options, reason="bench", batch=4096)
+        got = Counter()
 
-    with open(next_path, "wb") as out, sp.gc_paused():
-        sp.write_manifest(out, {"manifest_id": "next"}, chain.from_iterable(kept()))
+        def kept():  # the decisions counted by kind, the kept entries to the new manifest (a batch at a time)
+            for b in run.batches():
+                got.update(map(itemgetter(1), b))
+                yield [(d[0], d[2]) for d in b if d[1] == "keep"]
+
+        with open(os.path.join(tmp, f"next-{i}.jsonl.gz"), "wb") as out, sp.gc_paused():
+            written = sp.write_manifest(out, {"manifest_id": "next"} if i == 0 else None, chain.from_iterable(kept()))
+        return dict(got), run.files_total, run.bytes_total, written, rss(), time.process_time() - c
+
+    results = sp.in_processes(part, len(ranges))
+    t4 = time.perf_counter()
+    next_path = os.path.join(work, "next.jsonl.gz")
+    with open(next_path, "wb") as out:  # the parts in key order: one manifest (gzip members concatenated)
+        for i in range(len(ranges)):
+            with open(os.path.join(tmp, f"next-{i}.jsonl.gz"), "rb") as f:
+                left = os.fstat(f.fileno()).st_size
+                while left > 0:
+                    left -= os.copy_file_range(f.fileno(), out.fileno(), left)
+    next_bytes = os.path.getsize(next_path)
+    t5 = time.perf_counter()
     runs = len(src.runs) + len(base.runs)
-t4 = time.perf_counter()
+    for d, *_ in results:
+        kinds.update(d)
+    files_total = sum(r[1] for r in results)
+    written = sum(r[3] for r in results)
+    assert written == kinds["keep"], (written, kinds)
 cpu = time.process_time() - c1
 child = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu += child.ru_utime + child.ru_stime  # the forked sorter's CPU time too
-rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + child.ru_maxrss) * 1024  # both at once: the sum bounds the peak
-print(f"{t1 - t0:.3f} {t4 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {rss} {runs} {batch} {cpu:.3f} {gen:.3f} {disk} "
+cpu += child.ru_utime + child.ru_stime - setup_cpu.ru_utime - setup_cpu.ru_stime  # the forked sorter's and workers'
+worker_rss = sum(r[4] for r in results[1:])
+bound = max(sort_rss + child.ru_maxrss * 1024, rss() + worker_rss)  # each process's peak added, per phase
+print(f"{t1 - t0:.3f} {t5 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {t5 - t4:.3f} {bound} {runs} {batch} "
+      f"{cpu:.3f} {gen:.3f} {runs_disk} {base_bytes} {next_bytes} {len(ranges)} "
+      f"{'/'.join(f'{r[5]:.1f}' for r in results)} "
       f"copies={kinds.get('copy', 0)} deletes={kinds.get('delete', 0)} keep={kinds.get('keep', 0)} "
-      f"files_total={run.files_total}")
+      f"files_total={files_total}")
 """
 
 MIB = 2**20
 GOAL_100M_S, GOAL_100M_RSS, GOAL_10M_RSS = 15 * 60, 4 * 2**30, 2 * 2**30
 
 
-def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = False) -> None:
+def _tree_memory(root: int) -> tuple[int, int]:
+    """RSS and PSS (proportional: pages shared after a fork counted once) of a process and its descendants."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    rss = pss = 0
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, ()))
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return rss, pss
+
+
+def _disk(path: Path) -> int:
+    total = 0
+    for p, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(p, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = True, parts: int = 2) -> None:
     """[4] by the streamed planner: a synthetic namespace (the in-memory measurement's changes) fed
     through the same code path (SortedStream of a listing's (rel, FileStatus), of a manifest read
-    as a stream; stream_fast_forward; the new manifest written as the decisions come)."""
-    r = subprocess.run([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
-                        "1" if compress else "0"],
-                       capture_output=True, text=True, cwd=REPO)
-    if r.returncode != 0:
-        raise SystemExit(f"streamed planner failed: {r.stderr[-2000:]}")
-    setup, t, t_src, t_base, t_merge, rss, runs, b, cpu, gen, disk, *info = r.stdout.split()
-    secs, peak = float(t), int(rss)
+    as a stream; stream_fast_forward over each key range of split_ranges, each in a process of its
+    own; the new manifest written as the decisions come, its parts concatenated). The memory of all
+    its processes together and the disk of the work directory are sampled every 0.2 s from here."""
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
+                             "1" if compress else "0", str(parts)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    peak = {"rss": 0, "pss": 0, "disk": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            rss, pss = _tree_memory(proc.pid)
+            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
+            peak["disk"] = max(peak["disk"], _disk(work))
+
+    load0 = os.getloadavg()
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    done.set()
+    th.join()
+    load1 = os.getloadavg()
+    if proc.returncode != 0:
+        raise SystemExit(f"streamed planner failed: {err[-2000:]}")
+    (setup, t, t_src, t_base, t_merge, t_cat, bound, runs, b, cpu, gen, disk, base_bytes, next_bytes, nparts,
+     part_cpu, *info) = out.split()
+    secs, cpu_s = float(t), float(cpu)
     rate = n / secs
-    t100 = 100_000_000 / rate
+    t100, c100 = 100_000_000 / rate, 100_000_000 * cpu_s / n
     label = "measured" if n >= 100_000_000 else "extrapolated from this rate, not run"
     print(f"[4s] streamed planning of {n:,} manifest entries (sort the listing while a forked process reads and "
-          f"sorts the base manifest, one merge pass, write the new manifest; batch {int(b):,}, {runs} sorted runs, "
-          f"{int(disk) / 2**20:,.0f} MiB on disk{', compressed' if compress else ''}): {secs:.1f}s wall = "
-          f"{rate:,.0f} entries/s (listing sorted {float(t_src):.1f}s, then waiting for the manifest's sort "
-          f"{float(t_base):.1f}s, merge + write {float(t_merge):.1f}s; CPU time of both processes {float(cpu):.1f}s = "
-          f"{n / float(cpu):,.0f} entries per CPU-second, of which generating the synthetic listing {float(gen):.1f}s; "
-          f"writing the base manifest first: {float(setup):.1f}s, not counted); "
-          f"peak RSS {peak / MIB:,.0f} MiB (the two processes' peaks added); load average then "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {' '.join(info)}")
+          f"sorts the base manifest; split by top-level names into {nparts} key ranges, each merged, planned and "
+          f"its part of the new manifest written by a process of its own; batch {int(b):,}, {runs} sorted runs, "
+          f"{int(disk) / MIB:,.0f} MiB on disk{', zlib level 1' if compress else ', uncompressed'}): "
+          f"{secs:.1f}s wall = {rate:,.0f} entries/s (listing sorted {float(t_src):.1f}s, then waiting for the "
+          f"manifest's sort {float(t_base):.1f}s, split merge + write {float(t_merge):.1f}s (CPU per part "
+          f"{part_cpu} s), parts joined {float(t_cat):.1f}s); CPU time of all processes {cpu_s:.1f}s = "
+          f"{n / cpu_s:,.0f} entries per CPU-second, of which generating the synthetic listing {float(gen):.1f}s; "
+          f"writing the base manifest first ({int(base_bytes) / MIB:,.0f} MiB, two processes): {float(setup):.1f}s, "
+          f"not counted); load average {load0[0]:.1f} before, {load1[0]:.1f} after, on {os.cpu_count()} cores; "
+          f"new manifest {int(next_bytes) / MIB:,.0f} MiB; {' '.join(info)}")
+    print(f"     memory of all processes together, sampled every 0.2 s: peak RSS {peak['rss'] / MIB:,.0f} MiB "
+          f"(pages a fork shares counted in each), peak PSS {peak['pss'] / MIB:,.0f} MiB (counted once); each "
+          f"process's own peak added per phase: {int(bound) / MIB:,.0f} MiB. Disk of the work directory at its "
+          f"peak: {peak['disk'] / MIB:,.0f} MiB (runs {int(disk) / MIB:,.0f} MiB)")
+    mem = max(peak["pss"], 1)
     if n <= 10_000_000:
-        print(f"     goal 10,000,000 entries within 2 GiB: at {n:,}: peak RSS {peak / MIB:,.0f} MiB "
-              f"({'within' if peak < GOAL_10M_RSS else 'OVER'} 2 GiB)")
-    print(f"     goal 100,000,000 entries < 15 min and < 4 GiB: {t100 / 60:.1f} min at this rate ({label}; "
-          f"{'within' if t100 < GOAL_100M_S else 'OVER'} 15 min; at the CPU-time rate "
-          f"{100_000_000 / (n / float(cpu)) / 60:.1f} min of CPU); memory is O(batch) + O(runs x chunk): "
-          f"peak RSS at {n:,} {peak / MIB:,.0f} MiB; runs on disk at 100,000,000 "
-          f"{int(disk) * 100_000_000 / n / 2**30:,.1f} GiB ({label})")
+        print(f"     goal 10,000,000 entries within 2 GiB: at {n:,}: {mem / MIB:,.0f} MiB "
+              f"({'within' if mem < GOAL_10M_RSS else 'OVER'} 2 GiB)")
+    if n >= 100_000_000:
+        print(f"     goal 100,000,000 entries < 15 min and < 4 GiB: {secs / 60:.1f} min wall "
+              f"({'within' if secs < GOAL_100M_S else 'OVER'} 15 min), {cpu_s / 60:.1f} min of CPU; "
+              f"{mem / MIB:,.0f} MiB ({'within' if mem < GOAL_100M_RSS else 'OVER'} 4 GiB); measured")
+    else:
+        print(f"     goal 100,000,000 entries < 15 min and < 4 GiB: {t100 / 60:.1f} min wall at this rate ({label}; "
+              f"{'within' if t100 < GOAL_100M_S else 'OVER'} 15 min), {c100 / 60:.1f} min of CPU; memory is "
+              f"O(batch) + O(runs x chunk): {mem / MIB:,.0f} MiB at {n:,}; runs on disk at 100,000,000 "
+              f"{int(disk) * 100_000_000 / n / 2**30:,.1f} GiB ({label})")
 
 
 def main() -> None:
@@ -332,7 +451,9 @@ def main() -> None:
     ap.add_argument("--planner", choices=["auto", "memory", "streamed", "both"], default="auto",
                     help="[4]: which planner (auto: both up to 1,000,000 entries, else streamed)")
     ap.add_argument("--batch", type=int, default=None, help="[4] streamed: entries per sorted run")
-    ap.add_argument("--compress-runs", action="store_true", help="[4] streamed: runs' chunks zlib-compressed")
+    ap.add_argument("--raw-runs", action="store_true", help="[4] streamed: runs' chunks not compressed (zlib level 1 "
+                    "by default)")
+    ap.add_argument("--parts", type=int, default=2, help="[4] streamed: key ranges merged in processes of their own")
     ap.add_argument("--only", default="1,2,4", help="which measurements (1=large, 2=tree+rerun, 4=plan)")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
@@ -350,7 +471,7 @@ def main() -> None:
             if planner in ("memory", "both"):
                 bench_plan(a.entries)
             if planner in ("streamed", "both"):
-                bench_stream_plan(a.entries, work, a.batch, a.compress_runs)
+                bench_stream_plan(a.entries, work, a.batch, not a.raw_runs, a.parts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

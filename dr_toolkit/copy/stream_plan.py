@@ -25,6 +25,21 @@ frozen dataclasses; the passes pause the cyclic garbage collector (:func:`gc_pau
 manifest written compresses on a thread of its own; and :func:`sorted_in_process` sorts one input
 (the benchmark's base manifest) in a forked process on the other core.
 
+Disk: each chunk of a spilled run is zlib-compressed at level 1 (:data:`COMPRESS`: ~6x smaller — a
+listing's entry ~15 bytes, a manifest's ~27 — for ~1.3 µs of CPU an entry of both), and each run
+keeps an index of its chunks' first keys and offsets.
+
+Split by key range (issue 42): :func:`split_ranges` cuts the key space between top-level names
+(:func:`top_cut`: no subtree crosses such a cut, so each range's stacks start empty and every
+type change, blocker and pending path lies inside one range), about equal in entries by the runs'
+chunk index; :meth:`SortedStream.part` reads one range of every run from the chunk where it
+starts; each range is planned by the same pass, on its own (:func:`in_processes`: one forked
+process a range, for a caller with no other threads — the benchmark; :func:`joined` chains the
+ranges' decisions and adds their counts), and writes its part of the manifest (gzip members
+concatenate: :func:`write_manifest` with no header). A namespace under a single top-level
+directory is one range: no speed-up, the same decisions (a cut below the top would first need the
+cut's ancestors looked up: not built).
+
 What stays in memory: one batch per sorter while it reads its input, ``CHUNK`` entries per run
 while merging (runs are merged ``FANIN`` at a time) and one merged block, one batch of decisions,
 and two stacks as deep as the tree. :func:`to_plan` gathers the decisions into a :class:`~dr_toolkit.copy.plan.Plan`
@@ -50,7 +65,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -88,9 +103,9 @@ BATCH = 500_000  # entries a sorter holds before it spills a sorted run
 CHUNK = 2048  # entries per marshalled chunk of a run: what one run holds in memory while merged
 FANIN = 512  # runs merged at once: more are first merged into longer runs (open files, buffers)
 READ_BUFFER = 64 * 1024  # bytes buffered per run while merged
-#: runs' chunks compressed (zlib level 1): a listing's run takes ~250 bytes an entry as marshalled
-#: tuples, so 100,000,000 entries would take ~50 GB of runs for two inputs uncompressed
-COMPRESS = False
+#: runs' chunks compressed (zlib level 1): a listing's entry takes ~100 bytes marshalled, a manifest's ~150
+#: (100,000,000 of each: ~24 GiB of runs); compressed ~15 and ~27 (~4 GiB), for ~1.3 µs of CPU an entry of both
+COMPRESS = True
 
 #: the basis of files a listing fast-forward keeps (counted, no samples: as plan.fast_forward)
 SAME = "size, mtime and change token as recorded"
@@ -171,6 +186,8 @@ class SortedStream(Generic[V]):
         self.codec, self.workdir, self.name = codec, workdir, name
         self.compress = COMPRESS if compress is None else compress
         self.runs: list[str] = []
+        #: per run, its chunks' first keys and their offsets in the file: where a key range starts (:meth:`part`)
+        self.index: dict[str, tuple[list[str], list[int]]] = {}
         self.mem: list[tuple[str, V]] = []  # the input when it holds at most one batch: never encoded
         self.count = 0
         self._made = 0
@@ -193,6 +210,9 @@ class SortedStream(Generic[V]):
         """Sorted blocks of entries written as one run, CHUNK entries a chunk."""
         self._made += 1
         path = os.path.join(self.workdir, f"{self.name}-{self._made:06d}.run")
+        firsts: list[str] = []
+        offsets: list[int] = []
+        at = 0
         with open(path, "wb") as f:
             rest: list[tuple[str, V]] = []
             for block in blocks:
@@ -200,15 +220,20 @@ class SortedStream(Generic[V]):
                     block = rest + block
                 n = len(block) - len(block) % CHUNK
                 for i in range(0, n, CHUNK):
-                    _write_chunk(f, block[i:i + CHUNK], self.codec, self.compress)
+                    firsts.append(block[i][0])
+                    offsets.append(at)
+                    at += _write_chunk(f, block[i:i + CHUNK], self.codec, self.compress)
                 rest = block[n:]
             if rest:
+                firsts.append(rest[0][0])
+                offsets.append(at)
                 _write_chunk(f, rest, self.codec, self.compress)
         self.runs.append(path)
+        self.index[path] = (firsts, offsets)
 
-    def adopt(self, runs: list[str], count: int) -> None:
+    def adopt(self, runs: list[str], count: int, index: dict[str, tuple[list[str], list[int]]]) -> None:
         """Runs another process sorted and spilled for this stream (see :func:`sorted_in_process`)."""
-        self.runs, self.count, self.mem = runs, count, []
+        self.runs, self.count, self.mem, self.index = runs, count, [], index
 
     def _collapse(self) -> None:
         """FANIN runs merged into one (an external merge of runs: fewer open files and buffers)."""
@@ -216,6 +241,19 @@ class SortedStream(Generic[V]):
         self._spill(merge_blocks([_read_run(p, self.codec, self.compress) for p in runs]))
         for p in runs:
             os.unlink(p)
+            del self.index[p]
+
+    def part(self, lo: str | None, hi: str | None) -> Part[V]:
+        """The pairs with ``lo <= key < hi`` (None: no bound), read from every run from the chunk
+        where ``lo`` falls (the runs' index) up to the first chunk past ``hi``: what one worker of a
+        split merge reads (:func:`split_ranges`)."""
+        return Part(self, lo, hi)
+
+    def sample(self) -> list[str]:
+        """Keys about CHUNK entries apart in each run (the chunks' first keys): where the entries lie."""
+        if not self.runs:
+            return [k for k, _ in self.mem[::CHUNK]]
+        return [k for p in self.runs for k in self.index[p][0]]
 
     def blocks(self) -> Iterator[list[tuple[str, V]]]:
         """The pairs in tree order, a sorted block at a time."""
@@ -228,6 +266,87 @@ class SortedStream(Generic[V]):
         if not self.runs:
             return iter(self.mem)
         return chain.from_iterable(self.blocks())
+
+
+class Part(Generic[V]):
+    """A key range of a :class:`SortedStream` (:meth:`SortedStream.part`), iterable as often as needed."""
+
+    def __init__(self, stream: SortedStream[V], lo: str | None, hi: str | None) -> None:
+        self.stream, self.lo, self.hi = stream, lo, hi
+
+    def blocks(self) -> Iterator[list[tuple[str, V]]]:
+        s, lo, hi = self.stream, self.lo, self.hi
+        if not s.runs:
+            i = 0 if lo is None else bisect_left(s.mem, lo, key=_key)
+            j = len(s.mem) if hi is None else bisect_left(s.mem, hi, key=_key)
+            if j > i:
+                yield s.mem[i:j]
+            return
+        yield from merge_blocks([_read_range(p, s.codec, s.compress, s.index[p], lo, hi) for p in s.runs])
+
+    def __iter__(self) -> Iterator[tuple[str, V]]:
+        return chain.from_iterable(self.blocks())
+
+
+def top_cut(key: str) -> str:
+    """The top-level name a key lies under: a cut there splits no subtree. Any key without NUL is
+    such a cut: every key below it is under a top-level name that sorts below it (a path and all
+    below it sort together), every key from it on under one that does not."""
+    return key.split("\0", 1)[0]
+
+
+def split_ranges(streams: Iterable[SortedStream[Any]], parts: int) -> list[tuple[str | None, str | None]]:
+    """Key ranges ``[lo, hi)`` that together cover every key once, about equal in entries (by the
+    runs' chunk index), cut only between top-level names (:func:`top_cut`): every path's
+    ancestors fall in its range, so each range is planned alone with empty stacks (its type
+    changes, blockers and pending paths all inside it). A namespace under fewer top-level names
+    than ``parts`` gives fewer ranges — one directory at the top: one range, planned whole."""
+    keys = sorted(k for s in streams for k in s.sample())
+    cuts: list[str] = []
+    if keys and parts > 1:
+        low = top_cut(keys[0])
+        for i in range(1, parts):
+            c = top_cut(keys[len(keys) * i // parts])
+            if c > low and (not cuts or c > cuts[-1]):
+                cuts.append(c)
+    bounds: list[str | None] = [None, *cuts, None]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+T = TypeVar("T")
+
+
+def in_processes(fn: Callable[[int], T], n: int) -> list[T]:
+    """``fn(0) ... fn(n - 1)``: ``fn(0)`` here, each other one in a forked process of its own (on
+    another core), its result sent back pickled. For a process with no other threads (a fork
+    copies only the calling thread) — the benchmark's split merge; the copy run does not fork."""
+    if n <= 1:
+        return [fn(0)] if n == 1 else []
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = []
+    for i in range(1, n):
+        recv, send = ctx.Pipe(duplex=False)
+
+        def child(i: int = i, send: Any = send) -> None:
+            send.send(fn(i))
+
+        proc = ctx.Process(target=child, name=f"part-{i}")
+        proc.start()
+        send.close()
+        procs.append((proc, recv))
+    out = [fn(0)]
+    for i, (proc, recv) in enumerate(procs, 1):
+        try:
+            got = recv.recv()
+        except EOFError:
+            got = None
+        proc.join()
+        if got is None or proc.exitcode:
+            raise OSError(f"part {i} of the split merge failed in its process (exit code {proc.exitcode})")
+        out.append(got)
+    return out
 
 
 def sorted_in_process(make: Callable[[], Iterable[tuple[str, V]]], codec: Codec[V], workdir: str, *,
@@ -246,7 +365,7 @@ def sorted_in_process(make: Callable[[], Iterable[tuple[str, V]]], codec: Codec[
         s = SortedStream(make(), codec, workdir, batch=batch, name=name)
         if s.mem:
             s._spill([s.mem])
-        send.send((s.runs, s.count))
+        send.send((s.runs, s.count, s.index))
 
     proc = ctx.Process(target=child, name=f"sort-{name}")
     proc.start()
@@ -254,14 +373,14 @@ def sorted_in_process(make: Callable[[], Iterable[tuple[str, V]]], codec: Codec[
 
     def result() -> SortedStream[V]:
         try:
-            runs, count = recv.recv()
+            runs, count, index = recv.recv()
         except EOFError:
             runs = None
         proc.join()
         if runs is None or proc.exitcode:
             raise OSError(f"sorting {name} in a process of its own failed (exit code {proc.exitcode})")
         s: SortedStream[V] = SortedStream((), codec, workdir, batch=batch, name=name)
-        s.adopt(runs, count)
+        s.adopt(runs, count, index)
         return s
 
     return result
@@ -305,7 +424,7 @@ def merge_blocks(runs: list[Iterator[list[tuple[str, Any]]]]) -> Iterator[list[t
         yield from r
 
 
-def _write_chunk(f: IO[bytes], chunk: list[tuple[str, V]], codec: Codec[V], compress: bool) -> None:
+def _write_chunk(f: IO[bytes], chunk: list[tuple[str, V]], codec: Codec[V], compress: bool) -> int:
     """One chunk of a run: its length (4 bytes), then the marshal (version 2: no references to
     track, the fastest here) of its keys and its values' fields in one flat list (zlib level 1
     when ``compress``)."""
@@ -316,6 +435,7 @@ def _write_chunk(f: IO[bytes], chunk: list[tuple[str, V]], codec: Codec[V], comp
         data = zlib.compress(data, 1)
     f.write(len(data).to_bytes(4, "little"))
     f.write(data)
+    return 4 + len(data)
 
 
 def _read_run(path: str, codec: Codec[V], compress: bool) -> Iterator[list[tuple[str, V]]]:
@@ -332,6 +452,33 @@ def _read_run(path: str, codec: Codec[V], compress: bool) -> Iterator[list[tuple
             keys, flat = loads(zlib.decompress(data) if compress else data)
             it = iter(flat)
             yield list(zip(keys, map(make, zip(*[it] * width, strict=True)), strict=True))
+
+
+def _read_range(path: str, codec: Codec[V], compress: bool, index: tuple[list[str], list[int]], lo: str | None,
+                hi: str | None) -> Iterator[list[tuple[str, V]]]:
+    """A run's chunks holding keys in ``[lo, hi)``, cut to them (never an empty chunk: that would
+    end the run in :func:`merge_blocks`)."""
+    firsts, offsets = index
+    start = 0 if lo is None else max(0, bisect_right(firsts, lo) - 1)
+    stop = len(firsts) if hi is None else bisect_left(firsts, hi)
+    if start >= stop:
+        return
+    make, width = codec.make, codec.width
+    with open(path, "rb", buffering=READ_BUFFER) as f:
+        f.seek(offsets[start])
+        loads = marshal.loads
+        for _ in range(stop - start):
+            head = f.read(4)
+            data = f.read(int.from_bytes(head, "little"))
+            keys, flat = loads(zlib.decompress(data) if compress else data)
+            it = iter(flat)
+            c = list(zip(keys, map(make, zip(*[it] * width, strict=True)), strict=True))
+            i = bisect_left(keys, lo) if lo is not None and keys[0] < lo else 0
+            j = bisect_left(keys, hi) if hi is not None and keys[-1] >= hi else len(keys)
+            if i or j < len(keys):
+                c = c[i:j]
+            if c:
+                yield c
 
 
 _A = TypeVar("_A")
@@ -444,14 +591,27 @@ class Streamed:
             yield from b
 
 
+def joined(runs: list[Streamed]) -> Streamed:
+    """The plans of consecutive key ranges (:func:`split_ranges`) as one: their decisions in order,
+    their counts added."""
+
+    def gen(run: Streamed) -> Iterator[list[Decision]]:
+        for r in runs:
+            yield from r.batches()
+        run.files_total = sum(r.files_total for r in runs)
+        run.bytes_total = sum(r.bytes_total for r in runs)
+
+    return Streamed(runs[0].mode, runs[0].reason, gen)
+
+
 def _count(run: Streamed, s: FileStatus) -> None:
     run.files_total += 1
     run.bytes_total += s.size
 
 
-def stream_reconcile(src_fs: FileSystem, src_root: str, src: SortedStream[FileStatus], tgt_fs: FileSystem,
-                     tgt_root: str, tgt: SortedStream[FileStatus], options: CopyOptions, *, mode: str, reason: str,
-                     recorded: SortedStream[Entry] | None = None, batch: int = BATCH) -> Streamed:
+def stream_reconcile(src_fs: FileSystem, src_root: str, src: Iterable[tuple[str, FileStatus]], tgt_fs: FileSystem,
+                     tgt_root: str, tgt: Iterable[tuple[str, FileStatus]], options: CopyOptions, *, mode: str,
+                     reason: str, recorded: Iterable[tuple[str, Entry]] | None = None, batch: int = BATCH) -> Streamed:
     """:func:`~dr_toolkit.copy.plan.reconcile` streamed: each source file decided by
     :func:`~dr_toolkit.copy.plan.reconcile_entry` against the target's file at its path (those
     both sides hold on ``options.workers`` threads, one batch at a time), with the base entry at
@@ -526,7 +686,8 @@ def pairs_keyed(pairs: Iterable[tuple[str, _A | None, _B | None]]
         yield k, (a, b)
 
 
-def stream_fast_forward(src: SortedStream[FileStatus], base: SortedStream[Entry], options: CopyOptions, *,
+def stream_fast_forward(src: Iterable[tuple[str, FileStatus]], base: Iterable[tuple[str, Entry]],
+                        options: CopyOptions, *,
                         reason: str, batch: int = BATCH) -> Streamed:
     """:func:`~dr_toolkit.copy.plan.fast_forward` of a listing (no snapshot diff: no moves, no
     ``changed``) streamed: a source file is kept when :func:`~dr_toolkit.copy.plan.unchanged`
@@ -654,15 +815,17 @@ class Workdir:
 
 
 @gc_paused()
-def write_manifest(out: IO[bytes], header: dict[str, Any], entries: Iterable[tuple[str, Entry]]) -> int:
+def write_manifest(out: IO[bytes], header: dict[str, Any] | None, entries: Iterable[tuple[str, Entry]]) -> int:
     """A manifest written as its entries come (``manifest.encode``'s format, CHUNK_ENTRIES to a
-    line); returns the number of entries. The compression runs on a thread of its own (zlib
+    line); returns the number of entries. ``header`` None: no header line — a later part of a
+    manifest written by parts (gzip members concatenated are one gzip stream: the parts of a split
+    merge, the first with the header, appended in key order make the manifest). The compression runs on a thread of its own (zlib
     lets go of the interpreter lock): it overlaps the encoding of the next lines (and whatever
     produces the entries) on a second core."""
     n = 0
     with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1, mtime=0) as gz, ThreadPoolExecutor(1) as writer:
         pending: list[Future[int]] = []
-        buf: list[bytes] = [(json.dumps({"header": header}) + "\n").encode()]
+        buf: list[bytes] = [] if header is None else [(json.dumps({"header": header}) + "\n").encode()]
         size = 0
 
         def put(data: bytes) -> None:

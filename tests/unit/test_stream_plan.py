@@ -363,3 +363,125 @@ def test_a_listing_spilled_comes_back_field_for_field(tmp_path: Path) -> None:
         for k, s in a:
             want = d[sp.key_rel(k)]
             assert isinstance(s, sp.Listed) and s._asdict() == {f: getattr(want, f) for f in sp.Listed._fields}
+
+
+# --- the merge split by key range (one worker a range: its stacks start empty) -------------------------
+
+
+def _split(streams: list[sp.SortedStream[Any]], parts: int, plan: Any) -> tuple[sp.Streamed, int]:
+    """Each range of :func:`sp.split_ranges` planned alone by ``plan(*parts of the streams)``, joined."""
+    ranges = sp.split_ranges(streams, parts)
+    assert ranges[0][0] is None and ranges[-1][1] is None
+    assert all(a[1] == b[0] and a[1] is not None and sp.top_cut(a[1]) == a[1] for a, b in zip(ranges, ranges[1:], strict=False))
+    return sp.joined([plan(*(s.part(lo, hi) for s in streams)) for lo, hi in ranges]), len(ranges)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_forward_split_by_top_level_names_equals_in_memory(seed: int, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random namespaces (renames, type changes both ways, names sorting between a path and the
+    paths below it, filters) planned range by range: every range starts mid-run (chunks of 3), a
+    cut falls between top-level names such as "a", "a b", "a-b", "a.b", "a0"; the joined decisions
+    must equal the oracle's. Every fifth namespace lies under one top-level directory: one range."""
+    monkeypatch.setattr(sp, "CHUNK", 3)
+    strict = seed % 4 != 3
+    base, src_all, tgt = _namespace(seed, strict=strict)
+    one_top = seed % 5 == 4
+    if one_top:
+        base, src_all, tgt = ({"top/" + r: v for r, v in d.items()} for d in (base, src_all, tgt))  # type: ignore[assignment]
+    rng = random.Random(seed * 7 + 1)
+    options = _options(rng, update=True)
+    src = wanted_only(src_all, filters_of(options))
+    want = fast_forward(src, base, options, reason="r")
+    batch = rng.choice([2, 5, 11, 1000])
+    parts = rng.choice([2, 3, 5])
+    with sp.Workdir(str(tmp_path)) as work:
+        s_src, s_base = _streams(work, seed, batch, (src, sp.STATUS), (base, sp.ENTRY))
+        run, n = _split([s_src, s_base], parts,
+                        lambda a, b: sp.stream_fast_forward(a, b, options, reason="r", batch=batch))
+        _same_plans(want, sp.to_plan(run))
+        if one_top:
+            assert n == 1  # no cut below the top: the range is planned whole
+        elif len({r.split("/")[0] for r in (*src, *base)}) >= parts:
+            assert n > 1  # the split is what is tested
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_reconcile_split_by_top_level_names_equals_in_memory(seed: int, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sp, "CHUNK", 2)
+    src_dir, tgt_dir = _trees(seed, tmp_path)
+    rng = random.Random(seed * 13 + 5)
+    options = _options(rng, update=rng.random() < 0.8, overwrite=rng.random() < 0.1, workers=3,
+                       proof=rng.choice(["checksum", "content"]))
+    f = filters_of(options)
+    src, tgt = _side(src_dir), _side(tgt_dir)
+    src_files = wanted_only(list_tree(src), f)
+    tgt_files = wanted_only(list_tree(tgt), f)
+    recorded = {r: mf.Entry(t.size, 1.0, "SHA-256:00", t.mtime, "v") for r, t in tgt_files.items() if rng.random() < 0.5}
+    want = reconcile(src.fs, src.root, src_files, tgt.fs, tgt.root, tgt_files, options, mode="reconcile",
+                     reason="r", recorded=recorded)
+    batch = rng.choice([1, 3, 1000])
+    with sp.Workdir(str(tmp_path)) as work:
+        streams = [sp.SortedStream(_shuffled(d, seed + i), codec, work, batch=batch, name=f"s{i}")
+                   for i, (d, codec) in enumerate([(src_files, sp.STATUS), (tgt_files, sp.STATUS),
+                                                   (recorded, sp.ENTRY)])]
+        run, n = _split(streams, 3, lambda a, b, c: sp.stream_reconcile(
+            src.fs, src.root, a, tgt.fs, tgt.root, b, options, mode="reconcile", reason="r", recorded=c, batch=batch))
+        _same_plans(want, sp.to_plan(run))
+        assert n > 1
+
+
+def test_a_part_reads_exactly_its_keys_from_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranges cut at every top-level name, and at names that are no entry's: each part holds
+    exactly the keys of its range, in order, whatever chunk a bound falls in (chunks of 3)."""
+    monkeypatch.setattr(sp, "CHUNK", 3)
+    rng = random.Random(11)
+    rels = list({_path(rng, 4) for _ in range(800)})
+    d = {r: mf.Entry(i, 1.0) for i, r in enumerate(rels)}
+    keys = sorted(sp.tree_key(r) for r in rels)
+    cuts = sorted({sp.top_cut(k) for k in keys} | {"a\x01", "a", "0", "zz", "a b!"})
+    with sp.Workdir(str(tmp_path)) as work:
+        for batch in (7, 5000):  # spilled runs, and one batch in memory
+            s = sp.SortedStream(_shuffled(d, 3), sp.ENTRY, work, batch=batch)
+            assert bool(s.runs) == (batch == 7)
+            for lo, hi in [(None, None), *zip([None, *cuts], [*cuts, None], strict=True)]:
+                got = [k for k, _ in s.part(lo, hi)]
+                assert got == [k for k in keys if (lo is None or k >= lo) and (hi is None or k < hi)], (lo, hi)
+            ranges = sp.split_ranges([s], 4)
+            assert len(ranges) == 4
+            assert [k for lo, hi in ranges for k, _ in s.part(lo, hi)] == keys
+
+
+def test_split_ranges_of_one_top_level_directory_is_one_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges are cut at top-level names only (sampled by the runs' chunk index: chunks of 1
+    here, every key a sample): under one top-level directory, one range — the split degrades to one
+    worker, never a cut inside a subtree."""
+    monkeypatch.setattr(sp, "CHUNK", 1)
+    with sp.Workdir(str(tmp_path)) as work:
+        s = sp.SortedStream(((f"top/d{i}/f", mf.Entry(i, 1.0)) for i in range(50)), sp.ENTRY, work, batch=4)
+        assert sp.split_ranges([s], 2) == [(None, None)]
+        s2 = sp.SortedStream(((f"d{i % 4}/f{i}", mf.Entry(i, 1.0)) for i in range(50)), sp.ENTRY, work, batch=4)
+        assert sp.split_ranges([s2], 8) == [(None, "d1"), ("d1", "d2"), ("d2", "d3"), ("d3", None)]
+
+
+def test_a_manifest_written_in_parts_is_one_manifest(tmp_path: Path) -> None:
+    """Parts of a split merge (the first with the header, then gzip members without one, some empty)
+    concatenated read back as the manifest."""
+    entries_ = {f"p/{i:05d}": mf.Entry(i, i / 3, f"MD5:{i:032x}") for i in range(5000)}
+    items = sorted(entries_.items())
+    buf = io.BytesIO()
+    sp.write_manifest(buf, {"manifest_id": "m"}, items[:1234])
+    sp.write_manifest(buf, None, [])
+    sp.write_manifest(buf, None, items[1234:])
+    header, back = mf.decode(buf.getvalue())
+    assert header == {"manifest_id": "m"} and back == entries_
+    assert list(sp.read_manifest(io.BytesIO(buf.getvalue()))) == items
+
+
+def test_parts_run_in_forked_processes(tmp_path: Path) -> None:
+    assert sp.in_processes(lambda i: (i, os.getpid()), 3)[0] == (0, os.getpid())
+    got = sp.in_processes(lambda i: (i, os.getpid()), 3)
+    assert [i for i, _ in got] == [0, 1, 2] and len({p for _, p in got}) == 3
+    with pytest.raises(OSError, match="part 1"):
+        sp.in_processes(lambda i: 1 // (i - 1), 2)
