@@ -3,13 +3,57 @@
 Per partition: the hot records not (provably) on cold, and the safe time up to which cold
 provably holds hot's records — never from the newest timestamps alone, whatever the
 producers' clocks.
+
+**The incremental proof** (issue 42; :class:`Incremental`, used by the gate through
+:func:`mirror_lag_many`). A check proves each partition by reading records (the tail, else the
+search). It keeps, per partition, what it proved (the row: position, method, the cold record that
+is the copy of hot's at ``hot_offset``, the oldest unmirrored record's timestamp) together with
+the *evidence* the brokers gave of both logs when the proof was made: per side the topic id
+(Metadata v12), the log start offset, the end offset (high watermark) and the leader epoch at
+which both were answered (ListOffsets v6 asked at the epoch Metadata named: a broker whose
+partition moved to another epoch refuses it), and hot's last stable offset. The next check reads
+the same evidence (a few requests, no record) and:
+
+- **unchanged** (every field equal on both sides) → the previous proof holds, carried without
+  reading a record. Why that is sound: a proof is a statement about the records below the two
+  end offsets. Those records can change only by (a) appending — the end offset moves; (b)
+  removing the head (retention, DeleteRecords) — the log start moves; (c) truncation, which a
+  broker performs only when a partition changes leader (a follower truncating to the new
+  leader's log; an unclean election losing acknowledged records and writing new ones at the same
+  offsets) — every leader change bumps the leader epoch; (d) deleting the topic and creating it
+  again under the same name (offsets restart) — a new topic id; (e) a transaction ending — a
+  marker is appended (the end moves) and the last stable offset moves. A record produced on
+  cold directly is an append on cold (its end moves). Neither a producer nor the mirror can
+  set any of these fields: they are the brokers' own. Not seen: compaction (it removes superseded
+  records below the end without moving any field; the full path does not see it either — a
+  proof states which hot records have a copy, and compaction on hot removes none that cold
+  lacks), and anyone rewriting a broker's segment files on disk.
+- **grown** (same topic ids, log starts and epochs; ends moved forward; no open transaction on
+  hot; the previous method ``exact`` on a CreateTime cold topic) → the proof is **extended** by
+  reading only the records appended since: cold's records after the proven cold offset must be,
+  in order, the copies (timestamp and fingerprint, CreateTime) of hot's records after the proven
+  hot offset — a mirror's re-send of a record already matched is passed over; anything else (a
+  record produced on cold, a copy out of place, a LogAppendTime-stamped record) ends the
+  extension and the partition takes the full path. The chain from the proven pair is a longer
+  identity window than :data:`IDENTITY_WINDOW` (every record since the proven pair, which was
+  itself proven with its window). More than :data:`EXTEND_MAX` new offsets on a side → full path.
+- anything else — a new topic id, a moved log start, a new epoch, an end that moved backwards, a
+  LogAppendTime cold topic, no evidence (not PLAINTEXT, a partition refused), no ledger row, a
+  row older than ``max_age_s``, a row proven under other inputs (the skew bound, MirrorMaker 2's
+  offset-syncs topic), a row that proved no position (``unproven``, ``log_append_time``,
+  ``cold_empty``: a proof may appear without either log changing, from MM2's offset syncs) — the
+  full path (tail, then search), as every check did before.
+
+The ledger's rows are only the base (what was proven, and the evidence it was proven on), never
+the evidence: a row is used only when the live brokers' evidence equals its own.
 """
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dr_toolkit.errors import ConfigError, DrtError
@@ -33,6 +77,25 @@ TAIL_FIRST = IDENTITY_WINDOW + 2  # the gate's first tail: hot's last record, th
 Tail = tuple[list[Record], list[Record], int, int]  # hot's records, cold's, hot's window start, cold's
 TAIL_CHUNK = 2000  # partitions read together by one client (mirror_lag_many)
 LACKING = "cold_lacks_partition"  # a lag row's method: hot has the partition, cold's topic has fewer
+EXTEND_MAX = 512  # new offsets per side an incremental proof reads to extend a proof (more: the full path)
+# rows with no proven position (NO_GO, every record behind): never carried — a proof may appear without
+# the logs changing (MirrorMaker 2's offset syncs configured or written later)
+NO_POSITION = ("unproven", "log_append_time", "cold_empty", "error", LACKING)
+MAX_PROOF_AGE_S = 6 * 3600.0  # a carried proof is re-proven from the records at least this often
+Evidence = tuple[str, int, int, int]  # topic id, log start offset, end offset, leader epoch (wire.log_evidence)
+
+
+@dataclass
+class Incremental:
+    """The incremental proof's state for one check (see the module doc): ``previous``, the last
+    check's per-partition rows read back from the ledger (hot topic, partition) → detail;
+    filled here: ``fresh``, the rows this check proved from records or extended (to be written
+    back), and ``counts`` (carried, extended, full, no_evidence)."""
+
+    previous: Mapping[tuple[str, int], Mapping[str, Any]]
+    max_age_s: float = MAX_PROOF_AGE_S
+    fresh: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
@@ -104,7 +167,8 @@ def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
 
 
 def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS,
-                    chunk: int = TAIL_CHUNK) -> tuple[dict[str, LagReport | DrtError], dict[str, int]]:
+                    chunk: int = TAIL_CHUNK, incremental: Incremental | None = None,
+                    ) -> tuple[dict[str, LagReport | DrtError], dict[str, int]]:
     """:func:`mirror_lag` of each topic (the gate's input), its cost growing with the partitions,
     not with topics × partitions: metadata once per cluster, MM2's offset syncs once, the topics'
     configs in one DescribeConfigs, every partition's ends in ListOffsets requests shared by all
@@ -115,6 +179,11 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
     partition's row is the one :func:`mirror_lag` gives (the tails are proofs read from the
     records whatever their length; a tail that proves nothing only sends the partition on to the
     search). A topic that cannot be checked maps to its error (the others still answer).
+
+    ``incremental``: the last check's proofs (see the module doc): each side's ends are then read
+    with their evidence (:func:`log_evidence`), a partition whose evidence is unchanged keeps its
+    proof, one that grew has it extended from the records appended since, and only the others are
+    proven from the records; ``incremental.fresh`` receives the rows to keep for the next check.
 
     Returns (topic → report or error, request counts)."""
     skew = mirror.skew_ms
@@ -142,14 +211,24 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
         hot_parts = [(t, p) for t in counts for p in range(counts[t])]
         cold_parts = [(mirror.cold_topic(t), p) for t in counts for p in range(min(counts[t],
                                                                                      cold_have[mirror.cold_topic(t)]))]
+        hot_ev: dict[tuple[str, int], Evidence] = {}
+        cold_ev: dict[tuple[str, int], Evidence] = {}
         try:
             read_at = time.time()
-            hot_marks = hot.watermarks_many(hot_parts)
+            if incremental is not None:  # the ends with their evidence (start, end, epoch, topic id)
+                hot_ev = log_evidence(hot, hot_parts)
+                stats["evidence"] = stats.get("evidence", 0) + 1
+            hot_marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in hot_ev.items()}
+            hot_marks.update(hot.watermarks_many([tp for tp in hot_parts if tp not in hot_marks]))
             try:  # an open transaction hides every record from its first on from read_committed
                 stable = hot.stable_ends(hot_parts)
             except DrtError:
                 stable = {}
-            cold_marks = cold.watermarks_many(cold_parts)
+            if incremental is not None:
+                cold_ev = log_evidence(cold, cold_parts)
+                stats["evidence"] += 1
+            cold_marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in cold_ev.items()}
+            cold_marks.update(cold.watermarks_many([tp for tp in cold_parts if tp not in cold_marks]))
             stats["list_offsets"] += 5
         except DrtError as exc:
             for t in counts:
@@ -163,6 +242,39 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
             rows: dict[tuple[str, int], LagRow] = {}
             eligible = {k: v for k, v in hot_marks.items() if stable.get(k) == _end(v) and not restamped[k[0]]}
             left = [(t, p) for t, p in hot_parts if p < cold_have[mirror.cold_topic(t)]]
+            carried: set[tuple[str, int]] = set()
+            inputs = [skew, mirror.offset_syncs_topic]  # what a proof depends on besides the two logs
+            if incremental is not None:
+                extend: dict[tuple[str, int], Mapping[str, Any]] = {}
+                for tp in left:
+                    ctp = (mirror.cold_topic(tp[0]), tp[1])
+                    prev, he, ce = incremental.previous.get(tp), hot_ev.get(tp), cold_ev.get(ctp)
+                    if he is None or ce is None:
+                        incremental.counts["no_evidence"] += 1
+                        continue
+                    if (prev is None or not _fresh(prev, read_at, incremental.max_age_s) or prev.get("k") != inputs
+                            or prev.get("m") in NO_POSITION):
+                        continue
+                    row = _carried(prev, tp, he, ce, stable.get(tp), restamped[tp[0]], read_at, skew)
+                    if row is not None:
+                        rows[tp] = row
+                        carried.add(tp)
+                    elif _extensible(prev, he, ce, stable.get(tp), restamped[tp[0]]):
+                        extend[tp] = prev
+                incremental.counts["carried"] += len(carried)
+                if extend:
+                    keys = list(extend)
+                    parts = [tuple(keys[i:i + chunk]) for i in range(0, len(keys), chunk)]
+                    stats["extend_chunks"] = len(parts)
+
+                    def ext(part: tuple[tuple[str, int], ...]) -> dict[tuple[str, int], LagRow]:
+                        return _extend_many(hot_pool.get(), cold_pool.get(), mirror,
+                                            tuple((tp, extend[tp]) for tp in part), hot_marks, cold_marks, read_at, skew)
+
+                    for ext_rows in run_all(ext, parts, workers).values():
+                        rows.update(ext_rows)
+                    incremental.counts["extended"] += sum(1 for tp in extend if tp in rows)
+                left = [tp for tp in left if tp not in rows]
             for size in (TAIL_FIRST, WINDOW):
                 todo = [(t, p) for t, p in left if (t, p) in eligible]
                 chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
@@ -205,9 +317,150 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
             hot_pool.close()
             cold_pool.close()
     checked = time.time()
+    if incremental is not None:
+        incremental.counts["full"] += len(rest)
+        for tp, row in rows.items():
+            ctp = (mirror.cold_topic(tp[0]), tp[1])
+            if tp in carried or tp not in hot_ev or ctp not in cold_ev or row.error or row.method == LACKING:
+                continue
+            if (row.hot_end, row.cold_end) != (hot_ev[tp][2], cold_ev[ctp][2]):
+                continue  # proven on other ends than the evidence's (never: the marks are the evidence's)
+            incremental.fresh[tp] = {**_kept(row, hot_ev[tp], cold_ev[ctp], stable.get(tp), restamped[tp[0]], read_at),
+                                     "k": inputs}
     for t, n in counts.items():
         out[t] = LagReport(checked, [t], [rows[(t, p)] for p in range(n)], [], skew / 1000.0)
     return out, stats
+
+
+def log_evidence(c: KafkaCluster, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Evidence]:
+    """Each partition's evidence (topic id, log start, end, leader epoch; see the module doc),
+    from the brokers (:func:`dr_toolkit.kafka.wire.log_evidence`) — or from the client itself
+    when it reads it (``evidence_many``: the benchmark's simulated cluster). Partitions without
+    evidence are left out; none at all (not PLAINTEXT, Metadata refused) is an empty answer."""
+    from dr_toolkit.kafka import wire
+
+    if not tps:
+        return {}
+    own = getattr(c, "evidence_many", None)
+    try:
+        if own is not None:
+            return dict(own(tps))
+        ev, n = wire.log_evidence(c.bootstrap, c._conf, c.timeout_s, tps)
+    except DrtError:
+        return {}
+    c.list_offsets_requests += n
+    return ev
+
+
+def _fresh(prev: Mapping[str, Any], now: float, max_age_s: float) -> bool:
+    try:
+        return 0.0 <= now - float(prev["at"]) <= max_age_s
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _kept(row: LagRow, he: Evidence, ce: Evidence, stable_end: int | None, restamped: bool,
+          read_at: float) -> dict[str, Any]:
+    """What the ledger keeps of a partition's proof for the next check: the evidence of both logs
+    it was made on and the row's facts (position, method, proof, oldest unmirrored timestamp)."""
+    return {"h": list(he), "c": list(ce), "s": stable_end, "r": restamped, "m": row.method,
+            "b": row.records_behind, "o": row.oldest_unmirrored_ts, "pf": row.proof, "at": read_at}
+
+
+def _carried(prev: Mapping[str, Any], tp: tuple[str, int], he: Evidence, ce: Evidence, stable_end: int | None,
+             restamped: bool, read_at: float, skew: int) -> LagRow | None:
+    """The previous row, when both logs' evidence is what it was proven on (None otherwise)."""
+    if (list(he) != list(prev.get("h") or []) or list(ce) != list(prev.get("c") or [])
+            or stable_end != prev.get("s") or restamped != prev.get("r")):
+        return None
+    behind, oldest, method = prev.get("b"), prev.get("o"), str(prev.get("m"))
+    if not isinstance(behind, int) or method in ("error", LACKING):
+        return None
+    since = (f"unchanged since the check of {float(prev['at']):.3f} (topic ids, log starts, end offsets and leader "
+             "epochs of both partitions as then: no record below the ends can have changed); its proof carried "
+             f"({method})")
+    if behind == 0:
+        return LagRow(tp[0], tp[1], he[2], ce[2], safe_time=read_at, method=method, proof=prev.get("pf"), basis=(
+            f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}; {since}"))
+    if oldest is None:
+        return None
+    safe = min(read_at, float(oldest) - skew / 1000.0)
+    return LagRow(tp[0], tp[1], he[2], ce[2], records_behind=behind, seconds_behind=max(0.0, read_at - safe),
+                  oldest_unmirrored_ts=float(oldest), safe_time=safe, method=method, proof=prev.get("pf"),
+                  basis=(f"{since}; {behind} hot record(s) unmirrored, the oldest stamped {float(oldest):.3f} (safe "
+                         f"time = that − the {skew / 1000:g}s skew bound)"))
+
+
+def _extensible(prev: Mapping[str, Any], he: Evidence, ce: Evidence, stable_end: int | None, restamped: bool) -> bool:
+    """May the previous proof be extended by the records appended since (see the module doc)?"""
+    ph, pc, pf = prev.get("h") or [], prev.get("c") or [], prev.get("pf") or {}
+    if len(ph) != 4 or len(pc) != 4 or restamped or prev.get("r") or prev.get("m") != "exact":
+        return False
+    if not isinstance(pf.get("hot_offset"), int) or not isinstance(pf.get("cold_offset"), int):
+        return False
+    same = (he[0], he[1], he[3]) == (ph[0], ph[1], ph[3]) and (ce[0], ce[1], ce[3]) == (pc[0], pc[1], pc[3])
+    return (same and he[2] >= ph[2] and ce[2] >= pc[2] and stable_end == he[2]
+            and he[2] - pf["hot_offset"] - 1 <= EXTEND_MAX and ce[2] - pf["cold_offset"] - 1 <= EXTEND_MAX)
+
+
+def _extend_many(hot: KafkaCluster, cold: KafkaCluster, mirror: Mirror,
+                 part: tuple[tuple[tuple[str, int], Mapping[str, Any]], ...], hot_marks: Mapping[tuple[str, int], Any],
+                 cold_marks: Mapping[tuple[str, int], Any], read_at: float, skew: int) -> dict[tuple[str, int], LagRow]:
+    """:func:`_extended` of many partitions: the records appended since each proof, one fetch loop per side."""
+    hr, cr = [], []
+    for (t, p), prev in part:
+        pf = prev["pf"]
+        hr.append((t, p, int(pf["hot_offset"]) + 1, int(hot_marks[(t, p)][1])))
+        cr.append((mirror.cold_topic(t), p, int(pf["cold_offset"]) + 1, int(cold_marks[(mirror.cold_topic(t), p)][1])))
+    try:
+        hw, cw = hot.read_many(hr), cold.read_many(cr)
+    except DrtError:
+        return {}  # the full path reports the error per partition
+    out: dict[tuple[str, int], LagRow] = {}
+    for ((t, p), prev), (_, _, hs, he), (ct, _, cs, ce) in zip(part, hr, cr, strict=True):
+        hot_new = hw.get((t, p), [] if hs >= he else None)
+        cold_new = cw.get((ct, p), [] if cs >= ce else None)
+        if hot_new is None or cold_new is None:
+            continue  # not read whole: the full path
+        row = _extended(t, p, prev, hot_new, cold_new, he, ce, read_at, skew)
+        if row is not None:
+            out[(t, p)] = row
+    return out
+
+
+def _extended(t: str, p: int, prev: Mapping[str, Any], hot_new: list[Record], cold_new: list[Record], hot_end: int,
+              cold_end: int, read_at: float, skew: int) -> LagRow | None:
+    """The previous proof (cold's record at ``cold_offset`` is the copy of hot's at ``hot_offset``)
+    extended by the records appended since: cold's new records must be, in order, the copies of
+    hot's new records (a re-send of one already matched passed over); None when they are not."""
+    pf = prev["pf"]
+    seen = {(pf.get("timestamp"), pf.get("fingerprint"))}
+    i, last = 0, None
+    for c in cold_new:
+        if c.timestamp_type == "log_append":
+            return None  # stamped by the cold broker: never hot's timestamp
+        ident = (c.timestamp, c.fingerprint)
+        if i < len(hot_new) and ident == (hot_new[i].timestamp, hot_new[i].fingerprint):
+            seen.add(ident)
+            i, last = i + 1, c
+        elif ident not in seen:
+            return None  # produced on cold, or a copy out of place: the full path decides
+    proof = dict(pf) if last is None else (_proof(last, hot_new[i - 1].offset) or dict(pf))
+    q = hot_new[i - 1].offset + 1 if i else int(pf["hot_offset"]) + 1
+    since = (f"the proof of the check of {float(prev['at']):.3f} extended: cold's {len(cold_new)} record(s) appended "
+             f"since its proven offset {pf['cold_offset']} are, in order, the copies of hot's after offset "
+             f"{pf['hot_offset']} (timestamps and fingerprints; topic ids, log starts and leader epochs unchanged)")
+    if i == len(hot_new):  # every hot record up to the end read is on cold (trailing offsets hold no record)
+        return LagRow(t, p, hot_end, cold_end, safe_time=read_at, method="exact", proof=proof, basis=(
+            f"caught up: cold holds hot's records up to hot's end offset read at {read_at:.3f}; {since}"))
+    oldest = hot_new[i]
+    ts = oldest.timestamp / 1000.0
+    safe = min(read_at, ts - skew / 1000.0)
+    behind = max(0, hot_end - q)
+    return LagRow(t, p, hot_end, cold_end, records_behind=behind, seconds_behind=max(0.0, read_at - safe),
+                  oldest_unmirrored_ts=ts, safe_time=safe, method="exact", proof=proof,
+                  basis=(f"{since}; {behind} hot record(s) unmirrored, the oldest stamped {ts:.3f} (safe time = that "
+                         f"− the {skew / 1000:g}s skew bound)"))
 
 
 def _tails_many(hot: KafkaCluster, cold: KafkaCluster, mirror: Mirror, part: tuple[tuple[str, int], ...],

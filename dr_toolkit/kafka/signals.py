@@ -12,6 +12,13 @@
   ``max_checkpoint_age_s``, or when a partition the group has committed on hot (minus the
   policies' ``exclude_topics``) is missing from that checkpoint (or hot cannot be asked). Its
   ``safe_time`` is the checkpoint's time: offsets committed later are not carried over.
+
+The topic signals' lag is proven incrementally (:class:`dr_toolkit.kafka.lag.Incremental`, its
+trust argument in that module's doc): each check keeps, per partition, its proof and the brokers'
+evidence of both logs it was made on (ledger watermarks, component :data:`PROOFS`, read back in
+one query); a partition whose evidence the brokers still give keeps its proof without a record
+read, one that grew has it extended from the records appended since, the others are proven
+from the records. A missing or unreadable row is the full path.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, why
 from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
-from dr_toolkit.kafka.lag import mirror_lag_many
+from dr_toolkit.kafka.lag import Incremental, mirror_lag_many
 from dr_toolkit.kafka.mirror import Mirror
 from dr_toolkit.kafka.rows import LagReport
 from dr_toolkit.secrets import redact
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
     from dr_toolkit.topology import Topology
 
 PARALLEL = 8
+PROOFS = "kafka-proof"  # the ledger's watermarks of the incremental proof: one per hot partition, "<topic>[<p>]"
 
 
 def _why(exc: BaseException) -> str:
@@ -155,10 +163,14 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
                    for p in topology.policies.kafka if p.topics_regex)
     if topics:
         # every topic's lag in one pass (metadata once, ListOffsets shared by all topics): lag.mirror_lag_many
+        inc = Incremental(previous_proofs(ledger))
         try:
-            reports, _stats = mirror_lag_many(mirror, topics)
+            reports, _stats = mirror_lag_many(mirror, topics, incremental=inc)
         except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
             reports = {t: DrtError(_why(exc)) for t in topics}
+        if inc.fresh:
+            with contextlib.suppress(Exception):  # an unwritable ledger: the next check takes the full path
+                ledger.set_watermarks(PROOFS, [(f"{t}[{p}]", float(d["at"]), d) for (t, p), d in inc.fresh.items()])
         proven: list[LagRow] = []
         checked = 0.0
         counts: dict[str, int] = {}
@@ -191,6 +203,23 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
         ages = [p.max_checkpoint_age_s for p in topology.policies.kafka if p.selects_group(g)]
         out.append(group_signal(g, rows, committed.get(g), hot_error, min(ages) if ages else 1800.0, now))
     return _noted(out, notes)
+
+
+def previous_proofs(ledger: Ledger) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last checks' per-partition proofs and their evidence (one query); none when the ledger
+    cannot be read (every partition then takes the full path)."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    try:
+        rows = ledger.watermarks(PROOFS)
+    except Exception:  # noqa: BLE001 - no base: the full path
+        return out
+    for w in rows:
+        name, d = str(w["name"]), w.get("detail")
+        t, _, rest = name.rpartition("[")
+        if not t or not rest.endswith("]") or not rest[:-1].isdigit() or not isinstance(d, dict):
+            continue
+        out[(t, int(rest[:-1]))] = d
+    return out
 
 
 def _noted(signals: list[Signal], notes: list[str]) -> list[Signal]:
