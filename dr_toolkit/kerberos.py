@@ -204,8 +204,13 @@ class Kerberos:
         if self.cfg.principal and name and name != self.cfg.principal:
             raise KerberosError(f"the ticket cache {src} holds {name}, not {self.cfg.principal}", where=self.who,
                                 hint=f"run `kinit {self.cfg.principal}` or set KRB5CCNAME to its cache")
+        import gssapi.raw.misc
+
         creds = self._gss_creds(src)
-        left = float(creds.lifetime or 0)
+        try:
+            left = float(creds.lifetime or 0)
+        except gssapi.raw.misc.GSSError:  # ExpiredCredentialsError
+            left = 0.0
         if left < MIN_LEFT_S:
             raise KerberosError(f"the Kerberos ticket in {src} has expired", where=self.who,
                                 hint=f"run `kinit {self.cfg.principal or name or '<principal>'}` again, or give "

@@ -1,0 +1,146 @@
+"""Kerberos end to end on a real KDC (Hadoop's MiniKdc) and a kerberized HDFS (SPNEGO on WebHDFS):
+`drt distcp` copies and verifies as a principal from the environment; a missing keytab, a
+principal the KDC does not know, an expired ticket cache or no credentials at all are one line
+naming the principal, exit 3, nothing written; an unauthenticated request is refused (the
+security is real); a run outlives its tickets (the KDC caps them at 12 s) and keeps going."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from drt_servers.hdfs import HdfsCluster
+from drt_servers.kdc import Kdc
+from tests.support import fixtures_kerberos
+from tests.support.fixtures_kerberos import MAX_LIFE_S, kerberos_env, without_kerberos_env
+
+# the session fixtures, until tests/conftest.py loads tests.support.fixtures_kerberos itself
+kdc = fixtures_kerberos.kdc
+hdfs_secure = fixtures_kerberos.hdfs_secure
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
+
+
+def drt(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in without_kerberos_env().items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, env=full, timeout=180)
+
+
+def one_line(r: subprocess.CompletedProcess[str], code: int) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("drt: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+def seed(h: HdfsCluster, root: str, n: int = 3) -> dict[str, bytes]:
+    files = {f"{root}/d/f{i}.bin": bytes([i]) * (1000 + 4096 * i) for i in range(n)}
+    for p, data in files.items():
+        h.write(p, data)
+    return files
+
+
+def test_unauthenticated_requests_are_refused(hdfs_secure: HdfsCluster) -> None:
+    base = f"{hdfs_secure.webhdfs_url}/webhdfs/v1"
+    r = requests.get(f"{base}/?op=LISTSTATUS", timeout=10)
+    assert r.status_code == 401 and r.headers.get("WWW-Authenticate") == "Negotiate"
+    # the simple (pseudo) scheme an insecure cluster takes is refused too: nothing is made
+    r = requests.put(f"{base}/kerberos-intruder?op=MKDIRS&user.name=hdfs", timeout=10)
+    assert r.status_code == 401
+    assert hdfs_secure.stat("/kerberos-intruder") is None
+
+
+def test_distcp_copies_and_verifies_as_the_principal(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path) -> None:
+    files = seed(hdfs_secure, "/kc/src")
+    r = drt("--json", "distcp", hdfs_secure.uri("/kc/src"), hdfs_secure.uri("/kc/dst"), cwd=tmp_path,
+            env=kerberos_env(kdc))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["files_copied"] == len(files) and out["files_failed"] == 0
+    for p, data in files.items():
+        assert hdfs_secure.read(p.replace("/kc/src", "/kc/dst")) == data
+    # the NameNode saw the toolkit's own principal write them (its delegation token at the DataNode)
+    ugis = {rec["ugi"].split()[0] for rec in hdfs_secure.audit("create", under="/kc/dst")}
+    assert ugis == {"drt"}
+    # a second run finds them equal (the checksums compared over the secure cluster): nothing copied
+    r = drt("--json", "distcp", "--update", hdfs_secure.uri("/kc/src"), hdfs_secure.uri("/kc/dst"), cwd=tmp_path,
+            env=kerberos_env(kdc))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["files_copied"] == 0
+
+
+@pytest.mark.parametrize("case", ["missing keytab", "unknown principal", "no credentials"])
+def test_credential_problems_are_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
+                                                case: str) -> None:
+    seed(hdfs_secure, "/kc/err", n=1)
+    dst = f"/kc/err-{case.replace(' ', '-')}"
+    if case == "missing keytab":
+        env, named = kerberos_env(kdc, keytab=tmp_path / "gone.keytab"), "drt@DRT.TEST"
+    elif case == "unknown principal":
+        env, named = kerberos_env(kdc, principal="nobody@DRT.TEST"), "nobody@DRT.TEST"
+    else:
+        env, named = kdc.client_env(), "DRT_KERBEROS_PRINCIPAL"
+    line = one_line(drt("distcp", hdfs_secure.uri("/kc/err"), hdfs_secure.uri(dst), cwd=tmp_path, env=env), 3)
+    assert named in line, line
+    assert "—" in line  # and what to do
+    assert hdfs_secure.stat(dst) is None  # nothing changed
+
+
+def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path) -> None:
+    """A ticket someone got with kinit (KRB5CCNAME, no keytab) that has run out."""
+    import os
+
+    import krb5
+
+    os.environ.setdefault("KRB5_CONFIG", str(kdc.krb5_conf))
+    ctx = krb5.init_context()
+    princ = krb5.parse_name_flags(ctx, b"drt@DRT.TEST")
+    creds = krb5.get_init_creds_keytab(ctx, princ, krb5.get_init_creds_opt_alloc(ctx),
+                                       keytab=krb5.kt_resolve(ctx, f"FILE:{kdc.keytab('drt')}".encode()))
+    cc = krb5.cc_resolve(ctx, f"FILE:{tmp_path / 'cc'}".encode())
+    krb5.cc_initialize(ctx, cc, princ)
+    krb5.cc_store_cred(ctx, cc, creds)
+    env = {**kdc.client_env(), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}", "DRT_KERBEROS_PRINCIPAL": "drt@DRT.TEST"}
+    seed(hdfs_secure, "/kc/cc", n=1)
+    r = drt("--json", "distcp", hdfs_secure.uri("/kc/cc"), hdfs_secure.uri("/kc/cc-dst"), cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr  # the kinit'ed ticket works while it lasts
+    time.sleep(max(0.0, creds.times.endtime - time.time() + 1))
+    line = one_line(drt("distcp", hdfs_secure.uri("/kc/cc"), hdfs_secure.uri("/kc/cc-dst2"), cwd=tmp_path,
+                        env=env), 3)
+    assert "drt@DRT.TEST" in line and "expired" in line and "kinit" in line, line
+    assert hdfs_secure.stat("/kc/cc-dst2") is None
+
+
+def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tickets last 12 s (the KDC's cap) and Hadoop's cookie 1 s: a run of two ticket lifetimes keeps
+    presenting valid tickets because the library obtains new ones from the keytab."""
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+    from dr_toolkit.kerberos import KerberosConfig, kerberos_for
+
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    fs = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True)
+    assert fs.kerberos is not None
+    holder = kerberos_for(KerberosConfig.from_env())
+    assert holder is fs.kerberos
+    ends: set[float] = set()
+    deadline = time.monotonic() + MAX_LIFE_S * 2
+    i = 0
+    while time.monotonic() < deadline:
+        fs.write(f"/kc/long/f{i}", [b"x" * 100])
+        assert fs.stat(f"/kc/long/f{i}") is not None
+        ends.add(holder._ends)
+        i += 1
+        time.sleep(1.5)
+    assert len(ends) >= 3, ends  # the first ticket and at least two more, each before the last ran out
+    fs.close()
+

@@ -1,0 +1,54 @@
+"""Session fixtures for the Kerberos tests: a real KDC (Hadoop's MiniKdc) and a kerberized HDFS
+(NameNode + DataNode, SPNEGO on WebHDFS) in its realm (drt_servers/kdc.py, drt_servers/hdfs.py).
+
+The KDC caps every ticket at :data:`MAX_LIFE_S`, so a test can see a ticket run out and the
+toolkit obtain a new one within a short run. Hadoop's signed cookie lives
+:data:`COOKIE_S`, so requests keep presenting tickets (not only the first one).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from drt_servers.hdfs import HdfsCluster
+from drt_servers.kdc import Kdc
+
+MAX_LIFE_S = 12
+COOKIE_S = 1
+USER = "drt"
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
+    k = Kdc(tmp_path_factory.mktemp("kdc"), max_life_s=MAX_LIFE_S).start()
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
+    h = HdfsCluster("hdfs-secure", tmp_path_factory.mktemp("hdfs-secure"), kdc=kdc,
+                    auth_token_validity_s=COOKIE_S).start()
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def kerberos_env(kdc: Kdc, user: str = USER, *, keytab: Path | str | None = None,
+                 principal: str | None = None) -> dict[str, str]:
+    """The environment of a `drt` run as ``user`` (its keytab unless ``keytab`` says otherwise)."""
+    return {**kdc.client_env(), "DRT_KERBEROS_PRINCIPAL": principal or kdc.principal(user),
+            "DRT_KERBEROS_KEYTAB": str(keytab if keytab is not None else kdc.keytab(user))}
+
+
+def without_kerberos_env() -> dict[str, str]:
+    """The test process's environment less any Kerberos credential (the user's own never leaks in)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("DRT_KERBEROS_PRINCIPAL", "DRT_KERBEROS_KEYTAB", "KRB5CCNAME", "KRB5_CONFIG")}
