@@ -1,17 +1,39 @@
-"""ZooKeeper 3.8 standalone from Debian's `zookeeper` package (docs/contracts.md, the real servers)."""
+"""ZooKeeper 3.8 standalone from Debian's `zookeeper` package (docs/contracts.md, the real servers).
+
+Kerberos is opt-in (``kdc=`` a :class:`drt_servers.kdc.Kdc`): the server logs in as
+``zookeeper/localhost`` from its keytab (a JAAS ``Server`` section) and runs ZooKeeper's SASL
+authentication provider, so a client that authenticates with SASL GSSAPI is known as
+``sasl:<principal>`` in ACLs. Unauthenticated clients may still connect (as with any ZooKeeper
+whose ACLs, not ``enforce.auth``, protect the znodes). Clients name it ``localhost:<port>``.
+"""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from drt_servers.process import ManagedProcess, four_letter, free_port
+
+if TYPE_CHECKING:
+    from drt_servers.kdc import Kdc
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar",
            "/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar"]
 
+JAAS = """\
+Server {{
+  com.sun.security.auth.module.Krb5LoginModule required
+  useKeyTab=true
+  keyTab="{keytab}"
+  storeKey=true
+  useTicketCache=false
+  principal="{principal}";
+}};
+"""
 
-def zookeeper(workdir: Path, port: int | None = None) -> ManagedProcess:
+
+def zookeeper(workdir: Path, port: int | None = None, *, kdc: Kdc | None = None) -> ManagedProcess:
     """ZooKeeper standalone; ready when `srvr` says Mode: standalone."""
     missing = [j for j in ZK_JARS if not Path(j).exists()]
     if missing:
@@ -21,15 +43,21 @@ def zookeeper(workdir: Path, port: int | None = None) -> ManagedProcess:
     data = workdir / "zk-data"
     conf.mkdir(parents=True, exist_ok=True)
     data.mkdir(parents=True, exist_ok=True)
-    (conf / "zoo.cfg").write_text(
-        f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={data}\nclientPort={port}\n"
-        "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
-        "4lw.commands.whitelist=srvr,ruok,mntr\n")
+    cfg = (f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={data}\nclientPort={port}\n"
+           "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
+           "4lw.commands.whitelist=srvr,ruok,mntr\n")
+    jvm: list[str] = []
+    if kdc is not None:
+        cfg += "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+        (conf / "jaas.conf").write_text(JAAS.format(keytab=kdc.zookeeper_keytab,
+                                                    principal=kdc.principal("zookeeper/localhost")))
+        jvm = [*kdc.jvm_options(), f"-Djava.security.auth.login.config={conf / 'jaas.conf'}"]
+    (conf / "zoo.cfg").write_text(cfg)
     cp = ":".join([str(conf), *ZK_JARS])
     java = shutil.which("java") or "java"
     proc = ManagedProcess(
-        "zookeeper", [java, "-Xmx256m", "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain",
-                      str(conf / "zoo.cfg")],
+        "zookeeper-secure" if kdc is not None else "zookeeper",
+        [java, "-Xmx256m", *jvm, "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", str(conf / "zoo.cfg")],
         port=port, log_dir=workdir, start_timeout=60,
         ready=lambda: "Mode: standalone" in four_letter(port, "srvr"))
     return proc

@@ -17,8 +17,14 @@ Authentication comes from the :class:`~dr_toolkit.secrets.Credentials` value the
 (through :class:`dr_toolkit.access.Access`; ``None``: no authentication) — this module never looks
 a credential up itself. ``login`` and ``password`` give a digest identity; ``extra["auth"]`` may
 hold ``"user:pass"``, ``{"scheme": "digest", "credential": "user:pass"}`` or a list of those;
-``extra["sasl"]`` is passed to kazoo as ``sasl_options``. When authentication is configured,
-every znode this client creates gets ``creator-all + world-read`` ACLs: never world-writable.
+``extra["sasl"]`` is passed to kazoo as ``sasl_options``; ``{"mechanism": "GSSAPI"}`` there is
+Kerberos: the principal and keytab come from the same connection (``extra.principal`` or
+``login``, ``extra.keytab``) or the environment (``DRT_KERBEROS_PRINCIPAL`` /
+``DRT_KERBEROS_KEYTAB``), the ticket from :mod:`dr_toolkit.kerberos` (a private cache, renewed;
+every reconnect authenticates again), the server named ``zookeeper/<host in the quorum>``. A
+missing keytab or unknown principal is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3)
+before any connection. When authentication is configured, every znode this client creates gets
+``creator-all + world-read`` ACLs (``sasl:<principal>`` with Kerberos): never world-writable.
 
 Kazoo's node errors are translated into :class:`ZkNoNode`, :class:`ZkNodeExists`,
 :class:`ZkNotEmpty` and :class:`ZkBadVersion` so callers need not import kazoo.
@@ -32,6 +38,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dr_toolkit.errors import ConfigError, DrtError, UnreachableError
+from dr_toolkit.kerberos import KerberosConfig, KerberosError, kerberos_for, sasl_gssapi_options
 from dr_toolkit.retry import Retry
 
 if TYPE_CHECKING:
@@ -113,9 +120,10 @@ def auth_entries(credentials: Credentials | None) -> list[tuple[str, str]]:
     return out
 
 
-def default_acl(auth: Sequence[tuple[str, str]]) -> list[Any] | None:
-    """``creator-all + world-read`` when authenticated; ``None`` (ZooKeeper's open ACL) otherwise."""
-    if not auth:
+def default_acl(auth: Sequence[tuple[str, str]], *, sasl: bool = False) -> list[Any] | None:
+    """``creator-all + world-read`` when authenticated (digest ids, or the SASL principal: ZooKeeper
+    stores ``auth`` as the session's own ids); ``None`` (ZooKeeper's open ACL) otherwise."""
+    if not auth and not sasl:
         return None
     from kazoo.security import ACL, Id, Permissions
 
@@ -455,6 +463,11 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, ret
     auth = auth_entries(credentials)
     sasl = dict(credentials.extra.get("sasl") or {}) if credentials and credentials.extra else {}
     kw: dict[str, Any] = {}
+    kerberos = None
+    if str(sasl.get("mechanism", "")).upper() == "GSSAPI":
+        kerberos = kerberos_for(KerberosConfig.from_credentials(credentials))
+        kerberos.credentials()  # a missing keytab or unknown principal: one line now, not a failed handshake
+        sasl = sasl_gssapi_options(kerberos, service=str(sasl.get("service") or "zookeeper"))
     if sasl:
         kw["sasl_options"] = sasl
     client = KazooClient(
@@ -475,6 +488,13 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, ret
             client.close()
         except Exception:  # noqa: BLE001 - best effort clean-up of a client that never connected
             pass
+        if isinstance(exc, AuthFailedError) and kerberos is not None:
+            if isinstance(exc.__cause__, KerberosError):
+                raise exc.__cause__ from None
+            raise KerberosError("ZooKeeper refused the Kerberos (SASL GSSAPI) authentication",
+                                where=f"zookeeper {endpoint.quorum}, {kerberos.who}",
+                                hint="check that the server's principal is zookeeper/<host in the quorum> "
+                                     "and that it runs the SASL authentication provider") from None
         if isinstance(exc, AuthFailedError):
             raise ZkNoAuth("authentication failed", where=f"zookeeper {endpoint.quorum}",
                            hint="check the digest/SASL credentials of the endpoint's conn_id") from None
@@ -482,7 +502,8 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, ret
             f"cannot connect within {endpoint.connect_timeout_s:g}s ({type(exc).__name__})",
             where=f"zookeeper {endpoint.quorum}",
             hint="check that the quorum is up and reachable, or raise connect_timeout_s") from None
-    return ZkClient(client, endpoint, retry=retry or ZK_RETRY, acl=default_acl(auth), read_only=read_only)
+    return ZkClient(client, endpoint, retry=retry or ZK_RETRY, acl=default_acl(auth, sasl=kerberos is not None),
+                    read_only=read_only)
 
 
 @contextmanager
