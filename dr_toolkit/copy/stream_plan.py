@@ -186,8 +186,9 @@ class SortedStream(Generic[V]):
         self.codec, self.workdir, self.name = codec, workdir, name
         self.compress = COMPRESS if compress is None else compress
         self.runs: list[str] = []
-        #: per run, its chunks' first keys and their offsets in the file: where a key range starts (:meth:`part`)
-        self.index: dict[str, tuple[list[str], list[int]]] = {}
+        #: per run, its chunks' first keys, their offsets in the file (where a key range starts: :meth:`part`)
+        #: and their last keys (with the first keys: where the entries lie, :func:`split_ranges`)
+        self.index: dict[str, tuple[list[str], list[int], list[str]]] = {}
         self.mem: list[tuple[str, V]] = []  # the input when it holds at most one batch: never encoded
         self.count = 0
         self._made = 0
@@ -212,6 +213,7 @@ class SortedStream(Generic[V]):
         path = os.path.join(self.workdir, f"{self.name}-{self._made:06d}.run")
         firsts: list[str] = []
         offsets: list[int] = []
+        lasts: list[str] = []
         at = 0
         with open(path, "wb") as f:
             rest: list[tuple[str, V]] = []
@@ -221,17 +223,19 @@ class SortedStream(Generic[V]):
                 n = len(block) - len(block) % CHUNK
                 for i in range(0, n, CHUNK):
                     firsts.append(block[i][0])
+                    lasts.append(block[i + CHUNK - 1][0])
                     offsets.append(at)
                     at += _write_chunk(f, block[i:i + CHUNK], self.codec, self.compress)
                 rest = block[n:]
             if rest:
                 firsts.append(rest[0][0])
+                lasts.append(rest[-1][0])
                 offsets.append(at)
                 _write_chunk(f, rest, self.codec, self.compress)
         self.runs.append(path)
-        self.index[path] = (firsts, offsets)
+        self.index[path] = (firsts, offsets, lasts)
 
-    def adopt(self, runs: list[str], count: int, index: dict[str, tuple[list[str], list[int]]]) -> None:
+    def adopt(self, runs: list[str], count: int, index: dict[str, tuple[list[str], list[int], list[str]]]) -> None:
         """Runs another process sorted and spilled for this stream (see :func:`sorted_in_process`)."""
         self.runs, self.count, self.mem, self.index = runs, count, [], index
 
@@ -250,10 +254,11 @@ class SortedStream(Generic[V]):
         return Part(self, lo, hi)
 
     def sample(self) -> list[str]:
-        """Keys about CHUNK entries apart in each run (the chunks' first keys): where the entries lie."""
+        """Where the entries lie: every chunk's first and last key (each chunk weighs the same), or
+        every CHUNK-th key of a stream in memory."""
         if not self.runs:
             return [k for k, _ in self.mem[::CHUNK]]
-        return [k for p in self.runs for k in self.index[p][0]]
+        return [k for p in self.runs for k in chain(self.index[p][0], self.index[p][2])]
 
     def blocks(self) -> Iterator[list[tuple[str, V]]]:
         """The pairs in tree order, a sorted block at a time."""
@@ -454,11 +459,11 @@ def _read_run(path: str, codec: Codec[V], compress: bool) -> Iterator[list[tuple
             yield list(zip(keys, map(make, zip(*[it] * width, strict=True)), strict=True))
 
 
-def _read_range(path: str, codec: Codec[V], compress: bool, index: tuple[list[str], list[int]], lo: str | None,
+def _read_range(path: str, codec: Codec[V], compress: bool, index: tuple[list[str], list[int], list[str]], lo: str | None,
                 hi: str | None) -> Iterator[list[tuple[str, V]]]:
     """A run's chunks holding keys in ``[lo, hi)``, cut to them (never an empty chunk: that would
     end the run in :func:`merge_blocks`)."""
-    firsts, offsets = index
+    firsts, offsets, _lasts = index
     start = 0 if lo is None else max(0, bisect_right(firsts, lo) - 1)
     stop = len(firsts) if hi is None else bisect_left(firsts, hi)
     if start >= stop:
