@@ -1,5 +1,6 @@
-"""Session fixtures for the Kerberos tests: a real KDC (Hadoop's MiniKdc) and a kerberized HDFS
-(NameNode + DataNode, SPNEGO on WebHDFS) in its realm (drt_servers/kdc.py, drt_servers/hdfs.py).
+"""Session fixtures for the Kerberos tests: a real KDC (Hadoop's MiniKdc), a kerberized HDFS
+(NameNode + DataNode, SPNEGO on WebHDFS) and a ZooKeeper with SASL (Kerberos) authentication in
+its realm (drt_servers/kdc.py, drt_servers/hdfs.py, drt_servers/zookeeper.py).
 
 The KDC caps every ticket at :data:`MAX_LIFE_S`, so a test can see a ticket run out and the
 toolkit obtain a new one within a short run. Hadoop's signed cookie lives
@@ -16,6 +17,8 @@ import pytest
 
 from drt_servers.hdfs import HdfsCluster
 from drt_servers.kdc import Kdc
+from drt_servers.process import ManagedProcess
+from drt_servers.zookeeper import zookeeper
 
 MAX_LIFE_S = 12
 COOKIE_S = 1
@@ -39,6 +42,17 @@ def hdfs_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield h
     finally:
         h.stop()
+
+
+@pytest.fixture(scope="session")
+def zk_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
+    """ZooKeeper as ``zookeeper/localhost`` with the SASL provider; clients name it ``localhost:<port>``."""
+    z = zookeeper(tmp_path_factory.mktemp("zk-secure"), kdc=kdc)
+    z.start()
+    try:
+        yield z
+    finally:
+        z.stop()
 
 
 def kerberos_env(kdc: Kdc, user: str = USER, *, keytab: Path | str | None = None,
