@@ -40,6 +40,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dr_toolkit.copy import editlog
+from dr_toolkit.copy.editlog import EditLogUnavailable, NameNodeState
 from dr_toolkit.copy.run import new_id
 from dr_toolkit.copy.state import StateStore, default_state_uri
 from dr_toolkit.errors import LedgerUnreachable
@@ -66,6 +68,10 @@ BLIND = ("a file rewritten in place keeping its size and mtime (TRUNCATE + APPEN
          "diff's limit)")
 
 
+#: what the edit-log evidence does not see (both sides by txid or edit log)
+BLIND_EDITLOG = ("bytes changed on a DataNode without the NameNode (no edit; the full proof's checksums see it)")
+
+
 class Calls(Counter[str]):
     """NameNode calls made, by operation (the quick path's cost, stated in its detail)."""
 
@@ -90,30 +96,80 @@ def _newest(runs: list[dict[str, Any]]) -> list[Any] | None:
 
 # -- the full proof, recorded ---------------------------------------------------------------------
 
-def cold_baseline(fs: FileSystem, root: str) -> dict[str, Any]:
+def nn_state(fs: FileSystem, loc: Location, calls: Calls | None = None) -> NameNodeState:
+    """The active NameNode's transaction id and identity (:func:`editlog.namenode_state`), over the
+    filesystem's own HTTP session (its authentication: SPNEGO, a gateway's basic auth)."""
+    if fs.kind != "webhdfs":
+        raise EditLogUnavailable(f"not on HDFS ({fs.kind}): no NameNode transaction id")
+    session = fs.client._session  # type: ignore[attr-defined]  # the WebHDFS session: the same authentication
+    timeout = float(getattr(fs, "timeout_s", 30.0))
+
+    def get(url: str) -> Any:
+        r = session.get(url, timeout=timeout)
+        r.raise_for_status()
+        return r
+
+    h = loc.cluster_config.hdfs if loc.cluster_config is not None else None
+    return editlog.namenode_state(list(loc.namenodes) or list(getattr(fs, "namenodes", [])), get,
+                                  list(h.rpc_addresses) if h is not None else None, calls)
+
+
+def _try_state(state: Callable[[], NameNodeState] | None) -> NameNodeState | None:
+    if state is None:
+        return None
+    try:
+        return state()
+    except Exception:  # noqa: BLE001 - no txid recorded: the quick path uses the snapshot diff / counters
+        return None
+
+
+def _step_over(rec: NameNodeState | None, before: NameNodeState | None, after: NameNodeState | None) -> bool:
+    """One transaction of ours happened between ``before`` and ``after``, and nothing else since
+    ``rec``: the same NameNode process, ``before`` equal to ``rec``, ``after`` exactly one more —
+    then the recorded txid may move to ``after`` (that one transaction was ours)."""
+    return (rec is not None and before is not None and after is not None and editlog.not_same(rec, before) is None
+            and editlog.not_same(rec, after) is None and before.txid == rec.txid and after.txid == rec.txid + 1)
+
+
+def cold_baseline(fs: FileSystem, root: str, state: Callable[[], NameNodeState] | None = None) -> dict[str, Any]:
     """Cold's state as the NameNode keeps it, taken before the full proof lists cold: a snapshot
-    (snapshottable target) or its counters and modification time. Raises when it cannot be read."""
+    (snapshottable target) or its counters and modification time. Raises when it cannot be read.
+
+    With ``state`` (the NameNode's txid, :mod:`editlog`): cold's txid, read after the proof's own
+    snapshot and before the counters and before the full check lists cold, is recorded as its base
+    (``nn``): every change after it has a later txid, every change before it is in what the full
+    check sees. Unreadable: no ``nn`` (the quick path then asks the snapshot diff / counters)."""
     if fs.kind != "webhdfs":
         raise ValueError(f"cold is not on HDFS ({fs.kind}): no NameNode record of its state")
     if fs.is_snapshottable(root):
         name = SNAP_PREFIX + new_id("p")
         fs.create_snapshot(root, name)
+        nn = _try_state(state)
         info = fs.snapshots(root).get(name)
         if info is None:
             raise ValueError(f"the snapshot {name} just taken of {root} is not listed")
-        return {"kind": "snapshot", "snapshot": name, "identity": info.identity}
+        base: dict[str, Any] = {"kind": "snapshot", "snapshot": name, "identity": info.identity}
+        if nn is not None:
+            base["nn"], base["nn_read"] = nn.record(), "after the proof's snapshot, before the full check lists cold"
+        return base
+    nn = _try_state(state)
     st = fs.stat(root)
     if st is None:
         raise FileNotFoundError(root)
-    return {"kind": "summary", "summary": fs.content_summary(root), "mtime": st.mtime}  # type: ignore[attr-defined]
+    base = {"kind": "summary", "summary": fs.content_summary(root), "mtime": st.mtime}  # type: ignore[attr-defined]
+    if nn is not None:
+        base["nn"], base["nn_read"] = nn.record(), "before the counters and the full check's listing of cold"
+    return base
 
 
-def _drop(fs: FileSystem, root: str, base: dict[str, Any] | None) -> None:
+def _drop(fs: FileSystem, root: str, base: dict[str, Any] | None) -> bool:
     if base and base.get("kind") == "snapshot":
         try:
             fs.delete_snapshot(root, str(base["snapshot"]))
+            return True
         except Exception:  # noqa: BLE001 - an orphan proof snapshot only holds space; the next proof retries
             pass
+    return False
 
 
 def _sample(fs: FileSystem, root: str, entries: Any, k: int = SAMPLE) -> list[list[Any]]:
@@ -132,7 +188,8 @@ def _sample(fs: FileSystem, root: str, entries: Any, k: int = SAMPLE) -> list[li
 
 
 def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: HdfsPolicy, target: str,
-                 sig: Signal, base: dict[str, Any], before: list[Any] | None, now: float) -> str | None:
+                 sig: Signal, base: dict[str, Any], before: list[Any] | None, now: float,
+                 hot_nn: NameNodeState | None = None) -> str | None:
     """After a full check that stated a safe time: record the proof; None, or why it was not."""
     d = sig.detail
     if sig.safe_time is None or d.get("unreplicated"):
@@ -166,16 +223,43 @@ def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: Hdf
               "cold_manifest_id": cold_mid, "newest_run": before, "safe_time": sig.safe_time,
               "files_pending": d.get("files_pending"), "hot_snapshot": hot_snap,
               "hot_snapshot_id": hot_id if hot_snap else None, "cold": cold,
+              "hot_nn": hot_nn.record() if hot_nn is not None else None,
               "checked": "dry run: hot and cold listed, the manifest compared, cold's own checksum of kept files"}
     old = recorded(ledger, policy.name, tgt.uri)
     ledger.set_watermark(COMPONENT, proof_key(policy.name, tgt.uri), now, detail)
-    if old and old.get("cold", {}).get("snapshot") != cold.get("snapshot"):
+    if old and old.get("cold", {}).get("snapshot") != cold.get("snapshot") and old.get("cold", {}).get("snapshot"):
         fs = open_fs(tgt, access)
         try:
-            _drop(fs, tgt.path, old.get("cold"))
+            rec = NameNodeState.of(cold.get("nn"))
+            pre = _try_state(lambda: nn_state(fs, tgt)) if rec is not None else None
+            dropped = _drop(fs, tgt.path, old.get("cold"))
+            post = _try_state(lambda: nn_state(fs, tgt)) if pre is not None else None
+            if dropped and _step_over(rec, pre, post):
+                # the previous proof's snapshot deleted: one transaction, ours, and nothing since the
+                # recorded txid before it — the recorded txid moves over it (so a quiet cold needs no read)
+                assert post is not None
+                cold["nn"] = post.record()
+                cold["nn_read"] = f"{cold.get('nn_read')}; moved over the deletion of the previous proof's snapshot"
+                ledger.set_watermark(COMPONENT, proof_key(policy.name, tgt.uri), now, detail)
         finally:
             fs.close()
     return None
+
+
+def _hot_state(topology: Topology, access: Access, policy: HdfsPolicy) -> NameNodeState | None:
+    """Hot's NameNode txid, read before the full check looks at hot (None: not read — the quick path
+    then diffs hot's snapshot)."""
+    if not editlog.enabled():
+        return None
+    try:
+        src = parse_uri(policy.source, topology)
+        fs = open_fs(src, access)
+    except Exception:  # noqa: BLE001 - no txid recorded for hot
+        return None
+    try:
+        return _try_state(lambda: nn_state(fs, src))
+    finally:
+        fs.close()
 
 
 def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger, access: Access, now: float,
@@ -186,15 +270,18 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
     base: dict[str, Any] | None = None
     why: str | None = None
     before: list[Any] | None = None
+    hot_nn: NameNodeState | None = None
     try:
         runs = [r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri]
         before = _newest(runs)
         if not any(r["status"] == "succeeded" for r in runs):
             why = "no run of this target succeeded: nothing to prove"
         else:
+            hot_nn = _hot_state(topology, access, policy)  # before the full check looks at hot
             fs = open_fs(tgt, access)
             try:
-                base = cold_baseline(fs, tgt.path)
+                cfs = fs
+                base = cold_baseline(fs, tgt.path, (lambda: nn_state(cfs, tgt)) if editlog.enabled() else None)
             finally:
                 fs.close()
     except LedgerUnreachable:
@@ -204,7 +291,7 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
     sig = full(topology, ledger, access, now, policy, target)
     if base is not None:
         try:
-            why = record_proof(topology, ledger, access, policy, target, sig, base, before, now)
+            why = record_proof(topology, ledger, access, policy, target, sig, base, before, now, hot_nn)
         except LedgerUnreachable:
             raise
         except Exception as exc:  # noqa: BLE001 - the full check stands; only no proof is recorded
@@ -271,12 +358,84 @@ def _pending(diff: list[Any]) -> list[Any]:
     return [e for e in diff if not (e.type == "M" and (e.path == "" or e.path in parents))]
 
 
-def _cold_side(tgt: Location, access: Access, cold: dict[str, Any], calls: Calls) -> tuple[str | None, str]:
+def _by_editlog(fs: FileSystem, loc: Location, rec_d: Any, calls: Calls
+                ) -> tuple[str, str, list[dict[str, Any]], NameNodeState | None]:
+    """One side's changes since the proof from its NameNode's edit log (:mod:`editlog`):
+    ``("same", basis, [], now)`` the txid is the recorded one; ``("events", basis, changes, now)``
+    the events under the side's root after the recorded txid (access-time updates left out);
+    ``("unknown", why, [], None)`` not known this way (the snapshot diff / counters are asked)."""
+    rec = NameNodeState.of(rec_d)
+    if rec is None:
+        return "unknown", "no NameNode transaction id was recorded at the proof", [], None
+    if not editlog.enabled():
+        return "unknown", f"the edit log evidence is switched off (${editlog.ENV_SWITCH})", [], None
+    try:
+        now = nn_state(fs, loc, calls)
+    except Exception as exc:  # noqa: BLE001 - the diff path answers instead
+        return "unknown", f"the NameNode's transaction id could not be read: {_why(exc)}", [], None
+    if (other := editlog.not_same(rec, now)) is not None:
+        return "unknown", other, [], None
+    who = f"the active NameNode {now.rpc} (block pool {now.block_pool_id}, started {iso(now.started_ms / 1000)})"
+    if now.txid == rec.txid:
+        return "same", (f"{who}'s last transaction id is {now.txid}, as recorded at the proof (read before its "
+                        "evidence): no namespace change at all since"), [], now
+    if now.txid < rec.txid:
+        return "unknown", f"{who}'s transaction id went back ({rec.txid} then, {now.txid} now)", [], None
+    user = loc.cluster_config.hdfs.user if loc.cluster_config is not None and loc.cluster_config.hdfs else None
+    try:
+        calls.did("getEditsFromTxid")
+        edits = editlog.read_edits(now, rec.txid, [loc.path], user=user)
+    except EditLogUnavailable as exc:
+        return "unknown", str(exc), [], None
+    except Exception as exc:  # noqa: BLE001 - the diff path answers instead
+        return "unknown", f"the edit log reader failed: {_why(exc)}", [], None
+    ch = edits.changes()
+    return "events", (f"{who}'s edit log from txid {rec.txid} (recorded at the proof, read before its evidence) to "
+                      f"{edits.read_to}: {edits.events_read} events on the NameNode, {len(ch)} changing "
+                      f"{loc.path}" + (f" ({edits.atime_only} access-time updates not counted)" if edits.atime_only
+                                       else "")), ch, now
+
+
+def _cold_side(tgt: Location, access: Access, cold: dict[str, Any], calls: Calls) -> tuple[str | None, str, str]:
+    """(why cold cannot be shown unchanged — or None, what showed it, the evidence's kind)."""
     fs = open_fs(tgt, access)
     try:
-        return _cold_unchanged(fs, tgt.path, cold, calls)
+        how, text, changes, _ = _by_editlog(fs, tgt, cold.get("nn"), calls)
+        if how == "same":
+            return None, f"{text} (cold's txid)", "txid"
+        if how == "events" and not changes:
+            return None, text, "editlog"
+        if how == "events":
+            return (f"cold changed since the proof: {text} (e.g. {editlog.describe(changes[0])})"), "", "editlog"
+        why, basis = _cold_unchanged(fs, tgt.path, cold, calls)
+        return why, basis + f" (the edit log not used: {text})", str(cold.get("kind"))
     finally:
         fs.close()
+
+
+def _hot_side(src: Location, access: Access, p: dict[str, Any], calls: Calls) -> tuple[int | None, str, str, str]:
+    """(entries pending on hot — None: not known —, the basis, an example, the evidence's kind): from
+    hot's NameNode txid / edit log since the proof's look at hot (the proof's own count of what was
+    pending then, plus the paths changed since), else hot's snapshot diff from the run's snapshot."""
+    fs = open_fs(src, access)
+    try:
+        how, text, changes, _ = _by_editlog(fs, src, p.get("hot_nn"), calls)
+    finally:
+        fs.close()
+    then = p.get("files_pending")
+    if how != "unknown" and isinstance(then, int):
+        paths = editlog.changed_paths(changes, src.path)
+        example = f" (e.g. {editlog.describe(changes[0])})" if changes else ""
+        pend = then + len(paths)
+        return pend, (f"hot since the proof's look at it (which found {then} pending): {text}"
+                      + (f"; {len(paths)} paths changed{example}" if how == "events" else "")
+                      + (" — at most this many pending (a path changed twice, or changed back, counted)" if pend
+                         else "") + " (policy filters not applied: counted whole)"), example, (
+            "txid" if how == "same" else "editlog")
+    hot_pending, basis, example = _hot_changes(src, access, p.get("hot_snapshot"), p.get("hot_snapshot_id"), calls)
+    if how == "unknown" and p.get("hot_nn"):
+        basis += f" (the edit log not used: {text})"
+    return hot_pending, basis, example, "snapshot" if hot_pending is not None else "none"
 
 
 def _hot_changes(src: Location, access: Access, snap: Any, sid: Any, calls: Calls) -> tuple[int | None, str, str]:
@@ -322,12 +481,13 @@ def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float,
         mrow = ledger.manifest(str(p["manifest_id"]))
         if mrow is None:
             return None, f"the manifest {p['manifest_id']} of the proof is no longer in the ledger"
-        snap, sid = p.get("hot_snapshot"), p.get("hot_snapshot_id")
-        # cold and hot asked side by side: each side's diff is one call, but the NameNode walks its tree
+        snap = p.get("hot_snapshot")
+        # cold and hot asked side by side (two NameNodes): each side's txid, then its edit log (a JVM)
+        # or its snapshot diff (one call, but the NameNode walks its tree)
         with cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="drt-hdfs-quick") as ex:
-            hot_fut = ex.submit(_hot_changes, src, access, snap, sid, hot_calls := Calls())
-            why, cold_basis = _cold_side(tgt, access, p.get("cold") or {}, calls)
-            hot_pending, hot_basis, example = hot_fut.result()
+            hot_fut = ex.submit(_hot_side, src, access, p, hot_calls := Calls())
+            why, cold_basis, cold_kind = _cold_side(tgt, access, p.get("cold") or {}, calls)
+            hot_pending, hot_basis, example, hot_kind = hot_fut.result()
         calls.update(hot_calls)
         if why is not None:
             return None, why
@@ -340,11 +500,13 @@ def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float,
     basis = (f"listing of run {p['run_id']} at {iso(safe)} (manifest {p['manifest_id']}"
              + (f", snapshot {snap}" if snap else "") + f"); cold holds manifest {p['cold_manifest_id']}: proven "
              f"by the full check at {iso(proved_at)} ({p.get('checked')}) and unchanged since — {cold_basis}; "
-             f"{hot_basis}; cannot see {BLIND} until the next full proof (due by {due})")
+             f"{hot_basis}; cannot see "
+             + (BLIND_EDITLOG if cold_kind in ("txid", "editlog") and hot_kind in ("txid", "editlog") else BLIND)
+             + f" until the next full proof (due by {due})")
     detail: dict[str, Any] = {
         "path": "quick", "proof_at": iso(proved_at), "proof_due": due, "last_completed_run": p["run_id"],
         "manifest_id": p["manifest_id"], "cold_holds_manifest": p["cold_manifest_id"], "source_snapshot": snap,
-        "cold_evidence": (p.get("cold") or {}).get("kind"), "files_pending": hot_pending,
+        "cold_evidence": cold_kind, "hot_evidence": hot_kind, "files_pending": hot_pending,
         "snapshot_age_s": round(max(0.0, now - safe), 1),
         "namenode_calls": dict(calls), "namenode_calls_total": sum(calls.values()), "listings": 0}
     lag = max(0.0, now - safe)

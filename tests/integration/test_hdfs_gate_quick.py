@@ -2,7 +2,11 @@
 the gate proves the same safe time from what changed — cold's snapshot diff (or, without snapshots
 on cold, the NameNode's counters and a sample), hot's snapshot diff from the run's snapshot — and
 lists nothing (the NameNode's audit log: no listStatus). A change on cold since the proof is NO_GO
-on the quick path, a change on hot is pending, and a missing or old proof takes the full path."""
+on the quick path, a change on hot is pending, and a missing or old proof takes the full path.
+
+These tests keep the NameNodes' edit-log evidence off (``DRT_HDFS_EDITLOG=off``): they are the
+snapshot-diff / counters path, the one every quick check falls back to where the edit log cannot
+answer (tests/integration/test_hdfs_gate_editlog.py tests the edit-log path)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,13 @@ from tests.support.fixtures_failover import write_topology
 from tests.support.fixtures_hdfs import HdfsDir
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
+
+
+@pytest.fixture(autouse=True)
+def snapshot_diff_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dr_toolkit.copy import editlog
+
+    monkeypatch.setenv(editlog.ENV_SWITCH, "off")
 
 
 def _env(tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir, *, cold_snapshots: bool) -> dict[str, Any]:

@@ -1,0 +1,357 @@
+"""The NameNode's edit log as the gate's O(changes) evidence (issue 42): what changed on a side since
+the proof, read from the NameNode's transaction ids and its inotify events instead of a snapshot
+diff (which walks the NameNode's tree: ~0.2 µs per file, ≈ 17 s at 100,000,000 files).
+
+**The transaction id.** Every change to an HDFS namespace is one numbered transaction of the
+NameNode's edit log, numbered in the order applied (under the namesystem's write lock), and the
+number a NameNode reports as ``LastAppliedOrWrittenTxId`` (its ``/jmx``, bean
+``Hadoop:service=NameNode,name=NameNodeInfo``, attribute ``JournalTransactionInfo``: read from the
+edit log when asked) only grows while that NameNode process runs. (Not ``LastWrittenTransactionId``
+of the ``FSNamesystem`` bean: a metrics source, whose /jmx values are a cached snapshot up to ~10 s
+old — found here: a write's txid did not show in it — and a stale "now" would hide a write.) So,
+for one NameNode process: *the same txid read at two moments ⇒ no namespace change at all between
+them* — no create, delete, rename, append, truncate, setTimes, permission change, anywhere. A txid
+is evidence only as the base of what was read *after* it: the proof reads it BEFORE its evidence
+(cold: before the ``drtproof`` snapshot or the counters; hot: before the full check looks at hot),
+never after (a write between the evidence and a later read would be missed).
+
+**Which NameNode.** :func:`namenode_state` asks each listed NameNode's ``NameNodeStatus`` for the
+active one and reads, on it, its start time, the txid, its start time and status again (equal: both
+from one process, active throughout), its cluster id and block pool id. A quick check trusts a txid
+only against one recorded from the same process in the same HA term (cluster id, block pool id,
+start time, RPC address, last HA transition time all equal): a NameNode
+restarted (its log may have been restored from an older image, its numbers re-used for other
+changes), reformatted (new block pool) or an HA failover (another process, or the same one in a new
+term: a standby's txid is only what it has tailed) is not trusted — the snapshot-diff path runs,
+with the reason. (A MiniDFSCluster's HA pair shares one JVM and so one /jmx: the second
+NameNode's beans carry a ``-1`` suffix, and the active one's status names which.)
+
+**Our own writes.** Creating and deleting the proof's snapshot are transactions too (they change
+no file: snapshot operations are not inotify events). Cold's txid is read after the proof's own
+snapshot is taken and before the full check lists cold (a change before the read is in what the
+full check sees; one after it has a later txid). Deleting the previous proof's snapshot comes
+after the record: the proof reads the txid before and after it and moves the recorded txid over
+it only when the txid before equals the recorded one and the one after is exactly one more (that
+one transaction was ours, nothing else happened since the record); any other step keeps the
+recorded value, and the quick check then reads the events (below). The full check's own reads
+may log access-time updates (``dfs.namenode.accesstime.precision``, 1 h by default): the txid
+then moves and the events say so (access-time updates are not changes).
+
+**The events (O(changes)).** When the txid moved, :func:`read_edits` runs a small Java reader
+(``java/HdfsEdits.java``, compiled once against the Hadoop client jars of ``$DRT_HADOOP_CLASSPATH``,
+what ``hadoop classpath`` prints) that calls the NameNode's ``getEditsFromTxid`` — what HDFS inotify
+(``HdfsAdmin.getInotifyEventStream``) polls — from the recorded txid to the one read now, and
+prints the events that touch the policy's root: a path (or a rename's destination) at or below it,
+or a create, unlink or rename of one of its ancestors. The NameNode translates every edit that
+changes a file's bytes or names into an event: CREATE, CLOSE (with the length), APPEND, TRUNCATE,
+UNLINK, RENAME, METADATA (times, permissions, owner, replication, ACLs, xattrs) — so, unlike the
+snapshot diff, TRUNCATE + APPEND + SETTIMES restoring size and mtime is seen. Only access-time
+updates (``dfs.namenode.accesstime.precision``: a read may log one) are not changes here.
+
+**What it cannot see**: bytes changed on a DataNode behind the NameNode's back (no edit; no
+namespace evidence sees that either — the full proof's checksums do). **Its cost** grows with the
+NameNode's transactions since the proof, the whole namespace's (the edit log is not per
+directory): bounded by :data:`MAX_EVENTS` events under the root and :data:`MAX_SECONDS`; past
+either, or where the reader cannot run — no ``$DRT_HADOOP_CLASSPATH``, not the HDFS superuser
+(``getEditsFromTxid`` requires it when permissions are on), edits purged after a checkpoint
+(a gap), a standby — the caller takes the snapshot-diff path and states why. Never GO on belief.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dr_toolkit.errors import ConfigError
+from dr_toolkit.javac import build_jar, cache_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ENV_CLASSPATH = "DRT_HADOOP_CLASSPATH"  # what `hadoop classpath` prints: the reader's Hadoop client jars
+ENV_SWITCH = "DRT_HDFS_EDITLOG"  # "off" (or 0/false/no): the quick path uses the snapshot diffs only
+READER_CLASS = "org.drtoolkit.copy.HdfsEdits"
+READER_SOURCE = Path(__file__).parent / "java" / "HdfsEdits.java"
+MAX_EVENTS = 10_000  # events under the root past which the snapshot diff is asked instead
+MAX_SECONDS = 20.0  # the reader's own bound on reading the edits
+JVM_TIMEOUT_S = 120.0
+
+_BEAN_STATUS = "Hadoop:service=NameNode,name=NameNodeStatus"
+_BEAN_INFO = "Hadoop:service=NameNode,name=NameNodeInfo"
+
+
+class EditLogUnavailable(Exception):
+    """The edit log could not be read (``kind``: superuser, missing, standby, bound, classpath, off,
+    other); the message says why — the caller falls back to the snapshot diff with it."""
+
+    def __init__(self, msg: str, kind: str = "other") -> None:
+        super().__init__(msg)
+        self.kind = kind
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+@dataclass(frozen=True)
+class NameNodeState:
+    """One active NameNode's last written transaction id and the identity of its process."""
+
+    txid: int
+    cluster_id: str
+    block_pool_id: str
+    started_ms: int
+    rpc: str  # host:port of its RPC server (the reader's address)
+    http: str  # the WebHDFS/HTTP base URL it answered on
+    ha_since: int = 0  # its last HA transition (ms; 0: none): a failover and back is another term
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def of(d: Any) -> NameNodeState | None:
+        if not isinstance(d, dict):
+            return None
+        try:
+            return NameNodeState(int(d["txid"]), str(d["cluster_id"]), str(d["block_pool_id"]),
+                                 int(d["started_ms"]), str(d["rpc"]), str(d["http"]), int(d.get("ha_since") or 0))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+
+def not_same(recorded: NameNodeState, now: NameNodeState) -> str | None:
+    """Why ``now`` cannot be compared with ``recorded`` (another NameNode process), or None."""
+    for what, a, b in (("cluster id", recorded.cluster_id, now.cluster_id),
+                       ("block pool id", recorded.block_pool_id, now.block_pool_id),
+                       ("start time", recorded.started_ms, now.started_ms),
+                       ("RPC address", recorded.rpc, now.rpc),
+                       ("last HA transition", recorded.ha_since, now.ha_since)):
+        if a != b:
+            why = {"block pool id": "reformatted", "start time": "restarted", "RPC address": "another NameNode "
+                   "active (HA failover)", "cluster id": "another cluster", "last HA transition": "an HA "
+                   "transition since"}[what]
+            return (f"the active NameNode is not the one of the proof ({why}: {what} {a} then, {b} now): its "
+                    "transaction ids are not comparable")
+    return None
+
+
+def _jmx(get: Callable[[str], Any], base: str, bean: str, attr: str | None = None) -> Any:
+    """One bean (or one attribute of it) from a NameNode's ``/jmx`` servlet."""
+    q = f"get={bean}::{attr}" if attr else f"qry={bean}"
+    r = get(f"{base.rstrip('/')}/jmx?{q}")
+    beans = r.json().get("beans") or []
+    if not beans:
+        raise EditLogUnavailable(f"{base}/jmx has no bean {bean}")
+    return beans[0].get(attr) if attr else beans[0]
+
+
+def _txid(info: Any) -> int:
+    """``LastAppliedOrWrittenTxId`` of NameNodeInfo's ``JournalTransactionInfo`` (a JSON text)."""
+    d = json.loads(info) if isinstance(info, str) else info
+    return int(d["LastAppliedOrWrittenTxId"])
+
+
+def _active(get: Callable[[str], Any], base: str) -> tuple[str, dict[str, Any]] | None:
+    """The active NameNode's ``NameNodeStatus`` at ``base`` — (its bean's name suffix, the bean) —
+    or None (standby). One JVM normally serves one NameNode; a MiniDFSCluster's HA pair shares one,
+    its second NameNode's beans named ``...-1``: the suffix names the NameNodeInfo of the same one."""
+    r = get(f"{base.rstrip('/')}/jmx?qry={_BEAN_STATUS}*")
+    for b in r.json().get("beans") or []:
+        if str(b.get("State", "")).lower() == "active":
+            return str(b.get("name", ""))[len(_BEAN_STATUS):], b
+    return None
+
+
+def namenode_state(namenodes: list[str], get: Callable[[str], Any], rpc_addresses: list[str] | None = None,
+                   calls: Any = None) -> NameNodeState:
+    """The active NameNode's txid and identity (see the module doc). ``get`` is an HTTP GET
+    returning a response (the WebHDFS session's, with its authentication). Read in this order:
+    its status (active, its last HA transition), its start time, the txid, its start time and
+    status again — equal: the txid is that process's, read while it was active throughout. Raises
+    when no NameNode answers as active or it changed while read."""
+    errors: list[str] = []
+    for i, base in enumerate(namenodes):
+        try:
+            found = _active(get, base)
+            if calls is not None:
+                calls.did("JMX")
+            if found is None:
+                errors.append(f"{base}: not active")
+                continue
+            sfx, status = found
+            info = _BEAN_INFO + sfx
+            started = int(_jmx(get, base, info, "NNStartedTimeInMillis"))
+            txid = _txid(_jmx(get, base, info, "JournalTransactionInfo"))
+            again = int(_jmx(get, base, info, "NNStartedTimeInMillis"))
+            status2 = _jmx(get, base, _BEAN_STATUS + sfx)
+            cluster = str(_jmx(get, base, info, "ClusterId"))
+            pool = str(_jmx(get, base, info, "BlockPoolId"))
+            if calls is not None:
+                calls.did("JMX", 6)
+        except EditLogUnavailable as exc:
+            errors.append(str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - this NameNode does not answer: try the next
+            errors.append(f"{base}: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+            continue
+        ha = int(status.get("LastHATransitionTime") or 0)
+        if started != again or str(status2.get("State", "")).lower() != "active" or int(
+                status2.get("LastHATransitionTime") or 0) != ha:
+            raise EditLogUnavailable(f"the NameNode at {base} restarted or changed its HA state while its "
+                                     "transaction id was read")
+        rpc = (rpc_addresses[i] if rpc_addresses and i < len(rpc_addresses) else str(status.get("HostAndPort") or ""))
+        if not rpc:
+            raise EditLogUnavailable(f"the NameNode at {base} names no RPC address (HostAndPort)")
+        return NameNodeState(txid, cluster, pool, started, rpc, base, ha)
+    raise EditLogUnavailable("no NameNode answered as active on /jmx (" + "; ".join(errors) + ")")
+
+
+# -- the reader ---------------------------------------------------------------------------------------
+
+def hadoop_jars() -> list[str]:
+    """The Hadoop client jars of ``$DRT_HADOOP_CLASSPATH`` (``hadoop classpath``'s form: entries
+    separated by ``:``, directories and ``dir/*`` globs expanded; configuration directories kept)."""
+    text = os.environ.get(ENV_CLASSPATH, "").strip()
+    if not text:
+        raise EditLogUnavailable(f"${ENV_CLASSPATH} is not set (what `hadoop classpath` prints): the edit log "
+                                 "reader cannot run", "classpath")
+    out: list[str] = []
+    for part in text.split(os.pathsep):
+        part = part.strip()
+        if not part:
+            continue
+        if part.endswith("*"):
+            out += sorted(glob.glob(part if part.endswith(".jar") else part.rstrip("*") + "*.jar"))
+        elif part.endswith(".jar"):
+            if os.path.isfile(part):
+                out.append(part)
+        elif os.path.isdir(part):
+            out.append(part)  # a configuration directory (core-site.xml, hdfs-site.xml)
+            out += sorted(glob.glob(os.path.join(part, "*.jar")))
+    if not any("hadoop-hdfs-client" in os.path.basename(j) or "hadoop-client-api" in os.path.basename(j)
+               for j in out):
+        raise EditLogUnavailable(f"${ENV_CLASSPATH} holds no hadoop-hdfs-client (or hadoop-client-api) jar",
+                                 "classpath")
+    return out
+
+
+def reader_jar(jars: list[str]) -> str:
+    """Our reader compiled against ``jars`` (once per source and jar set, in the cache directory)."""
+    h = hashlib.sha256(READER_SOURCE.read_bytes())
+    h.update("|".join(sorted(os.path.basename(j) for j in jars)).encode())
+    dest = cache_dir() / f"drt-hdfs-edits-{h.hexdigest()[:12]}.jar"
+    if not dest.is_file():
+        build_jar(dest, READER_SOURCE, os.pathsep.join(jars), what="the HDFS edit log reader", release="8",
+                  hint=f"${ENV_CLASSPATH} must be what `hadoop classpath` prints (Hadoop 3)")
+    return str(dest)
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return str(Path(home, "bin", "java"))
+    found = shutil.which("java")
+    if not found:
+        raise EditLogUnavailable("java not found: the edit log reader cannot run", "classpath")
+    return found
+
+
+@dataclass
+class Edits:
+    """What the reader read after a txid: the events touching the roots, and up to where."""
+
+    after: int
+    read_to: int
+    events_read: int  # all events of the NameNode in that range
+    atime_only: int = 0  # access-time-only updates under the roots (counted, not changes)
+    touched: list[dict[str, Any]] = field(default_factory=list)
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The events that change what a copy holds: all but access-time-only updates."""
+        return [e for e in self.touched if not access_time_only(e)]
+
+
+def access_time_only(e: dict[str, Any]) -> bool:
+    """A METADATA event of kind TIMES that sets no modification time (-1): a read's atime update."""
+    return e.get("e") == "METADATA" and e.get("meta") == "TIMES" and int(e.get("mtime", 0)) < 0
+
+
+def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str | None,
+               max_events: int = MAX_EVENTS, max_seconds: float = MAX_SECONDS) -> Edits:
+    """The events after txid ``after`` up to at least ``state.txid`` that touch ``roots`` (see
+    the module doc). Raises :class:`EditLogUnavailable` with the reason when they cannot be read
+    or are more than ``max_events``."""
+    if not enabled():
+        raise EditLogUnavailable(f"the edit log evidence is switched off (${ENV_SWITCH})", "off")
+    jars = hadoop_jars()
+    try:
+        jar = reader_jar(jars)
+    except ConfigError as exc:
+        raise EditLogUnavailable(f"the edit log reader could not be built: {exc}", "classpath") from None
+    argv = [_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+            "-cp", os.pathsep.join([jar, *jars]), READER_CLASS, state.rpc, str(after), str(state.txid),
+            str(max_events), str(max_seconds), *roots]
+    env = {**os.environ}
+    if user:
+        env["HADOOP_USER_NAME"] = user
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=JVM_TIMEOUT_S + max_seconds, env=env,
+                           check=False)
+    except subprocess.TimeoutExpired:
+        raise EditLogUnavailable(f"the edit log reader did not finish within {JVM_TIMEOUT_S + max_seconds:g}s",
+                                 "bound") from None
+    except OSError as exc:
+        raise EditLogUnavailable(f"the edit log reader could not start: {exc}", "classpath") from None
+    out = Edits(after, after, 0)
+    done: dict[str, Any] | None = None
+    for line in p.stdout.splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(d, dict):
+            continue
+        if "error" in d:
+            raise EditLogUnavailable(f"the NameNode's edit log could not be read: {d['error']}", str(d.get("kind")))
+        if "done" in d:
+            done = d
+        elif "e" in d:
+            out.touched.append(d)
+    if p.returncode != 0 or done is None:
+        tail = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1][:300]
+        raise EditLogUnavailable(f"the edit log reader failed: {tail}")
+    if done.get("over"):
+        raise EditLogUnavailable(f"more than {max_events} events under the policy's root since the proof (txid "
+                                 f"{after} to {state.txid}): the snapshot diff is asked instead", "bound")
+    out.read_to, out.events_read = int(done["read_to"]), int(done["events"])
+    out.atime_only = int(done.get("atime_only") or 0)
+    if out.read_to < state.txid:
+        raise EditLogUnavailable(f"the edits were read to txid {out.read_to}, not to {state.txid}", "missing")
+    return out
+
+
+def describe(e: dict[str, Any]) -> str:
+    """One event, short: ``RENAME /a -> /b``, ``METADATA(TIMES) /x``."""
+    kind = str(e.get("e")) + (f"({e['meta']})" if e.get("meta") else "")
+    return f"{kind} {e.get('path')}" + (f" -> {e['dst']}" if e.get("dst") else "") + f" (txid {e.get('txid')})"
+
+
+def changed_paths(events: list[dict[str, Any]], root: str) -> list[str]:
+    """The distinct paths (relative to ``root``; a rename's both ends) the events name, in order."""
+    seen: dict[str, None] = {}
+    base = root.rstrip("/")
+    for e in events:
+        for p in (e.get("path"), e.get("dst")):
+            if not isinstance(p, str):
+                continue
+            rel = p[len(base):].lstrip("/") if p == base or p.startswith(base + "/") else p
+            seen.setdefault(rel, None)
+    return list(seen)

@@ -1,0 +1,251 @@
+package org.drtoolkit.copy;
+
+import java.io.PrintStream;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.HdfsConfiguration;
+import org.apache.hadoop.hdfs.inotify.Event;
+import org.apache.hadoop.hdfs.inotify.EventBatch;
+import org.apache.hadoop.hdfs.inotify.EventBatchList;
+import org.apache.hadoop.hdfs.protocol.ClientProtocol;
+
+/**
+ * dr-toolkit's reader of a NameNode's edit log as HDFS inotify events, for the gate's quick path
+ * (dr_toolkit/copy/editlog.py). Not Hadoop code: it calls the NameNode's own RPC,
+ * {@code ClientProtocol.getEditsFromTxid} (what {@code HdfsAdmin.getInotifyEventStream} polls),
+ * directly, so it knows exactly which transactions it has read.
+ *
+ * <pre>
+ * java org.drtoolkit.copy.HdfsEdits RPC_HOST:PORT AFTER_TXID TO_TXID MAX_EVENTS MAX_SECONDS ROOT...
+ * </pre>
+ *
+ * Reads every transaction after AFTER_TXID up to at least TO_TXID (the NameNode answers in batches
+ * of up to dfs.namenode.inotify.max.events.per.rpc events; a gap — the first transaction answered
+ * is not the one asked for — means the edits are gone: purged after a checkpoint). Prints, one JSON
+ * object a line: {@code {"e": ...}} for each event that touches a ROOT (a path or a rename's
+ * destination at or below it, or a rename, unlink or create of one of its ancestors), at most
+ * MAX_EVENTS of them — access-time-only updates (METADATA TIMES without an mtime: a read's atime,
+ * dfs.namenode.accesstime.precision) only counted —, then one {@code {"done": ...}} line: the last
+ * transaction read, the events read in all, those that touched a root, the access-time-only ones,
+ * whether MAX_EVENTS was passed. A failure prints one
+ * {@code {"error": ..., "kind": ...}} line (kind: superuser, missing, standby, bound, other) and
+ * exits 2. Needs the HDFS superuser (the NameNode checks it when permissions are on).
+ */
+public final class HdfsEdits {
+  private HdfsEdits() {
+  }
+
+  static String q(String s) {
+    if (s == null) {
+      return "null";
+    }
+    StringBuilder b = new StringBuilder("\"");
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      switch (c) {
+        case '"': b.append("\\\""); break;
+        case '\\': b.append("\\\\"); break;
+        default:
+          if (c < 0x20 || (c >= 0x7f && c < 0xa0) || Character.isSurrogate(c)) {
+            b.append(String.format("\\u%04x", (int) c));
+          } else {
+            b.append(c);
+          }
+      }
+    }
+    return b.append('"').toString();
+  }
+
+  /** 0: not related; 1: at or below the root; 2: a strict ancestor of the root. */
+  static int rel(String path, String root) {
+    if (path == null) {
+      return 0;
+    }
+    String p = path.length() > 1 && path.endsWith("/") ? path.substring(0, path.length() - 1) : path;
+    if (p.equals(root) || p.startsWith(root.equals("/") ? "/" : root + "/")) {
+      return 1;
+    }
+    if (p.equals("/") || root.startsWith(p + "/")) {
+      return 2;
+    }
+    return 0;
+  }
+
+  static int touches(Event e, List<String> roots) {
+    int best = 0;
+    for (String root : roots) {
+      String path = null, dst = null;
+      boolean structural = false;
+      switch (e.getEventType()) {
+        case CREATE: path = ((Event.CreateEvent) e).getPath(); structural = true; break;
+        case CLOSE: path = ((Event.CloseEvent) e).getPath(); break;
+        case APPEND: path = ((Event.AppendEvent) e).getPath(); break;
+        case TRUNCATE: path = ((Event.TruncateEvent) e).getPath(); break;
+        case METADATA: path = ((Event.MetadataUpdateEvent) e).getPath(); break;
+        case UNLINK: path = ((Event.UnlinkEvent) e).getPath(); structural = true; break;
+        case RENAME:
+          path = ((Event.RenameEvent) e).getSrcPath();
+          dst = ((Event.RenameEvent) e).getDstPath();
+          structural = true;
+          break;
+        default: return 1; // an event type this reader does not know: it counts
+      }
+      for (String p : new String[] {path, dst}) {
+        int r = rel(p, root);
+        if (r == 1 || (r == 2 && structural)) {
+          best = 1;
+        }
+      }
+    }
+    return best;
+  }
+
+  static String json(Event e, long txid) {
+    StringBuilder b = new StringBuilder("{\"e\": ").append(q(e.getEventType().name())).append(", \"txid\": ")
+        .append(txid);
+    switch (e.getEventType()) {
+      case CREATE: {
+        Event.CreateEvent c = (Event.CreateEvent) e;
+        b.append(", \"path\": ").append(q(c.getPath())).append(", \"mtime\": ").append(c.getCtime())
+            .append(", \"inode\": ").append(q(c.getiNodeType().name())).append(", \"overwrite\": ")
+            .append(c.getOverwrite());
+        break;
+      }
+      case CLOSE: {
+        Event.CloseEvent c = (Event.CloseEvent) e;
+        b.append(", \"path\": ").append(q(c.getPath())).append(", \"size\": ").append(c.getFileSize())
+            .append(", \"mtime\": ").append(c.getTimestamp());
+        break;
+      }
+      case APPEND: b.append(", \"path\": ").append(q(((Event.AppendEvent) e).getPath())); break;
+      case TRUNCATE: {
+        Event.TruncateEvent t = (Event.TruncateEvent) e;
+        b.append(", \"path\": ").append(q(t.getPath())).append(", \"size\": ").append(t.getFileSize())
+            .append(", \"mtime\": ").append(t.getTimestamp());
+        break;
+      }
+      case METADATA: {
+        Event.MetadataUpdateEvent m = (Event.MetadataUpdateEvent) e;
+        b.append(", \"path\": ").append(q(m.getPath())).append(", \"meta\": ").append(q(m.getMetadataType().name()))
+            .append(", \"mtime\": ").append(m.getMtime()).append(", \"atime\": ").append(m.getAtime());
+        break;
+      }
+      case UNLINK: {
+        Event.UnlinkEvent u = (Event.UnlinkEvent) e;
+        b.append(", \"path\": ").append(q(u.getPath())).append(", \"mtime\": ").append(u.getTimestamp());
+        break;
+      }
+      case RENAME: {
+        Event.RenameEvent r = (Event.RenameEvent) e;
+        b.append(", \"path\": ").append(q(r.getSrcPath())).append(", \"dst\": ").append(q(r.getDstPath()))
+            .append(", \"mtime\": ").append(r.getTimestamp());
+        break;
+      }
+      default: break;
+    }
+    return b.append('}').toString();
+  }
+
+  static void fail(PrintStream out, String kind, String msg) {
+    out.println("{\"error\": " + q(msg) + ", \"kind\": " + q(kind) + "}");
+    out.flush();
+    System.exit(2);
+  }
+
+  public static void main(String[] args) throws Exception {
+    PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8.name());
+    if (args.length < 6) {
+      fail(out, "other", "usage: HdfsEdits RPC_HOST:PORT AFTER_TXID TO_TXID MAX_EVENTS MAX_SECONDS ROOT...");
+    }
+    String nn = args[0];
+    long after = Long.parseLong(args[1]);
+    long to = Long.parseLong(args[2]);
+    long maxEvents = Long.parseLong(args[3]);
+    long deadline = System.nanoTime() + (long) (Double.parseDouble(args[4]) * 1e9);
+    List<String> roots = new ArrayList<>();
+    for (int i = 5; i < args.length; i++) {
+      String r = args[i];
+      roots.add(r.length() > 1 && r.endsWith("/") ? r.substring(0, r.length() - 1) : r);
+    }
+    Configuration conf = new HdfsConfiguration();
+    conf.setInt("ipc.client.connect.max.retries", 2);
+    conf.setInt("ipc.client.connect.max.retries.on.timeouts", 2);
+    long read = 0, touched = 0, atimeOnly = 0, last = after;
+    boolean over = false;
+    try (FileSystem fs = FileSystem.newInstance(new URI("hdfs://" + nn), conf)) {
+      ClientProtocol namenode = ((DistributedFileSystem) fs).getClient().getNamenode();
+      int idle = 0;
+      while (last < to) {
+        if (System.nanoTime() > deadline) {
+          fail(out, "bound", "the edits after txid " + last + " up to " + to + " were not read within "
+              + args[4] + " s");
+        }
+        EventBatchList el = namenode.getEditsFromTxid(last + 1);
+        if (el.getLastTxid() == -1) {
+          // nothing readable yet past `last` (the NameNode reads up to its synced txid): wait a little
+          if (++idle > 200) {
+            fail(out, "missing", "the NameNode answered no edits after txid " + last + " (its synced txid "
+                + el.getSyncTxid() + ", wanted " + to + ")");
+          }
+          Thread.sleep(25);
+          continue;
+        }
+        idle = 0;
+        if (el.getFirstTxid() != last + 1) {
+          fail(out, "missing", "the NameNode's edit log no longer holds txid " + (last + 1)
+              + " (it starts at " + el.getFirstTxid() + ": purged after a checkpoint)");
+        }
+        for (EventBatch batch : el.getBatches()) {
+          for (Event e : batch.getEvents()) {
+            read++;
+            if (touches(e, roots) == 0) {
+              continue;
+            }
+            if (e.getEventType() == Event.EventType.METADATA
+                && ((Event.MetadataUpdateEvent) e).getMetadataType() == Event.MetadataUpdateEvent.MetadataType.TIMES
+                && ((Event.MetadataUpdateEvent) e).getMtime() < 0) {
+              atimeOnly++; // a read's access-time update (dfs.namenode.accesstime.precision): not a change
+              continue;
+            }
+            touched++;
+            if (touched <= maxEvents) {
+              out.println(json(e, batch.getTxid()));
+            } else {
+              over = true;
+            }
+          }
+        }
+        last = el.getLastTxid();
+        if (over) {
+          break;
+        }
+      }
+    } catch (org.apache.hadoop.security.AccessControlException e) {
+      fail(out, "superuser", "reading the edit log needs the HDFS superuser: " + firstLine(e.getMessage()));
+    } catch (org.apache.hadoop.ipc.RemoteException e) {
+      String cls = e.getClassName();
+      String kind = cls.endsWith("AccessControlException") ? "superuser"
+          : cls.endsWith("StandbyException") ? "standby" : "other";
+      fail(out, kind, cls.substring(cls.lastIndexOf('.') + 1) + ": " + firstLine(e.getMessage()));
+    } catch (java.io.IOException e) {
+      fail(out, "other", e.getClass().getSimpleName() + ": " + firstLine(e.getMessage()));
+    }
+    out.println("{\"done\": true, \"read_to\": " + last + ", \"events\": " + read + ", \"touched\": " + touched
+        + ", \"atime_only\": " + atimeOnly + ", \"over\": " + over + "}");
+    out.flush();
+  }
+
+  static String firstLine(String s) {
+    if (s == null) {
+      return "";
+    }
+    int i = s.indexOf('\n');
+    return i < 0 ? s : s.substring(0, i);
+  }
+}
