@@ -102,7 +102,7 @@ def _kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
     if response.status_code == 401 and "negotiate" in response.headers.get("WWW-Authenticate", "").lower():
         from urllib.parse import urlsplit
 
-        raise KerberosError(f"{urlsplit(response.url).netloc} requires Kerberos (SPNEGO) and none is configured",
+        raise KerberosError("the server asks for Kerberos (SPNEGO) and none is configured",
                             where=urlsplit(response.url).netloc,
                             hint=f"set hdfs.kerberos: true in the topology and {ENV_PRINCIPAL} + "
                                  "DRT_KERBEROS_KEYTAB (or the connection's login and extra.keytab)")

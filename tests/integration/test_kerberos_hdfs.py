@@ -144,3 +144,35 @@ def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypa
     assert len(ends) >= 3, ends  # the first ticket and at least two more, each before the last ran out
     fs.close()
 
+
+
+def test_the_gate_reads_hdfs_on_the_kerberized_cluster(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's HDFS signal (the ledger's last run against a listing of both sides) with the
+    topology saying ``kerberos: true`` and the principal from the environment: NO_GO while a file
+    is pending, GO after `replicate`."""
+    from dr_toolkit.access import Access
+    from dr_toolkit.copy.api import replicate_policy
+    from dr_toolkit.failover.gate import check
+    from dr_toolkit.ledger import Ledger
+    from dr_toolkit.topology import load_topology
+    from tests.support.fixtures_failover import write_topology
+
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    hdfs = {"hdfs": {"namenodes": hdfs_secure.namenodes, "kerberos": True}}
+    path = write_topology(tmp_path, zk=None, hot_extra=hdfs, cold_extra=hdfs,
+                          hdfs=[{"name": "kg", "source": "hdfs://hot/kg/src", "targets": ["hdfs://cold/kg/dst"]}])
+    seed(hdfs_secure, "/kg/src", n=2)
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    access = Access.from_env()
+    replicate_policy(topo, "kg", ledger, access=access)
+    res = check(topo, ledger, access=access)
+    assert res.verdict == "GO", res.reasons
+    hdfs_secure.write("/kg/src/d/late.bin", b"late" * 10)
+    res = check(topo, ledger, access=access)
+    assert res.verdict == "NO_GO" and "1 files (40 bytes) pending" in " | ".join(res.reasons), res.reasons
+    replicate_policy(topo, "kg", ledger, access=access)
+    assert check(topo, ledger, access=access).verdict == "GO"
+    assert hdfs_secure.read("/kg/dst/d/late.bin") == b"late" * 10
