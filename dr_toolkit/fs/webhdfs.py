@@ -83,7 +83,9 @@ def _webhdfs_answer(response: Any, *args: Any, **kwargs: Any) -> Any:
     """A requests response hook: a failed answer must be WebHDFS's own (``{"RemoteException": …}``),
     else :class:`NotWebHdfs` — the ``hdfs`` library would take any non-2xx answer for "no such
     file" (``status(strict=False)`` returns None) or quote an HTML page as the error. 401/407 are
-    left to the library and to the Kerberos handshake, which answers them itself."""
+    left to the library and to the Kerberos handshake, which answers them itself. A
+    ``SecurityException`` (the NameNode refusing our credentials: a token expired or cancelled) is
+    a :class:`KerberosError`, for the same reason: it is not "no such file"."""
     if response.ok or response.status_code in (401, 407):
         return response
     try:
@@ -91,6 +93,17 @@ def _webhdfs_answer(response: Any, *args: Any, **kwargs: Any) -> Any:
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("RemoteException"), dict):
+        remote = body["RemoteException"]
+        if remote.get("exception") == "SecurityException":
+            # the NameNode refused who we are (an expired or cancelled delegation token, a ticket it
+            # cannot use): never let it read as "no such file" (the hdfs library's strict=False does)
+            from urllib.parse import urlsplit
+
+            detail = str(remote.get("message") or "").split("\n")[0][:300]
+            raise KerberosError(f"the NameNode refused our credentials (SecurityException: {detail})",
+                                where=f"webhdfs://{urlsplit(response.url).netloc}",
+                                hint="a delegation token expires or is cancelled: fetch a new one with a valid "
+                                     "ticket; check the principal and keytab")
         return response
     raise NotWebHdfs(response.status_code, response.headers.get("Content-Type", "").split(";")[0].strip(),
                      response.url)
@@ -146,6 +159,8 @@ def _client_class(kerberos: bool) -> Any:
         _concat = _Request("POST")  # CONCAT: the sources' blocks moved onto the target's end, atomically
         _get_xattrs = _Request("GET")  # GETXATTRS (all of them)
         _set_xattr = _Request("PUT")  # SETXATTR
+        _get_delegation_token = _Request("GET")  # GETDELEGATIONTOKEN
+        _cancel_delegation_token = _Request("PUT")  # CANCELDELEGATIONTOKEN
 
     # op names from attributes lose their underscores: this one is spelled out. GET_BLOCK_LOCATIONS
     # answers the NameNode's LocatedBlocks, with isUnderConstruction
@@ -172,11 +187,17 @@ class WebHdfsFileSystem(FileSystem):
             raise ConfigError(f"WebHDFS timeout must be positive, got {timeout_s}", hint="set hdfs.timeout_s")
         self.namenodes = list(namenodes)
         self.timeout_s = timeout_s
-        self.kerberos = kerberos_wanted(kerberos, credentials)
+        token = credentials.extra.get("delegation") if credentials is not None and credentials.extra else None
+        self.kerberos = None if token else kerberos_wanted(kerberos, credentials)
         user = user or (credentials.login if credentials and self.kerberos is None else None)
-        cls = _client_class(self.kerberos is not None)
+        cls = _client_class(self.kerberos is not None or bool(token))
         url = ";".join(self.namenodes)
-        if self.kerberos is not None:
+        if token:
+            # a delegation token (fetched by a driver that holds a ticket) stands in for Kerberos on
+            # executors: every request carries it, no ticket and no user.name needed
+            self.client = cls(url, timeout=timeout_s)
+            self.client._session.params = {"delegation": str(token)}
+        elif self.kerberos is not None:
             # no user.name: the NameNode takes the user from the ticket (and refuses a different one)
             self.client = cls(url, timeout=timeout_s)
             self.client._session.auth = SpnegoAuth(self.kerberos)
@@ -187,6 +208,24 @@ class WebHdfsFileSystem(FileSystem):
                 self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
             self.client._session.hooks["response"].append(_kerberos_required)
         self.client._session.hooks["response"].append(_webhdfs_answer)
+
+    def delegation_token(self, renewer: str | None = None) -> str:
+        """GETDELEGATIONTOKEN: a token of the authenticated principal, for processes that hold no
+        ticket (Spark executors): ``Credentials(extra={"delegation": token})`` opens the same
+        filesystem with it. The token is a secret (never log it); it lives as the NameNode's
+        ``dfs.namenode.delegation.token.*`` settings say (1 day unless renewed, 7 days at most)."""
+        with self._errors("/"):
+            r = self.client._get_delegation_token("/", **({"renewer": renewer} if renewer else {}))
+            token = (r.json().get("Token") or {}).get("urlString")
+        if not token:
+            raise ConfigError("the NameNode gave no delegation token (is the cluster kerberized?)",
+                              where=", ".join(self.namenodes), hint="delegation tokens need Kerberos on the cluster")
+        return str(token)
+
+    def cancel_delegation_token(self, token: str) -> None:
+        """CANCELDELEGATIONTOKEN: the token stops working at once (a driver when its job is done)."""
+        with self._errors("/"):
+            self.client._cancel_delegation_token("/", token=token)
 
     # -- errors ------------------------------------------------------------------------------------
     @contextmanager

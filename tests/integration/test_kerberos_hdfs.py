@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from dr_toolkit.kerberos import KerberosError
 from drt_servers.hdfs import HdfsCluster
 from drt_servers.kdc import Kdc
 from tests.support import fixtures_kerberos
-from tests.support.fixtures_kerberos import MAX_LIFE_S, kerberos_env, without_kerberos_env
+from tests.support.fixtures_kerberos import COOKIE_S, MAX_LIFE_S, kerberos_env, without_kerberos_env
 
 # the session fixtures, until tests/conftest.py loads tests.support.fixtures_kerberos itself
 kdc = fixtures_kerberos.kdc
@@ -176,3 +177,30 @@ def test_the_gate_reads_hdfs_on_the_kerberized_cluster(hdfs_secure: HdfsCluster,
     replicate_policy(topo, "kg", ledger, access=access)
     assert check(topo, ledger, access=access).verdict == "GO"
     assert hdfs_secure.read("/kg/dst/d/late.bin") == b"late" * 10
+
+
+def test_a_delegation_token_stands_in_for_the_ticket(hdfs_secure: HdfsCluster, kdc: Kdc,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What executors get: a token the driver fetched with its ticket — they list, write and read
+    with it alone (no keytab, no ticket cache); once the driver cancels it, it is refused."""
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+    from dr_toolkit.secrets import Credentials
+
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    driver = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True)
+    token = driver.delegation_token()
+    for k in ("DRT_KERBEROS_PRINCIPAL", "DRT_KERBEROS_KEYTAB"):
+        monkeypatch.delenv(k)
+    executor = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True, credentials=Credentials(extra={"delegation": token}))
+    executor.write("/kc/token/f", [b"from an executor"])
+    assert b"".join(executor.read("/kc/token/f")) == b"from an executor"
+    assert [s.path for s in executor.list_files("/kc/token")] == ["/kc/token/f"]
+    assert {rec["ugi"] for rec in hdfs_secure.audit("create", under="/kc/token")} == {"drt (auth:TOKEN)"}
+    # the driver cancels it when the job is done: from then on it opens nothing
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    driver.cancel_delegation_token(token)
+    time.sleep(COOKIE_S + 0.5)  # the session cookie the token earned runs out as well
+    with pytest.raises(KerberosError, match="SecurityException.*[Tt]oken"):  # never an empty listing
+        list(executor.list_files("/kc/token"))
