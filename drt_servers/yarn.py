@@ -109,7 +109,9 @@ class YarnCluster:
             "yarn.resourcemanager.nodemanagers.heartbeat-interval-ms": "250",
             **(conf or {}),
         }
-        cp = f"{maven.java_classes('yarn')}:{maven.classpath('yarn')}"
+        # the client configuration first on the daemons' classpath: the NodeManager's localizer reads
+        # HDFS (the HA nameservice) with a Configuration of its own, not the one given on the command line
+        cp = f"{self.conf_dir}:{maven.java_classes('yarn')}:{maven.classpath('yarn')}"
         (self.workdir / "log4j.properties").write_text(LOG4J)
         java_home = str(Path(maven.java()).resolve().parent.parent)
         conf_args = [a for k, v in self.server_conf.items() for a in ("--conf", f"{k}={v}")]
@@ -200,9 +202,23 @@ class YarnCluster:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())
 
-    def applications(self) -> list[dict[str, Any]]:
-        """Every application the ResourceManager knows (``id``, ``name``, ``state``, ``finalStatus`` …)."""
-        return self._items("/apps", "apps", "app")
+    def application_ids(self, *, state: str | None = None, final_status: str | None = None) -> list[str]:
+        """Ids of the applications the ResourceManager lists (``/apps?states=…&finalStatus=…``).
+        The minicluster jar's shaded JSON provider serializes an application without its ``id``
+        (``applicationId`` comes out empty), so the id is read from its ``trackingUrlPretty``."""
+        import re
+
+        q = "&".join(f"{k}={v}" for k, v in (("states", state), ("finalStatus", final_status)) if v)
+        ids = []
+        for app in self._items(f"/apps?{q}" if q else "/apps", "apps", "app"):
+            m = re.search(r"application_\d+_\d+", str(app.get("id") or app.get("trackingUrlPretty") or ""))
+            if m:
+                ids.append(m.group(0))
+        return ids
+
+    def application_state(self, app_id: str) -> str:
+        """``/apps/<id>/state``: NEW … RUNNING, FINISHED, FAILED, KILLED."""
+        return str(self.rest(f"/apps/{app_id}/state")["state"])
 
     def container_logs(self, app_id: str) -> dict[str, str]:
         """``container_id/file`` → text of every log file the NodeManager keeps for ``app_id``."""

@@ -92,6 +92,68 @@ def archive() -> str:
     return str(out)
 
 
+VENV_PYTHON = f"./{ARCHIVE_ALIAS}/bin/python"  # spark.pyspark.python of a YARN job (the unpacked venv's)
+
+
+def _package_files() -> list[tuple[Path, str]]:
+    """(file, its path under site-packages) of the ``dr_toolkit`` package itself."""
+    pkg = Path(__file__).resolve().parent.parent
+    return [(p, str(Path("dr_toolkit") / p.relative_to(pkg))) for p in sorted(pkg.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")]
+
+
+def venv_archive() -> str:
+    """A packed slim virtual environment for YARN (``spark.archives …#drtenv`` with
+    ``spark.pyspark.python=./drtenv/bin/python``), the layout ``venv-pack`` makes: ``pyvenv.cfg``,
+    ``bin/python`` (a link to the driver's base interpreter, which nodes must have at the same
+    path, as with venv-pack) and ``lib/pythonX.Y/site-packages`` holding ``dr_toolkit`` and the
+    distributions of :func:`distributions` — nothing installed on the nodes, no pip there.
+
+    Built once per content (the versions, Python and platform, and a hash of dr_toolkit's files)
+    and cached beside :func:`archive`."""
+    import importlib.metadata as md
+    import io
+
+    dists = distributions()
+    own = _package_files()
+    tag = f"{sys.implementation.cache_tag}-{platform.machine()}-{sys.platform}"
+    h = hashlib.sha256(repr((tag, dists, sys._base_executable)).encode())  # type: ignore[attr-defined]
+    for src, rel in own:
+        h.update(rel.encode())
+        h.update(hashlib.sha256(src.read_bytes()).digest())
+    out = cache_dir() / f"executor-venv-{tag}-{h.hexdigest()[:16]}.tar.gz"
+    if out.exists():
+        return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    base = Path(sys._base_executable).resolve()  # type: ignore[attr-defined]
+    cfg = (f"home = {base.parent}\ninclude-system-site-packages = false\n"
+           f"version = {platform.python_version()}\n").encode()
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo("pyvenv.cfg")
+        info.size = len(cfg)
+        tar.addfile(info, io.BytesIO(cfg))
+        for name, target in (("bin/python", str(base)), ("bin/python3", "python")):
+            link = tarfile.TarInfo(name)
+            link.type = tarfile.SYMTYPE
+            link.linkname = target
+            link.mode = 0o777
+            tar.addfile(link)
+        for name, _version in dists:
+            d = md.distribution(name)
+            for f in d.files or []:
+                src = Path(str(d.locate_file(f)))
+                rel = str(f)
+                if rel.startswith("..") or rel.endswith(".pyc") or "__pycache__" in rel or not src.is_file():
+                    continue
+                tar.add(src, arcname=f"{site}/{rel}", recursive=False)
+        for src, rel in own:
+            tar.add(src, arcname=f"{site}/{rel}", recursive=False)
+    os.replace(tmp, out)
+    return str(out)
+
+
 _MISSING = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([^']+)'")
 _VERSION = re.compile(r"Python in worker has different version[^\n]*")
 

@@ -13,6 +13,14 @@ Rules (issue 15):
   packages its tasks import (pydantic, google-crc32c, requests, hdfs, boto3 and what they need)
   as an archive with ``spark.archives`` (:mod:`dr_toolkit.spark.executor_env`): a worker's Python
   needs none of the project's packages. ``ship_library: false`` ships neither.
+- **YARN** (``yarn``): the client configuration comes from ``HADOOP_CONF_DIR``/``YARN_CONF_DIR``
+  (as for spark-submit; ``clusters.<name>.spark.hadoop_conf_dir`` or a Spark connection's extra
+  set it); the library and its packages travel as one packed slim virtual environment
+  (:func:`~dr_toolkit.spark.executor_env.venv_archive`, ``spark.archives …#drtenv``) whose Python
+  runs the executors' tasks (``spark.pyspark.python=./drtenv/bin/python``): nothing is installed
+  on the nodes. A missing configuration is a ConfigError (exit 2), a ResourceManager that does not
+  answer an UnreachableError (exit 3), each one line, before Spark starts (Spark itself would
+  retry the ResourceManager for 15 minutes).
 - **Credentials never go into the Spark conf.** Credentials the copy engine needs travel
   inside the pickled task (never shown in the UI). S3A keys for Spark's own Hadoop client
   (``spark_secret_env`` of :mod:`dr_toolkit.spark.hadoop`) go into the driver's environment
@@ -43,7 +51,7 @@ from urllib.parse import urlparse
 
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.secrets import redact
-from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, archive
+from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, VENV_PYTHON, archive, venv_archive
 from dr_toolkit.spark.hadoop import merge_spark_conf, spark_hadoop_conf, spark_secret_env
 
 _T = TypeVar("_T")
@@ -68,6 +76,10 @@ def check_master(master: str) -> str:
         raise ConfigError(f"{m!r} is not a Spark master URL",
                           hint="use local[N], spark://host:7077, yarn or k8s://https://host:port")
     return m
+
+
+def _is_yarn(master: str) -> bool:
+    return master.strip() == "yarn" or master.strip().startswith("yarn-")
 
 
 def _is_loopback(master: str) -> bool:
@@ -140,7 +152,13 @@ def session_conf(master: str, app_name: str, conf: Mapping[str, str] | None, sub
         ours["spark.ui.enabled"] = "false"
     if loopback:
         ours.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
-    if not local and ship_library:
+    if _is_yarn(master) and ship_library:
+        # one packed virtual environment: dr_toolkit, its packages and the Python that runs them
+        # (the zip as on other masters too: spark-submit's own pyFiles and ours are merged below)
+        ours["spark.submit.pyFiles"] = library_zip()
+        ours["spark.archives"] = f"{venv_archive()}#{ARCHIVE_ALIAS}"
+        ours["spark.pyspark.python"] = VENV_PYTHON
+    elif not local and ship_library:
         ours["spark.submit.pyFiles"] = library_zip()
         # the packages the tasks import, unpacked beside each executor (see executor_env)
         ours["spark.archives"] = f"{archive()}#{ARCHIVE_ALIAS}"
@@ -184,7 +202,7 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
         builder = builder.master(chosen)
     for k, v in keys.items():
         builder = builder.config(k, v)
-    session = _started(chosen, builder.getOrCreate)
+    session = _started(chosen, builder.getOrCreate, python=keys.get("spark.pyspark.python"))
     session.sparkContext.setLogLevel("WARN")
     out: SparkSession = session
     return out
@@ -200,14 +218,26 @@ CONTEXT_DEFAULTS = {"spark.driver.extraJavaOptions": QUICK_START_JVM,
                     "spark.executor.extraJavaOptions": QUICK_START_JVM}
 
 
-def _started(master: str, start: Callable[[], _T]) -> _T:
+def _started(master: str, start: Callable[[], _T], *, python: str | None = None) -> _T:
     """``start()`` (a session's or a context's getOrCreate); any failure is one line naming the
-    master (UnreachableError, exit 3)."""
+    master (UnreachableError, exit 3). On YARN ``python`` (the packed environment's interpreter) is
+    what the executors run: pyspark takes it from ``$PYSPARK_PYTHON`` when the context starts, so it
+    is set for that moment only (a local session started later in this process keeps its own)."""
+    swap = _is_yarn(master) and python is not None and not os.environ.get("PYSPARK_GATEWAY_PORT")
+    before = os.environ.get("PYSPARK_PYTHON")
+    if swap:
+        os.environ["PYSPARK_PYTHON"] = str(python)
     try:
         return start()
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
         raise UnreachableError(f"Spark did not start on master {redact(master)}: {_first(exc)}",
                                hint="check that the master is running and reachable, and JAVA_HOME") from None
+    finally:
+        if swap:
+            if before is None:
+                os.environ.pop("PYSPARK_PYTHON", None)
+            else:
+                os.environ["PYSPARK_PYTHON"] = before
 
 
 def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
@@ -230,7 +260,7 @@ def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
     if "spark.master" not in submitted:
         spark_conf.setMaster(chosen)
     spark_conf.setAll(list(keys.items()))
-    sc = _started(chosen, lambda: SparkContext.getOrCreate(spark_conf))
+    sc = _started(chosen, lambda: SparkContext.getOrCreate(spark_conf), python=keys.get("spark.pyspark.python"))
     sc.setLogLevel("WARN")
     return sc
 
@@ -287,6 +317,8 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
     if "spark.master" not in submitted:
         check_java()
         check_master_reachable(chosen)
+        if _is_yarn(chosen):
+            check_yarn(keys, getattr(cluster, "hadoop_conf_dir", None))
     if _is_loopback(chosen):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if chosen.startswith("local"):
@@ -340,3 +372,74 @@ def check_java() -> None:
     elif shutil.which("java") is None:
         raise ConfigError("no `java` on PATH and JAVA_HOME is not set: Spark cannot start",
                           hint="install Java 17 or 21, or set JAVA_HOME")
+
+
+def _site_props(path: Path) -> dict[str, str]:
+    """name → value of a Hadoop ``*-site.xml`` (empty when absent)."""
+    import xml.etree.ElementTree as ET
+
+    if not path.is_file():
+        return {}
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise ConfigError(f"cannot parse {path}: {exc}", where=str(path)) from None
+    out = {}
+    for prop in root.iter("property"):
+        name, value = prop.findtext("name"), prop.findtext("value")
+        if name and value is not None:
+            out[name.strip()] = value.strip()
+    return out
+
+
+def resourcemanagers(props: Mapping[str, str]) -> list[str]:
+    """``host:port`` of every ResourceManager a YARN client configuration names (HA: each rm-id's)."""
+    def one(suffix: str) -> str:
+        addr = props.get(f"yarn.resourcemanager.address{suffix}")
+        if addr:
+            return addr
+        return f"{props.get(f'yarn.resourcemanager.hostname{suffix}', '0.0.0.0')}:8032"
+
+    if props.get("yarn.resourcemanager.ha.enabled", "false").lower() == "true":
+        ids = [i.strip() for i in props.get("yarn.resourcemanager.ha.rm-ids", "").split(",") if i.strip()]
+        if ids:
+            return [one(f".{i}") for i in ids]
+    return [one("")]
+
+
+def check_yarn(keys: Mapping[str, str], conf_dir: str | None = None, timeout_s: float = 5.0) -> None:
+    """Before Spark starts on ``yarn``: the client configuration is there (``conf_dir`` — the
+    topology's or connection's ``hadoop_conf_dir``, exported here as ``HADOOP_CONF_DIR`` — else
+    ``$HADOOP_CONF_DIR``/``$YARN_CONF_DIR``: ConfigError, exit 2) and one of its ResourceManagers
+    answers (UnreachableError, exit 3): Spark would retry for 15 minutes, logging Java traces."""
+    import socket
+
+    if conf_dir:
+        if not Path(conf_dir, "yarn-site.xml").is_file():
+            raise ConfigError(f"no yarn-site.xml in the Hadoop client configuration {conf_dir}",
+                              where="spark.hadoop_conf_dir", hint="point it at the cluster's client "
+                              "configuration (core-site.xml, hdfs-site.xml, yarn-site.xml)")
+        os.environ["HADOOP_CONF_DIR"] = conf_dir
+        os.environ.setdefault("YARN_CONF_DIR", conf_dir)
+    dirs = [d for d in (os.environ.get("HADOOP_CONF_DIR"), os.environ.get("YARN_CONF_DIR")) if d]
+    if not dirs:
+        raise ConfigError("Spark on YARN needs the cluster's client configuration: HADOOP_CONF_DIR "
+                          "(or YARN_CONF_DIR) is not set", where="master yarn",
+                          hint="export HADOOP_CONF_DIR=/etc/hadoop/conf (the cluster's client configuration)")
+    props: dict[str, str] = {}
+    for d in reversed(dirs):
+        props.update(_site_props(Path(d) / "yarn-site.xml"))
+    props.update({k[len("spark.hadoop."):]: v for k, v in keys.items() if k.startswith("spark.hadoop.yarn.")})
+    rms = resourcemanagers(props)
+    last = "no address"
+    for hp in rms:
+        host, _, port = hp.rpartition(":")
+        if not port.isdigit():
+            raise ConfigError(f"bad ResourceManager address {hp!r}", where=f"{dirs[0]}/yarn-site.xml")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as exc:
+            last = exc.strerror or type(exc).__name__
+    raise UnreachableError(f"the YARN ResourceManager does not answer ({last})", where=",".join(rms),
+                           hint=f"start YARN or fix yarn.resourcemanager.address in {dirs[0]}/yarn-site.xml")
