@@ -58,7 +58,8 @@ def lookup(conn_id: str | None) -> Credentials | None:
 
 _URL_PASSWORD = re.compile(r"(?P<pre>[a-z][a-z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@", re.IGNORECASE)
 _KV_SECRET = re.compile(
-    r"(?P<key>[\"']?(?:password|passwd|secret|token|aws_secret_access_key|sasl\.password)[\"']?\s*[=:]\s*[\"']?)"
+    r"(?P<key>[\"']?(?:password|passwd|secret|token|delegation|aws_secret_access_key|sasl\.password)"
+    r"[\"']?\s*[=:]\s*[\"']?)"
     r"[^\s\"',}]+", re.IGNORECASE)
 
 

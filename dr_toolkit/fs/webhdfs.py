@@ -37,6 +37,7 @@ lag behind what readers see after a plain ``hflush``; OPEN serves the visible by
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,7 @@ from dr_toolkit.kerberos import (
     SpnegoAuth,
     kerberos_for,
 )
+from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
@@ -120,6 +122,23 @@ def _kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
                             hint=f"set hdfs.kerberos: true in the topology and {ENV_PRINCIPAL} + "
                                  "DRT_KERBEROS_KEYTAB (or the connection's login and extra.keytab)")
     return response
+
+
+class _RedactUrls(logging.Filter):
+    """urllib3 logs each request's URL at DEBUG (``drt -vv``): a delegation token in it is hidden."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        hidden = redact(msg)
+        if hidden != msg:
+            record.msg, record.args = hidden, ()
+        return True
+
+
+def _hide_tokens_in_logs() -> None:
+    lg = logging.getLogger("urllib3.connectionpool")
+    if not any(isinstance(f, _RedactUrls) for f in lg.filters):
+        lg.addFilter(_RedactUrls())
 
 
 def kerberos_wanted(kerberos: bool, credentials: Credentials | None = None) -> Kerberos | None:
@@ -197,6 +216,7 @@ class WebHdfsFileSystem(FileSystem):
             # executors: every request carries it, no ticket and no user.name needed
             self.client = cls(url, timeout=timeout_s)
             self.client._session.params = {"delegation": str(token)}
+            _hide_tokens_in_logs()
         elif self.kerberos is not None:
             # no user.name: the NameNode takes the user from the ticket (and refuses a different one)
             self.client = cls(url, timeout=timeout_s)

@@ -180,9 +180,14 @@ def test_the_gate_reads_hdfs_on_the_kerberized_cluster(hdfs_secure: HdfsCluster,
 
 
 def test_a_delegation_token_stands_in_for_the_ticket(hdfs_secure: HdfsCluster, kdc: Kdc,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     """What executors get: a token the driver fetched with its ticket — they list, write and read
-    with it alone (no keytab, no ticket cache); once the driver cancels it, it is refused."""
+    with it alone (no keytab, no ticket cache), and it never shows in a log (urllib3 logs every URL
+    at DEBUG); once the driver cancels it, it is refused."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="urllib3")
     from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
     from dr_toolkit.secrets import Credentials
 
@@ -197,6 +202,7 @@ def test_a_delegation_token_stands_in_for_the_ticket(hdfs_secure: HdfsCluster, k
     assert b"".join(executor.read("/kc/token/f")) == b"from an executor"
     assert [s.path for s in executor.list_files("/kc/token")] == ["/kc/token/f"]
     assert {rec["ugi"] for rec in hdfs_secure.audit("create", under="/kc/token")} == {"drt (auth:TOKEN)"}
+    assert "delegation=***" in caplog.text and token not in caplog.text
     # the driver cancels it when the job is done: from then on it opens nothing
     for k, v in kerberos_env(kdc).items():
         monkeypatch.setenv(k, v)
