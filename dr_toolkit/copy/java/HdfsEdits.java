@@ -232,7 +232,8 @@ public final class HdfsEdits {
       String cls = e.getClassName();
       String kind = cls.endsWith("AccessControlException") ? "superuser"
           : cls.endsWith("StandbyException") ? "standby" : "other";
-      fail(out, kind, cls.substring(cls.lastIndexOf('.') + 1) + ": " + firstLine(e.getMessage()));
+      fail(out, kind, (kind.equals("superuser") ? "reading the edit log needs the HDFS superuser: " : "")
+          + cls.substring(cls.lastIndexOf('.') + 1) + ": " + firstLine(e.getMessage()));
     } catch (java.io.IOException e) {
       fail(out, "other", e.getClass().getSimpleName() + ": " + firstLine(e.getMessage()));
     }
