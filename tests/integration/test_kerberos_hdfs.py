@@ -122,7 +122,7 @@ def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: 
 
 
 def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tickets last 12 s (the KDC's cap) and Hadoop's cookie 1 s: a run of two ticket lifetimes keeps
+    """Tickets last 12 s (the KDC's cap) and Hadoop's cookie 1 s: a run of 1.6 ticket lifetimes keeps
     presenting valid tickets because the library obtains new ones from the keytab."""
     from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
     from dr_toolkit.kerberos import KerberosConfig, kerberos_for
@@ -134,7 +134,7 @@ def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypa
     holder = kerberos_for(KerberosConfig.from_env())
     assert holder is fs.kerberos
     ends: set[float] = set()
-    deadline = time.monotonic() + MAX_LIFE_S * 2
+    deadline = time.monotonic() + MAX_LIFE_S * 1.6
     i = 0
     while time.monotonic() < deadline:
         fs.write(f"/kc/long/f{i}", [b"x" * 100])
@@ -142,7 +142,7 @@ def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypa
         ends.add(holder._ends)
         i += 1
         time.sleep(1.5)
-    assert len(ends) >= 3, ends  # the first ticket and at least two more, each before the last ran out
+    assert len(ends) >= 2, ends  # the first ticket ran out mid-run: a new one was obtained before it did
     fs.close()
 
 
@@ -210,3 +210,19 @@ def test_a_delegation_token_stands_in_for_the_ticket(hdfs_secure: HdfsCluster, k
     time.sleep(COOKIE_S + 0.5)  # the session cookie the token earned runs out as well
     with pytest.raises(KerberosError, match="SecurityException.*[Tt]oken"):  # never an empty listing
         list(executor.list_files("/kc/token"))
+
+
+def test_jmx_over_spnego(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NameNode's /jmx (what the gate's quick HDFS check and the fence's identity read) behind
+    SPNEGO: :func:`http_get` with the principal's ticket reads it; without Kerberos it is one clear
+    error, not an HTML 401 page parsed as JSON."""
+    from dr_toolkit.fs.webhdfs import http_get, kerberos_wanted
+
+    url = f"{hdfs_secure.webhdfs_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo"
+    assert requests.get(url, timeout=10).status_code == 401
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    r = http_get(url, kerberos=kerberos_wanted(True))
+    assert r.status_code == 200 and r.json()["beans"][0]["BlockPoolId"].startswith("BP-")
+    with pytest.raises(KerberosError, match="asks for Kerberos"):
+        http_get(url)

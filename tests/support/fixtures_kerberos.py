@@ -1,5 +1,5 @@
 """Session fixtures for the Kerberos tests: a real KDC (Hadoop's MiniKdc), a kerberized HDFS
-(NameNode + DataNode, SPNEGO on WebHDFS) and a ZooKeeper with SASL (Kerberos) authentication in
+(NameNode + DataNode, SPNEGO on WebHDFS and on the whole web UI, /jmx too) and a ZooKeeper with SASL (Kerberos) authentication in
 its realm (drt_servers/kdc.py, drt_servers/hdfs.py, drt_servers/zookeeper.py).
 
 The KDC caps every ticket at :data:`MAX_LIFE_S`, so a test can see a ticket run out and the
@@ -36,7 +36,7 @@ def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
 
 @pytest.fixture(scope="session")
 def hdfs_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
-    h = HdfsCluster("hdfs-secure", tmp_path_factory.mktemp("hdfs-secure"), kdc=kdc,
+    h = HdfsCluster("hdfs-secure", tmp_path_factory.mktemp("hdfs-secure"), kdc=kdc, spnego_ui=True,
                     auth_token_validity_s=COOKIE_S).start()
     try:
         yield h
