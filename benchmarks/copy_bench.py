@@ -226,8 +226,15 @@ def base_entries(lo, hi):  # the in-memory measurement's base manifest, as a str
                      f"COMPOSITE-CRC32C:{i:08x}", f"{i + 7}:2{i}"))
 
 
-def listing(n=n):  # the source as a listing yields it ((rel, FileStatus), in no useful order): the same changes
+def progress(what):  # to stderr as it goes: a run stopped part-way still says how far it got
+    print(f"  [4s] {time.strftime('%H:%M:%S')} {what}: {time.perf_counter() - t1:.0f} s since the start, "
+          f"CPU here {time.process_time() - c1:.0f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+
+
+def listing(n=n, say=False):  # the source as a listing yields it ((rel, FileStatus), in no useful order): the same changes
     for i in range(n):
+        if say and i and i % 10_000_000 == 0:
+            progress(f"listing: {i:,} entries read and sorted in batches")
         rel = f"d{i % 1000:04d}/part-{i:08d}.parquet"
         if i % 100 == 0:
             continue  # 1 % deleted
@@ -255,8 +262,10 @@ def write_base(i):
     return 0
 
 
-t0 = time.perf_counter()
+t0 = t1 = time.perf_counter()
+c1 = time.process_time()
 sp.in_processes(write_base, 2)
+progress("setup: base manifest written")
 base_bytes = sum(map(os.path.getsize, base_paths))
 setup_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
 g = min(n, 1_000_000)
@@ -278,10 +287,12 @@ def manifest():
 with sp.Workdir(work) as tmp:
     # the base manifest read and sorted in a forked process (the other core) while the listing is sorted here
     base_sorted = sp.sorted_in_process(manifest, sp.ENTRY, tmp, batch=batch, name="base")
-    src = sp.SortedStream(listing(), sp.STATUS, tmp, batch=batch, name="src")
+    src = sp.SortedStream(listing(say=n >= 20_000_000), sp.STATUS, tmp, batch=batch, name="src")
+    progress("listing sorted")
     t2 = time.perf_counter()
     base = base_sorted()
     t3 = time.perf_counter()
+    progress("base manifest sorted")
     runs_disk = sum(os.path.getsize(os.path.join(tmp, p)) for p in os.listdir(tmp))
     for p in base_paths:  # its runs hold it now: off the disk (the 100,000,000 run's disk budget)
         os.unlink(p)
@@ -296,8 +307,12 @@ with sp.Workdir(work) as tmp:
         got = Counter()
 
         def kept():  # the decisions counted by kind, the kept entries to the new manifest (a batch at a time)
+            done = 0
             for b in run.batches():
                 got.update(map(itemgetter(1), b))
+                done += len(b)
+                if n >= 20_000_000 and done // 5_000_000 != (done - len(b)) // 5_000_000:
+                    progress(f"part {i}: {done:,} decided")
                 yield [(d[0], d[2]) for d in b if d[1] == "keep"]
 
         with open(os.path.join(work, f"next-{i}.jsonl.gz"), "wb") as out, sp.gc_paused():
@@ -305,6 +320,7 @@ with sp.Workdir(work) as tmp:
         return dict(got), run.files_total, run.bytes_total, written, rss(), time.process_time() - c
 
     results = sp.in_processes(part, len(ranges))
+    progress("every part planned")
     runs = len(src.runs) + len(base.runs)
 t4 = time.perf_counter()  # the runs removed (the work directory's exit)
 next_path = os.path.join(work, "next-0.jsonl.gz")
@@ -392,7 +408,8 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
 
     proc = subprocess.Popen([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
                              "1" if compress else "0", str(parts)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE if n < 20_000_000 else None, text=True,
+                            cwd=REPO)
     peak = {"rss": 0, "pss": 0, "disk": 0}
     done = threading.Event()
 
@@ -410,7 +427,7 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
     th.join()
     load1 = os.getloadavg()
     if proc.returncode != 0:
-        raise SystemExit(f"streamed planner failed: {err[-2000:]}")
+        raise SystemExit(f"streamed planner failed: {(err or '(its stderr above)')[-2000:]}")
     (setup, t, t_src, t_base, t_merge, t_cat, bound, runs, b, cpu, gen, disk, base_bytes, next_bytes, nparts,
      part_cpu, *info) = out.split()
     secs, cpu_s = float(t), float(cpu)
