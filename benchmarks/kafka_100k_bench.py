@@ -47,7 +47,7 @@ from dr_toolkit.errors import DrtError
 from dr_toolkit.kafka import checkpoint as ckpt
 from dr_toolkit.kafka import offsets, signals
 from dr_toolkit.kafka.client import KafkaCluster, Record, fingerprint
-from dr_toolkit.kafka.lag import mirror_lag
+from dr_toolkit.kafka.lag import Incremental, mirror_lag
 from dr_toolkit.kafka.mirror import Mirror, Side
 from dr_toolkit.kafka.rows import Checkpoint
 from dr_toolkit.kafka.wire import GROUPS_PER_REQUEST
@@ -140,6 +140,20 @@ def counting(base: type[KafkaCluster]) -> type[KafkaCluster]:
                 if self.batched:
                     self.counts.add("find_coordinator + offset_fetch (batched)", self.offset_fetch_requests - before)
 
+        def evidence_many(self, tps: list[tuple[str, int]]) -> Any:
+            """The incremental proof's evidence (lag.log_evidence): the simulated cluster's own,
+            else the library's wire request — Metadata v12 + 2 ListOffsets per leader — counted."""
+            own = getattr(super(), "evidence_many", None)
+            if own is not None:
+                self.counts.add("metadata (evidence)")
+                self.counts.add("list_offsets (evidence)", 2)
+                return own(tps)
+            from dr_toolkit.kafka import wire
+
+            ev, n = wire.log_evidence(self.bootstrap, self._conf, self.timeout_s, tps)
+            self.counts.add("metadata + list_offsets (evidence)", n)
+            return ev
+
         def close(self) -> None:
             self.counts.add("fetch", self.fetches)
             self.fetches = 0
@@ -185,15 +199,61 @@ class Model:
     def ends(self, role: str, tp: tuple[str, int]) -> int:
         return self.end[tp] - (self.short.get(tp, 0) if role == "cold" else 0)
 
+    def append(self, k: int) -> int:
+        """``k`` more records on every busy partition, on hot and (mirrored) on cold; returns how many partitions."""
+        busy = [tp for tp, g in self.gap.items() if g == 1000]
+        for tp in busy:
+            self.end[tp] += k
+        return len(busy)
+
     def record(self, tp: tuple[str, int], o: int) -> Record:
         # the client's work per record: the fingerprint of key, value (and headers), as _to_record
-        return Record(o, self.base[tp] + o * self.gap[tp], "create",
-                      fingerprint(f"k{o % 13}".encode(), f"{tp[0]}-{tp[1]}-{o}".encode(), None))
+        t0 = time.thread_time()
+        fp = fingerprint(f"k{o % 13}".encode(), f"{tp[0]}-{tp[1]}-{o}".encode(), None)
+        SimCost.add(0.0, time.thread_time() - t0)
+        return Record(o, self.base[tp] + o * self.gap[tp], "create", fp)
 
 
 def _sleep(kind: str, items: int) -> None:
     lat, per = LAT[kind]
     time.sleep(lat + per * items)
+
+
+class SimCost:
+    """The simulated layer's own CPU (thread CPU time inside SimCluster's methods, the modelled
+    broker sleeps and the records' fingerprints excluded — the fingerprint is the client's work
+    per record, which the library does for real): not the gate's cost."""
+
+    lock = threading.Lock()
+    local = threading.local()
+    cpu = 0.0  # the simulator's own
+    fingerprint = 0.0  # the records' fingerprints (the client's work, counted as the gate's)
+
+    @classmethod
+    def add(cls, s: float, fp: float = 0.0) -> None:
+        cls.local.fp = getattr(cls.local, "fp", 0.0) + fp
+        with cls.lock:
+            cls.cpu += s
+            cls.fingerprint += fp
+
+    @classmethod
+    def reset(cls) -> None:
+        with cls.lock:
+            cls.cpu = cls.fingerprint = 0.0
+
+
+def _own(fn: Any) -> Any:
+    """Count ``fn``'s thread CPU time (sleeps take none), its records' fingerprints excluded, as the simulator's."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(*a: Any, **kw: Any) -> Any:
+        t0, fp0 = time.thread_time(), getattr(SimCost.local, "fp", 0.0)
+        try:
+            return fn(*a, **kw)
+        finally:
+            SimCost.add(time.thread_time() - t0 - (getattr(SimCost.local, "fp", 0.0) - fp0))
+    return wrapped
 
 
 class SimFetcher:
@@ -232,10 +292,12 @@ class SimCluster(KafkaCluster):
     def _tp(self, topic: str, partition: int) -> tuple[str, int]:
         return topic, partition
 
+    @_own
     def topics(self) -> dict[str, int]:
         _sleep("metadata", len(self.model.end))
         return {t: self.model.P for t in self.model.names}
 
+    @_own
     def watermarks_many(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int] | str]:
         if not tps:
             return {}
@@ -243,6 +305,18 @@ class SimCluster(KafkaCluster):
         _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
         return {tp: (0, self.model.ends(self.role, tp)) for tp in tps}
 
+    @_own
+    def evidence_many(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, int, int, int]]:
+        """The incremental proof's evidence (wire.log_evidence's answer): one Metadata, then per
+        leader ListOffsets EARLIEST and LATEST; topic ids and leader epochs never change here."""
+        if not tps:
+            return {}
+        _sleep("metadata", len(tps))
+        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
+        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
+        return {tp: (f"{self.role}-{tp[0]}", 0, self.model.ends(self.role, tp), 0) for tp in tps}
+
+    @_own
     def stable_ends(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         if not tps:
             return {}
@@ -288,6 +362,7 @@ class SimCluster(KafkaCluster):
                 yield self.model.record(tp, o + i)
             o, want, step = o + k, want - k, min(batch, step * 4)
 
+    @_own
     def read_many(self, ranges: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], list[Record]]:
         out: dict[tuple[str, int], list[Record]] = {}
         total = 0
@@ -332,7 +407,8 @@ def topology_of(hot: str, cold: str, topics: list[str], groups: list[str], work:
 
 
 def measure(label: str, mirror: Mirror, counts: Counts, topo: Any, groups: list[str], work: Path,
-            truth: dict[str, dict[tuple[str, int], int]] | None, seed: Model | None = None) -> dict[str, float]:
+            truth: dict[str, dict[tuple[str, int], int]] | None, seed: Model | None = None, append: Any = None,
+            profile: bool = False) -> dict[str, float]:
     from dr_toolkit.ledger import open_ledger
 
     access = Access.from_env()
@@ -365,7 +441,7 @@ def measure(label: str, mirror: Mirror, counts: Counts, topo: Any, groups: list[
                               "VALUES (:id, :g, :t, :p, :o, 0, :hi, :at)"), rows)
         print(f"[{label}] checkpoint NOT run (--gate-only): the ledger seeded with one checkpoint row per committed "
               f"group-partition from the model in {time.monotonic() - t0:.1f}s")
-        return gate(label, mirror, counts, topo, ledger, access, res)
+        return gate(label, mirror, counts, topo, ledger, access, res, append, profile)
     counts.n.clear()
     t0 = time.monotonic()
     run = ckpt.checkpoint_groups(mirror, ledger, groups)
@@ -389,23 +465,74 @@ def measure(label: str, mirror: Mirror, counts: Counts, topo: Any, groups: list[
           f"fetches; methods {dict(methods)}); requests: {counts.line()}")
     res["remap_requests"] = counts.total()
 
-    return gate(label, mirror, counts, topo, ledger, access, res)
+    return gate(label, mirror, counts, topo, ledger, access, res, append, profile)
+
+
+OLD_FULL_S = {"sim": 222.9, "real": 76.5}  # the gate before the incremental proof (every check read records)
+APPEND = 20  # records appended to every busy partition (hot, and mirrored on cold) between the two checks
 
 
 def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, access: Access,
-         res: dict[str, float]) -> dict[str, float]:
-    counts.n.clear()
-    t0 = time.monotonic()
-    sigs = signals.kafka_signals(topo, ledger, access, time.time(), mirror=mirror)
-    res["gate_s"] = time.monotonic() - t0
-    topic_sigs = [s for s in sigs if not s.name.startswith("group:")]
-    group_sigs = [s for s in sigs if s.name.startswith("group:")]
-    print(f"[{label}] gate's Kafka signals: {res['gate_s']:.1f}s (goal < {GATE_GOAL_S:.0f} s: "
-          f"{'met' if res['gate_s'] < GATE_GOAL_S else 'NOT met'}) — {len(topic_sigs):,} topic signals "
-          f"({sum(s.caught_up for s in topic_sigs):,} caught up), {len(group_sigs):,} group signals "
-          f"({sum(s.caught_up for s in group_sigs):,} GO); requests: {counts.line()}")
-    res["gate_requests"] = counts.total()
-    res["gate_topics_behind"] = sum(not s.caught_up for s in topic_sigs)
+         res: dict[str, float], append: Any = None, profile: bool = False) -> dict[str, float]:
+    """The gate's Kafka signals twice on one ledger: the first check (no proofs kept yet: every
+    partition proven from the records), then, after ``append()`` (the busy partitions grow), the
+    second (incremental: unchanged partitions carried, grown ones extended)."""
+    checks = [("first check (full: no proof kept yet)", "gate_s")]
+    if append is not None:
+        checks.append(("second check (incremental)", "gate2_s"))
+    orig = Incremental
+    _last: list[Any] = []
+
+    class Seen(orig):  # type: ignore[valid-type, misc]
+        """The gate's Incremental, kept to print how each partition was proven."""
+
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            _last.append(self)
+
+    for i, (what, key) in enumerate(checks):
+        if i:
+            t0 = time.monotonic()
+            n = append()
+            print(f"[{label}] appended {APPEND} records to each of {n:,} busy partitions (hot, and their copies on "
+                  f"cold) in {time.monotonic() - t0:.1f}s", flush=True)
+        counts.n.clear()
+        SimCost.reset()
+        prof = None
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        vars(signals)["Incremental"] = Seen  # the gate's own, only kept to read its counts
+        t0 = time.monotonic()
+        try:
+            sigs = signals.kafka_signals(topo, ledger, access, time.time(), mirror=mirror)
+        finally:
+            vars(signals)["Incremental"] = orig
+        res[key] = time.monotonic() - t0
+        if prof is not None:
+            import pstats
+
+            prof.disable()
+            print(f"[{label}] cProfile of the {what} (main thread; the worker threads' fetches are not in it):")
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
+        topic_sigs = [s for s in sigs if not s.name.startswith("group:")]
+        group_sigs = [s for s in sigs if s.name.startswith("group:")]
+        met = "met" if res[key] < GATE_GOAL_S else "NOT met"
+        ways = dict(_last[-1].counts) if _last else {}
+        print(f"[{label}] gate's Kafka signals, {what}: {res[key]:.1f}s (goal < {GATE_GOAL_S:.0f} s: {met}; the "
+              f"full check before the incremental proof: {OLD_FULL_S.get(label, float('nan')):.1f}s) — "
+              f"partitions {ways}; {len(topic_sigs):,} topic signals "
+              f"({sum(s.caught_up for s in topic_sigs):,} caught up), {len(group_sigs):,} group signals "
+              f"({sum(s.caught_up for s in group_sigs):,} GO); requests: {counts.line()}", flush=True)
+        if SimCost.cpu or SimCost.fingerprint:
+            print(f"[{label}] of which the simulated layer's own CPU: {SimCost.cpu:.1f}s (not the gate's; the "
+                  f"modelled broker latency is sleeps), the records' fingerprints (the client's work): "
+                  f"{SimCost.fingerprint:.1f}s", flush=True)
+            res[key + "_sim_cpu"] = SimCost.cpu
+        res[key.replace("_s", "_requests")] = counts.total()
+        res[key.replace("_s", "_topics_behind")] = sum(not s.caught_up for s in topic_sigs)
     return res
 
 
@@ -460,7 +587,8 @@ def run_sim(args: argparse.Namespace) -> None:
           f"({sum(len(v) for v in model.groups.values()):,} group-partitions), model built in "
           f"{time.monotonic() - t0:.1f}s; busy partitions (1 record/s) {args.busy:.0%}, the others 1 record/min; "
           f"{args.brokers} broker(s); latency model {LAT}")
-    res = measure("sim", mirror, counts, topo, groups, work, model.groups, model if args.gate_only else None)
+    res = measure("sim", mirror, counts, topo, groups, work, model.groups, model if args.gate_only else None,
+                  append=lambda: model.append(APPEND), profile=args.profile)
     G = len(groups)
     print(f"[sim] requests as a function of size: checkpoint {res.get('checkpoint_requests', 0):,.0f}, remap "
           f"{res.get('remap_requests', 0):,.0f}, gate {res['gate_requests']:,.0f} for D = {res.get('D', 0):,.0f}, "
@@ -641,6 +769,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--busy", type=float, default=0.05, help="--sim: fraction of partitions with 1 record/s")
     ap.add_argument("--brokers", type=int, default=1, help="--sim: partition leaders answering ListOffsets in parallel")
+    ap.add_argument("--profile", action="store_true", help="--sim: cProfile each gate check (main thread)")
     ap.add_argument("--gate-only", action="store_true", help=(
         "--sim: skip the checkpoint and remap (the ledger is seeded with a checkpoint row per committed "
         "group-partition from the model) and time the committed offsets and the gate"))

@@ -162,10 +162,10 @@ def test_a_topic_deleted_and_created_again_is_never_carried_over(kafka_env, tmp_
     old_hot = previous[(topic, 0)]["h"]
     rows, inc = _check(m, [topic], previous)
     row = rows[(topic, 0)]
-    assert previous[(topic, 0)]["h"][0] != old_hot[0] and previous[(topic, 0)]["h"][1:] == old_hot[1:], \
-        (old_hot, previous[(topic, 0)]["h"])  # the same offsets and epoch: only the topic id tells
     assert not _carried(row) and row.records_behind == 5 and inc.counts["carried"] == 0, row
     _same(rows, _full(m, [topic]))
+    assert previous[(topic, 0)]["h"][0] != old_hot[0] and previous[(topic, 0)]["h"][1:] == old_hot[1:], \
+        (old_hot, previous[(topic, 0)]["h"])  # the same offsets and epoch: only the topic id tells
 
 
 def test_a_record_produced_on_cold_after_a_proof_is_never_counted_as_mirrored(kafka_env, tmp_path: Path) -> None:
