@@ -9,6 +9,8 @@ and creates the principals with their keytabs (random keys) when it starts:
 
 - ``service.keytab``: ``hdfs/localhost`` and ``HTTP/localhost`` (NameNode, DataNode, SPNEGO);
 - ``zookeeper.keytab``: ``zookeeper/localhost``;
+- ``kafka.keytab``: ``kafka/localhost``; ``hbase.keytab``: ``hbase/localhost`` (for the brokers and
+  HBase when they run kerberized; nothing starts them so yet);
 - ``<user>.keytab`` for each toolkit user principal (``drt`` and ``other`` by default).
 
 The KDC's database lives in memory: a restart makes new keys (and new keytabs). ``max_life_s``
@@ -75,6 +77,8 @@ class Kdc(ManagedProcess):
         self.krb5_conf = self.workdir / "krb5.conf"
         self.service_keytab = self.workdir / "service.keytab"
         self.zookeeper_keytab = self.workdir / "zookeeper.keytab"
+        self.kafka_keytab = self.workdir / "kafka.keytab"
+        self.hbase_keytab = self.workdir / "hbase.keytab"
         self.users = list(users)
         self.krb5_conf.write_text(KRB5_CONF.format(realm=self.realm, port=self.kdc_port,
                                                    ccache=self.workdir / "krb5cc_default"))
@@ -85,7 +89,8 @@ class Kdc(ManagedProcess):
                 "-cp", cp, MAIN, "--dir", str(self.workdir / "kdc"), "--ports-file", str(self.ports_file),
                 "--port", str(self.kdc_port), "--org", "DRT", "--domain", "TEST",
                 "--keytab", f"{self.service_keytab}={','.join(f'{s}/{HOST}' for s in SERVICES)}",
-                "--keytab", f"{self.zookeeper_keytab}=zookeeper/{HOST}"]
+                "--keytab", f"{self.zookeeper_keytab}=zookeeper/{HOST}",
+                "--keytab", f"{self.kafka_keytab}=kafka/{HOST}", "--keytab", f"{self.hbase_keytab}=hbase/{HOST}"]
         for u in self.users:
             argv += ["--keytab", f"{self.keytab(u)}={u}"]
         if max_life_s:
