@@ -300,6 +300,33 @@ def kerberos_for(cfg: KerberosConfig) -> Kerberos:
         return hit
 
 
+def kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
+    """A requests response hook for clients without Kerberos: a server asking to ``Negotiate`` is
+    one clear error, not "Authentication required" deep in a copy (or an HTML page read as JSON)."""
+    if response.status_code == 401 and "negotiate" in response.headers.get("WWW-Authenticate", "").lower():
+        from urllib.parse import urlsplit
+
+        raise KerberosError("the server asks for Kerberos (SPNEGO) and none is configured",
+                            where=urlsplit(response.url).netloc,
+                            hint=f"set hdfs.kerberos: true in the topology and {ENV_PRINCIPAL} + "
+                                 f"{ENV_KEYTAB} (or the connection's login and extra.keytab)")
+    return response
+
+
+def http_get(url: str, *, kerberos: Kerberos | None = None, timeout_s: float = 10.0) -> Any:
+    """One GET on a Hadoop HTTP server (a NameNode's or a region server's ``/jmx``), with SPNEGO
+    when ``kerberos`` is given; returns the ``requests`` response (the caller checks its status).
+    A server asking for Kerberos when none is given is a :class:`KerberosError`."""
+    import requests
+
+    with requests.Session() as s:
+        if kerberos is not None:
+            s.auth = SpnegoAuth(kerberos)
+        else:
+            s.hooks["response"].append(kerberos_required)
+        return s.get(url, timeout=timeout_s)
+
+
 class SpnegoAuth:
     """A ``requests`` auth: answers a ``401`` + ``WWW-Authenticate: Negotiate`` with a SPNEGO token
     for ``HTTP/<host of the URL>`` and sends the request again (Hadoop then sets its signed

@@ -10,7 +10,8 @@ for ``HTTP/<namenode host>``, then Hadoop's signed cookie carries the session) a
 from the endpoint's connection or the environment (:class:`dr_toolkit.kerberos.KerberosConfig`),
 in a private credential cache, renewed for long runs. A cluster that asks for Kerberos when none
 is configured is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3) saying what to set.
-:func:`http_get` is the same for any other GET on a Hadoop HTTP server (``/jmx``).
+:func:`http_get` (from :mod:`dr_toolkit.kerberos`, re-exported here) is the same for any other
+GET on a Hadoop HTTP server (``/jmx``).
 
 **Checksums, as a real cluster answers them.** Over WebHDFS the NameNode redirects
 GETFILECHECKSUM to a DataNode, whose handler always computes HDFS's default
@@ -62,11 +63,14 @@ from dr_toolkit.kerberos import (
     KerberosError,
     SpnegoAuth,
     kerberos_for,
+    kerberos_required,
 )
+from dr_toolkit.kerberos import http_get as http_get  # re-exported: GETs on a NameNode's /jmx with SPNEGO
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
     from dr_toolkit.secrets import Credentials
+
 
 _DIFF_TYPES = {"CREATE": "+", "DELETE": "-", "MODIFY": "M", "RENAME": "R"}
 UNDER_CONSTRUCTION = "is under construction"
@@ -111,19 +115,6 @@ def _webhdfs_answer(response: Any, *args: Any, **kwargs: Any) -> Any:
                      response.url)
 
 
-def _kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
-    """A requests response hook for clients without Kerberos: a server asking to ``Negotiate`` is
-    one clear error, not "Authentication required" deep in a copy."""
-    if response.status_code == 401 and "negotiate" in response.headers.get("WWW-Authenticate", "").lower():
-        from urllib.parse import urlsplit
-
-        raise KerberosError("the server asks for Kerberos (SPNEGO) and none is configured",
-                            where=urlsplit(response.url).netloc,
-                            hint=f"set hdfs.kerberos: true in the topology and {ENV_PRINCIPAL} + "
-                                 "DRT_KERBEROS_KEYTAB (or the connection's login and extra.keytab)")
-    return response
-
-
 class _RedactUrls(logging.Filter):
     """urllib3 logs each request's URL at DEBUG (``drt -vv``): a delegation token in it is hidden."""
 
@@ -150,20 +141,6 @@ def kerberos_wanted(kerberos: bool, credentials: Credentials | None = None) -> K
     if not kerberos and not os.environ.get(ENV_PRINCIPAL):
         return None
     return kerberos_for(KerberosConfig.from_credentials(credentials))
-
-
-def http_get(url: str, *, kerberos: Kerberos | None = None, timeout_s: float = 10.0) -> Any:
-    """One GET on a Hadoop HTTP server (a NameNode's ``/jmx``), with SPNEGO when ``kerberos`` is
-    given; returns the ``requests`` response (the caller checks its status). A server asking for
-    Kerberos when none is given is a :class:`KerberosError`."""
-    import requests
-
-    with requests.Session() as s:
-        if kerberos is not None:
-            s.auth = SpnegoAuth(kerberos)
-        else:
-            s.hooks["response"].append(_kerberos_required)
-        return s.get(url, timeout=timeout_s)
 
 
 def _client_class(kerberos: bool) -> Any:
@@ -226,7 +203,7 @@ class WebHdfsFileSystem(FileSystem):
             if credentials is not None and credentials.password:
                 # a gateway in front of WebHDFS (Knox, HttpFS behind a proxy) takes HTTP basic auth
                 self.client._session.auth = (credentials.login or user or "hdfs", credentials.password)
-            self.client._session.hooks["response"].append(_kerberos_required)
+            self.client._session.hooks["response"].append(kerberos_required)
         self.client._session.hooks["response"].append(_webhdfs_answer)
 
     def delegation_token(self, renewer: str | None = None) -> str:
