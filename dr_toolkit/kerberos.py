@@ -300,6 +300,15 @@ def kerberos_for(cfg: KerberosConfig) -> Kerberos:
         return hit
 
 
+def kerberos_wanted(kerberos: bool, credentials: Credentials | None = None) -> Kerberos | None:
+    """The ticket holder a client of a Hadoop HTTP server uses: when the topology says
+    ``kerberos: true``, or the environment names a principal (a bare ``webhdfs://`` URI on a
+    kerberized cluster). None otherwise."""
+    if not kerberos and not os.environ.get(ENV_PRINCIPAL):
+        return None
+    return kerberos_for(KerberosConfig.from_credentials(credentials))
+
+
 def kerberos_required(response: Any, *args: Any, **kwargs: Any) -> Any:
     """A requests response hook for clients without Kerberos: a server asking to ``Negotiate`` is
     one clear error, not "Authentication required" deep in a copy (or an HTML page read as JSON)."""

@@ -57,15 +57,12 @@ from dr_toolkit.fs.base import (
     UnderConstruction,
 )
 from dr_toolkit.kerberos import (
-    ENV_PRINCIPAL,
-    Kerberos,
-    KerberosConfig,
     KerberosError,
     SpnegoAuth,
-    kerberos_for,
     kerberos_required,
 )
 from dr_toolkit.kerberos import http_get as http_get  # re-exported: GETs on a NameNode's /jmx with SPNEGO
+from dr_toolkit.kerberos import kerberos_wanted as kerberos_wanted  # re-exported
 from dr_toolkit.secrets import redact
 
 if TYPE_CHECKING:
@@ -130,17 +127,6 @@ def _hide_tokens_in_logs() -> None:
     lg = logging.getLogger("urllib3.connectionpool")
     if not any(isinstance(f, _RedactUrls) for f in lg.filters):
         lg.addFilter(_RedactUrls())
-
-
-def kerberos_wanted(kerberos: bool, credentials: Credentials | None = None) -> Kerberos | None:
-    """The ticket holder a client of a Hadoop HTTP server uses: when the topology says
-    ``kerberos: true``, or the environment names a principal (a bare ``webhdfs://`` URI on a
-    kerberized cluster). None otherwise."""
-    import os
-
-    if not kerberos and not os.environ.get(ENV_PRINCIPAL):
-        return None
-    return kerberos_for(KerberosConfig.from_credentials(credentials))
 
 
 def _client_class(kerberos: bool) -> Any:
