@@ -290,8 +290,11 @@ with sp.Workdir(work) as tmp:
     src = sp.SortedStream(listing(say=n >= 20_000_000), sp.STATUS, tmp, batch=batch, name="src")
     progress("listing sorted")
     t2 = time.perf_counter()
+    cpu_listing = time.process_time() - c1
     base = base_sorted()
     t3 = time.perf_counter()
+    sorted_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_base = sorted_cpu.ru_utime + sorted_cpu.ru_stime - setup_cpu.ru_utime - setup_cpu.ru_stime  # the sorter's
     progress("base manifest sorted")
     runs_disk = sum(os.path.getsize(os.path.join(tmp, p)) for p in os.listdir(tmp))
     for p in base_paths:  # its runs hold it now: off the disk (the 100,000,000 run's disk budget)
@@ -350,7 +353,7 @@ if n <= 1_000_000:  # (not timed) the manifest in parts reads back as one manife
     assert len(keys) == kinds["keep"] and keys == sorted(keys)
 print(f"{t1 - t0:.3f} {t5 - t1:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {t4 - t3:.3f} {t5 - t4:.3f} {bound} {runs} {batch} "
       f"{cpu:.3f} {gen:.3f} {runs_disk} {base_bytes} {next_bytes} {len(ranges)} "
-      f"{'/'.join(f'{r[5]:.1f}' for r in results)} "
+      f"{'/'.join(f'{r[5]:.1f}' for r in results)} {cpu_listing:.3f} {cpu_base:.3f} "
       f"copies={kinds.get('copy', 0)} deletes={kinds.get('delete', 0)} keep={kinds.get('keep', 0)} "
       f"files_total={files_total}")
 """
@@ -360,22 +363,16 @@ GOAL_100M_S, GOAL_100M_RSS, GOAL_10M_RSS = 15 * 60, 4 * 2**30, 2 * 2**30
 
 
 def _tree_memory(root: int) -> tuple[int, int]:
-    """RSS and PSS (proportional: pages shared after a fork counted once) of a process and its descendants."""
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            kids.setdefault(ppid, []).append(int(d))
+    """RSS and PSS (proportional: pages shared after a fork counted once) of a process and its descendants
+    (found through /proc/<pid>/task/<tid>/children: no walk over every process of the machine)."""
     rss = pss = 0
     todo = [root]
     while todo:
         pid = todo.pop()
-        todo.extend(kids.get(pid, ()))
         try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Rss:"):
@@ -403,7 +400,7 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
     through the same code path (SortedStream of a listing's (rel, FileStatus), of a manifest read
     as a stream; stream_fast_forward over each key range of split_ranges, each in a process of its
     own; the new manifest written as the decisions come, its parts concatenated). The memory of all
-    its processes together and the disk of the work directory are sampled every 0.2 s from here."""
+    its processes together and the disk of the work directory are sampled every 0.5 s from here."""
     import threading
 
     proc = subprocess.Popen([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
@@ -414,7 +411,7 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
     done = threading.Event()
 
     def sample() -> None:
-        while not done.wait(0.2):
+        while not done.wait(0.5):
             rss, pss = _tree_memory(proc.pid)
             peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
             peak["disk"] = max(peak["disk"], _disk(work))
@@ -429,7 +426,7 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
     if proc.returncode != 0:
         raise SystemExit(f"streamed planner failed: {(err or '(its stderr above)')[-2000:]}")
     (setup, t, t_src, t_base, t_merge, t_cat, bound, runs, b, cpu, gen, disk, base_bytes, next_bytes, nparts,
-     part_cpu, *info) = out.split()
+     part_cpu, cpu_listing, cpu_base, *info) = out.split()
     secs, cpu_s = float(t), float(cpu)
     rate = n / secs
     t100, c100 = 100_000_000 / rate, 100_000_000 * cpu_s / n
@@ -445,7 +442,13 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
           f"writing the base manifest first ({int(base_bytes) / MIB:,.0f} MiB, two processes): {float(setup):.1f}s, "
           f"not counted); load average {load0[0]:.1f} before, {load1[0]:.1f} after, on {os.cpu_count()} cores; "
           f"new manifest {int(next_bytes) / MIB:,.0f} MiB; {' '.join(info)}")
-    print(f"     memory of all processes together, sampled every 0.2 s: peak RSS {peak['rss'] / MIB:,.0f} MiB "
+    critical = max(float(cpu_listing), float(cpu_base)) + max(map(float, part_cpu.split("/")))
+    print(f"     on two idle cores (each phase as long as its busiest process's CPU time: the listing's sort "
+          f"{float(cpu_listing):.1f}s beside the manifest's {float(cpu_base):.1f}s, then the busiest part "
+          f"{max(map(float, part_cpu.split('/'))):.1f}s): {critical:.1f}s = {critical * 100_000_000 / n / 60:.1f} min "
+          f"at 100,000,000 ({'within' if critical * 100_000_000 / n < GOAL_100M_S else 'OVER'} 15 min; "
+          f"{'measured' if n >= 100_000_000 else 'extrapolated linearly'})")
+    print(f"     memory of all processes together, sampled every 0.5 s: peak RSS {peak['rss'] / MIB:,.0f} MiB "
           f"(pages a fork shares counted in each), peak PSS {peak['pss'] / MIB:,.0f} MiB (counted once); each "
           f"process's own peak added per phase: {int(bound) / MIB:,.0f} MiB. Disk of the work directory at its "
           f"peak: {peak['disk'] / MIB:,.0f} MiB (runs {int(disk) / MIB:,.0f} MiB)")
