@@ -622,5 +622,21 @@ class WebHdfsFileSystem(FileSystem):
         self.client._session.close()
 
 
+def credentials_for_executors(fs: FileSystem, creds: Credentials | None) -> tuple[Credentials | None, str | None]:
+    """What a driver ships to processes that hold no ticket (Spark executors) for ``fs``: for a
+    kerberized WebHDFS, ``creds`` plus a delegation token fetched now with the driver's ticket
+    (returned too, so the driver cancels it when the job is done:
+    :meth:`WebHdfsFileSystem.cancel_delegation_token`); anything else unchanged, no token."""
+    if not isinstance(fs, WebHdfsFileSystem) or fs.kerberos is None:
+        return creds, None
+    from dataclasses import replace
+
+    from dr_toolkit.secrets import Credentials
+
+    token = fs.delegation_token()
+    base = creds if creds is not None else Credentials()
+    return replace(base, extra={**base.extra, "delegation": token}), token
+
+
 class _MissingParent(Exception):
     """Internal: RENAME's destination parent does not exist yet."""

@@ -188,16 +188,18 @@ def test_a_delegation_token_stands_in_for_the_ticket(hdfs_secure: HdfsCluster, k
     import logging
 
     caplog.set_level(logging.DEBUG, logger="urllib3")
-    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem, credentials_for_executors
     from dr_toolkit.secrets import Credentials
 
     for k, v in kerberos_env(kdc).items():
         monkeypatch.setenv(k, v)
     driver = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True)
-    token = driver.delegation_token()
+    shipped, token = credentials_for_executors(driver, Credentials(login="x", extra={"k": "v"}))
+    assert token and shipped is not None and shipped.extra == {"k": "v", "delegation": token}
     for k in ("DRT_KERBEROS_PRINCIPAL", "DRT_KERBEROS_KEYTAB"):
         monkeypatch.delenv(k)
-    executor = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True, credentials=Credentials(extra={"delegation": token}))
+    assert credentials_for_executors(WebHdfsFileSystem(hdfs_secure.namenodes), None) == (None, None)  # no Kerberos
+    executor = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True, credentials=shipped)
     executor.write("/kc/token/f", [b"from an executor"])
     assert b"".join(executor.read("/kc/token/f")) == b"from an executor"
     assert [s.path for s in executor.list_files("/kc/token")] == ["/kc/token/f"]
