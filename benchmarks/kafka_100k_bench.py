@@ -490,7 +490,27 @@ def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, acc
             super().__init__(*a, **kw)
             _last.append(self)
 
+    phases: collections.Counter[str] = collections.Counter()
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            t0 = time.monotonic()
+            try:
+                return fn(*a, **kw)
+            finally:
+                phases[name] += time.monotonic() - t0
+        return wrapped
+
+    patched = {"mirror_lag_many": "lag (mirror_lag_many)", "previous_proofs": "ledger: the proofs read back",
+               "record_proven": "ledger: holdings.record_proven"}
+    originals = {n: vars(signals)[n] for n in patched}
+    ledger_orig = {n: getattr(ledger, n) for n in ("latest_checkpoints", "set_watermarks")}
+    for n, label_ in patched.items():
+        vars(signals)[n] = timed(label_, originals[n])
+    ledger.latest_checkpoints = timed("ledger: latest_checkpoints (group signals)", ledger_orig["latest_checkpoints"])
+    ledger.set_watermarks = timed("ledger: set_watermarks (proofs, holdings)", ledger_orig["set_watermarks"])
     for i, (what, key) in enumerate(checks):
+        phases.clear()
         if i:
             t0 = time.monotonic()
             n = append()
@@ -521,11 +541,15 @@ def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, acc
         group_sigs = [s for s in sigs if s.name.startswith("group:")]
         met = "met" if res[key] < GATE_GOAL_S else "NOT met"
         ways = dict(_last[-1].counts) if _last else {}
+        old = OLD_FULL_S.get(label)
         print(f"[{label}] gate's Kafka signals, {what}: {res[key]:.1f}s (goal < {GATE_GOAL_S:.0f} s: {met}; the "
-              f"full check before the incremental proof: {OLD_FULL_S.get(label, float('nan')):.1f}s) — "
+              "full check before the incremental proof: "
+              f"{f'{old:.1f}s' if old is not None else 'not measured at this size'}) — "
               f"partitions {ways}; {len(topic_sigs):,} topic signals "
               f"({sum(s.caught_up for s in topic_sigs):,} caught up), {len(group_sigs):,} group signals "
               f"({sum(s.caught_up for s in group_sigs):,} GO); requests: {counts.line()}", flush=True)
+        print(f"[{label}] where the {what}'s time went: " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items())
+              + " (the rest: hot's committed offsets, metadata, the signals themselves)", flush=True)
         if SimCost.cpu or SimCost.fingerprint:
             print(f"[{label}] of which the simulated layer's own CPU: {SimCost.cpu:.1f}s (not the gate's; the "
                   f"modelled broker latency is sleeps), the records' fingerprints (the client's work): "
@@ -533,6 +557,10 @@ def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, acc
             res[key + "_sim_cpu"] = SimCost.cpu
         res[key.replace("_s", "_requests")] = counts.total()
         res[key.replace("_s", "_topics_behind")] = sum(not s.caught_up for s in topic_sigs)
+    for n in patched:
+        vars(signals)[n] = originals[n]
+    for n, f in ledger_orig.items():
+        setattr(ledger, n, f)
     return res
 
 
@@ -587,6 +615,8 @@ def run_sim(args: argparse.Namespace) -> None:
           f"({sum(len(v) for v in model.groups.values()):,} group-partitions), model built in "
           f"{time.monotonic() - t0:.1f}s; busy partitions (1 record/s) {args.busy:.0%}, the others 1 record/min; "
           f"{args.brokers} broker(s); latency model {LAT}")
+    if (args.topics, args.partitions, args.groups, args.busy) != (10_000, 10, 40_000, 0.05):
+        OLD_FULL_S.pop("sim", None)  # 222.9 s was measured at the default size only
     res = measure("sim", mirror, counts, topo, groups, work, model.groups, model if args.gate_only else None,
                   append=lambda: model.append(APPEND), profile=args.profile)
     G = len(groups)
@@ -709,8 +739,33 @@ def real(args: argparse.Namespace, hot: str, cold: str, work: Path) -> None:
     groups = sorted(truth)
     topo = topology_of(hot, cold, names, groups, work)
     mirror = replace(Mirror.of(topo, Access.from_env()), clients=make)
-    calibrate(hot, names, P, groups)
-    res = measure("real", mirror, counts, topo, groups, work, truth)
+    busy = [tp for tp, g in gap.items() if g == 1000]
+
+    def append() -> int:
+        """APPEND records on every busy partition of hot, and their copies on cold (not on a partition
+        where cold is behind: the copies would be out of place there)."""
+        for o in range(N, N + APPEND):
+            for t, p in busy:
+                ts = now_ms - 3_600_000 + (o - N) * 1000
+                for prod in ((ph, pc) if (t, p) not in short else (ph,)):
+                    while True:
+                        try:
+                            prod.produce(t, key=f"k{o % 13}".encode(), value=f"{t}-{p}-{o}".encode(), partition=p,
+                                         timestamp=ts, on_delivery=delivered)
+                            break
+                        except BufferError:
+                            prod.poll(0.1)
+        ph.flush(300)
+        pc.flush(300)
+        if failed:
+            raise RuntimeError(f"{len(failed)} records not delivered, e.g. {failed[0]}")
+        return len(busy)
+
+    if (T, P, G) != (100, 100, 2000):
+        OLD_FULL_S.pop("real", None)  # 76.5 s was measured at the default size only
+    if not args.skip_calibrate:
+        calibrate(hot, names, P, groups)
+    res = measure("real", mirror, counts, topo, groups, work, truth, append=append)
     print(f"[real] requests as a function of size: checkpoint {res['checkpoint_requests']:,.0f}, remap "
           f"{res['remap_requests']:,.0f}, gate {res['gate_requests']:,.0f} for D = {res['D']:,.0f}, "
           f"G×P = {G * T * P:,}; topics behind (cold 2 records short somewhere): {res['gate_topics_behind']:.0f} "
@@ -769,6 +824,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--busy", type=float, default=0.05, help="--sim: fraction of partitions with 1 record/s")
     ap.add_argument("--brokers", type=int, default=1, help="--sim: partition leaders answering ListOffsets in parallel")
+    ap.add_argument("--skip-calibrate", action="store_true", help="--real: skip the latency calibration")
     ap.add_argument("--profile", action="store_true", help="--sim: cProfile each gate check (main thread)")
     ap.add_argument("--gate-only", action="store_true", help=(
         "--sim: skip the checkpoint and remap (the ledger is seeded with a checkpoint row per committed "
