@@ -4,8 +4,11 @@ Two real clusters, "hot" and "cold", each one HBase 2.6 JVM (its own ZooKeeper, 
 DataNode with WebHDFS, master and region server: ``drt_servers.hbase``) and one Kafka 4 KRaft
 broker (``drt_servers.kafka``); real MirrorMaker 2 mirrors hot → cold (topics ``hot.<name>``
 on cold) and a real HBase replication peer ships hot's table to cold. Spark runs locally; the
-ledger is SQLite; Airflow runs its DAGs through ``dag.test()`` in a private AIRFLOW_HOME. The
-steps, in order:
+ledger is SQLite; Airflow runs its DAGs through ``dag.test()`` in a private AIRFLOW_HOME — with
+``ui`` (`drt demo --ui`) its metadata DB is on PostgreSQL (``drt_servers.postgres``) and the
+failover runs as deployed: Airflow's api-server, scheduler (LocalExecutor), dag-processor and
+triggerer (:func:`deployed_env`, the settings of tests/dags/test_deployed_airflow.py and
+docker-compose.yml). The steps, in order:
 
 seed (HDFS files, Kafka records and a consumer group part-way, HBase rows) → MirrorMaker 2 and
 the HBase peer catch up → the DAGs (HBase replication status, HDFS copy, Kafka checkpoint,
@@ -19,8 +22,9 @@ failover cold → hot, then a re-protect hot → cold) → the round trip proven
 
 Everything lives under the work directory (default ``./demo-data``): a new directory is
 created, one a previous demo made (``.drt-demo``) is cleared, any other is refused. The servers
-are stopped at the end, even on failure — unless ``ui`` (``drt demo --ui``): then they and an
-`airflow api-server` on 127.0.0.1 stay up (``running.json``; ``drt demo --stop`` stops them).
+are stopped at the end, even on failure — unless ``ui`` (``drt demo --ui``): then they, PostgreSQL
+and Airflow's four processes on 127.0.0.1 stay up (``running.json``; ``drt demo --stop`` stops them,
+each process group: the LocalExecutor's workers too).
 Third-party output goes to ``<workdir>/logs/third-party.log``; every time printed is ISO UTC.
 """
 
@@ -181,6 +185,71 @@ def airflow_env(home: Path, *, extra_dag_folders: tuple[Path, ...] = (), log_lev
     }
 
 
+# Airflow as deployed (`drt demo --ui`, tests/dags/test_deployed_airflow.py; docker-compose.yml's
+# x-airflow-common sets the same): the api-server, scheduler, dag-processor and triggerer, the
+# LocalExecutor running the tasks, on a PostgreSQL metadata database
+COMPONENTS = ("scheduler", "dag-processor", "triggerer")
+DEPLOYED_SETTINGS = {
+    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+    "AIRFLOW__CORE__PARALLELISM": "4",
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+    "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+    "AIRFLOW__API__WORKERS": "1",
+}
+# quick turns on one machine (the demo and the tests; a deployment keeps Airflow's defaults)
+FAST_SETTINGS = {
+    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
+    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+    "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+    "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+}
+
+
+def deployed_env(home: Path, sql_alchemy_conn: str, api_port: int, *, jwt_secret: str, secret_key: str,
+                 extra_dag_folders: tuple[Path, ...] = (), log_level: str = "INFO") -> dict[str, str]:
+    """The environment shared by every Airflow process of one deployment on 127.0.0.1: the
+    private home of :func:`airflow_env` (its DAG bundles), :data:`DEPLOYED_SETTINGS` and
+    :data:`FAST_SETTINGS`, the metadata DB ``sql_alchemy_conn`` (PostgreSQL), the api-server on
+    ``api_port`` (the workers reach its Execution API there) and one JWT secret and API secret
+    key shared by all (a worker's token must be one the api-server accepts)."""
+    base = f"http://127.0.0.1:{api_port}"
+    return {
+        **airflow_env(home, extra_dag_folders=extra_dag_folders, log_level=log_level),
+        **DEPLOYED_SETTINGS,
+        **FAST_SETTINGS,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
+        "AIRFLOW__API__BASE_URL": base,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(api_port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": jwt_secret,
+        "AIRFLOW__API__SECRET_KEY": secret_key,
+    }
+
+
+def check_ui_dependencies() -> None:
+    """`drt demo --ui` runs Airflow's scheduler with the LocalExecutor, which needs a PostgreSQL
+    metadata DB (it refuses SQLite): the server binaries (drt_servers.postgres) and psycopg2 are
+    installed, or say (one line, exit 3) what to install. Checked before the work directory is
+    touched."""
+    import importlib.util
+
+    from dr_toolkit.errors import UnreachableError
+    from drt_servers import postgres
+
+    other = "or run `drt demo` without --ui (its DAGs through dag.test(), nothing left running)"
+    why = postgres.missing()
+    if why:
+        raise UnreachableError(f"`drt demo --ui` runs Airflow's scheduler on PostgreSQL: {why}",
+                               hint=f"{postgres.INSTALL_HINT}; {other}")
+    if importlib.util.find_spec("psycopg2") is None:
+        raise UnreachableError("`drt demo --ui` runs Airflow's scheduler on PostgreSQL: psycopg2 is not installed",
+                               hint=f"pip install 'dr-toolkit[postgres]'; {other}")
+
+
 def check_airflow_files() -> None:
     """The demo's DAGs and plugins are installed (package data of drt_demo), and Airflow is
     importable, or say (one line) what is missing."""
@@ -248,6 +317,50 @@ def start_mirror(ctx: DemoContext) -> Any:
     return mm2
 
 
+# PostgreSQL's data directory when the server cannot reach the work directory (see start_postgres)
+PG_OUTSIDE_PREFIX = "drt-demo-pg-"
+
+
+def start_postgres(ctx: DemoContext) -> Any:
+    """PostgreSQL (drt_servers.postgres) for `--ui`'s Airflow metadata DB, its data in
+    ``<workdir>/servers/postgres``. Started by root it runs as ``postgres``: when that user cannot
+    reach the work directory (under a private home, pytest's tmp) the data goes to a
+    ``/tmp/drt-demo-pg-*`` directory that path links to, removed with the demo's servers (a failed
+    demo, `drt demo --stop`, the next `drt demo`). Its log stays in ``<workdir>/servers``."""
+    import tempfile
+
+    from drt_servers import postgres
+
+    servers = ctx.workdir / "servers"
+    servers.mkdir(parents=True, exist_ok=True)
+    link = servers / "postgres"
+    if postgres.reachable_by_postgres(servers):
+        link.mkdir()
+        where = link
+    else:
+        where = Path(tempfile.mkdtemp(prefix=PG_OUTSIDE_PREFIX))
+        where.chmod(0o755)
+        link.symlink_to(where)
+    pg = postgres.Postgres(where, max_connections=100, log_dir=servers)
+    ctx.servers.append(pg)
+    pg.start()
+    return pg
+
+
+def remove_outside_postgres(workdir: Path) -> None:
+    """Remove the ``/tmp/drt-demo-pg-*`` data directory ``<workdir>/servers/postgres`` links to
+    (start_postgres), once its server is stopped."""
+    import tempfile
+
+    link = workdir / "servers" / "postgres"
+    if not link.is_symlink():
+        return
+    target = Path(os.readlink(link))
+    if target.name.startswith(PG_OUTSIDE_PREFIX) and target.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(target, ignore_errors=True)
+    link.unlink()
+
+
 def stop_servers(ctx: DemoContext) -> None:
     for srv in reversed(ctx.servers):
         try:
@@ -281,6 +394,7 @@ def prepare_workdir(workdir: Path) -> str:
                               hint=f"delete it (rm -r {workdir}) if it is yours to lose, or pass another "
                                    "directory: drt demo --workdir DIR (make demo DEMO_ARGS='--workdir DIR')")
         stopped = stop_left_running(workdir)
+        remove_outside_postgres(workdir)
         shutil.rmtree(workdir)
         what = (f"cleared the previous demo's directory {workdir}"
                 + (f" (stopped the {stopped} server(s) it left running)" if stopped else "")
@@ -323,10 +437,11 @@ def stop_left_running(workdir: Path, say: Callable[[str], None] | None = None) -
         n += 1
         t0 = time.monotonic()
         deadline = t0 + 30
-        while time.monotonic() < deadline and _same_process(pid, str(e.get("cmdline", ""))):
+        # the whole group: LocalExecutor workers and task runners stop with their scheduler
+        while time.monotonic() < deadline and (_same_process(pid, str(e.get("cmdline", ""))) or _group_members(pid)):
             time.sleep(0.2)
         killed = _same_process(pid, str(e.get("cmdline", "")))
-        if killed:
+        if killed or _group_members(pid):
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -336,6 +451,22 @@ def stop_left_running(workdir: Path, say: Callable[[str], None] | None = None) -
                                  else f"stopped in {time.monotonic() - t0:.1f} s"))
     path.unlink(missing_ok=True)
     return n
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``: each server was started as the leader
+    of its own group (a new session), so only its children can be in it."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(d.name))
+    return out
 
 
 def _same_process(pid: int, cmdline: str) -> bool:
@@ -419,8 +550,10 @@ class QuietStderr:
 class Demo:
     """The demo's steps; each prints one line of what it did."""
 
-    def __init__(self, workdir: Path, say: Callable[[str], None], *, quiet: bool = True) -> None:
+    def __init__(self, workdir: Path, say: Callable[[str], None], *, quiet: bool = True, ui: bool = False) -> None:
         self.ctx = DemoContext(workdir.resolve(), lambda line: say(iso_epochs(line)))
+        self.ui = ui
+        self.airflow: dict[str, Any] = {}  # --ui: the deployment's environment, port and secrets (setup)
         self.t0 = time.monotonic()
         self.logs = self.ctx.workdir / "logs"
         self.quiet = QuietStderr() if quiet else None
@@ -437,6 +570,8 @@ class Demo:
     def setup(self) -> None:
         ctx = self.ctx
         check_airflow_files()  # before wiping anything
+        if self.ui:
+            check_ui_dependencies()
         ctx.say(f"work directory: {prepare_workdir(ctx.workdir)}")
         self.logs.mkdir()
         if self.quiet is not None:
@@ -445,8 +580,10 @@ class Demo:
                     "-v shows it here")
         # INFO: each task's log (the UI's Logs tab, demo-data/logs/) says what the task did; the
         # terminal stays quiet (the DAGs' output goes to those files only)
-        env = airflow_env(ctx.workdir / "airflow", log_level="INFO")
-        (ctx.workdir / "airflow").mkdir()
+        home = ctx.workdir / "airflow"
+        home.mkdir()
+        # --ui: Airflow as deployed, its metadata DB on PostgreSQL (the DAGs before the failover too)
+        env = self.deployed_airflow_env() if self.ui else airflow_env(home, log_level="INFO")
         os.environ.update(env)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         migrate = threading.Thread(target=migrate_airflow, args=(env,), daemon=True)
@@ -455,8 +592,32 @@ class Demo:
         ctx.topology_path = write_topology(ctx)
         os.environ["DRT_CONFIG"] = str(ctx.topology_path)
         migrate.join()
-        self.step("servers", f"up; topology {ctx.topology_path}; Airflow metadata DB migrated in "
-                             f"{ctx.workdir / 'airflow'}; DAG logs in {self.logs}")
+        db = ("on PostgreSQL (drt_servers.postgres)" if self.ui else f"in {ctx.workdir / 'airflow'}")
+        self.step("servers", f"up; topology {ctx.topology_path}; Airflow metadata DB migrated {db}; "
+                             f"DAG logs in {self.logs}")
+
+    def deployed_airflow_env(self) -> dict[str, str]:
+        """`--ui`: PostgreSQL started (~3 s) with a database for Airflow; the deployment's
+        environment (:func:`deployed_env`) with the demo's api-server port, JWT secret and API
+        secret key, and the api-server's login (``admin`` and a password of its own)."""
+        import secrets as pysecrets
+
+        from drt_servers.process import free_port
+
+        ctx = self.ctx
+        home = ctx.workdir / "airflow"
+        t0 = time.monotonic()
+        pg = start_postgres(ctx)
+        conn = pg.create_database("airflow")
+        self.step("PostgreSQL", f"for Airflow's metadata DB: {pg.describe()} (in {elapsed(t0)})")
+        port = int(os.environ.get("DRT_DEMO_UI_PORT") or free_port())
+        password = pysecrets.token_urlsafe(9)
+        (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}) + "\n")
+        env = {**deployed_env(home, conn, port, jwt_secret=pysecrets.token_hex(32),
+                              secret_key=pysecrets.token_hex(16), log_level="INFO"),
+               "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin"}
+        self.airflow = {"env": env, "port": port, "password": password}
+        return env
 
     def topology(self) -> Any:
         from dr_toolkit.topology import load_topology
@@ -619,7 +780,10 @@ class Demo:
     def close(self) -> None:
         try:
             if not self.keep_running:
+                started_pg = any(getattr(srv, "name", "") == "postgres" for srv in self.ctx.servers)
                 stop_servers(self.ctx)
+                if started_pg:  # this run's (never a previous demo's still running: setup failed early)
+                    remove_outside_postgres(self.ctx.workdir)
             else:
                 # left running on purpose (`--ui`, until `drt demo --stop`): their Popen objects must
                 # not say "ResourceWarning: subprocess N is still running" as this process exits
@@ -632,29 +796,54 @@ class Demo:
                 self.quiet.stop()
 
     # -- --ui: leave everything running ------------------------------------------------------------
-    def airflow_failover(self, ui: dict[str, Any]) -> dict[str, Any]:
-        """`dr_failover` executed through Airflow, approved as an operator would: the run parks its
-        approval in *Required actions*; the demo answers it through the api-server's HITL REST API,
-        logged in as ``admin`` (the approval is recorded as ``airflow:admin``). The grid, the
-        approval and the SLO chart then show a real executed failover."""
-        result: dict[str, Any] = {}
+    def airflow_failover(self, ui: dict[str, Any], deadline_s: float = 1200) -> dict[str, Any]:
+        """`dr_failover` executed by Airflow's scheduler, approved as an operator would: unpaused and
+        triggered through the REST API (logged in as ``admin``), its tasks run by the LocalExecutor,
+        the drain sensor deferred to the triggerer, the approval parked in *Required actions* and
+        answered through the HITL REST API (recorded as ``airflow:admin``); polled to its end
+        (bounded by ``deadline_s``, a line each time the tasks' states change). The task states come
+        from the run's ``/taskInstances``. The grid, the approval and the SLO chart then show a real
+        executed failover."""
+        import urllib.parse
 
-        def run() -> None:
-            try:
-                result["states"] = run_dag_logged("dr_failover", self.logs, {
-                    "reason": "drt demo: hot-to-cold drill through Airflow", "dry_run": False})
-            except Exception as exc:  # noqa: BLE001 - raised below, in the demo's thread
-                result["error"] = exc
-
-        runner = threading.Thread(target=run, daemon=True, name="drt-demo-dr-failover")
-        runner.start()
-        answered = approve_in_airflow(ui, "dr_failover", lambda: runner.is_alive())
-        runner.join()
-        if "error" in result:
-            raise result["error"]
-        if answered:
-            self.step("approval", f"given in Airflow by {ui['user']} (Required actions, through the REST API as "
-                                  f"the UI does): {answered.get('subject') or 'approve'}")
+        t0 = time.monotonic()
+        api = AirflowApi(ui)
+        api.wait_for("DAG dr_failover parsed by the dag-processor", lambda: api.call("GET", "/api/v2/dags/dr_failover"),
+                     timeout=300)
+        api.call("PATCH", "/api/v2/dags/dr_failover", {"is_paused": False})
+        run = api.call("POST", "/api/v2/dags/dr_failover/dagRuns", {
+            "logical_date": None, "conf": {"reason": "drt demo: hot-to-cold drill through Airflow", "dry_run": False}})
+        dag_run_id = str(run["dag_run_id"])
+        self.step("dr_failover triggered", f"run {dag_run_id} through the REST API, unpaused ({elapsed(t0)} with the "
+                                           "DAG's parse); the scheduler runs it, the LocalExecutor its tasks")
+        quoted = urllib.parse.quote(dag_run_id, safe="")
+        answered: dict[str, Any] = {}
+        last = ""
+        states: dict[str, str] = {}
+        give_up = time.monotonic() + deadline_s
+        while True:
+            dr = api.call("GET", f"/api/v2/dags/dr_failover/dagRuns/{quoted}")
+            tis = api.call("GET", f"/api/v2/dags/dr_failover/dagRuns/{quoted}/taskInstances?limit=100")
+            states = {ti["task_id"]: str(ti.get("state") or "none") for ti in tis.get("task_instances") or []}
+            now = _progress(states)
+            if now != last:
+                self.ctx.say(f"           [{elapsed(self.t0):>6}] dr_failover: {now}")
+                last = now
+            if dr.get("state") in ("success", "failed"):
+                break
+            if states.get("approval") == "awaiting_input" and not answered:
+                answered = answer_parked(ui, "dr_failover", api.token(), dag_run_id)
+                if answered:
+                    self.step("approval", f"given in Airflow by {ui['user']} (Required actions, through the REST "
+                                          f"API as the UI does): {answered.get('subject') or 'approve'}")
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"dr_failover run {dag_run_id} not done after {deadline_s:g} s: {now} "
+                                   f"(task logs: {ui['url']}, {self.ctx.workdir / 'airflow' / 'logs'})")
+            time.sleep(2)
+        if dr["state"] != "success":
+            failed = [t for t, st in states.items() if st in ("failed", "upstream_failed")]
+            raise RuntimeError(f"dr_failover run {dag_run_id} {dr['state']} in Airflow: failed tasks {failed} "
+                               f"(their logs: {ui['url']}, {self.ctx.workdir / 'airflow' / 'logs'})")
         ledger = self.ledger()
         row = next((r for r in ledger.failover_runs(limit=5) if str(r["run_id"]).startswith("failover-")), None)
         if row is None:
@@ -663,11 +852,12 @@ class Demo:
         report_json = self.topology().reports_dir() / f"{rid}.json"
         doc = json.loads(report_json.read_text()) if report_json.is_file() else {"steps": []}
         out = {"run_id": rid, "status": row["status"], "steps": doc.get("steps") or [],
-               "through": "airflow", "dag_states": result.get("states")}
+               "through": "airflow-scheduler", "dag_run_id": dag_run_id, "dag_states": states,
+               "approved_by": ui["user"] if answered else None}
         self.ctx.summary["failover"] = out
         self.ctx.summary["report"] = str(report_json.with_suffix(".html"))
-        self.step("dr_failover in Airflow", f"executed: {_states(result.get('states') or {})}; run {rid}: "
-                                            f"{row['status']}; report {report_json.with_suffix('.html')}")
+        self.step("dr_failover in Airflow", f"executed by the scheduler in {elapsed(t0)}: {_states(states)}; run "
+                                            f"{rid}: {row['status']}; report {report_json.with_suffix('.html')}")
         return out
 
     def write_running(self) -> list[dict[str, Any]]:
@@ -686,39 +876,140 @@ class Demo:
         return running
 
     def leave_ui_running(self) -> dict[str, Any]:
-        """Start `airflow api-server` on 127.0.0.1 with the demo's Airflow home, DAGs, plugin and
-        DRT_CONFIG; write ``airflow.env`` (the same environment, to start it again by hand) and
-        ``running.json`` (what the next `drt demo` or `drt demo --stop` stops)."""
-        import secrets as pysecrets
-
-        from drt_servers.process import free_port
-
+        """Start Airflow as deployed with the demo's home, DAGs, plugin, DRT_CONFIG and PostgreSQL
+        (setup): the api-server on 127.0.0.1, then the scheduler (LocalExecutor), dag-processor and
+        triggerer, each in its own process group, ready when the api-server's health says all three
+        are healthy; write ``airflow.env`` (the same environment, to start them again by hand; mode
+        0600: it holds the deployment's JWT secret) and ``running.json`` (what the next `drt demo` or
+        `drt demo --stop` stops)."""
         ctx = self.ctx
-        home = ctx.workdir / "airflow"
-        port = int(os.environ.get("DRT_DEMO_UI_PORT") or free_port())
-        password = pysecrets.token_urlsafe(9)
-        (home / "simple_auth_manager_passwords.json.generated").write_text(json.dumps({"admin": password}) + "\n")
-        env = {**airflow_env(home, log_level="INFO"), "DRT_CONFIG": str(ctx.topology_path),
-               "AIRFLOW__CORE__AUTH_MANAGER":
-                   "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-               "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-               "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}", "AIRFLOW__API__HOST": "127.0.0.1",
-               "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__WORKERS": "1",
-               "SPARK_LOCAL_IP": "127.0.0.1"}
-        (ctx.workdir / "airflow.env").write_text(
-            "# The demo's Airflow environment: `set -a; . demo-data/airflow.env; set +a; .venv/bin/airflow api-server`\n"
+        port, password = int(self.airflow["port"]), str(self.airflow["password"])
+        env = {**self.airflow["env"], "DRT_CONFIG": str(ctx.topology_path), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env_file = ctx.workdir / "airflow.env"
+        env_file.touch(mode=0o600)
+        env_file.write_text(
+            "# The demo's Airflow environment: `set -a; . demo-data/airflow.env; set +a; .venv/bin/airflow api-server`"
+            " (scheduler, dag-processor, triggerer: the same)\n"
             + "".join(f"{k}={shlex_quote(v)}\n" for k, v in sorted(env.items())))
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.monotonic()
         api = ManagedProcess("airflow-api-server", api_server_argv(port),
                              port=port, log_dir=self.logs, env=env, start_timeout=180,
-                             ready=lambda: _http_ok(f"http://127.0.0.1:{port}/api/v2/monitor/health"))
-        api.start()
+                             ready=lambda: _http_ok(f"{url}/api/v2/monitor/health"))
         ctx.servers.append(api)
+        api.start()
+        procs = []
+        for name in COMPONENTS:
+            p = ManagedProcess(f"airflow-{name}", airflow_argv(name), port=port, log_dir=self.logs, env=env,
+                               ready=lambda: True)
+            ctx.servers.append(p)
+            p.start()
+            procs.append(p)
         self.keep_running = True
+        ui = {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
+              "env_file": str(env_file)}
+        AirflowApi(ui).wait_for("Airflow's scheduler, dag-processor and triggerer healthy",
+                                lambda: _all_healthy(url, procs), timeout=300)
         running = self.write_running()
-        url = f"http://127.0.0.1:{port}"
+        self.step("Airflow", f"api-server, scheduler (LocalExecutor), dag-processor and triggerer up in "
+                             f"{elapsed(t0)}; metadata DB on PostgreSQL; logs in {self.logs}")
         self.step("UI", f"airflow api-server at {url} (login admin / {password}); the DR page: {url}/dr-toolkit/")
-        return {"url": url, "dr_page": f"{url}/dr-toolkit/", "user": "admin", "password": password,
-                "running": [r["name"] for r in running], "env_file": str(ctx.workdir / "airflow.env")}
+        return {**ui, "running": [r["name"] for r in running]}
+
+
+def airflow_argv(command: str) -> list[str]:
+    """`python -P -m airflow <command>` (``-P``: see :func:`api_server_argv`)."""
+    return [sys.executable, "-P", "-m", "airflow", command]
+
+
+def _all_healthy(url: str, procs: list[ManagedProcess]) -> bool:
+    """The api-server's health names the scheduler, dag-processor and triggerer healthy; a process
+    that exited is an error naming it (with its log's tail)."""
+    import urllib.request
+
+    for p in procs:
+        if p.proc is not None and p.proc.poll() is not None:
+            raise RuntimeError(f"{p.name} exited with {p.proc.returncode} (log {p.log_path}):\n{p.log_tail(30)}")
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=10) as r:
+            health = json.loads(r.read())
+    except (OSError, ValueError):
+        return False
+    return all((health.get(c) or {}).get("status") == "healthy" for c in ("scheduler", "dag_processor", "triggerer"))
+
+
+class AirflowApi:
+    """Airflow's REST API on the demo's api-server, logged in as the UI's user (its token renewed
+    every 10 minutes)."""
+
+    def __init__(self, ui: dict[str, Any]) -> None:
+        self.ui = ui
+        self._token: tuple[str, float] | None = None
+
+    def token(self) -> str:
+        if self._token is None or self._token[1] < time.monotonic():
+            tok = _rest(self.ui, "POST", "/auth/token", None, {"username": self.ui["user"],
+                                                               "password": self.ui["password"]})["access_token"]
+            self._token = (str(tok), time.monotonic() + 600)
+        return self._token[0]
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call; a refused connection or a timeout (an api-server busy on two cores) asked again
+        twice (not a POST: it could have been done)."""
+        last: OSError | None = None
+        for _ in range(3 if method != "POST" else 1):
+            try:
+                return _rest(self.ui, method, path, self.token(), body)
+            except OSError as exc:
+                import urllib.error
+
+                if isinstance(exc, urllib.error.HTTPError):
+                    raise RuntimeError(f"Airflow REST {method} {path}: HTTP {exc.code} "
+                                       f"{exc.read()[:300].decode(errors='replace')}") from None
+                last = exc
+                time.sleep(2)
+        raise RuntimeError(f"Airflow REST {method} {path}: {type(last).__name__}: {last}")
+
+    def wait_for(self, what: str, fn: Callable[[], Any], timeout: float) -> Any:
+        """Poll ``fn`` every 2 s until it returns something truthy (a failed call counts as not yet);
+        past ``timeout`` an error naming ``what``."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                got = fn()
+            except RuntimeError as exc:
+                if "exited with" in str(exc):
+                    raise
+                last = exc
+            else:
+                if got:
+                    return got
+                last = got
+            time.sleep(2)
+        raise RuntimeError(f"not within {timeout:g} s: {what} (last: {last!r})")
+
+
+def _rest(ui: dict[str, Any], method: str, path: str, token: str | None, body: dict[str, Any] | None = None
+          ) -> dict[str, Any]:
+    import urllib.request
+
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    req = urllib.request.Request(f"{ui['url']}{path}", method=method, headers=headers,
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return dict(json.loads(r.read() or b"{}"))
+
+
+def _progress(states: dict[str, str]) -> str:
+    """One line of a run's task states: the done count, then each task not done by state."""
+    by: dict[str, list[str]] = {}
+    for task, st in states.items():
+        by.setdefault(st, []).append(task)
+    done = len(by.get("success", [])) + len(by.get("skipped", []))
+    rest = "; ".join(f"{st} {', '.join(sorted(ts))}" for st, ts in sorted(by.items())
+                     if st not in ("success", "skipped", "none"))
+    return f"{done}/{len(states)} tasks done" + (f"; {rest}" if rest else "")
 
 
 def api_server_argv(port: int) -> list[str]:
@@ -738,34 +1029,39 @@ def approve_in_airflow(ui: dict[str, Any], dag_id: str, waiting: Callable[[], bo
     logged in as the UI's user (what an operator's click in *Required actions* does); polls while
     ``waiting()``. Returns the answer recorded (its subject), or {} when nothing was asked."""
     import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    def call(method: str, path: str, token: str | None, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-        req = urllib.request.Request(f"{ui['url']}{path}", method=method, headers=headers,
-                                     data=None if body is None else json.dumps(body).encode())
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return dict(json.loads(r.read() or b"{}"))
 
     give_up = time.monotonic() + deadline_s
     while waiting() and time.monotonic() < give_up:
         try:
-            token = call("POST", "/auth/token", None, {"username": ui["user"], "password": ui["password"]})[
+            token = _rest(ui, "POST", "/auth/token", None, {"username": ui["user"], "password": ui["password"]})[
                 "access_token"]
-            details = call("GET", f"/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}", token)
-            for d in details.get("hitl_details") or []:
-                ti = d["task_instance"]
-                # only a parked task: an answer given before the park is lost on a SQLite metadata DB
-                if d.get("response_received") or ti["task_id"] != "approval" or ti.get("state") != "awaiting_input":
-                    continue
-                call("PATCH", f"/api/v2/dags/{ti['dag_id']}/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}"
-                              f"/taskInstances/{ti['task_id']}/{ti['map_index']}/hitlDetails", token,
-                     {"chosen_options": ["Approve"], "params_input": {}})
-                return {"subject": d.get("subject"), "body": d.get("body")}
+            got = answer_parked(ui, dag_id, token)
+            if got:
+                return got
         except (OSError, KeyError, ValueError, urllib.error.HTTPError):
             pass  # the api-server busy or the task not parked yet: asked again
         time.sleep(2)
+    return {}
+
+
+def answer_parked(ui: dict[str, Any], dag_id: str, token: str, dag_run_id: str | None = None) -> dict[str, Any]:
+    """Answer "Approve" to the parked (``awaiting_input``) ``approval`` task of ``dag_id`` (of run
+    ``dag_run_id`` if given) through the HITL REST API; returns its subject and body, or {} when none
+    is parked."""
+    import urllib.parse
+
+    details = _rest(ui, "GET", f"/api/v2/dags/~/dagRuns/~/hitlDetails?dag_id_pattern={dag_id}", token)
+    for d in details.get("hitl_details") or []:
+        ti = d["task_instance"]
+        # only a parked task: an answer given before the park is lost on a SQLite metadata DB
+        if d.get("response_received") or ti["task_id"] != "approval" or ti.get("state") != "awaiting_input":
+            continue
+        if dag_run_id is not None and ti["dag_run_id"] != dag_run_id:
+            continue
+        _rest(ui, "PATCH", f"/api/v2/dags/{ti['dag_id']}/dagRuns/{urllib.parse.quote(ti['dag_run_id'], safe='')}"
+                           f"/taskInstances/{ti['task_id']}/{ti['map_index']}/hitlDetails", token,
+              {"chosen_options": ["Approve"], "params_input": {}})
+        return {"subject": d.get("subject"), "body": d.get("body")}
     return {}
 
 
@@ -792,18 +1088,22 @@ def next_steps(workdir: Path, topology: Path | None, ui: dict[str, Any] | None) 
              f"{drt} --config {topology} failover check  # the gate (the demo's servers "
              + ("still run)" if ui else "are stopped: NO_GO, each reason says why)")]
     if ui:
-        steps += [f"open {ui['dr_page']} (login {ui['user']} / {ui['password']}) — the DR page; the DAGs at {ui['url']}",
-                  f"{drt} demo --stop --workdir {workdir}      # stop the servers and the UI"]
+        steps += [f"open {ui['dr_page']} (login {ui['user']} / {ui['password']}) — the DR page; the DAGs at {ui['url']} "
+                  "(the scheduler runs them: unpause one, or trigger it)",
+                  f"{drt} demo --stop --workdir {workdir}      # stop the servers, PostgreSQL and Airflow"]
     else:
-        steps += [f"{drt} demo --ui      # the same, leaving the servers and the Airflow UI running "
-                  "(make demo DEMO_ARGS=--ui)"]
+        steps += [f"{drt} demo --ui      # the same, the failover run by Airflow's scheduler, leaving the servers "
+                  "and Airflow running (make demo DEMO_ARGS=--ui)"]
     steps.append(f"reports: {workdir / 'reports'}; DAG logs: {workdir / 'logs'}")
     return steps
 
 
 def stop(workdir: Path, say: Callable[[str], None] | None = None) -> int:
-    """`drt demo --stop`: stop what a `drt demo --ui` left running in ``workdir``, saying each."""
-    return stop_left_running(workdir.resolve(), say)
+    """`drt demo --stop`: stop what a `drt demo --ui` left running in ``workdir``, saying each
+    (and remove PostgreSQL's data if it lives outside the work directory: start_postgres)."""
+    n = stop_left_running(workdir.resolve(), say)
+    remove_outside_postgres(workdir.resolve())
+    return n
 
 
 def safe_times(gate: dict[str, Any]) -> dict[str, tuple[str | None, str]]:
@@ -824,8 +1124,9 @@ def _states(states: dict[str, str]) -> str:
 
 def run(workdir: Path, say: Callable[[str], None], *, ui: bool = False, quiet: bool = True) -> dict[str, Any]:
     """The whole cycle; returns the summary (also written to ``<workdir>/summary.json``). With
-    ``ui`` the servers stay up and an `airflow api-server` serves the DR page (``summary["ui"]``)."""
-    demo = Demo(workdir, say, quiet=quiet)
+    ``ui`` the failover runs through Airflow's scheduler, and the servers and Airflow stay up, its
+    api-server serving the DR page (``summary["ui"]``)."""
+    demo = Demo(workdir, say, quiet=quiet, ui=ui)
     try:
         demo.setup()
         demo.seed()

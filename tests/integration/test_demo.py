@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.support.airflow_deployed import stray_processes
 from tests.support.wheel import installed_wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow, pytest.mark.usefixtures("copy_state_dir")]
@@ -32,6 +33,7 @@ def _http(url: str, *, token: str | None = None, body: dict | None = None) -> tu
         return exc.code, exc.read().decode(errors="replace")
 
 
+@pytest.mark.timeout(1500)  # 372 s alone before the scheduler ran the failover; the run's own bound is 1500 s
 def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> None:
     """`drt demo --ui` (as `make demo DEMO_ARGS=--ui`): NO_GO then GO, the failover, the way back
     (re-protect with its divergence report, the switchover, the round trip proven), quiet output
@@ -92,7 +94,20 @@ def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> 
         # dr_failover executed through Airflow (not a dry run), approved there by the UI's user
         run = json.loads(runs)["dag_runs"][0]
         assert run["state"] == "success" and run["conf"]["dry_run"] is False, run
-        assert s["failover"]["through"] == "airflow" and s["failover"]["run_id"].startswith("failover-manual__")
+        # ... by Airflow's own scheduler (LocalExecutor, PostgreSQL metadata DB), not dag.test()
+        assert s["failover"]["through"] == "airflow-scheduler", s["failover"]
+        assert s["failover"]["run_id"].startswith("failover-manual__") and run["run_type"] == "manual", run
+        assert s["failover"]["dag_states"]["promote_cold"] == "success", s["failover"]["dag_states"]
+        running = json.loads((workdir / "running.json").read_text())
+        names = [e["name"] for e in running]
+        for name in ("airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+                     "postgres"):
+            assert name in names, names
+        env_file = (workdir / "airflow.env").read_text()
+        assert "AIRFLOW__CORE__EXECUTOR=LocalExecutor" in env_file and "postgresql+psycopg2://" in env_file
+        code, health = _http(f"{ui['url']}/api/v2/monitor/health")
+        assert code == 200 and all(json.loads(health)[c]["status"] == "healthy"
+                                   for c in ("scheduler", "dag_processor", "triggerer")), health
         rid = quote(run["dag_run_id"], safe="")
         code, hitl = _http(f"{ui['url']}/api/v2/dags/dr_failover/dagRuns/{rid}/taskInstances/approval/-1/hitlDetails",
                            token=token)
@@ -112,16 +127,39 @@ def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> 
         assert code == 200 and "GOODROWS" in report, report[:500]
         assert (workdir / "airflow.env").read_text().count("DRT_CONFIG=") == 1
     finally:
+        pg_data = workdir / "servers" / "postgres"
+        pg_data = pg_data.resolve() if pg_data.exists() else pg_data
         stop = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "demo", "--stop", "--workdir",
                                str(workdir)], capture_output=True, text=True, timeout=300)
     assert stop.returncode == 0, stop.stderr
-    assert re.search(r"stopped ([6-9]|\d\d) process", stop.stdout), stop.stdout
+    stopped = re.search(r"stopped (\d+) process", stop.stdout)
+    assert stopped and int(stopped.group(1)) == len(running) >= 10, (stop.stdout, running)
+    # nothing left: no process of the demo's (its work directory in its command line or environment:
+    # the servers, Airflow's four processes and their LocalExecutor workers), none of its PostgreSQL
+    left = stray_processes(str(workdir)) + stray_processes(str(pg_data))
+    assert not left, left
+    if pg_data.name.startswith("drt-demo-pg-"):  # outside the work directory (root: pytest's tmp is private)
+        assert not pg_data.exists(), pg_data
     assert _port_closed(s["ui"]["url"])
     # The directory can be used again; a directory the demo did not make is refused.
     assert (workdir / ".drt-demo").exists()
     refused = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "demo", "--workdir", str(tmp_path)],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "not made by `drt demo`" in refused.stderr
+
+
+def test_demo_ui_without_postgresql_says_what_to_install(tmp_path: Path) -> None:
+    """`drt demo --ui` runs Airflow's scheduler on PostgreSQL: without its server binaries (a plain
+    `pip install`) one line says so and what to install, exit 3, before the work directory is made."""
+    env = {**os.environ, "DRT_PG_BIN": str(tmp_path / "no-postgresql")}
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "demo", "--ui", "--workdir",
+                        str(tmp_path / "demo")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 3, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "PostgreSQL's server binaries are not installed" in lines[0], lines
+    assert "apt-get install postgresql-15" in lines[0] and "without --ui" in lines[0], lines
+    assert not (tmp_path / "demo").exists()
 
 
 def _port_closed(url: str) -> bool:

@@ -4,8 +4,9 @@ LocalExecutor — the project's DAG bundles, one JWT secret and API secret key s
 process on 127.0.0.1. No ``dag.test()``: the scheduler runs the DAGs, LocalExecutor workers run
 their tasks through the Execution API, the triggerer runs the deferred sensors.
 
-``deployed_env(home, sql_alchemy_conn, port)`` is the environment every process gets (the demo's
-``--ui`` mode and docker-compose.yml use the same settings). A process that cannot start raises
+``deployed_env(home, sql_alchemy_conn, port)`` is the environment every process gets: the demo's
+``--ui`` one (``drt_demo.demo.deployed_env``; docker-compose.yml uses the same settings) with the
+tests' DAG bundle and no login. A process that cannot start raises
 ``RuntimeError`` naming it (with its log): the test fails, it is never skipped.
 """
 
@@ -26,49 +27,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.airflow import env as airflow_env
+from drt_demo.demo import COMPONENTS, DEPLOYED_SETTINGS, FAST_SETTINGS
+from drt_demo.demo import deployed_env as demo_deployed_env
+from tests.support.airflow import DAG_FOLDERS
 from tests.support.procs import ManagedProcess, free_port, port_open
 
-COMPONENTS = ("scheduler", "dag-processor", "triggerer")
-# the settings that make this a deployment (docker-compose.yml's x-airflow-common sets the same)
-DEPLOYED_SETTINGS = {
-    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-    "AIRFLOW__CORE__PARALLELISM": "4",
-    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-    "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
-    "AIRFLOW__API__WORKERS": "1",
-}
+__all__ = ["COMPONENTS", "DEPLOYED_SETTINGS", "FAST_SETTINGS", "TEST_AUTH", "AirflowDeployment", "deployed_env",
+           "stray_processes"]
+
 # tests only: no login (every caller is an admin named "Anonymous"); docker-compose.yml has users
 TEST_AUTH = {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"}
-# quick turns for tests only (a deployment keeps Airflow's defaults)
-FAST_SETTINGS = {
-    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
-    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
-    "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-    "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
-}
 
 
 def deployed_env(home: Path, sql_alchemy_conn: str, api_port: int, *, jwt_secret: str, secret_key: str
                  ) -> dict[str, str]:
-    """The environment shared by every Airflow process of one deployment."""
-    base = f"http://127.0.0.1:{api_port}"
-    return {
-        **airflow_env(home),
-        **DEPLOYED_SETTINGS,
-        **TEST_AUTH,
-        **FAST_SETTINGS,
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
-        "AIRFLOW__API__BASE_URL": base,
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(api_port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
-        "AIRFLOW__API_AUTH__JWT_SECRET": jwt_secret,
-        "AIRFLOW__API__SECRET_KEY": secret_key,
-    }
+    """The environment shared by every Airflow process of one test deployment: the demo's
+    (drt_demo.demo.deployed_env, with the tests' own DAG bundle) and no login."""
+    return {**demo_deployed_env(home, sql_alchemy_conn, api_port, jwt_secret=jwt_secret, secret_key=secret_key,
+                                extra_dag_folders=(DAG_FOLDERS[1],), log_level="INFO"), **TEST_AUTH}
 
 
 class AirflowDeployment:
