@@ -16,6 +16,14 @@ cold's target snapshottable (the proof's snapshot). Then:
   with an empty diff, GETSNAPSHOTLIST), and GETCONTENTSUMMARY (the bounded re-check when cold is
   not snapshottable): both walk the NameNode's in-memory tree, so they are the part that grows.
 
+The edit-log path (``copy/editlog.py``, the default quick path since): the same quick checks with
+the NameNodes' transaction ids (``/jmx``) and, when a txid moved, the edit log's inotify events read
+by the JVM reader (``java/HdfsEdits.java`` on the MiniDFSCluster's own Hadoop jars) — seconds,
+NameNode namespace calls (audit log), evidence; the reader's JVM start (an empty range); and on a
+tree of 1 file and on the ``--nn-files`` tree: the txid read (``/jmx``) and the events of C
+changes read after a txid — the NameNode's time for these does not depend on the tree, beside the
+empty GETSNAPSHOTDIFF's, which does.
+
 Argued, not measured: the quick path at 100,000,000 files. Its calls do not depend on the tree
 (printed: the same count at every N); the NameNode's time per call is extrapolated linearly from
 the time measured at N (per inode), which is stated beside the goal (< 3 s).
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,7 +51,8 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from dr_toolkit.access import Access  # noqa: E402
-from dr_toolkit.copy.proof import SAMPLE  # noqa: E402
+from dr_toolkit.copy import editlog  # noqa: E402
+from dr_toolkit.copy.proof import SAMPLE, nn_state  # noqa: E402
 from dr_toolkit.copy.signals import hdfs_signals  # noqa: E402
 from dr_toolkit.ledger import open_ledger  # noqa: E402
 from dr_toolkit.topology import load_topology  # noqa: E402
@@ -85,6 +95,15 @@ def nn_time(fn: Any, reps: int = 5) -> float:
         fn()
         ts.append(time.perf_counter() - t)
     return statistics.median(ts)
+
+
+def reader_jvm_s(fs: Any, loc: Any) -> float:
+    """The edit log reader's own cost with nothing to read (an empty range): the JVM's start, the
+    Hadoop client's classes, a FileSystem built — what every read of the edit log pays once."""
+    st = nn_state(fs, loc)
+    t = time.perf_counter()
+    editlog.read_edits(st, st.txid, [loc.path], user="hdfs")
+    return time.perf_counter() - t
 
 
 def main() -> int:
@@ -130,20 +149,28 @@ def main() -> int:
         assert r.ok, r.to_json() if hasattr(r, "to_json") else r
         out["run_mode"] = r.mode
 
-        def signal(mode: str) -> Any:
-            (s,) = hdfs_signals(topo, ledger, access, time.time(), mode=mode)
+        from drt_servers import maven
+
+        os.environ[editlog.ENV_CLASSPATH] = maven.classpath("hdfs")  # the reader's Hadoop jars
+
+        def signal(mode: str, edit_log: bool = True) -> Any:
+            os.environ[editlog.ENV_SWITCH] = "on" if edit_log else "off"
+            try:
+                (s,) = hdfs_signals(topo, ledger, access, time.time(), mode=mode)
+            finally:
+                os.environ.pop(editlog.ENV_SWITCH, None)
             return s
 
-        def measured(mode: str) -> tuple[float, Any, tuple[int, int], tuple[int, int]]:
+        def measured(mode: str, edit_log: bool = False) -> tuple[float, Any, tuple[int, int], tuple[int, int]]:
             a0, b0 = audit_count(hot, src), audit_count(cold, dst)
             t = time.perf_counter()
-            s = signal(mode)
+            s = signal(mode, edit_log)
             dt = time.perf_counter() - t
             time.sleep(1.0)  # the audit logger
             a1, b1 = audit_count(hot, src), audit_count(cold, dst)
             return dt, s, (a1[0] - a0[0] + b1[0] - b0[0], a1[1] - a0[1] + b1[1] - b0[1]), (a1[0] - a0[0], b1[0] - b0[0])
 
-        dt, s, calls, _ = measured("prove")
+        dt, s, calls, _ = measured("prove", edit_log=True)  # records both sides' txids too
         assert s.caught_up and s.detail["proof"]["recorded"], (s.reason, s.detail)
         out["full_proof"] = {"s": round(dt, 2), "namenode_calls": calls[0], "list_calls": calls[1]}
         quick = [measured("quick") for _ in range(5)]
@@ -153,6 +180,15 @@ def main() -> int:
         out["quick"] = {"s_median": round(statistics.median(x[0] for x in quick), 3),
                         "namenode_calls": q[2][0], "list_calls": q[2][1],
                         "calls_counted_by_the_signal": q[1].detail["namenode_calls"]}
+        # the edit-log path, txid unchanged on both sides: /jmx reads only, no namespace call
+        quick_el = [measured("quick", edit_log=True) for _ in range(5)]
+        for _, s, _, _ in quick_el:  # (an access-time update since the proof would make it "editlog": printed)
+            assert s.caught_up and s.detail["path"] == "quick", (s.reason, s.basis)
+        qel = quick_el[-1]
+        out["quick_editlog"] = {"s_median": round(statistics.median(x[0] for x in quick_el), 3),
+                                "namenode_calls": qel[2][0], "list_calls": qel[2][1],
+                                "calls_counted_by_the_signal": qel[1].detail["namenode_calls"],
+                                "evidence": [qel[1].detail["cold_evidence"], qel[1].detail["hot_evidence"]]}
         # changes on hot after the proof: pending, the same calls
         from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
 
@@ -165,6 +201,15 @@ def main() -> int:
         out["quick_after_changes"] = {"changes": args.changes, "s_median": round(statistics.median(x[0] for x in qc), 3),
                                       "namenode_calls": qc[-1][2][0], "list_calls": qc[-1][2][1],
                                       "files_pending": s.detail["files_pending"]}
+        qe = [measured("quick", edit_log=True) for _ in range(3)]
+        s = qe[-1][1]
+        assert not s.caught_up and s.detail["files_pending"] == args.changes and s.detail["hot_evidence"] == "editlog", (
+            s.reason, s.basis)
+        out["quick_editlog_after_changes"] = {
+            "changes": args.changes, "s_median": round(statistics.median(x[0] for x in qe), 3),
+            "namenode_calls": qe[-1][2][0], "list_calls": qe[-1][2][1], "files_pending": s.detail["files_pending"],
+            "calls_counted_by_the_signal": s.detail["namenode_calls"],
+            "evidence": [s.detail["cold_evidence"], s.detail["hot_evidence"]]}
         # the NameNode's own time for the calls that walk its tree, at three sizes: a tree of 1 file,
         # the policy's N files, and a second tree of --nn-files made on cold now
         cfs = WebHdfsFileSystem(cold.namenodes, user="hdfs")
@@ -176,16 +221,45 @@ def main() -> int:
                     "GETSNAPSHOTLIST": nn_time(lambda: cfs.snapshots(root)),
                     "GETCONTENTSUMMARY": nn_time(lambda: cfs.content_summary(root))}
 
+        from dr_toolkit.fs.uri import parse_uri
+
+        cold_loc = parse_uri(f"hdfs://cold{dst}", topo)
+        jvm = [reader_jvm_s(cfs, cold_loc) for _ in range(3)]
+        out["reader_jvm_s_median"] = round(statistics.median(jvm), 3)
+        edits: dict[int, dict[str, float]] = {}
+
+        def edit_log_timed(root: str) -> dict[str, float]:
+            """The txid read (/jmx) and the events of --changes writes under ``root`` read after a txid
+            (the reader's seconds, less its JVM start: the NameNode's part)."""
+            t_jmx = nn_time(lambda: nn_state(cfs, cold_loc))
+            before = nn_state(cfs, cold_loc)
+            for i in range(args.changes):
+                cfs.write(f"{root}/late-{time.monotonic_ns()}-{i}", [b"x"])
+            now = nn_state(cfs, cold_loc)
+            ts = []
+            for _ in range(3):
+                t = time.perf_counter()
+                got = editlog.read_edits(now, before.txid, [root], user="hdfs")
+                ts.append(time.perf_counter() - t)
+            assert len(got.changes()) >= args.changes, (len(got.changes()), got.events_read)
+            reader = statistics.median(ts)
+            return {"txid_read_s": round(t_jmx, 4), "reader_s": round(reader, 3),
+                    "namenode_s": round(max(0.0, reader - out["reader_jvm_s_median"]), 3),
+                    "transactions": now.txid - before.txid, "events": got.events_read}
+
         cfs.write("/bench/tiny/f", [b""])
         cold.allow_snapshot("/bench/tiny")
         cfs.create_snapshot("/bench/tiny", "s")
         sizes[1] = timed("/bench/tiny", "s")
+        edits[1] = edit_log_timed("/bench/tiny")
         sizes[args.files] = timed(dst, snap)
         if args.nn_files:
             out["mktree_nn_s"] = round(mktree(classes, cold, "/bench/nn", args.nn_files, -1), 1)
             cold.allow_snapshot("/bench/nn")
             cfs.create_snapshot("/bench/nn", "s")
             sizes[args.nn_files] = timed("/bench/nn", "s")
+            edits[args.nn_files] = edit_log_timed("/bench/nn")
+        out["edit_log_namenode"] = {str(k): v for k, v in edits.items()}
         out["namenode_s"] = {str(k): {op: round(v, 4) for op, v in d.items()} for k, d in sizes.items()}
         big = max(sizes)
         slope = {op: max(0.0, (sizes[big][op] - sizes[1][op]) / (big - 1)) for op in sizes[1]}
@@ -214,11 +288,34 @@ def main() -> int:
         for k, d in sizes.items():
             print(f"  NameNode time, tree of {k:,} files: " + ", ".join(f"{op} {v * 1000:.1f} ms" for op, v in d.items()))
         a = out["argued_100M"]
+        qe0, qe1 = out["quick_editlog"], out["quick_editlog_after_changes"]
+        print(f"  quick path, edit log, txid unchanged:  {qe0['s_median']:.3f} s (median of 5), "
+              f"{qe0['namenode_calls']} NameNode namespace calls, {qe0['list_calls']} listStatus, signal's calls "
+              f"{qe0['calls_counted_by_the_signal']} (evidence cold/hot {qe0['evidence']})   goal < {GOAL_S:g} s")
+        print(f"  quick path, edit log, after {args.changes} changes on hot: {qe1['s_median']:.3f} s, "
+              f"{qe1['namenode_calls']} namespace calls, pending {qe1['files_pending']}, signal's calls "
+              f"{qe1['calls_counted_by_the_signal']} (evidence {qe1['evidence']})   goal < {GOAL_S:g} s")
+        print(f"  the edit log reader's JVM start (an empty range): {out['reader_jvm_s_median']:.3f} s (median of 3)")
+        for k, d in edits.items():
+            old = sizes[k]["GETSNAPSHOTDIFF_empty"]
+            print(f"  edit log on a tree of {k:,} files: txid read (/jmx, 7 GETs) {d['txid_read_s'] * 1000:.1f} ms; "
+                  f"{d['events']} events ({d['transactions']} transactions) read in {d['reader_s']:.3f} s, the "
+                  f"NameNode's part ≈ {d['namenode_s'] * 1000:.0f} ms   (beside: empty GETSNAPSHOTDIFF "
+                  f"{old * 1000:.1f} ms)")
         print(f"ARGUED ({TARGET_FILES:,} files): the quick path makes {a['namenode_calls']} NameNode calls whatever "
               f"the tree holds (the same at every size above); GETSNAPSHOTDIFF and GETCONTENTSUMMARY walk the "
               f"NameNode's in-memory tree: per file {a['per_inode_us']} µs (slope between 1 and {big:,} files), "
               f"so at {TARGET_FILES:,}: snapshot mode ≈ {a['snapshot_mode_s']} s, counters mode (cold not "
               f"snapshottable: GETCONTENTSUMMARY + {SAMPLE} stats) ≈ {a['counters_mode_s']} s   goal < {GOAL_S:g} s")
+        e_small, e_big = edits[min(edits)], edits[max(edits)]
+        print(f"ARGUED ({TARGET_FILES:,} files), the edit-log path: the txid read is {e_small['txid_read_s'] * 1000:.1f} "
+              f"ms on {min(edits):,} files and {e_big['txid_read_s'] * 1000:.1f} ms on {max(edits):,} (/jmx: no tree "
+              f"walk), so a quick check with no change anywhere on either NameNode ≈ {qe0['s_median']:.3f} s at any "
+              f"size; after changes it adds the reader (JVM {out['reader_jvm_s_median']:.2f} s + the NameNode's "
+              f"edits since the proof: ≈ {e_big['namenode_s'] * 1000:.0f} ms for {e_big['transactions']} transactions, "
+              f"growing with the transactions, not the files) ≈ {qe1['s_median']:.2f} s   goal < {GOAL_S:g} s; past "
+              f"{editlog.MAX_EVENTS:,} events under the root or {editlog.MAX_SECONDS:g} s of reading, the snapshot "
+              "diff above answers")
         return 0
     finally:
         hot.kill()

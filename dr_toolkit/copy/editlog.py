@@ -65,6 +65,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -254,6 +255,19 @@ def reader_jar(jars: list[str]) -> str:
     return str(dest)
 
 
+def _class_archive(java: str, cp: str) -> tuple[list[str], Path | None]:
+    """The JVM's class-data archive of the reader (AppCDS, JDK 13+): its classes as the first run
+    loaded them, mapped by later runs — about half the reader's start CPU (0.5 s instead of 1.0 s
+    here). The first run writes it (to a temporary name, renamed when the run succeeded); a JVM that
+    cannot use it (another classpath, another JDK) ignores it."""
+    h = hashlib.sha256(f"{java}|{cp}".encode()).hexdigest()[:12]
+    archive = cache_dir() / f"drt-hdfs-edits-{h}.jsa"
+    if archive.is_file():
+        return [f"-XX:SharedArchiveFile={archive}"], None
+    tmp = archive.with_name(f"{archive.stem}.{uuid.uuid4().hex[:8]}.jsa")  # two readers at once: two names
+    return [f"-XX:ArchiveClassesAtExit={tmp}"], tmp
+
+
 def _java() -> str:
     home = os.environ.get("JAVA_HOME")
     if home and Path(home, "bin", "java").exists():
@@ -296,8 +310,10 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
         jar = reader_jar(jars)
     except ConfigError as exc:
         raise EditLogUnavailable(f"the edit log reader could not be built: {exc}", "classpath") from None
-    argv = [_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
-            "-cp", os.pathsep.join([jar, *jars]), READER_CLASS, state.rpc, str(after), str(state.txid),
+    java, cp = _java(), os.pathsep.join([jar, *jars])
+    cds, dump = _class_archive(java, cp)
+    argv = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+            "-Xlog:disable", *cds, "-cp", cp, READER_CLASS, state.rpc, str(after), str(state.txid),
             str(max_events), str(max_seconds), *roots]
     env = {**os.environ}
     if user:
@@ -310,6 +326,8 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
                                  "bound") from None
     except OSError as exc:
         raise EditLogUnavailable(f"the edit log reader could not start: {exc}", "classpath") from None
+    if dump is not None and p.returncode == 0 and dump.is_file():
+        os.replace(dump, dump.with_name(dump.name.rsplit(".", 2)[0] + ".jsa"))  # the next runs start from it
     out = Edits(after, after, 0)
     done: dict[str, Any] | None = None
     for line in p.stdout.splitlines():
