@@ -15,17 +15,33 @@ own state at the proof — taken by the NameNode *before* the listing of cold:
 - else: GETCONTENTSUMMARY (files, directories, bytes), the target's modification time and
   :data:`SAMPLE` files of the manifest cold holds, stat'ed (size, mtime, fileId) after the listing.
 
+The proof also records each side's **NameNode transaction id** (:mod:`dr_toolkit.copy.editlog`:
+the active NameNode's ``/jmx``, with the identity of its process), read before that side's
+evidence: hot's before the full check looks at hot, cold's after the proof's snapshot and before
+the counters and the listing — never after (a write in between would be missed). Deleting the
+previous proof's snapshot moves cold's recorded txid only when it is exactly one step from it.
+
 **The quick path** (:func:`quick_signal`) proves the same safe time from O(changes) evidence:
 the ledger unchanged since the proof (the same newest run, the same last completed run), the proof
-younger than :data:`PROOF_MAX_AGE_S`, and cold unchanged since it — the NameNode's snapshot diff
-from the proof's snapshot to now is empty, or (no snapshots on cold) the same counts, bytes,
-target mtime and sampled files. Hot's changes since the run's listing (what is pending) come from
-the snapshot diff of hot from the run's snapshot (by id) to now. It never lists a directory: a
-constant number of NameNode calls (plus the stat of the sample), whatever the tree holds.
+younger than :data:`PROOF_MAX_AGE_S`, and cold unchanged since it. Per side, in order:
 
-What it cannot see, said in its basis: a file rewritten in place keeping size and mtime
-(TRUNCATE + APPEND + SETTIMES: the snapshot diff's documented limit), on cold until the next full
-proof; without cold snapshots, any change that keeps cold's counts, bytes, target mtime and the
+1. the txid now equal to the recorded one, the same NameNode process: no namespace change at all
+   since (O(1): /jmx reads, no NameNode walk, no diff call);
+2. else the edit log's inotify events after the recorded txid under the side's root (the
+   reader's JVM; O(the NameNode's transactions since), bounded): cold — any but access-time
+   updates → changed; hot — pending = the proof's count + the paths the events name;
+3. else (no txid recorded, another NameNode process, no reader, not the superuser, edits purged,
+   past the bound) the NameNode's snapshot diff from the proof's snapshot to now is empty, or (no
+   snapshots on cold) the same counts, bytes, target mtime and sampled files; hot's changes from
+   the snapshot diff of hot from the run's snapshot (by id) to now — the basis says why.
+
+It never lists a directory: a constant number of NameNode calls (plus the stat of the sample, or
+one edit-log read), whatever the tree holds.
+
+What it cannot see, said in its basis: with the edit-log evidence on both sides, only bytes
+changed on a DataNode without the NameNode (no edit); with a snapshot diff, a file rewritten in
+place keeping size and mtime (TRUNCATE + APPEND + SETTIMES: the snapshot diff's documented limit,
+which the edit log does see), on cold until the next full proof; without cold snapshots, any change that keeps cold's counts, bytes, target mtime and the
 sampled files (a rename deeper than the target, an overwrite of the same size). Where it cannot
 prove (no proof, an old proof, a run since, a snapshot gone or re-created, any call failing) it
 says why: the gate falls back to the full proof (``auto``) or says NO_GO (``quick``) — never GO on
