@@ -150,8 +150,9 @@ def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypa
 def test_the_gate_reads_hdfs_on_the_kerberized_cluster(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The gate's HDFS signal (the ledger's last run against a listing of both sides) with the
-    topology saying ``kerberos: true`` and the principal from the environment: NO_GO while a file
-    is pending, GO after `replicate`."""
+    topology saying ``kerberos: true`` and the principal and keytab from the endpoint's Airflow
+    connection (``AIRFLOW_CONN_<ID>``, nothing in the environment's DRT_KERBEROS_*): NO_GO while a
+    file is pending, GO after `replicate`."""
     from dr_toolkit.access import Access
     from dr_toolkit.copy.api import replicate_policy
     from dr_toolkit.failover.gate import check
@@ -159,9 +160,12 @@ def test_the_gate_reads_hdfs_on_the_kerberized_cluster(hdfs_secure: HdfsCluster,
     from dr_toolkit.topology import load_topology
     from tests.support.fixtures_failover import write_topology
 
-    for k, v in kerberos_env(kdc).items():
-        monkeypatch.setenv(k, v)
-    hdfs = {"hdfs": {"namenodes": hdfs_secure.namenodes, "kerberos": True}}
+    for k in ("DRT_KERBEROS_PRINCIPAL", "DRT_KERBEROS_KEYTAB", "KRB5CCNAME"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_HDFS_KRB", json.dumps({
+        "conn_type": "webhdfs", "login": kdc.principal("drt"),
+        "extra": {"keytab": str(kdc.keytab("drt")), "krb5_conf": str(kdc.krb5_conf)}}))
+    hdfs = {"hdfs": {"namenodes": hdfs_secure.namenodes, "kerberos": True, "conn_id": "hdfs_krb"}}
     path = write_topology(tmp_path, zk=None, hot_extra=hdfs, cold_extra=hdfs,
                           hdfs=[{"name": "kg", "source": "hdfs://hot/kg/src", "targets": ["hdfs://cold/kg/dst"]}])
     seed(hdfs_secure, "/kg/src", n=2)
