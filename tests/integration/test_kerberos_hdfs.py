@@ -96,13 +96,12 @@ def test_credential_problems_are_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: 
     assert hdfs_secure.stat(dst) is None  # nothing changed
 
 
-def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path) -> None:
+def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A ticket someone got with kinit (KRB5CCNAME, no keytab) that has run out."""
-    import os
-
     import krb5
 
-    os.environ.setdefault("KRB5_CONFIG", str(kdc.krb5_conf))
+    monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
     ctx = krb5.init_context()
     princ = krb5.parse_name_flags(ctx, b"drt@DRT.TEST")
     creds = krb5.get_init_creds_keytab(ctx, princ, krb5.get_init_creds_opt_alloc(ctx),
