@@ -346,7 +346,7 @@ def log_evidence(c: KafkaCluster, tps: list[tuple[str, int]]) -> dict[tuple[str,
         if own is not None:
             return dict(own(tps))
         ev, n = wire.log_evidence(c.bootstrap, c._conf, c.timeout_s, tps)
-    except DrtError:
+    except Exception:  # noqa: BLE001 - no evidence is never an error: every partition takes the full path
         return {}
     c.list_offsets_requests += n
     return ev
