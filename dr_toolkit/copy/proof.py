@@ -445,8 +445,9 @@ def _hot_side(src: Location, access: Access, p: dict[str, Any], calls: Calls) ->
         pend = then + len(paths)
         return pend, (f"hot since the proof's look at it (which found {then} pending): {text}"
                       + (f"; {len(paths)} paths changed{example}" if how == "events" else "")
-                      + (" — at most this many pending (a path changed twice, or changed back, counted)" if pend
-                         else "") + " (policy filters not applied: counted whole)"), example, (
+                      + (" — at most this many pending (a path changed back, or one the proof counted, counted "
+                         "again; policy filters not applied to the events)" if pend and how == "events" else "")
+                      ), example, (
             "txid" if how == "same" else "editlog")
     hot_pending, basis, example = _hot_changes(src, access, p.get("hot_snapshot"), p.get("hot_snapshot_id"), calls)
     if how == "unknown" and p.get("hot_nn"):
