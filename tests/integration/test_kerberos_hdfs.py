@@ -96,24 +96,40 @@ def test_credential_problems_are_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: 
     assert hdfs_secure.stat(dst) is None  # nothing changed
 
 
-def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """A ticket someone got with kinit (KRB5CCNAME, no keytab) that has run out."""
+def kinit(kdc: Kdc, ccache: Path, life_s: int | None = None) -> float:
+    """``kinit -kt`` as a user would (into ``ccache``); returns the ticket's end time."""
     import krb5
 
-    monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
     ctx = krb5.init_context()
-    princ = krb5.parse_name_flags(ctx, b"drt@DRT.TEST")
-    creds = krb5.get_init_creds_keytab(ctx, princ, krb5.get_init_creds_opt_alloc(ctx),
-                                       keytab=krb5.kt_resolve(ctx, f"FILE:{kdc.keytab('drt')}".encode()))
-    cc = krb5.cc_resolve(ctx, f"FILE:{tmp_path / 'cc'}".encode())
+    princ = krb5.parse_name_flags(ctx, kdc.principal("drt").encode())
+    opt = krb5.get_init_creds_opt_alloc(ctx)
+    if life_s:
+        krb5.get_init_creds_opt_set_tkt_life(opt, life_s)
+    creds = krb5.get_init_creds_keytab(ctx, princ, opt, keytab=krb5.kt_resolve(ctx, f"FILE:{kdc.keytab('drt')}".encode()))
+    cc = krb5.cc_resolve(ctx, f"FILE:{ccache}".encode())
     krb5.cc_initialize(ctx, cc, princ)
     krb5.cc_store_cred(ctx, cc, creds)
-    env = {**kdc.client_env(), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}", "DRT_KERBEROS_PRINCIPAL": "drt@DRT.TEST"}
+    return float(creds.times.endtime)
+
+
+def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: Kdc, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket someone got with kinit (KRB5CCNAME, no keytab): used while it lasts; once it has run
+    out, one line naming the principal and saying to kinit again."""
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+    from dr_toolkit.kerberos import KerberosConfig
+
+    monkeypatch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
     seed(hdfs_secure, "/kc/cc", n=1)
-    r = drt("--json", "distcp", hdfs_secure.uri("/kc/cc"), hdfs_secure.uri("/kc/cc-dst"), cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr  # the kinit'ed ticket works while it lasts
-    time.sleep(max(0.0, creds.times.endtime - time.time() + 1))
+    # in this process (no interpreter start-up between kinit and use: the KDC caps tickets at 12 s)
+    kinit(kdc, tmp_path / "cc-fresh")
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'cc-fresh'}")
+    fs = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True)
+    assert fs.kerberos is not None and fs.kerberos.cfg == KerberosConfig.from_env()
+    assert [st.path for st in fs.list_files("/kc/cc")] == ["/kc/cc/d/f0.bin"]
+    ends = kinit(kdc, tmp_path / "cc-short", life_s=2)  # the KDC grants what is asked, down to 1 s
+    time.sleep(max(0.0, ends - time.time() + 1))
+    env = {**kdc.client_env(), "KRB5CCNAME": f"FILE:{tmp_path / 'cc-short'}", "DRT_KERBEROS_PRINCIPAL": "drt@DRT.TEST"}
     line = one_line(drt("distcp", hdfs_secure.uri("/kc/cc"), hdfs_secure.uri("/kc/cc-dst2"), cwd=tmp_path,
                         env=env), 3)
     assert "drt@DRT.TEST" in line and "expired" in line and "kinit" in line, line
