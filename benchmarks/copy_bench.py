@@ -1,7 +1,8 @@
 """File replication speed and memory, each as a ratio against a baseline run in this script.
 
     .venv/bin/python benchmarks/copy_bench.py [--large-mib 128 --large-n 8] [--tree PATH]
-                                              [--entries 1000000] [--spark] [--workdir DIR]
+                                              [--entries 1000000] [--planner streamed] [--parts 2]
+                                              [--raw-runs] [--batch N] [--spark] [--workdir DIR]
 
 1. large files: `drt distcp --update` throughput vs `cp -r`, through the CLI (goal ≥ 0.8×)
 2. a real tree of many small files (default: this virtualenv's site-packages):
@@ -11,9 +12,12 @@
                                                                              (goal < 30 s, < 2 GiB)
    (ratio against building the same dicts without planning)
    and the same diff planned by the streamed planner (copy/stream_plan.py: the listing and the base
-   manifest sorted in runs on disk, one merge pass, the new manifest written as it comes): entries/s
-   and peak RSS beside issue 42's goals (10,000,000 entries within 2 GiB; 100,000,000 < 15 min and
-   < 4 GiB — extrapolated from the measured rate unless N is 100,000,000). --planner picks which
+   manifest sorted in zlib-compressed runs on disk, in two processes; the merge split by top-level
+   names into --parts key ranges, each merged, planned and its part of the new manifest written by a
+   process of its own): wall and CPU time, the memory of all processes together (RSS and PSS, sampled),
+   the disk of the runs, beside issue 42's goals (10,000,000 entries within 2 GiB; 100,000,000 < 15 min
+   and < 4 GiB — extrapolated from the measured rate unless N is 100,000,000), and the wall time on two
+   idle cores (each phase's busiest process's CPU time: the machine is shared). --planner picks which
    (default: both up to 1,000,000 entries, only the streamed one above: the in-memory one needs ~1.2 KiB
    a file)
 5. with --spark: the spark engine's figures beside the local engine's.
