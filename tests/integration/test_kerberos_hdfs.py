@@ -18,12 +18,7 @@ import requests
 from dr_toolkit.kerberos import KerberosError
 from drt_servers.hdfs import HdfsCluster
 from drt_servers.kdc import Kdc
-from tests.support import fixtures_kerberos
 from tests.support.fixtures_kerberos import COOKIE_S, MAX_LIFE_S, kerberos_env, without_kerberos_env
-
-# the session fixtures, until tests/conftest.py loads tests.support.fixtures_kerberos itself
-kdc = fixtures_kerberos.kdc
-hdfs_secure = fixtures_kerberos.hdfs_secure
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
 
@@ -52,10 +47,10 @@ def seed(h: HdfsCluster, root: str, n: int = 3) -> dict[str, bytes]:
 
 def test_unauthenticated_requests_are_refused(hdfs_secure: HdfsCluster) -> None:
     base = f"{hdfs_secure.webhdfs_url}/webhdfs/v1"
-    r = requests.get(f"{base}/?op=LISTSTATUS", timeout=10)
+    r = requests.get(f"{base}/?op=LISTSTATUS", timeout=60)
     assert r.status_code == 401 and r.headers.get("WWW-Authenticate") == "Negotiate"
     # the simple (pseudo) scheme an insecure cluster takes is refused too: nothing is made
-    r = requests.put(f"{base}/kerberos-intruder?op=MKDIRS&user.name=hdfs", timeout=10)
+    r = requests.put(f"{base}/kerberos-intruder?op=MKDIRS&user.name=hdfs", timeout=60)
     assert r.status_code == 401
     assert hdfs_secure.stat("/kerberos-intruder") is None
 
@@ -240,10 +235,10 @@ def test_jmx_over_spnego(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypatch: pytest
     from dr_toolkit.fs.webhdfs import http_get, kerberos_wanted
 
     url = f"{hdfs_secure.webhdfs_url}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo"
-    assert requests.get(url, timeout=10).status_code == 401
+    assert requests.get(url, timeout=60).status_code == 401
     for k, v in kerberos_env(kdc).items():
         monkeypatch.setenv(k, v)
-    r = http_get(url, kerberos=kerberos_wanted(True))
+    r = http_get(url, kerberos=kerberos_wanted(True), timeout_s=60)
     assert r.status_code == 200 and r.json()["beans"][0]["BlockPoolId"].startswith("BP-")
     with pytest.raises(KerberosError, match="asks for Kerberos"):
-        http_get(url)
+        http_get(url, timeout_s=60)

@@ -21,13 +21,8 @@ from dr_toolkit.zk.client import ZkNoAuth, zk_session
 from dr_toolkit.zk.fencing import Fence
 from drt_servers.kdc import Kdc
 from drt_servers.process import ManagedProcess
-from tests.support import fixtures_kerberos
 from tests.support.fixtures_failover import write_topology
 from tests.support.fixtures_kerberos import kerberos_env, without_kerberos_env
-
-# the session fixtures, until tests/conftest.py loads tests.support.fixtures_kerberos itself
-kdc = fixtures_kerberos.kdc
-zk_secure = fixtures_kerberos.zk_secure
 
 pytestmark = [pytest.mark.integration]
 SASL_CONN = json.dumps({"conn_type": "zookeeper", "extra": {"sasl": {"mechanism": "GSSAPI"}}})
