@@ -476,18 +476,23 @@ def static_identity(topology: Topology, loc: Any) -> Identity:
     return Identity(FOREIGN, "no cluster of the topology holds it")
 
 
-def namenode_block_pool(url: str, timeout_s: float = 5.0) -> str:
+def namenode_block_pool(url: str, timeout_s: float = 5.0, *, kerberos: bool = False) -> str:
     """The identity of the namespace a NameNode serves: its block pool id, as its HTTP server's /jmx
     NameNodeInfo bean reports it (``BP-<random>-<ip>-<created ms>``, made when the namespace was
     formatted). Every NameNode of one namespace — an HA pair — reports the same one; two clusters
     never do, even when they share a ClusterId (federation, or test clusters formatted alike).
-    Raises OSError/ValueError."""
-    import urllib.request
+    With SPNEGO when ``kerberos`` (or the environment names a principal): production NameNodes
+    put their whole web UI, /jmx too, behind it. Raises OSError/ValueError (a server asking for
+    Kerberos with no credentials: KerberosError, exit 3)."""
+    from dr_toolkit.kerberos import http_get, kerberos_wanted
 
     base = url.rstrip("/")
-    with urllib.request.urlopen(f"{base}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo",
-                                timeout=timeout_s) as r:
-        beans = json.loads(r.read().decode()).get("beans") or []
+    # requests' errors (connection refused, a timeout) are OSErrors
+    r = http_get(f"{base}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", timeout_s=timeout_s,
+                 kerberos=kerberos_wanted(kerberos))
+    if r.status_code != 200:
+        raise OSError(f"{base}/jmx answered HTTP {r.status_code}")
+    beans = json.loads(r.content.decode()).get("beans") or []
     bp = beans[0].get("BlockPoolId") if beans else None
     if not bp:
         raise ValueError(f"{base}/jmx has no NameNodeInfo BlockPoolId")
@@ -515,7 +520,7 @@ def asked_identity(topology: Topology, loc: Any, timeout_s: float = 5.0) -> Iden
         ids: set[str] = set()
         for nn in c.hdfs.namenodes:
             try:
-                ids.add(namenode_block_pool(nn, timeout_s))
+                ids.add(namenode_block_pool(nn, timeout_s, kerberos=bool(c.hdfs.kerberos)))
             except (OSError, ValueError):
                 continue
         if theirs in ids:
