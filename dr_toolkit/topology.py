@@ -140,7 +140,11 @@ class SparkEndpoint(_Model):
         "local[N], spark://host:7077 (standalone), yarn, k8s://https://api:6443; used only when no "
         "session exists yet (under spark-submit the submitter's master wins)"))
     conf: dict[str, str] = Field(default_factory=dict, description="extra Spark conf (user keys win over ours)")
-    conn_id: str | None = None
+    conn_id: str | None = Field(default=None, description=(
+        "a Spark connection (Airflow's spark type): host = the master (yarn), extra hadoop_conf_dir, queue, conf"))
+    hadoop_conf_dir: str | None = Field(default=None, description=(
+        "master yarn: the cluster's Hadoop client configuration (yarn-site.xml …), exported as HADOOP_CONF_DIR; "
+        "default $HADOOP_CONF_DIR / $YARN_CONF_DIR"))
     ship_library: bool = Field(default=True, description=(
         "on a non-local master, ship dr_toolkit to the executors as a zip (spark.submit.pyFiles) and the "
         "packages its tasks import as an archive (spark.archives)"))
