@@ -101,6 +101,7 @@ if TYPE_CHECKING:
 # runs an input, one merge level: ~2 x 400 x CHUNK entries in memory while merging).
 BATCH = 500_000  # entries a sorter holds before it spills a sorted run
 CHUNK = 2048  # entries per marshalled chunk of a run: what one run holds in memory while merged
+TOP_UP_RUNS = 16  # merge_blocks tops every run up to a chunk in hand past this many runs
 FANIN = 512  # runs merged at once: more are first merged into longer runs (open files, buffers)
 READ_BUFFER = 64 * 1024  # bytes buffered per run while merged
 #: runs' chunks compressed (zlib level 1): a listing's entry takes ~100 bytes marshalled, a manifest's ~150
@@ -396,37 +397,51 @@ def merge_blocks(runs: list[Iterator[list[tuple[str, Any]]]]) -> Iterator[list[t
     every run its entries up to the smallest of the last keys in hand (all smaller keys of every
     run are then in hand: the block is complete up to there) and one ``list.sort`` puts them in
     order — Timsort merges the sorted pieces in C — instead of one heap operation an entry in
-    Python (:func:`heapq.merge`: 1.8 µs an entry)."""
-    heads: list[list[Any]] = []  # [chunk, position, the run's iterator]
-    for r in runs:
-        c = next(r, None)
-        if c:
-            heads.append([c, 0, r])
-    while len(heads) > 1:
-        bound = min(h[0][-1][0] for h in heads)
-        out: list[tuple[str, Any]] = []
+    Python (:func:`heapq.merge`: 1.8 µs an entry). With many runs (more than :data:`TOP_UP_RUNS`)
+    every run is topped up to a chunk in hand before each round, so a round takes about a chunk
+    from every run (one refilled only when empty would leave the others a sliver each: rounds of
+    about one chunk in all, each costing a pass over every run and a sort of slivers)."""
+    want = CHUNK if len(runs) > TOP_UP_RUNS else 1
+    heads: list[list[Any]] = [[[], 0, r] for r in runs]  # [entries in hand, position, iterator or None: all in hand]
+    while True:
         live = []
         for h in heads:
             c, pos, r = h
-            if c[-1][0] <= bound:
+            n = len(c) - pos
+            if r is not None and n < want:
+                got = [c[pos:]] if n else []
+                while n < want:
+                    nxt = next(r, None)
+                    if nxt is None:
+                        r = None
+                        break
+                    got.append(nxt)
+                    n += len(nxt)
+                h[0], h[1], h[2] = got[0] if len(got) == 1 else list(chain.from_iterable(got)), 0, r
+            if n:
+                live.append(h)
+        heads = live
+        if len(heads) <= 1:
+            break
+        bound = min([h[0][-1][0] for h in heads if h[2] is not None], default=None)
+        out: list[tuple[str, Any]] = []
+        for h in heads:
+            c, pos, _r = h
+            if bound is None or c[-1][0] <= bound:
                 out += c[pos:] if pos else c
-                nxt = next(r, None)
-                if nxt:
-                    h[0], h[1] = nxt, 0
-                    live.append(h)
+                h[1] = len(c)
             else:
                 j = bisect_right(c, bound, pos, key=_key)
                 if j > pos:
                     out += c[pos:j]
                     h[1] = j
-                live.append(h)
-        heads = live
         out.sort(key=_key)
         yield out
     if heads:
         c, pos, r = heads[0]
         yield c[pos:] if pos else c
-        yield from r
+        if r is not None:
+            yield from r
 
 
 def _write_chunk(f: IO[bytes], chunk: list[tuple[str, V]], codec: Codec[V], compress: bool) -> int:

@@ -296,10 +296,13 @@ def test_reconcile_streamed_equals_in_memory(seed: int, tmp_path: Path) -> None:
 # --- the pieces -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("compress", "chunk"), [(False, 2048), (True, 2048), (False, 3), (True, 4)])
+@pytest.mark.parametrize(("compress", "chunk", "fanin"), [(False, 2048, 4), (True, 2048, 4), (False, 3, 4), (True, 4, 4),
+                                                     (True, 3, 64), (False, 2, 300)])
 def test_external_sort_merges_runs_in_tree_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 compress: bool, chunk: int) -> None:
-    monkeypatch.setattr(sp, "FANIN", 4)  # runs merged into longer runs on the way
+                                                 compress: bool, chunk: int, fanin: int) -> None:
+    """FANIN 4: runs merged 4 at a time; 64 and 300: more than TOP_UP_RUNS runs merged at once, each
+    of many chunks (merge_blocks tops every run up before a round)."""
+    monkeypatch.setattr(sp, "FANIN", fanin)  # runs merged into longer runs on the way
     monkeypatch.setattr(sp, "COMPRESS", compress)
     monkeypatch.setattr(sp, "CHUNK", chunk)  # 3, 4: many chunks a run (merge_blocks reads the next ones)
     rng = random.Random(5)
@@ -308,7 +311,7 @@ def test_external_sort_merges_runs_in_tree_order(tmp_path: Path, monkeypatch: py
     d = {r: mf.Entry(i, 1.0) for i, r in enumerate(rels)}
     with sp.Workdir(str(tmp_path)) as work:
         s = sp.SortedStream(d.items(), sp.ENTRY, work, batch=10)
-        assert 1 < len(s.runs) < 4 + 1 and s.count == len(d)
+        assert 1 < len(s.runs) < fanin + 1 and s.count == len(d)
         got = [(sp.key_rel(k), e) for k, e in s]
         assert got == sorted(d.items(), key=lambda kv: kv[0].split("/"))
         assert got == list((sp.key_rel(k), e) for k, e in s)  # read twice: the same
