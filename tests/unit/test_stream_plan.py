@@ -426,9 +426,10 @@ def test_reconcile_split_by_top_level_names_equals_in_memory(seed: int, tmp_path
                      reason="r", recorded=recorded)
     batch = rng.choice([1, 3, 1000])
     with sp.Workdir(str(tmp_path)) as work:
+        inputs: list[tuple[dict[str, Any], sp.Codec[Any]]] = [(src_files, sp.STATUS), (tgt_files, sp.STATUS),
+                                                              (recorded, sp.ENTRY)]
         streams = [sp.SortedStream(_shuffled(d, seed + i), codec, work, batch=batch, name=f"s{i}")
-                   for i, (d, codec) in enumerate([(src_files, sp.STATUS), (tgt_files, sp.STATUS),
-                                                   (recorded, sp.ENTRY)])]
+                   for i, (d, codec) in enumerate(inputs)]
         run, n = _split(streams, 3, lambda a, b, c: sp.stream_reconcile(
             src.fs, src.root, a, tgt.fs, tgt.root, b, options, mode="reconcile", reason="r", recorded=c, batch=batch))
         _same_plans(want, sp.to_plan(run))
