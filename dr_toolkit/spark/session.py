@@ -306,6 +306,8 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
     except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
         raise UnreachableError(f"cannot reach the Spark driver that spark-submit started: {_first(exc)}") from None
     cluster = topology.hot.spark if topology is not None else endpoint
+    if cluster is not None and cluster.conn_id and access is not None:
+        cluster = spark_from_connection(cluster, access, f"clusters.{topology.hot_name if topology else '?'}.spark.conn_id")
     chosen = check_master(submitted.get("spark.master") or master or os.environ.get("DRT_SPARK_MASTER")
                           or (cluster.master if cluster else None) or "local[2]")
     user_conf = {**(cluster.conf if cluster else {}), **(conf or {})}
@@ -314,6 +316,8 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
     ship = ship_library if ship_library is not None else (cluster.ship_library if cluster else True)
     keys = session_conf(chosen, app_name, user_conf, submitted, hadoop=hadoop, secret_env=secret_env,
                         ship_library=ship, defaults=defaults)
+    if "spark.master" not in submitted:
+        keys = _under_defaults_file(keys, user_conf)
     if "spark.master" not in submitted:
         check_java()
         check_master_reachable(chosen)
@@ -327,6 +331,36 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
     for k, v in secret_env.items():
         os.environ[k] = v  # the driver JVM's Hadoop client (and local-mode executors) read them here
     return chosen, keys, submitted
+
+
+def spark_defaults_file() -> dict[str, str]:
+    """The submitter's ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``):
+    what spark-submit, and so the JVM pyspark launches, loads first."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None)
+    path = Path(conf_dir, "spark-defaults.conf") if conf_dir else None
+    if path is None or not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            k, _, v = line.replace("=", " ", 1).partition(" ") if "=" in line.split()[0] else line.partition(" ")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _under_defaults_file(keys: Mapping[str, str], user_conf: Mapping[str, str]) -> dict[str, str]:
+    """The submitter's spark-defaults.conf wins over the library's defaults (not over the caller's
+    conf); the lists the library adds to (archives, pyFiles) keep both."""
+    file_conf = spark_defaults_file()
+    out = {}
+    for k, v in keys.items():
+        if k not in file_conf or k in user_conf:
+            out[k] = v
+        elif k in ("spark.archives", "spark.submit.pyFiles") and file_conf[k] != v:
+            out[k] = f"{file_conf[k]},{v}"
+    return out
 
 
 def _first(exc: BaseException) -> str:
@@ -443,3 +477,47 @@ def check_yarn(keys: Mapping[str, str], conf_dir: str | None = None, timeout_s: 
             last = exc.strerror or type(exc).__name__
     raise UnreachableError(f"the YARN ResourceManager does not answer ({last})", where=",".join(rms),
                            hint=f"start YARN or fix yarn.resourcemanager.address in {dirs[0]}/yarn-site.xml")
+
+
+def spark_from_connection(endpoint: SparkEndpoint, access: Access, what: str) -> SparkEndpoint:
+    """``endpoint`` with what its ``conn_id`` names (an Airflow connection of type ``spark``, as
+    the Apache Spark provider's ``spark_default``; or ``AIRFLOW_CONN_<ID>`` for the CLI): the
+    connection's host is the master (``yarn``; ``spark://host`` with its port), its extra's
+    ``hadoop_conf_dir`` the cluster's client configuration (HADOOP_CONF_DIR), ``queue`` the YARN
+    queue (``spark.yarn.queue``), ``deploy-mode`` must be ``client`` (the driver is the task's
+    process), and ``conf`` more Spark conf, under the topology's own ``spark.conf``."""
+    creds = access.get(endpoint.conn_id, what=what)
+    if creds is None:
+        return endpoint
+    extra = dict(creds.extra or {})
+    master = (creds.host or "").strip() or endpoint.master
+    if master.startswith("spark://") and creds.port and master.count(":") == 1:
+        master = f"{master}:{creds.port}"
+    mode = str(extra.get("deploy-mode") or extra.get("deploy_mode") or "client")
+    if mode != "client":
+        raise ConfigError(f"connection {endpoint.conn_id!r}: deploy-mode {mode!r} is not supported (the driver is "
+                          "the task's own process)", where=what, hint='set "deploy-mode": "client" in its extra')
+    conf = extra.get("conf") or {}
+    if not isinstance(conf, dict):
+        raise ConfigError(f"connection {endpoint.conn_id!r}: extra.conf must be an object of Spark keys", where=what)
+    ours = {str(k): str(v) for k, v in conf.items()}
+    if extra.get("queue"):
+        ours["spark.yarn.queue"] = str(extra["queue"])
+    update: dict[str, Any] = {"master": check_master(master), "conf": {**ours, **endpoint.conf}}
+    if extra.get("hadoop_conf_dir"):
+        update["hadoop_conf_dir"] = str(extra["hadoop_conf_dir"])
+    out: SparkEndpoint = endpoint.model_copy(update=update)
+    return out
+
+
+def with_spark_connections(topology: Topology, access: Access) -> Topology:
+    """``topology`` with every cluster's ``spark`` section completed from its ``conn_id``
+    (:func:`spark_from_connection`): what the DAGs' tasks run with (the copy engine reads the
+    source cluster's section, verify the hot cluster's)."""
+    clusters = {}
+    for name, c in topology.clusters.items():
+        if c.spark.conn_id:
+            c = c.model_copy(update={"spark": spark_from_connection(c.spark, access, f"clusters.{name}.spark.conn_id")})
+        clusters[name] = c
+    out: Topology = topology.model_copy(update={"clusters": clusters})
+    return out

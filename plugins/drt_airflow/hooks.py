@@ -159,7 +159,9 @@ class DrtHook(BaseHook):
     def get_conn(self) -> Any:
         """(topology, access, ledger): what every library entry point takes."""
         from dr_toolkit.failback.direction import directed
+        from dr_toolkit.spark.session import with_spark_connections
 
         conf = self.configured_topology()
         ledger = self.ledger(conf)
-        return directed(conf, ledger), self.access(), ledger
+        # a cluster's spark.conn_id (a Spark connection: host yarn, extra hadoop_conf_dir/queue/conf)
+        return with_spark_connections(directed(conf, ledger), self.access()), self.access(), ledger
