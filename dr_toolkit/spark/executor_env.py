@@ -151,6 +151,9 @@ def venv_archive() -> str:
         for src, rel in own:
             tar.add(src, arcname=f"{site}/{rel}", recursive=False)
     os.replace(tmp, out)
+    # one archive per dr_toolkit content: keep the newest few, not one per edit for ever
+    for old in sorted(out.parent.glob(f"executor-venv-{tag}-*.tar.gz"), key=lambda p: p.stat().st_mtime)[:-3]:
+        old.unlink(missing_ok=True)
     return str(out)
 
 

@@ -514,6 +514,8 @@ def with_spark_connections(topology: Topology, access: Access) -> Topology:
     """``topology`` with every cluster's ``spark`` section completed from its ``conn_id``
     (:func:`spark_from_connection`): what the DAGs' tasks run with (the copy engine reads the
     source cluster's section, verify the hot cluster's)."""
+    if not any(c.spark.conn_id for c in topology.clusters.values()):
+        return topology
     clusters = {}
     for name, c in topology.clusters.items():
         if c.spark.conn_id:
