@@ -33,7 +33,7 @@ def _http(url: str, *, token: str | None = None, body: dict | None = None) -> tu
         return exc.code, exc.read().decode(errors="replace")
 
 
-@pytest.mark.timeout(1500)  # 372 s alone before the scheduler ran the failover; the run's own bound is 1500 s
+@pytest.mark.timeout(1800)  # the demo itself is bounded at 1500 s (subprocess timeout), then `--stop`; 372 s alone before
 def test_demo_runs_the_whole_cycle_and_leaves_the_ui_running(tmp_path: Path) -> None:
     """`drt demo --ui` (as `make demo DEMO_ARGS=--ui`): NO_GO then GO, the failover, the way back
     (re-protect with its divergence report, the switchover, the round trip proven), quiet output
