@@ -41,7 +41,9 @@ class HdfsEndpoint(_Model):
 
     namenodes: list[str] = Field(min_length=1, description="WebHDFS base URLs, e.g. http://nn1:9870")
     user: str | None = None
-    kerberos: bool = False
+    kerberos: bool = Field(default=False, description=(
+        "WebHDFS and /jmx with SPNEGO; the ticket from the endpoint's connection or DRT_KERBEROS_PRINCIPAL/"
+        "DRT_KERBEROS_KEYTAB (or KRB5CCNAME) — never in this file"))
     conn_id: str | None = Field(default=None, description="Airflow connection (type webhdfs) with credentials")
     timeout_s: float = Field(default=30.0, gt=0, description="seconds every WebHDFS request may take")
     nameservice: str | None = Field(default=None, description="HDFS nameservice id Spark's Hadoop client uses "

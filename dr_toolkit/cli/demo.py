@@ -35,7 +35,7 @@ def _render(s: dict[str, Any]) -> None:
         line(f"  Airflow UI  {ui['url']}   login {ui['user']} / {ui['password']}")
         line(f"  DR page     {ui['dr_page']}")
         line(f"  servers     {', '.join(ui['running'])}")
-        line(f"  its environment, to start the UI again by hand: {ui['env_file']}")
+        line(f"  its environment, to start Airflow's processes again by hand: {ui['env_file']}")
     if s.get("next_steps"):
         line()
         out_console.print("[bold]next steps[/]")
@@ -55,8 +55,9 @@ def register(app: typer.Typer) -> None:
                  help="Where the demo keeps its data: created, or cleared if a previous demo made it "
                       "(any other directory is refused).")] = Path("demo-data"),
              ui: Annotated[bool, typer.Option(
-                 "--ui", help="Leave the servers and an `airflow api-server` on 127.0.0.1 running at the end, "
-                              "with the DR page; print its URL and login.")] = False,
+                 "--ui", help="Run the failover through Airflow as deployed (api-server, scheduler, dag-processor, "
+                              "triggerer; LocalExecutor on PostgreSQL) and leave it and the servers running on "
+                              "127.0.0.1, with the DR page; print its URL and login.")] = False,
              stop: Annotated[bool, typer.Option(
                  "--stop", help="Stop what a `drt demo --ui` left running in --workdir, and exit.")] = False,
              ) -> None:
