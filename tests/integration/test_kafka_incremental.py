@@ -105,7 +105,7 @@ def test_incremental_rows_equal_the_full_paths_on_random_appends_mirrored_by_mm2
     _same(rows, _full(m, [topic]))
     carried = extended = 0
     assert mm2.proc is not None
-    for rnd in range(5):
+    for rnd in range(4):
         paused = rnd % 2 == 1
         if paused:
             os.kill(mm2.proc.pid, signal.SIGSTOP)
@@ -129,7 +129,7 @@ def test_incremental_rows_equal_the_full_paths_on_random_appends_mirrored_by_mm2
         finally:
             if paused:
                 os.kill(mm2.proc.pid, signal.SIGCONT)
-    assert carried >= 8 and extended >= 5, (carried, extended)
+    assert carried >= 8 and extended >= 4, (carried, extended)
 
 
 def test_a_topic_deleted_and_created_again_is_never_carried_over(kafka_env, tmp_path: Path) -> None:
