@@ -20,10 +20,10 @@ from dr_toolkit.access import Access
 from dr_toolkit.copy import editlog, proof
 from dr_toolkit.copy.api import replicate_policy
 from dr_toolkit.copy.signals import hdfs_signals
-from dr_toolkit.ledger import Ledger
-from dr_toolkit.topology import load_topology
 from tests.integration.test_copy_random import _truncator, rewrite_in_place
-from tests.support.fixtures_failover import write_topology
+
+# the same estate, settling and changes as the snapshot-diff path's tests (without their autouse switch)
+from tests.integration.test_hdfs_gate_quick import _append, _delete, _env, _overwrite, _rename, _settled
 from tests.support.fixtures_hdfs import HdfsDir
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
@@ -38,25 +38,6 @@ def hadoop_classpath(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv(editlog.ENV_CLASSPATH, maven.classpath("hdfs"))
     monkeypatch.delenv(editlog.ENV_SWITCH, raising=False)
     yield
-
-
-def _env(tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir) -> dict[str, Any]:
-    for rel, data in (("/data/a.bin", b"a" * 700), ("/data/d1/b.bin", b"b" * 300), ("/data/d1/d2/c.bin", b"c" * 50)):
-        hot_dir.write(rel, data)
-    hot_dir.allow_snapshot("/data")
-    cold_dir.mkdir("/data")
-    cold_dir.allow_snapshot("/data")
-    path = write_topology(
-        tmp_path, zk=None,
-        hdfs=[{"name": "wh", "source": f"hdfs://hot{hot_dir.p('/data')}", "targets": [f"hdfs://cold{cold_dir.p('/data')}"],
-               "options": {"update": True, "delete": True, "snapshots": True}}],
-        hot_extra={"hdfs": {"namenodes": hot_dir.urls, "user": "hdfs"}},
-        cold_extra={"hdfs": {"namenodes": cold_dir.urls, "user": "hdfs"}})
-    topo = load_topology(path)
-    ledger = Ledger.open(topo.ledger.url)
-    (r,) = replicate_policy(topo, "wh", ledger, access=Access.from_env())
-    assert r.ok and r.source_snapshot, r
-    return {"topo": topo, "ledger": ledger, "run": r, "hot": hot_dir, "cold": cold_dir}
 
 
 def _sig(env: dict[str, Any], mode: str) -> Any:
@@ -76,25 +57,12 @@ def _audit(d: HdfsDir, *cmds: str) -> int:
     return sum(len(d.cluster.audit(c, under=d.root)) for c in cmds)
 
 
-def _settled(*dirs: HdfsDir) -> None:
-    """Every audit record of what came before is in the log (a marker's own record seen)."""
-    import uuid
-
-    for d in dirs:
-        mark = f"/audit-marks/{uuid.uuid4().hex}"
-        d.mkdir(mark)
-        deadline = time.monotonic() + 60
-        while not d.cluster.audit("mkdirs", under=d.p(mark)):
-            assert time.monotonic() < deadline, f"the NameNode's audit log never showed {mark}"
-            time.sleep(0.1)
-
-
 WALKS = ("computeSnapshotDiff", "listStatus", "contentSummary", "getContentSummary")
 
 
 def test_an_unchanged_txid_proves_no_change_with_no_diff_call_and_hot_writes_are_counted_from_events(
         tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir) -> None:
-    env = _env(tmp_path, hot_dir, cold_dir)
+    env = _env(tmp_path, hot_dir, cold_dir, cold_snapshots=True)
     _proved(env)
     # a second proof deletes the first one's snapshot (a transaction of ours, after the record): the
     # recorded txid moves over it (nothing else happened), so a quiet cold still needs no read
@@ -127,23 +95,6 @@ def test_an_unchanged_txid_proves_no_change_with_no_diff_call_and_hot_writes_are
     assert (_audit(hot_dir, *WALKS), _audit(cold_dir, *WALKS)) == before, "a diff or a listing was asked"
 
 
-def _delete(d: HdfsDir) -> None:
-    d.delete("/data/d1/d2/c.bin")
-
-
-def _rename(d: HdfsDir) -> None:
-    d.rename("/data/d1/b.bin", "/data/d1/b2.bin")
-
-
-def _append(d: HdfsDir) -> None:
-    d.append("/data/d1/d2/c.bin", b"x")
-
-
-def _overwrite(d: HdfsDir) -> None:  # the same size, new bytes
-    d.delete("/data/d1/b.bin")
-    d.write("/data/d1/b.bin", b"B" * 300)
-
-
 def _set_times(d: HdfsDir) -> None:
     d.cluster.set_times(d.p("/data/a.bin"), 1_600_000_000_000)
 
@@ -160,7 +111,7 @@ def test_a_change_on_cold_since_the_proof_is_no_go_from_the_edit_log(
         tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir) -> None:
     """Each change made on cold after a proof (cold then repaired by a run and proven again):
     NO_GO on the quick path, named from cold's edit log — the same-size in-place rewrite too."""
-    env = _env(tmp_path, hot_dir, cold_dir)
+    env = _env(tmp_path, hot_dir, cold_dir, cold_snapshots=True)
     for change in CHANGES:
         _proved(env)
         change(cold_dir)
@@ -188,7 +139,7 @@ def test_a_write_racing_the_proof_is_never_lost(tmp_path: Path, hot_dir: HdfsDir
     looked — are seen by the next quick check: hot's as pending, cold's as NO_GO."""
     from dr_toolkit.copy import signals
 
-    env = _env(tmp_path, hot_dir, cold_dir)
+    env = _env(tmp_path, hot_dir, cold_dir, cold_snapshots=True)
     real = signals._target_signal
     late: list[Any] = []
 
@@ -216,7 +167,7 @@ def test_a_write_racing_the_proof_is_never_lost(tmp_path: Path, hot_dir: HdfsDir
 
 def test_another_namenode_process_or_no_reader_is_not_trusted_the_snapshot_diff_answers(
         tmp_path: Path, hot_dir: HdfsDir, cold_dir: HdfsDir, monkeypatch: pytest.MonkeyPatch) -> None:
-    env = _env(tmp_path, hot_dir, cold_dir)
+    env = _env(tmp_path, hot_dir, cold_dir, cold_snapshots=True)
     rec = _proved(env)
     # the recorded NameNode was another process (a restart: its start time; a reformat: its block pool)
     for field, why in (("started_ms", "restarted"), ("block_pool_id", "reformatted")):
