@@ -216,6 +216,20 @@ class YarnCluster:
                 ids.append(m.group(0))
         return ids
 
+    def final_status(self, app_id: str) -> str:
+        """The final status the application master reported (SUCCEEDED, FAILED, KILLED, UNDEFINED),
+        from the ResourceManager's application page (its REST JSON loses fields, see above)."""
+        import re
+
+        with urllib.request.urlopen(f"{self.rm_web}/cluster/app/{app_id}", timeout=10) as r:
+            page = r.read().decode(errors="replace")
+        m = re.search(r"FinalStatus Reported by AM:\s*</th>\s*<td>\s*(\w+)", page)
+        return m.group(1) if m else "?"
+
+    def application_dirs(self) -> set[str]:
+        """Ids of the applications whose containers left logs in the NodeManager's log directories."""
+        return {p.name for d in self.log_dirs if d.is_dir() for p in d.glob("application_*")}
+
     def application_state(self, app_id: str) -> str:
         """``/apps/<id>/state``: NEW … RUNNING, FINISHED, FAILED, KILLED."""
         return str(self.rest(f"/apps/{app_id}/state")["state"])

@@ -79,11 +79,11 @@ def finished_app(yarn: YarnCluster, before: set[str]) -> str:
     """The one application that ran since ``before``: FINISHED with final status SUCCEEDED in the
     ResourceManager's REST API, its containers' logs in the NodeManager's log directory, and its
     executors launched with the packed environment linked as ./drtenv and its Python."""
-    new = set(yarn.application_ids()) - before
+    new = yarn.application_dirs() - before
     assert len(new) == 1, (new, before)
     app = new.pop()
-    assert app in yarn.application_ids(state="FINISHED", final_status="SUCCEEDED")
     assert yarn.application_state(app) == "FINISHED"
+    assert yarn.final_status(app) == "SUCCEEDED"
     logs = yarn.container_logs(app)
     containers = {k.split("/")[0] for k in logs}
     assert len(containers) >= 2, logs.keys()  # the application master and an executor
@@ -102,7 +102,7 @@ def test_distcp_on_yarn_equals_the_local_engine(yarn: YarnCluster, spark_conf_di
     for rel, data in want.items():
         hdfs_hot.write(f"{root}/src/{rel}", data)
     src = hdfs_hot.uri(f"{root}/src")
-    before = set(yarn.application_ids())
+    before = yarn.application_dirs()
     on_yarn = drt("distcp", src, hdfs_cold.uri(f"{root}/yarn"), "--engine", "spark", "--spark-master", "yarn",
                   environ=env(yarn, spark_conf_dir), cwd=tmp_path)
     assert on_yarn.returncode == 0, on_yarn.stderr[-4000:]
@@ -120,7 +120,7 @@ def test_distcp_on_yarn_equals_the_local_engine(yarn: YarnCluster, spark_conf_di
     finished_app(yarn, before)
 
 
-def _parquet(path: Path, rows: list[dict]) -> str:
+def _parquet(path: Path, rows: list[dict[str, object]]) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -135,7 +135,7 @@ def test_verify_on_yarn_equals_local(yarn: YarnCluster, spark_conf_dir: Path, tm
     peer_rows[100]["v"] = "changed"
     peer_rows.append({"id": 9000, "v": "new", "amt": 1.0})
     src, peer = _parquet(tmp_path / "s", src_rows), _parquet(tmp_path / "p", peer_rows)
-    before = set(yarn.application_ids())
+    before = yarn.application_dirs()
     on_yarn = drt("verify", src, peer, "--key", "id", "--buckets", "4", "--spark-master", "yarn",
                   environ=env(yarn, spark_conf_dir), cwd=tmp_path)
     assert on_yarn.returncode == 1, on_yarn.stderr[-4000:]  # differences found
@@ -209,7 +209,7 @@ def test_a_spark_connection_submits_to_yarn(yarn: YarnCluster, spark_conf_dir: P
     e = env(yarn, spark_conf_dir)
     e.pop("HADOOP_CONF_DIR")
     e.pop("YARN_CONF_DIR")
-    before = set(yarn.application_ids())
+    before = yarn.application_dirs()
     p = subprocess.run([sys.executable, "-c", CONN_SCRIPT, str(yarn.conf_dir), str(tmp_path)], env=e,
                        capture_output=True, text=True, timeout=560, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-4000:]
