@@ -24,10 +24,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drt_servers import maven
 from drt_servers.process import ManagedProcess, free_port
+
+if TYPE_CHECKING:
+    from drt_servers.kdc import Kdc
 
 JAVA17_FLAGS = [
     "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
@@ -70,11 +73,15 @@ class RegionServer:
 class HBaseCluster:
     """One real HBase cluster (mini ZooKeeper + mini HDFS + master + region server) in one JVM."""
 
-    def __init__(self, workdir: Path, name: str, *, heap: str = "900m", start_timeout: float = 300) -> None:
+    def __init__(self, workdir: Path, name: str, *, heap: str = "900m", start_timeout: float = 300,
+                 kdc: Kdc | None = None, superusers: tuple[str, ...] = ("drt",)) -> None:
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.kdc = kdc
+        self.host = "localhost" if kdc is not None else "127.0.0.1"
         self.zk_port = free_port()
+        self.zookeeper: ManagedProcess | None = None
         self.control_port = free_port()
         self.master_info_port_wanted = free_port()  # the master's info server (/master-status, peers)
         self.info: dict[str, Any] = {}
@@ -83,14 +90,28 @@ class HBaseCluster:
         conf = self.workdir / "conf"
         conf.mkdir(exist_ok=True)
         (conf / "log4j2.properties").write_text(LOG4J2)
+        secure: list[str] = []
+        env: dict[str, str] = {}
+        if kdc is not None:
+            from drt_servers.zookeeper import zookeeper
+
+            self.zookeeper = zookeeper(self.workdir / "zk", self.zk_port, kdc=kdc)
+            (conf / "secure.properties").write_text("".join(
+                f"{k}={v}\n" for k, v in secure_conf(kdc, [kdc.principal(u) for u in superusers]).items()))
+            (conf / "jaas.conf").write_text(JAAS_CLIENT.format(keytab=kdc.hbase_keytab,
+                                                               principal=kdc.principal(SERVICE_PRINCIPAL)))
+            secure = [*kdc.jvm_options(), f"-Djava.security.auth.login.config={conf / 'jaas.conf'}",
+                      f"-Ddrt.secure.conf={conf / 'secure.properties'}"]
+            env = kdc.client_env()
         argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                 "-Djava.net.preferIPv4Stack=true", f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
                 f"-Djava.io.tmpdir={self.workdir}", f"-Ddrt.master.info.port={self.master_info_port_wanted}",
-                *JAVA17_FLAGS,
+                *secure, *JAVA17_FLAGS,
                 "-cp", f"{classes}:{cp}", "HBaseMiniServer", str(self.workdir), str(self.zk_port),
                 str(self.control_port)]
-        self.process = ManagedProcess(f"hbase-{name}", argv, port=self.control_port, log_dir=self.workdir,
-                                      ready=self._ready, start_timeout=start_timeout, cwd=self.workdir)
+        self.process = ManagedProcess(f"hbase-{name}" + ("-secure" if kdc is not None else ""), argv,
+                                      port=self.control_port, log_dir=self.workdir, ready=self._ready,
+                                      start_timeout=start_timeout, cwd=self.workdir, env=env or None)
 
     # --- lifecycle --------------------------------------------------------------------------------
 
@@ -103,11 +124,22 @@ class HBaseCluster:
 
     def start(self) -> HBaseCluster:
         (self.workdir / "cluster.json").unlink(missing_ok=True)
-        self.process.start()
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+        try:
+            self.process.start()
+        except BaseException:
+            if self.zookeeper is not None:
+                self.zookeeper.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        self.process.stop()
+        try:
+            self.process.stop()
+        finally:
+            if self.zookeeper is not None:
+                self.zookeeper.stop()
 
     @property
     def started_in_s(self) -> float | None:
@@ -125,7 +157,7 @@ class HBaseCluster:
 
     @property
     def zk_quorum(self) -> str:
-        return f"127.0.0.1:{self.info['zk_port']}"
+        return f"{self.host}:{self.info['zk_port']}"
 
     @property
     def znode_parent(self) -> str:
@@ -134,7 +166,7 @@ class HBaseCluster:
     @property
     def cluster_key(self) -> str:
         """``host:port:parent`` — what a peer on another cluster points at."""
-        return f"127.0.0.1:{self.info['zk_port']}:{self.znode_parent}"
+        return f"{self.host}:{self.info['zk_port']}:{self.znode_parent}"
 
     @property
     def rootdir_uri(self) -> str:
@@ -155,7 +187,7 @@ class HBaseCluster:
 
     @property
     def webhdfs_url(self) -> str:
-        return f"webhdfs://127.0.0.1:{self.nn_http_port}"
+        return f"webhdfs://{self.host}:{self.nn_http_port}"
 
     @property
     def region_servers(self) -> list[RegionServer]:
@@ -288,10 +320,26 @@ class HBaseCluster:
     def jmx(self, query: str = "Hadoop:service=HBase,name=RegionServer,sub=Replication", index: int = 0
             ) -> dict[str, Any]:
         port = self.region_servers[index].info_port
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jmx?qry={urllib.parse.quote(query)}",
-                                    timeout=10) as r:
-            beans: list[dict[str, Any]] = json.loads(r.read())["beans"]
+        url = f"http://{self.host}:{port}/jmx?qry={urllib.parse.quote(query)}"
+        if self.kdc is not None:  # SPNEGO, as the cluster's own service principal
+            from dr_toolkit.kerberos import http_get
+
+            r = http_get(url, kerberos=self.service_kerberos())
+            r.raise_for_status()
+            beans: list[dict[str, Any]] = r.json()["beans"]
+        else:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                beans = json.loads(resp.read())["beans"]
         return beans[0] if beans else {}
+
+    def service_kerberos(self) -> Any:
+        """A :class:`dr_toolkit.kerberos.Kerberos` holder for ``hbase/localhost`` (secure mode only)."""
+        from dr_toolkit.kerberos import KerberosConfig, kerberos_for
+
+        assert self.kdc is not None
+        return kerberos_for(KerberosConfig(principal=self.kdc.principal(SERVICE_PRINCIPAL),
+                                           keytab=str(self.kdc.hbase_keytab), krb5_conf=str(self.kdc.krb5_conf),
+                                           source="drt_servers"))
 
     def write_hbase_command(self, path: Path) -> Path:
         """An executable ``hbase`` command for this cluster at ``path`` (what a topology's
@@ -310,13 +358,13 @@ class HBaseCluster:
         return path
 
 
-def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: str = FAMILY
-               ) -> tuple[HBaseCluster, HBaseCluster]:
+def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: str = FAMILY,
+               kdc: Kdc | None = None) -> tuple[HBaseCluster, HBaseCluster]:
     """Hot and cold clusters, ``table`` with ``family`` at REPLICATION_SCOPE 1 on both, and a real peer
     ``peer_id`` hot → cold added through HBase's Admin API. The JVMs start one after the other (two
-    cores)."""
-    hot = HBaseCluster(Path(root) / "hot", "hot")
-    cold = HBaseCluster(Path(root) / "cold", "cold")
+    cores). ``kdc``: both kerberized in its realm (the module doc), each with its own SASL ZooKeeper."""
+    hot = HBaseCluster(Path(root) / "hot", "hot", kdc=kdc)
+    cold = HBaseCluster(Path(root) / "cold", "cold", kdc=kdc)
     hot.start()
     try:
         cold.start()
@@ -328,6 +376,43 @@ def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: s
         cold.stop()
         raise
     return hot, cold
+
+
+SERVICE_PRINCIPAL = "hbase/localhost"
+
+JAAS_CLIENT = """\
+Client {{
+  com.sun.security.auth.module.Krb5LoginModule required
+  useKeyTab=true
+  keyTab="{keytab}"
+  storeKey=true
+  useTicketCache=false
+  principal="{principal}";
+}};
+"""
+
+
+def secure_conf(kdc: Kdc, superusers: list[str]) -> dict[str, str]:
+    """The Hadoop + HBase keys of a kerberized cluster (the module doc): HDFS as in
+    :func:`drt_servers.hdfs.secure_conf` but with the HBase service principal for NameNode and
+    DataNode (one process, one login), HBase's RPC and info servers with Kerberos."""
+    from drt_servers.hdfs import secure_conf as hdfs_secure_conf
+
+    svc, keytab = kdc.principal(SERVICE_PRINCIPAL), str(kdc.hbase_keytab)
+    http, http_keytab = kdc.principal("HTTP/localhost"), str(kdc.service_keytab)
+    conf = hdfs_secure_conf(kdc)
+    conf.update({
+        "dfs.namenode.kerberos.principal": svc, "dfs.namenode.keytab.file": keytab,
+        "dfs.datanode.kerberos.principal": svc, "dfs.datanode.keytab.file": keytab,
+        "hbase.security.authentication": "kerberos",
+        "hbase.master.kerberos.principal": svc, "hbase.master.keytab.file": keytab,
+        "hbase.regionserver.kerberos.principal": svc, "hbase.regionserver.keytab.file": keytab,
+        "hbase.security.authentication.ui": "kerberos",
+        "hbase.security.authentication.spnego.kerberos.principal": http,
+        "hbase.security.authentication.spnego.kerberos.keytab": http_keytab,
+        "hbase.superuser": ",".join(superusers),
+    })
+    return conf
 
 
 def start_for_cli(workdir: Path) -> list[ManagedProcess]:

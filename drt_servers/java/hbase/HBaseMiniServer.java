@@ -107,10 +107,36 @@ public final class HBaseMiniServer {
     conf.setBoolean("dfs.permissions.enabled", false);
     conf.set("dfs.namenode.http-address", "127.0.0.1:0");
 
+    // Kerberos (opt-in, -Ddrt.secure.conf=FILE: Hadoop/HBase keys, one per line, key=value): the
+    // process logs in from its keytab as HBase's own secure tests do (one service principal for the
+    // NameNode, DataNode, master and region server), the mini HDFS runs kerberized, and ZooKeeper is an
+    // external SASL ZooKeeper (localhost:ZK_PORT; the JAAS "Client" section the launcher passes logs the
+    // ZooKeeper client in), never the testing utility's own unauthenticated one.
+    String secureConf = System.getProperty("drt.secure.conf");
+    if (secureConf != null) {
+      java.util.Properties p = new java.util.Properties();
+      try (java.io.Reader r = Files.newBufferedReader(Paths.get(secureConf), StandardCharsets.UTF_8)) {
+        p.load(r);
+      }
+      for (String k : p.stringPropertyNames()) {
+        conf.set(k, p.getProperty(k));
+      }
+      conf.set(HConstants.ZOOKEEPER_QUORUM, "localhost");
+      conf.setInt(HConstants.ZOOKEEPER_CLIENT_PORT, zkPort);
+      org.apache.hadoop.security.UserGroupInformation.setConfiguration(conf);
+      org.apache.hadoop.security.UserGroupInformation.loginUserFromKeytab(
+          conf.get("hbase.master.kerberos.principal"), conf.get("hbase.master.keytab.file"));
+    }
+
     long t0 = System.nanoTime();
     util = new HBaseTestingUtility(conf);
-    util.startMiniCluster(StartMiniClusterOption.builder().numMasters(1).numRegionServers(1)
-        .numDataNodes(1).build());
+    if (secureConf != null) {
+      util.startMiniDFSCluster(1);
+      util.startMiniHBaseCluster(StartMiniClusterOption.builder().numMasters(1).numRegionServers(1).build());
+    } else {
+      util.startMiniCluster(StartMiniClusterOption.builder().numMasters(1).numRegionServers(1)
+          .numDataNodes(1).build());
+    }
     conn = ConnectionFactory.createConnection(util.getConfiguration());
     double took = (System.nanoTime() - t0) / 1e9;
 
