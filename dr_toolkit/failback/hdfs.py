@@ -47,7 +47,10 @@ their base bytes come back with the rollback.
    holds a snapshot of the base moment (targets are not snapshotted), so the forward delta is
    always this listing compare, and the result says so. The run is recorded in the ledger under
    the policy (its manifest is the base of the reversed replication's next run) and the reversed
-   policy target's watermark is set, as `drt replicate` does.
+   policy target's watermark is set, as `drt replicate` does;
+4. once that copy is done, deletes the forward gate's proof snapshot (``drtproof-<id>``, the one the
+   ledger's proof row names) from the active cluster's tree: the proof is void after the failover
+   and the snapshot would otherwise pin every block the active cluster deletes from then on.
 
 Every step is idempotent: a killed set-aside or re-protect is called again and completes.
 """
@@ -61,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
+from dr_toolkit.copy import proof
 from dr_toolkit.copy.api import distcp
 from dr_toolkit.copy.plan import apply_diff, filters_of, unchanged
 from dr_toolkit.copy.request import CopyRequest
@@ -568,7 +572,29 @@ def _reprotect_one(topology: Topology, rev: Topology, ledger: Ledger, access: Ac
         src_fs.close()
         cold_fs.close()
     out.update(_forward(rev, ledger, access, pair, dry_run, say, fence_epoch))
+    if not dry_run and out["status"] == "done":
+        out["proof_snapshot_deleted"] = _drop_forward_proof(ledger, access, pair)
     return out
+
+
+def _drop_forward_proof(ledger: Ledger, access: Access, pair: _Pair) -> str | None:
+    """The forward gate's proof snapshot (``drtproof-<id>``, :mod:`dr_toolkit.copy.proof`) on the
+    active cluster's tree, deleted once the old hot is re-protected: that proof is void after the
+    failover (runs since), nothing deletes it later (the next forward proof is of the other
+    direction), and it would pin the blocks of every file the active cluster deletes. Only the
+    snapshot the ledger's proof row names, and only with the proof prefix. Returns its name, or None."""
+    rec = proof.recorded(ledger, pair.policy.name, pair.tgt.uri)
+    snap = ((rec or {}).get("cold") or {}).get("snapshot")
+    if not isinstance(snap, str) or not snap.startswith(proof.SNAP_PREFIX):
+        return None
+    fs = open_fs(pair.tgt, access)
+    try:
+        if not fs.supports_snapshots or not fs.snapshot_exists(pair.tgt.path, snap):
+            return None
+        fs.delete_snapshot(pair.tgt.path, snap)
+        return snap
+    finally:
+        fs.close()
 
 
 def _forward(rev: Topology, ledger: Ledger, access: Access, pair: _Pair, dry_run: bool,

@@ -280,6 +280,12 @@ def test_delta_only_on_a_larger_tree_hdfs(tmp_path: Path, hdfs_hot: Any, hdfs_co
         t0 = time.monotonic()
         w.replicate()
         t_fwd = time.monotonic() - t0
+        # the forward gate proves it (a `drtproof-` snapshot of cold's tree, copy/proof.py): the
+        # re-protect deletes it once the old hot is up to date, nothing else would
+        (sig,) = hdfs_signals(w.topo, w.ledger, w.acc, time.time(), mode="prove")
+        assert sig.caught_up, (sig.reason, sig.basis)
+        proofs = [n for n in w.cold_fs.snapshots(w.cold_loc.path) if n.startswith("drtproof-")]
+        assert len(proofs) == 1, proofs
         cold = dict(base)
         w.write("hot", "p0/f000", b"hot rewrote it")
         w.delete("hot", "p1/f001")
@@ -309,6 +315,8 @@ def test_delta_only_on_a_larger_tree_hdfs(tmp_path: Path, hdfs_hot: Any, hdfs_co
         moved = ["p3/f003", "p9/cnew", "p9/cmoved"]
         assert (p["files_copied"], p["bytes_copied"]) == (3, sum(len(cold[r]) for r in moved)), p
         assert p["files_restored"] == 3 and p["files_deleted"] == 2, p  # f000, f001, f002; f004 and f005 gone
+        assert p["proof_snapshot_deleted"] == proofs[0], p
+        assert not [n for n in w.cold_fs.snapshots(w.cold_loc.path) if n.startswith("drtproof-")]
         print(f"\n120 files, {sum(map(len, base.values()))} bytes: forward replicate {t_fwd:.1f}s, divergence "
               f"{t_div:.1f}s, set_aside {t_aside:.1f}s, reprotect {t_rep:.1f}s: {p['files_copied']} files "
               f"({p['bytes_copied']} bytes) copied, {p['files_restored']} restored, mode {p['mode']}")
