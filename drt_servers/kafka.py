@@ -12,6 +12,15 @@ MirrorMaker 2 in dedicated mode (docs/contracts.md, the real servers).
 
 The jars come from ``drt_servers/maven/kafka`` and ``drt_servers/maven/mm2`` (one classpath per
 JVM); logging is log4j2 at WARN into each process's log file.
+
+**Kerberos** is opt-in (``kdc=`` a :class:`drt_servers.kdc.Kdc`), as for HDFS and ZooKeeper: the
+broker's client listener is ``SASL_PLAINTEXT`` with the GSSAPI mechanism only, the broker logging
+in as ``kafka/localhost`` from the KDC's ``kafka.keytab`` (a listener-scoped JAAS config); clients
+name it ``localhost:<port>`` (:attr:`KafkaBroker.bootstrap`) so their service ticket is for
+``kafka/localhost``. The controller listener and an inter-broker listener (``INTERNAL``, on its own
+port, :attr:`KafkaBroker.probe_address`) stay PLAINTEXT on 127.0.0.1: the harness's own readiness
+and "mirrored yet?" probes use it, never the toolkit. MirrorMaker 2 (``kdc=``) connects to both
+clusters with GSSAPI as ``kafka/localhost``. Without ``kdc`` every argv and config is as before.
 """
 
 from __future__ import annotations
@@ -23,10 +32,13 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drt_servers import maven
 from drt_servers.process import ManagedProcess, free_port
+
+if TYPE_CHECKING:
+    from drt_servers.kdc import Kdc
 
 JVM_OPTS = ["-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true", "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xss512k"]
@@ -69,6 +81,30 @@ def _write_log_config(directory: Path) -> Path:
 
 def _props(values: dict[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in values.items())
+
+
+SERVICE = "kafka"  # the brokers' Kerberos service name: their principal is kafka/localhost
+
+
+def _krb5_jaas(kdc: Kdc) -> str:
+    """A ``sasl.jaas.config`` value logging in as ``kafka/localhost`` from the KDC's keytab."""
+    return (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
+            f'useTicketCache=false keyTab="{kdc.kafka_keytab}" principal="{kdc.principal(f"{SERVICE}/localhost")}";')
+
+
+def secure_listeners(port: int, internal_port: int, controller_port: int, kdc: Kdc) -> dict[str, object]:
+    """The listener overrides of a kerberized broker (see the module doc)."""
+    return {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal_port},"
+                     f"CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://localhost:{port},INTERNAL://127.0.0.1:{internal_port}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.kerberos.service.name": SERVICE,
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI",
+        "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": _krb5_jaas(kdc),
+    }
 
 
 def broker_config(data: Path, port: int, controller_port: int) -> dict[str, object]:
@@ -127,33 +163,52 @@ class KafkaBroker(ManagedProcess):
     (``<dir>/data``) and the ports survive ``stop``/``kill``/``restart``."""
 
     def __init__(self, workdir: Path, name: str, *, heap: str = "384m",
-                 overrides: dict[str, object] | None = None, start_timeout: float = 120.0) -> None:
+                 overrides: dict[str, object] | None = None, start_timeout: float = 120.0,
+                 kdc: Kdc | None = None) -> None:
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.data = workdir / "data"
+        self.kdc = kdc
         self.controller_port = free_port()
         port = free_port()
         while port == self.controller_port:
             port = free_port()
-        cfg = {**broker_config(self.data, port, self.controller_port), **(overrides or {})}
+        self.internal_port: int | None = None
+        secure: dict[str, object] = {}
+        if kdc is not None:
+            self.internal_port = free_port()
+            while self.internal_port in (port, self.controller_port):
+                self.internal_port = free_port()
+            secure = secure_listeners(port, self.internal_port, self.controller_port, kdc)
+        cfg = {**broker_config(self.data, port, self.controller_port), **secure, **(overrides or {})}
         self.config_path = workdir / "server.properties"
         self.config_path.write_text(_props(cfg))
         log_cfg = _write_log_config(workdir)
         self.classpath = maven.classpath("kafka")
         self.cluster_id = _cluster_id()
-        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, f"-Dlog4j2.configurationFile={log_cfg}",
+        krb = kdc.jvm_options() if kdc is not None else []
+        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, *krb, f"-Dlog4j2.configurationFile={log_cfg}",
                 "kafka.Kafka", str(self.config_path)]
         # The classpath goes in CLASSPATH (not -cp) so the log's start line stays readable.
-        super().__init__(f"kafka-{name}", argv, port=port, log_dir=workdir, ready=self._ready,
-                         env={"CLASSPATH": self.classpath}, start_timeout=start_timeout)
+        super().__init__(f"kafka-{name}" if kdc is None else f"kafka-{name}-secure", argv, port=port,
+                         log_dir=workdir, ready=self._ready, env={"CLASSPATH": self.classpath},
+                         start_timeout=start_timeout)
 
     @property
     def bootstrap(self) -> str:
-        return self.address
+        """What clients connect to: ``localhost:<port>`` when kerberized (the host names the
+        service principal ``kafka/localhost``), else ``127.0.0.1:<port>``."""
+        return self.address if self.kdc is None else f"localhost:{self.port}"
+
+    @property
+    def probe_address(self) -> str:
+        """A PLAINTEXT address of this broker for the harness's own probes (the inter-broker
+        listener when kerberized; the client listener otherwise)."""
+        return self.address if self.internal_port is None else f"127.0.0.1:{self.internal_port}"
 
     def _ready(self) -> bool:
-        return metadata_brokers(self.address) > 0
+        return metadata_brokers(self.probe_address) > 0
 
     def format(self) -> None:
         """Format the storage once (``kafka.tools.StorageTool format``); a no-op when formatted."""
@@ -205,10 +260,10 @@ def kafka_broker(workdir: Path, name: str, **kw: object) -> KafkaBroker:
     return KafkaBroker(Path(workdir) / f"kafka-{name}", name, **kw)  # type: ignore[arg-type]
 
 
-def kafka_pair(root: Path) -> tuple[KafkaBroker, KafkaBroker]:
-    """The started hot and cold brokers under ``root/hot`` and ``root/cold``."""
-    hot = KafkaBroker(Path(root) / "hot", "hot")
-    cold = KafkaBroker(Path(root) / "cold", "cold")
+def kafka_pair(root: Path, *, kdc: Kdc | None = None) -> tuple[KafkaBroker, KafkaBroker]:
+    """The started hot and cold brokers under ``root/hot`` and ``root/cold`` (kerberized with ``kdc``)."""
+    hot = KafkaBroker(Path(root) / "hot", "hot", kdc=kdc)
+    cold = KafkaBroker(Path(root) / "cold", "cold", kdc=kdc)
     hot.start()
     cold.start()
     return hot, cold
@@ -222,10 +277,17 @@ class MirrorMaker2(ManagedProcess):
 
     def __init__(self, workdir: Path, hot: str, cold: str, *, topics: str = ".*", groups: str = ".*",
                  policy: str = "default", heap: str = "384m", extra: dict[str, object] | None = None,
-                 aliases: tuple[str, str] = ("hot", "cold"), start_timeout: float = 180.0) -> None:
+                 aliases: tuple[str, str] = ("hot", "cold"), start_timeout: float = 180.0,
+                 kdc: Kdc | None = None, probe: tuple[str, str] | None = None) -> None:
+        """``hot``/``cold`` are the bootstraps MM2 uses; with ``kdc`` it speaks SASL/GSSAPI to both as
+        ``kafka/localhost`` and ``probe`` (the brokers' :attr:`KafkaBroker.probe_address`) is where
+        the harness checks readiness and mirroring (PLAINTEXT)."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         self.hot, self.cold = hot, cold
+        if kdc is not None and probe is None:
+            raise ValueError("a kerberized MirrorMaker 2 needs the brokers' PLAINTEXT probe addresses")
+        self.probe_hot, self.probe_cold = probe or (hot, cold)
         self.policy = policy
         # MM2 names its internal topics (and Default-policy remote topics) by the cluster
         # aliases: a second MirrorMaker 2 between the same clusters needs other aliases.
@@ -265,12 +327,18 @@ class MirrorMaker2(ManagedProcess):
             f"{src}.consumer.fetch.max.wait.ms": 50,
             f"{dst}.producer.linger.ms": 0,
             "offset.flush.interval.ms": 1000,
-            **(extra or {}),
         }
+        if kdc is not None:
+            for alias in (src, dst):
+                cfg.update({f"{alias}.security.protocol": "SASL_PLAINTEXT", f"{alias}.sasl.mechanism": "GSSAPI",
+                            f"{alias}.sasl.kerberos.service.name": SERVICE,
+                            f"{alias}.sasl.jaas.config": _krb5_jaas(kdc)})
+        cfg.update(extra or {})
         self.config_path = workdir / "mm2.properties"
         self.config_path.write_text(_props(cfg))
         log_cfg = _write_log_config(workdir)
-        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, f"-Dlog4j2.configurationFile={log_cfg}",
+        krb = kdc.jvm_options() if kdc is not None else []
+        argv = [maven.java(), f"-Xmx{heap}", "-Xms64m", *JVM_OPTS, *krb, f"-Dlog4j2.configurationFile={log_cfg}",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(self.config_path), "--clusters", dst]
         name = "mirrormaker2" if aliases == ("hot", "cold") else f"mirrormaker2-{src}-{dst}"
         super().__init__(name, argv, port=int(cold.rsplit(":", 1)[1]), log_dir=workdir,
@@ -291,8 +359,8 @@ class MirrorMaker2(ManagedProcess):
     def _ready(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        cold = AdminClient({"bootstrap.servers": self.cold, "log_level": 0}).list_topics(timeout=2).topics
-        hot = AdminClient({"bootstrap.servers": self.hot, "log_level": 0}).list_topics(timeout=2).topics
+        cold = AdminClient({"bootstrap.servers": self.probe_cold, "log_level": 0}).list_topics(timeout=2).topics
+        hot = AdminClient({"bootstrap.servers": self.probe_hot, "log_level": 0}).list_topics(timeout=2).topics
         return self.checkpoints_topic in cold and self.offset_syncs_topic in hot
 
     def wait_mirrored(self, topics: Iterable[str], timeout: float = 90.0) -> None:
@@ -302,7 +370,7 @@ class MirrorMaker2(ManagedProcess):
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            behind = mirror_behind(self.hot, self.cold, {t: self.remote_topic(t) for t in topics})
+            behind = mirror_behind(self.probe_hot, self.probe_cold, {t: self.remote_topic(t) for t in topics})
             if not behind:
                 return
             last = "; ".join(f"{t}[{p}]: hot {h}, cold {c}" for (t, p), (h, c) in sorted(behind.items()))

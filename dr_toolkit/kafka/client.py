@@ -3,6 +3,20 @@
 confluent-kafka is imported inside functions (it is heavy). Every broker call takes a
 timeout. A broker that does not answer becomes :class:`UnreachableError` (exit 3) naming the
 bootstrap address. Client configuration may hold SASL passwords: it is never logged.
+
+**Kerberos (SASL/GSSAPI)**: when the endpoint's connection asks for it (its extra, as an Airflow
+Kafka connection keeps librdkafka settings: ``security.protocol`` SASL_PLAINTEXT or SASL_SSL and
+``sasl.mechanisms`` GSSAPI), the principal and keytab come from that connection (``extra.principal``
+/ ``extra.keytab``, librdkafka's ``sasl.kerberos.principal`` / ``sasl.kerberos.keytab``, or the
+login) or the environment (``DRT_KERBEROS_PRINCIPAL`` + ``DRT_KERBEROS_KEYTAB``, or a ``kinit``
+cache in ``KRB5CCNAME``) through :mod:`dr_toolkit.kerberos` — never the topology. The ticket is
+obtained here, before any client opens (a missing keytab or a principal the KDC refuses is one
+:class:`KerberosError`, exit 3), into the toolkit's private credential cache, and librdkafka reads
+it from there: ``KRB5CCNAME`` points at that cache and librdkafka's own ``kinit`` is off
+(``sasl.kerberos.min.time.before.relogin=0``, so no kinit binary is needed and the user's default
+cache is never written). The ticket is renewed by the toolkit (each client handed out first makes
+sure it has a third of its life left). One Kerberos principal per process for Kafka (librdkafka's
+GSSAPI reads the process's ``KRB5CCNAME``): a second principal is refused with one line.
 """
 
 from __future__ import annotations
@@ -29,17 +43,74 @@ TIMESTAMP_TYPES = {0: "none", 1: "create", 2: "log_append"}
 T = TypeVar("T")
 
 
+def gssapi_wanted(conf: Mapping[str, Any]) -> bool:
+    """Does this librdkafka configuration ask for SASL GSSAPI (Kerberos)?"""
+    proto = str(conf.get("security.protocol", "plaintext")).lower()
+    mech = str(conf.get("sasl.mechanisms", conf.get("sasl.mechanism", "GSSAPI"))).upper()
+    return proto.startswith("sasl_") and mech == "GSSAPI"
+
+
+_KRB5CCNAME_OWNER: list[str] = []  # the principal whose private cache this process's KRB5CCNAME names
+
+
+def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
+    """librdkafka's GSSAPI settings on ``conf`` from the connection or the environment (see the
+    module doc); the ticket obtained now."""
+    import os
+
+    from dr_toolkit.kafka import wire
+    from dr_toolkit.kerberos import KerberosConfig, KerberosError, kerberos_for
+    from dr_toolkit.secrets import Credentials as Creds
+
+    extra = dict(credentials.extra or {}) if credentials is not None else {}
+    # librdkafka's own names in a connection's extra count as the principal and keytab too
+    for ours, theirs in (("principal", "sasl.kerberos.principal"), ("keytab", "sasl.kerberos.keytab")):
+        if theirs in extra and ours not in extra:
+            extra[ours] = extra[theirs]
+    creds = Creds(login=credentials.login, extra=extra) if credentials is not None else None
+    cfg = KerberosConfig.from_credentials(creds)
+    holder = kerberos_for(cfg)
+    holder.credentials()  # the ticket now: KerberosError (exit 3) naming the principal, before any client
+    for k in ("sasl.username", "sasl.password", "sasl.kerberos.kinit.cmd"):
+        conf.pop(k, None)
+    conf["sasl.mechanisms"] = "GSSAPI"
+    conf.pop("sasl.mechanism", None)
+    conf.setdefault("sasl.kerberos.service.name", "kafka")
+    conf["sasl.kerberos.min.time.before.relogin"] = 0  # no kinit by librdkafka: the toolkit keeps the ticket
+    if cfg.keytab:
+        conf["sasl.kerberos.keytab"] = cfg.keytab
+        cache = holder.ccache
+    else:
+        conf.pop("sasl.kerberos.keytab", None)
+        cache = cfg.ccache or os.environ.get("KRB5CCNAME", "")
+    principal = holder.principal or "(from the ticket cache)"
+    conf["sasl.kerberos.principal"] = principal
+    if _KRB5CCNAME_OWNER and _KRB5CCNAME_OWNER[0] != principal:
+        raise KerberosError(f"Kafka with a second Kerberos principal in one process (already "
+                            f"{_KRB5CCNAME_OWNER[0]})", where=f"Kerberos principal {principal}",
+                            hint="use one principal for both clusters' Kafka connections (librdkafka reads the "
+                                 "process's ticket cache)")
+    if cache:
+        os.environ["KRB5CCNAME"] = cache
+    if not _KRB5CCNAME_OWNER:
+        _KRB5CCNAME_OWNER.append(principal)
+    wire.register_kerberos(principal, holder)
+
+
 def client_config(bootstrap: str, credentials: Credentials | None = None) -> dict[str, Any]:
     """librdkafka settings for ``bootstrap``: the connection's extra (an Airflow Kafka
-    connection keeps the client config there), plus login/password as SASL credentials."""
+    connection keeps the client config there), plus login/password as SASL credentials —
+    or, for SASL GSSAPI, the Kerberos principal and its ticket (see the module doc)."""
     conf: dict[str, Any] = {}
     if credentials is not None:
         for k, v in (credentials.extra or {}).items():
             if isinstance(k, str) and "." in k and k not in _NOT_CLIENT_KEYS:
                 conf[k] = v
-        if credentials.login and "sasl.username" not in conf:
+        if gssapi_wanted(conf):
+            _kerberize(conf, credentials)
+        elif credentials.login and "sasl.username" not in conf:
             conf["sasl.username"] = credentials.login
-        if credentials.password and "sasl.password" not in conf:
+        if credentials.password and "sasl.password" not in conf and not gssapi_wanted(conf):
             conf["sasl.password"] = credentials.password
     conf["bootstrap.servers"] = bootstrap or conf.get("bootstrap.servers", "")
     if not conf["bootstrap.servers"]:
@@ -134,8 +205,17 @@ class KafkaCluster:
         return DrtError(f"{self.role} Kafka call {what} failed: {exc}", where=self.bootstrap)
 
     # -- clients --------------------------------------------------------------------------------
+    def _fresh_ticket(self) -> None:
+        """Under Kerberos, the ticket librdkafka reads has a third of its life left (renewed into
+        the private cache otherwise) — before every client handed out."""
+        if gssapi_wanted(self._conf):
+            from dr_toolkit.kafka import wire
+
+            wire.kerberos_of(self._conf).credentials()
+
     @property
     def admin(self) -> Any:
+        self._fresh_ticket()
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
@@ -145,6 +225,7 @@ class KafkaCluster:
     @property
     def consumer(self) -> Any:
         """A probing consumer: its own throw-away group id, never commits, short fetch waits."""
+        self._fresh_ticket()
         if self._consumer is None:
             from confluent_kafka import Consumer
 
@@ -160,6 +241,7 @@ class KafkaCluster:
     def uncommitted_consumer(self) -> Any:
         """A probing consumer that reads ``read_uncommitted``: records of open transactions and
         the records after them (only to date what read_committed cannot see yet)."""
+        self._fresh_ticket()
         if self._uncommitted is None:
             from confluent_kafka import Consumer
 
@@ -557,6 +639,7 @@ class KafkaCluster:
         what = f"committed offsets of group {group!r}"
         # read_uncommitted: offsets a transaction has not committed yet are not waited for (the
         # last committed ones are read, as the admin request without require_stable did)
+        self._fresh_ticket()
         c = Consumer({**self._conf, "group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False,
                       "isolation.level": "read_uncommitted", "socket.timeout.ms": int(self.timeout_s * 1000)})
         try:
@@ -591,7 +674,7 @@ class KafkaCluster:
 
         Batched (:mod:`dr_toolkit.kafka.wire`: one FindCoordinator, then OffsetFetch v8 with up to
         500 groups per request, each answering only the group's committed partitions) when the
-        client speaks PLAINTEXT and the broker answers it; otherwise one consumer per group
+        client speaks PLAINTEXT or SASL GSSAPI and the broker answers it; otherwise one consumer per group
         asking for every listed partition (:meth:`committed`), ``workers`` at a time —
         ``batched`` then says False. Every group is in the answer, or the call raises."""
         from dr_toolkit.kafka.wire import WireUnsupported

@@ -5,9 +5,12 @@ librdkafka (confluent-kafka 2.16) sends one group per OffsetFetch (its consumer 
 the partitions it is given; its admin ListConsumerGroupOffsets takes one group and can crash the
 process on a NOT_COORDINATOR answer — librdkafka issue #5040). At 40,000 groups and 100,000
 partitions that is 40,000 requests of 100,000 partitions each. This module speaks the two
-requests itself, over PLAINTEXT only: a client configuration with any other
-``security.protocol`` (SASL, TLS) gets :class:`WireUnsupported` and the caller takes the
-per-group path. Every group is answered or the call raises — a group is never silently left out
+requests itself, over PLAINTEXT or SASL_PLAINTEXT with GSSAPI (Kerberos: SaslHandshake v1 +
+SaslAuthenticate v1 carrying the GSSAPI tokens of RFC 4752, made by python-gssapi with the
+toolkit's own ticket — :func:`register_kerberos`); any other ``security.protocol`` or mechanism
+(TLS, SCRAM, PLAIN) gets :class:`WireUnsupported` and the caller takes the per-group path. A
+broker refusing the ticket is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3), never a
+fallback. Every group is answered or the call raises — a group is never silently left out
 (a group the broker did not name in its answer is an error).
 
 Requests: 1 FindCoordinator for every group + per coordinator ⌈G_c / :data:`GROUPS_PER_REQUEST`⌉
@@ -22,9 +25,12 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, UnreachableError
+
+if TYPE_CHECKING:
+    from dr_toolkit.kerberos import Kerberos
 
 GROUPS_PER_REQUEST = 500
 FIND_COORDINATOR, OFFSET_FETCH = 10, 9
@@ -36,9 +42,49 @@ class WireUnsupported(DrtError):
     """The batched path cannot be used with this client configuration or broker."""
 
 
+_KERBEROS: dict[str, Kerberos] = {}  # principal → its ticket holder (client.client_config registers it)
+_KERBEROS_LOCK = threading.Lock()
+
+
+def register_kerberos(principal: str, holder: Kerberos) -> None:
+    """The ticket holder the wire clients use for a configuration naming ``principal``."""
+    with _KERBEROS_LOCK:
+        _KERBEROS[principal] = holder
+
+
+def kerberos_of(conf: Mapping[str, Any]) -> Kerberos:
+    """The ticket holder of a GSSAPI client configuration (made by ``client.client_config``)."""
+    from dr_toolkit.kerberos import KerberosError
+
+    principal = str(conf.get("sasl.kerberos.principal", ""))
+    with _KERBEROS_LOCK:
+        holder = _KERBEROS.get(principal)
+    if holder is None:
+        raise KerberosError("a SASL GSSAPI Kafka configuration without the toolkit's ticket",
+                            where=f"Kerberos principal {principal or '(none)'}",
+                            hint="build Kafka client settings with dr_toolkit.kafka.client.client_config")
+    return holder
+
+
+def _gssapi(conf: Mapping[str, Any]) -> bool:
+    return str(conf.get("sasl.mechanisms", conf.get("sasl.mechanism", "GSSAPI"))).upper() == "GSSAPI"
+
+
 def supported(conf: Mapping[str, Any]) -> bool:
     proto = str(conf.get("security.protocol", "plaintext")).lower()
-    return proto == "plaintext"
+    return proto == "plaintext" or (proto == "sasl_plaintext" and _gssapi(conf))
+
+
+def _sasl(conf: Mapping[str, Any]) -> tuple[Kerberos, str] | None:
+    """(ticket holder, service name) when ``conf`` speaks SASL GSSAPI, else None."""
+    if str(conf.get("security.protocol", "plaintext")).lower() != "sasl_plaintext":
+        return None
+    return kerberos_of(conf), str(conf.get("sasl.kerberos.service.name", "kafka"))
+
+
+def connect(host: str, port: int, timeout_s: float, client_id: str, conf: Mapping[str, Any]) -> _Conn:
+    """A connection to one broker, authenticated with SASL GSSAPI when ``conf`` says so."""
+    return _Conn(host, port, timeout_s, client_id, sasl=_sasl(conf))
 
 
 # -- encoding (flexible versions: compact strings/arrays, tagged fields) ------------------------------
@@ -60,6 +106,11 @@ def _cstr(s: str | None) -> bytes:
         return _uvarint(0)
     b = s.encode()
     return _uvarint(len(b) + 1) + b
+
+
+def _str16(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
 
 
 def _header(api_key: int, version: int, corr: int, client_id: str) -> bytes:
@@ -106,6 +157,22 @@ class _Reader:
         s = self.buf[self.pos:self.pos + n - 1].decode()
         self.pos += n - 1
         return s
+
+    def str16(self) -> str | None:
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.buf[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+    def bytes32(self) -> bytes:
+        n = self.take(">i")
+        if n < 0:
+            return b""
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return bytes(b)
 
     def tags(self) -> None:
         for _ in range(self.uvarint()):
@@ -161,18 +228,30 @@ def parse_offset_fetch(body: bytes) -> dict[str, tuple[int, dict[tuple[str, int]
 
 # -- connections ----------------------------------------------------------------------------------
 
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
 class _Conn:
-    def __init__(self, host: str, port: int, timeout_s: float, client_id: str) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, client_id: str,
+                 sasl: tuple[Kerberos, str] | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.settimeout(timeout_s)
         self.corr = 0
         self.client_id = client_id
         self.requests = 0
+        if sasl is not None:
+            try:
+                self._authenticate(host, *sasl)
+            except BaseException:
+                self.close()
+                raise
+            self.requests = 0  # what callers count are their own requests, not the SASL exchange
 
-    def call(self, api_key: int, version: int, body: bytes) -> bytes:
+    def call(self, api_key: int, version: int, body: bytes, *, flexible: bool = True) -> bytes:
         self.corr += 1
         self.requests += 1
-        msg = _header(api_key, version, self.corr, self.client_id) + body
+        head = _header(api_key, version, self.corr, self.client_id)
+        msg = (head if flexible else head[:-1]) + body  # request header v2 (tagged fields) or v1
         self.sock.sendall(struct.pack(">i", len(msg)) + msg)
         size = struct.unpack(">i", self._recv(4))[0]
         resp = self._recv(size)
@@ -195,6 +274,56 @@ class _Conn:
         except OSError:
             pass
 
+    def _authenticate(self, host: str, kerberos: Kerberos, service: str) -> None:
+        """SASL GSSAPI (RFC 4752) on Kafka's SaslHandshake v1 + SaslAuthenticate v1: the GSSAPI
+        context's tokens for ``service/host``, then the security-layer answer ("none": Kafka's
+        SASL_PLAINTEXT does not wrap its traffic)."""
+        import gssapi
+        import gssapi.raw.misc
+
+        from dr_toolkit.kerberos import KerberosError
+
+        who = kerberos.who
+        r = _Reader(self.call(SASL_HANDSHAKE, 1, _str16("GSSAPI"), flexible=False))
+        err = r.take(">h")
+        if err:
+            offered = [r.str16() for _ in range(r.take(">i"))]
+            raise KerberosError(f"the broker {host}:{self.sock.getpeername()[1]} does not take SASL GSSAPI "
+                                f"(error code {err}; it offers {offered})", where=who,
+                                hint="check the connection's sasl.mechanisms against the broker's listener")
+        try:
+            ctx = gssapi.SecurityContext(name=gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service),
+                                         creds=kerberos.credentials(), usage="initiate", mech=gssapi.MechType.kerberos)
+            token = bytes(ctx.step(None) or b"")
+        except gssapi.raw.misc.GSSError as exc:
+            raise KerberosError(f"no service ticket for {service}/{host}: {' '.join(str(exc).split())}",
+                                where=who, hint=f"check that {service}/{host} is a principal of the realm (brokers "
+                                                "are named by the host they advertise)") from None
+        answered = False
+        for _ in range(10):
+            r = _Reader(self.call(SASL_AUTHENTICATE, 1, struct.pack(">i", len(token)) + token, flexible=False))
+            err = r.take(">h")
+            msg = r.str16()
+            challenge = r.bytes32()
+            if err:
+                raise KerberosError(f"the broker {host} refused the Kerberos authentication (error code {err}: "
+                                    f"{msg})", where=who, hint=f"check the principal and that the broker's is "
+                                                              f"{service}/{host}")
+            if answered:
+                return
+            if not ctx.complete:
+                token = bytes(ctx.step(challenge) or b"")
+                continue
+            if not challenge:
+                token = b""
+                continue
+            offer = ctx.unwrap(challenge).message
+            if not offer or not offer[0] & 1:
+                raise KerberosError("the broker offers no SASL GSSAPI security layer this client takes", where=who)
+            token = bytes(ctx.wrap(bytes([1, 0, 0, 0]), False).message)  # layer "none", no buffer
+            answered = True
+        raise KerberosError(f"the broker {host} did not finish SASL GSSAPI", where=who)
+
 
 def _addresses(bootstrap: str) -> list[tuple[str, int]]:
     out = []
@@ -211,9 +340,10 @@ class OffsetFetcher:
 
     def __init__(self, bootstrap: str, conf: Mapping[str, Any], timeout_s: float, role: str = "kafka") -> None:
         if not supported(conf):
-            raise WireUnsupported(f"batched OffsetFetch speaks PLAINTEXT only (security.protocol="
-                                  f"{conf.get('security.protocol')})")
+            raise WireUnsupported(f"batched OffsetFetch speaks PLAINTEXT and SASL_PLAINTEXT/GSSAPI only "
+                                  f"(security.protocol={conf.get('security.protocol')})")
         self.bootstrap, self.timeout_s, self.role = bootstrap, timeout_s, role
+        self.conf = dict(conf)
         self.client_id = str(conf.get("client.id", "drt-offset-fetch"))
         self.requests = 0
         self._lock = threading.Lock()
@@ -223,7 +353,7 @@ class OffsetFetcher:
                                 where=self.bootstrap, hint="check that the brokers run and the address is right")
 
     def _connect(self, host: str, port: int) -> _Conn:
-        return _Conn(host, port, self.timeout_s, self.client_id)
+        return connect(host, port, self.timeout_s, self.client_id, self.conf)
 
     def _count(self, n: int) -> None:
         with self._lock:
@@ -365,12 +495,13 @@ class OffsetLister:
     :data:`PARTITIONS_PER_REQUEST` partitions each), leaders asked in parallel. librdkafka's admin
     ListOffsets grows faster than linearly with the partitions of one call (measured on the
     brokers here: 1,000 partitions 0.17 s, 5,000 partitions 1.9 s for the two requests of
-    ``watermarks_many``; this path: 0.08 s for one request of 5,000). PLAINTEXT only."""
+    ``watermarks_many``; this path: 0.08 s for one request of 5,000). PLAINTEXT or SASL GSSAPI."""
 
     def __init__(self, conf: Mapping[str, Any], timeout_s: float) -> None:
         if not supported(conf):
-            raise WireUnsupported("batched ListOffsets speaks PLAINTEXT only")
+            raise WireUnsupported("batched ListOffsets speaks PLAINTEXT and SASL_PLAINTEXT/GSSAPI only")
         self.timeout_s = timeout_s
+        self.conf = dict(conf)
         self.client_id = str(conf.get("client.id", "drt-list-offsets"))
         self.requests = 0
         self._lock = threading.Lock()
@@ -391,7 +522,7 @@ class OffsetLister:
             (host, port), parts = item
             got: dict[tuple[str, int], int] = {}
             try:
-                c = _Conn(host, port, self.timeout_s, self.client_id)
+                c = connect(host, port, self.timeout_s, self.client_id, self.conf)
             except OSError:
                 return got
             try:
@@ -510,12 +641,13 @@ def log_evidence(bootstrap: str, conf: Mapping[str, Any], timeout_s: float, tps:
     the partition once its leader epoch moved on (a leader change, an unclean election: the only
     ways records below the end offset are ever truncated) — and the epoch the LATEST answer
     carries, which must be that one. Partitions not answered whole are left out (the caller takes
-    the full path for them). Returns (evidence, requests sent). PLAINTEXT only
-    (:class:`WireUnsupported` otherwise); a cluster that does not answer Metadata raises."""
+    the full path for them). Returns (evidence, requests sent). PLAINTEXT or SASL_PLAINTEXT with
+    GSSAPI (:class:`WireUnsupported` otherwise); a cluster that does not answer Metadata raises."""
     import concurrent.futures as cf
 
     if not supported(conf):
-        raise WireUnsupported("the incremental proof's evidence (Metadata v12) speaks PLAINTEXT only")
+        raise WireUnsupported("the incremental proof's evidence (Metadata v12) speaks PLAINTEXT and "
+                              "SASL_PLAINTEXT/GSSAPI only")
     client_id = str(conf.get("client.id", "drt-evidence"))
     topics = sorted({t for t, _ in tps})
     requests = 0
@@ -523,7 +655,7 @@ def log_evidence(bootstrap: str, conf: Mapping[str, Any], timeout_s: float, tps:
     last: BaseException | None = None
     for host, port in _addresses(bootstrap):
         try:
-            c = _Conn(host, port, timeout_s, client_id)
+            c = connect(host, port, timeout_s, client_id, conf)
         except OSError as exc:
             last = exc
             continue
@@ -556,7 +688,7 @@ def log_evidence(bootstrap: str, conf: Mapping[str, Any], timeout_s: float, tps:
         (host, port), parts = item
         got: dict[tuple[str, int], Evidence] = {}
         try:
-            c = _Conn(host, port, timeout_s, client_id)
+            c = connect(host, port, timeout_s, client_id, conf)
         except OSError:
             return got, 0
         try:
