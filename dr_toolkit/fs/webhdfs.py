@@ -211,6 +211,18 @@ class WebHdfsFileSystem(FileSystem):
             self.client._cancel_delegation_token("/", token=token)
 
     # -- errors ------------------------------------------------------------------------------------
+    def _status_or_none(self, path: str) -> dict[str, Any] | None:
+        """GETFILESTATUS; None only when the NameNode answers that ``path`` does not exist. The hdfs
+        library's ``status(strict=False)`` returns None for *every* refusal — an
+        AccessControlException, an invalid path, a server error — which would read a tree we may
+        not read as absent (an empty source listing, a cold "missing" everything): those raise."""
+        try:
+            with self._errors(path):
+                d = self.client.status(path)
+        except FileNotFoundError:
+            return None
+        return d if isinstance(d, dict) else None
+
     @contextmanager
     def _errors(self, path: str) -> Iterator[None]:
         import requests
@@ -265,15 +277,13 @@ class WebHdfsFileSystem(FileSystem):
         return (int(d.get("modificationTime", 0)), d.get("fileId"))
 
     def dir_token(self, path: str) -> Any:
-        with self._errors(path):
-            d = self.client.status(path, strict=False)
+        d = self._status_or_none(path)
         return self._dtoken(d) if d is not None and d.get("type") == "DIRECTORY" else None
 
     def _walk(self, root: str, want_tmp: bool, skipped: Skipped | None = None,
               dirs: list[str] | None = None, tokens: dict[str, Any] | None = None,
               recursive: bool = True) -> Iterator[FileStatus]:
-        with self._errors(root):
-            top = self.client.status(root, strict=False)
+        top = self._status_or_none(root)
         if top is None:
             return
         if tokens is not None and top.get("type") == "DIRECTORY":
@@ -353,8 +363,7 @@ class WebHdfsFileSystem(FileSystem):
         return (s.path for s in self._walk(root, want_tmp=True))
 
     def stat(self, path: str) -> FileStatus | None:
-        with self._errors(path):
-            d = self.client.status(path, strict=False)
+        d = self._status_or_none(path)
         return None if d is None else self._status(path, d)
 
     def content_summary(self, path: str) -> dict[str, int]:
@@ -555,8 +564,7 @@ class WebHdfsFileSystem(FileSystem):
 
     # -- snapshots ---------------------------------------------------------------------------------
     def is_snapshottable(self, path: str) -> bool:
-        with self._errors(path):
-            d = self.client.status(path, strict=False)
+        d = self._status_or_none(path)
         return bool(d and d.get("snapshotEnabled"))
 
     def create_snapshot(self, path: str, name: str) -> None:

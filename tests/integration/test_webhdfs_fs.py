@@ -271,3 +271,31 @@ clusters:
     fs.write(hot_dir.p("/data/x"), [b"1"])
     assert fs.checksum(hot_dir.p("/data/x")) == md5md5crc32c(b"1", 134217728)
     assert hot_dir.stat("/data/x")["owner"] == "etl"  # type: ignore[index]
+
+
+
+def test_a_refused_status_is_an_error_never_absent(tmp_path: Path) -> None:
+    """GETFILESTATUS refused for anything but "no such file" — here an AccessControlException on a
+    cluster with permissions on — raises: the hdfs library's ``status(strict=False)`` returns None
+    for every refusal, so a tree we may not read listed as empty (with ``delete``, a copy would then
+    empty its target) and a snapshottable root read as not snapshottable."""
+    from drt_servers.hdfs import HdfsCluster
+
+    c = HdfsCluster("perm", tmp_path / "perm", conf={"dfs.permissions.enabled": "true"}).start()
+    try:
+        admin, other = (WebHdfsFileSystem(c.namenodes, user=u, timeout_s=20) for u in ("hdfs", "other"))
+        admin.client.makedirs("/priv/inner", permission="700")
+        admin.client.set_permission("/priv", "700")
+        admin.write_bytes("/priv/inner/f", b"x")
+        for read in (lambda: other.stat("/priv/inner"), lambda: list(other.list_files("/priv")),
+                     lambda: other.is_snapshottable("/priv/inner"), lambda: other.dir_token("/priv/inner")):
+            with pytest.raises(OSError) as exc:
+                read()
+            assert not isinstance(exc.value, FileNotFoundError), exc.value
+            assert "AccessControlException" in str(exc.value), exc.value
+        assert other.stat("/missing") is None and list(other.list_files("/missing")) == []
+        assert [s.path for s in admin.list_files("/priv")] == ["/priv/inner/f"]
+        admin.close()
+        other.close()
+    finally:
+        c.stop()
