@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from dr_toolkit.copy.commit import account, file_log, prune
 from dr_toolkit.copy.execute import CopyContext, Outcome, Throttle, run_local
@@ -23,11 +25,39 @@ from dr_toolkit.copy.processes import PROCESS_MIN_FILES, run_processes
 from dr_toolkit.copy.run import CopyResult, CopyRun
 from dr_toolkit.copy.spark_engine import run_spark
 from dr_toolkit.errors import ConfigError, UnreachableError
-from dr_toolkit.fs.base import stage_name
+from dr_toolkit.fs.base import FileSystem, stage_name
+from dr_toolkit.fs.webhdfs import credentials_for_executors
+from dr_toolkit.secrets import redact
 from dr_toolkit.topology import CopyOptions
 
 #: the copy's log lines keep the name they had before the stages had modules of their own (stderr)
 log = logging.getLogger("dr_toolkit.copy.api")
+
+
+@contextmanager
+def executor_tokens(job: CopyJob, src_fs: FileSystem, tgt_fs: FileSystem) -> Iterator[None]:
+    """Spark executors hold no Kerberos ticket: for each kerberized WebHDFS side the driver fetches
+    a delegation token with its own ticket and ships it inside the pickled job (never in the Spark
+    conf, a log or the UI: :mod:`dr_toolkit.copy.spark_engine`); the tokens are cancelled when the
+    job ends, whatever its outcome. A side that is not kerberized ships its credentials as before."""
+    tokens: list[tuple[FileSystem, str]] = []
+    try:
+        job.src_credentials, t1 = credentials_for_executors(src_fs, job.src_credentials)
+        if t1:
+            tokens.append((src_fs, t1))
+        job.tgt_credentials, t2 = credentials_for_executors(tgt_fs, job.tgt_credentials)
+        if t2:
+            tokens.append((tgt_fs, t2))
+        if tokens:
+            log.info("Spark executors copy with %d HDFS delegation token(s) fetched by the driver", len(tokens))
+        yield
+    finally:
+        for fs, token in tokens:
+            try:
+                fs.cancel_delegation_token(token)  # type: ignore[attr-defined]  # a WebHdfsFileSystem
+            except Exception as exc:  # noqa: BLE001 - the copy's outcome stands; the token still expires
+                log.warning("a delegation token could not be cancelled (%s); it expires by itself (the "
+                            "NameNode's dfs.namenode.delegation.token.renew-interval)", redact(str(exc)))
 
 
 def execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_id: str, *,
@@ -105,7 +135,8 @@ def execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_id
                   creds[0], creds[1], live_root=src.root if stable else None, fence=tgt.marker, proof=options.proof)
     if options.engine == "spark" and plan.copies:
         tgt.check()  # the executors check the marker; the driver's lease is checked before and after
-        outcomes = run_spark(job, plan.copies, options.workers, spark_master)
+        with executor_tokens(job, src.fs, tgt.fs):  # a kerberized HDFS: executors get delegation tokens
+            outcomes = run_spark(job, plan.copies, options.workers, spark_master)
         for o in outcomes:
             if progress:
                 progress("bytes", o.bytes)

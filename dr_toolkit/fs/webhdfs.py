@@ -184,6 +184,7 @@ class WebHdfsFileSystem(FileSystem):
             # no user.name: the NameNode takes the user from the ticket (and refuses a different one)
             self.client = cls(url, timeout=timeout_s)
             self.client._session.auth = SpnegoAuth(self.kerberos)
+            _hide_tokens_in_logs()  # DataNode redirects carry the NameNode's token; CANCEL carries ours
         else:
             self.client = cls(url, user=user or "hdfs", timeout=timeout_s)
             if credentials is not None and credentials.password:

@@ -45,6 +45,18 @@ def hdfs_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(scope="session")
+def hdfs_secure_cold(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
+    """A second kerberized HDFS in the same realm (another NameNode: its own delegation-token keys),
+    for copies and the gate between two secure clusters; configured as :func:`hdfs_secure`."""
+    h = HdfsCluster("hdfs-secure-cold", tmp_path_factory.mktemp("hdfs-secure-cold"), kdc=kdc, spnego_ui=True,
+                    auth_token_validity_s=COOKIE_S).start()
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+@pytest.fixture(scope="session")
 def zk_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagedProcess]:
     """ZooKeeper as ``zookeeper/localhost`` with the SASL provider; clients name it ``localhost:<port>``."""
     z = zookeeper(tmp_path_factory.mktemp("zk-secure"), kdc=kdc)
