@@ -18,6 +18,19 @@ Sized for a 2-core machine shared with other servers: the NodeManager offers 4 G
 (containers are limited by what they ask for, not by virtual or physical memory checks, which are
 off), the minimum allocation is 128 MiB, and an application master may take the whole queue (the
 CapacityScheduler's default 10 % would leave a Spark application ACCEPTED for ever).
+
+MapReduce runs on it too (``mapreduce=True``, the default): Hadoop DistCp as a YARN job is the peer
+of ``drt distcp --engine spark --spark-master yarn`` (``benchmarks/yarn_distcp_bench.py``). The
+unshaded Hadoop 3.4.1 MapReduce jars of ``drt_servers/maven/mapreduce/pom.xml`` are "installed on
+the node": the NodeManager runs the ``mapreduce_shuffle`` auxiliary service (``ShuffleHandler``:
+the shuffle jar and its Netty beside the minicluster jar on the NodeManager's classpath, on a free
+port) — the MapReduce application master asks for it in every container it starts, map-only jobs
+included — and ``mapred-site.xml`` in ``conf_dir`` says ``mapreduce.framework.name=yarn`` with
+``mapreduce.application.classpath`` = the conf dir and those jars (the application master's and the
+tasks' classpath). ``mapreduce_argv`` runs a MapReduce client main (``org.apache.hadoop.tools.DistCp``)
+in its own JVM with that configuration. No JobHistoryServer: ``mapreduce.jobhistory.address`` is
+empty, so a finished job's client reads the final state from the ResourceManager instead of
+retrying a history server that is not there.
 """
 
 from __future__ import annotations
@@ -35,6 +48,10 @@ from drt_servers.process import ManagedProcess, free_port
 MAIN = "DrtYarn"
 NM_MEMORY_MB = 4096
 NM_VCORES = 4
+
+MR_MAIN_OPTS = "-Xmx300m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true"
+# the application master and a task each get this much of the NodeManager's 4 GiB
+MR_CONTAINER_MB = 512
 
 RM_KEYS = ("address", "scheduler.address", "resource-tracker.address", "admin.address", "webapp.address")
 NM_KEYS = ("address", "localizer.address", "webapp.address")
@@ -66,7 +83,7 @@ class YarnCluster:
     its log's tail."""
 
     def __init__(self, name: str, workdir: Path, hdfs: HdfsCluster, *, conf: dict[str, str] | None = None,
-                 heap: str = "384m", start_timeout: float = 180.0) -> None:
+                 heap: str = "384m", start_timeout: float = 180.0, mapreduce: bool = True) -> None:
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -77,6 +94,11 @@ class YarnCluster:
         nm_ports = {k: free_port() for k in NM_KEYS}
         self.hdfs_conf = hdfs_client_conf(hdfs)
         self.log_dir = self.workdir / "nm-logs"
+        self.mapreduce = mapreduce
+        self.shuffle_port = free_port() if mapreduce else 0
+        aux = {"yarn.nodemanager.aux-services": "mapreduce_shuffle",
+               "yarn.nodemanager.aux-services.mapreduce_shuffle.class": "org.apache.hadoop.mapred.ShuffleHandler",
+               "mapreduce.shuffle.port": str(self.shuffle_port)} if mapreduce else {}
         self.server_conf: dict[str, str] = {
             **self.hdfs_conf,
             "hadoop.tmp.dir": str(self.workdir / "tmp"),
@@ -107,19 +129,26 @@ class YarnCluster:
             "yarn.resourcemanager.am.max-attempts": "1",
             "yarn.nodemanager.delete.debug-delay-sec": "600",
             "yarn.resourcemanager.nodemanagers.heartbeat-interval-ms": "250",
+            **aux,
             **(conf or {}),
         }
         # the client configuration first on the daemons' classpath: the NodeManager's localizer reads
         # HDFS (the HA nameservice) with a Configuration of its own, not the one given on the command line
         cp = f"{self.conf_dir}:{maven.java_classes('yarn')}:{maven.classpath('yarn')}"
+        # the NodeManager's shuffle service: ShuffleHandler and the (unshaded) Netty it serves with; the
+        # Hadoop classes it uses are the minicluster jar's, which come first
+        nm_cp = cp if not mapreduce else ":".join(
+            [cp, *(j for j in maven.classpath("mapreduce").split(":")
+                   if "/hadoop-mapreduce-client-shuffle-" in j or "/io/netty/" in j or "/leveldbjni" in j)])
         (self.workdir / "log4j.properties").write_text(LOG4J)
         java_home = str(Path(maven.java()).resolve().parent.parent)
         conf_args = [a for k, v in self.server_conf.items() for a in ("--conf", f"{k}={v}")]
 
         def daemon(role: str, port: int, ready: Any) -> ManagedProcess:
+            role_cp = nm_cp if role == "nm" else cp
             argv = [maven.java(), f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                     "-Djava.net.preferIPv4Stack=true",
-                    f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}", *ADD_OPENS, "-cp", cp, MAIN,
+                    f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}", *ADD_OPENS, "-cp", role_cp, MAIN,
                     "--role", role, "--ready-file", str(self.workdir / f"{role}.json"), *conf_args]
             return ManagedProcess(f"{name}-{role}", argv, port=port, log_dir=self.workdir, ready=ready,
                                   env={"HADOOP_USER_NAME": "hdfs", "JAVA_HOME": java_home}, cwd=self.workdir,
@@ -137,6 +166,33 @@ class YarnCluster:
         (self.conf_dir / "hdfs-site.xml").write_text(site_xml(self.hdfs_conf))
         (self.conf_dir / "yarn-site.xml").write_text(site_xml(yarn))
         (self.conf_dir / "log4j.properties").write_text(LOG4J)
+        if self.mapreduce:
+            (self.conf_dir / "mapred-site.xml").write_text(site_xml(self.mapred_conf()))
+
+    def mapred_conf(self) -> dict[str, str]:
+        """``mapred-site.xml``: MapReduce jobs go to this YARN; the application master and the tasks run
+        with the conf dir and the resolved MapReduce jars (as where Hadoop is installed on the nodes)."""
+        opts = f"{MR_MAIN_OPTS} {' '.join(ADD_OPENS)}"
+        return {"mapreduce.framework.name": "yarn",
+                "mapreduce.application.classpath": f"{self.conf_dir}:{maven.classpath('mapreduce')}",
+                "yarn.app.mapreduce.am.resource.mb": str(MR_CONTAINER_MB),
+                "yarn.app.mapreduce.am.command-opts": opts,
+                "mapreduce.map.memory.mb": str(MR_CONTAINER_MB), "mapreduce.map.java.opts": opts,
+                "mapreduce.reduce.memory.mb": str(MR_CONTAINER_MB), "mapreduce.reduce.java.opts": opts,
+                "mapreduce.shuffle.port": str(self.shuffle_port),
+                # no JobHistoryServer here: a finished job's state comes from the ResourceManager
+                "mapreduce.jobhistory.address": "",
+                "yarn.app.mapreduce.am.staging-dir": "/tmp/hadoop-yarn/staging"}
+
+    def mapreduce_argv(self, main: str, args: list[str], *, heap: str = "384m") -> list[str]:
+        """``java … MAIN ARGS``: a MapReduce client (``org.apache.hadoop.tools.DistCp``) in its own JVM
+        with ``conf_dir`` and the MapReduce jars, submitting to this YARN (run it with ``env()`` and
+        ``HADOOP_USER_NAME``)."""
+        if not self.mapreduce:
+            raise ValueError(f"{self.name}: started without MapReduce (mapreduce=False)")
+        return [maven.java(), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Djava.net.preferIPv4Stack=true", f"-Dlog4j.configuration=file:{self.conf_dir / 'log4j.properties'}",
+                *ADD_OPENS, "-cp", f"{self.conf_dir}:{maven.classpath('mapreduce')}", main, *args]
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> YarnCluster:
