@@ -53,6 +53,14 @@ def gssapi_wanted(conf: Mapping[str, Any]) -> bool:
 _KRB5CCNAME_OWNER: list[str] = []  # the principal whose private cache this process's KRB5CCNAME names
 
 
+class _SaslRefusedFilter(logging.Filter):
+    """librdkafka logs every refused SASL handshake at ERROR while it retries; the call's own error
+    (a :class:`KerberosError` naming the principal) says it once. Shown with ``-v`` (INFO) and below."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SASL authentication error" not in record.getMessage() or logging.getLogger().level <= logging.INFO
+
+
 def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
     """librdkafka's GSSAPI settings on ``conf`` from the connection or the environment (see the
     module doc); the ticket obtained now."""
@@ -95,6 +103,9 @@ def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
     if not _KRB5CCNAME_OWNER:
         _KRB5CCNAME_OWNER.append(principal)
     wire.register_kerberos(principal, holder)
+    lib_log = logging.getLogger("dr_toolkit.kafka.librdkafka")
+    if not any(isinstance(f, _SaslRefusedFilter) for f in lib_log.filters):
+        lib_log.addFilter(_SaslRefusedFilter())
 
 
 def client_config(bootstrap: str, credentials: Credentials | None = None) -> dict[str, Any]:
@@ -163,6 +174,8 @@ class KafkaCluster:
         self.role = role
         self.timeout_s = timeout_s
         self._conf = client_config(bootstrap, credentials)
+        self._auth_refused: str | None = None  # librdkafka's last SASL failure (Kerberos: named in errors)
+        self._watch_auth()
         self._admin: Any = None
         self._consumer: Any = None
         self._uncommitted: Any = None
@@ -179,18 +192,51 @@ class KafkaCluster:
     def with_conf(self, other: KafkaCluster) -> KafkaCluster:
         """Use ``other``'s client configuration (credentials included) for this client."""
         self._conf = dict(other._conf)
+        self._watch_auth()
         return self
 
     # -- errors ---------------------------------------------------------------------------------
+    def _watch_auth(self) -> None:
+        """Under Kerberos, librdkafka's authentication failures are kept (it retries them quietly: a
+        call then times out) so the error says the ticket was refused, naming the principal."""
+        if gssapi_wanted(self._conf):
+            self._conf["error_cb"] = self._on_error
+
+    def _on_error(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._AUTHENTICATION:
+            self._auth_refused = err.str()
+
     def unreachable(self, what: str) -> UnreachableError:
+        if self._admin is not None and gssapi_wanted(self._conf):
+            with contextlib.suppress(Exception):
+                self._admin.poll(0)  # serves librdkafka's error callbacks (an authentication refused)
+        if self._auth_refused is not None:
+            from dr_toolkit.kerberos import KerberosError
+
+            return KerberosError(f"the {self.role} Kafka cluster refused the Kerberos authentication ({what}): "
+                                 f"{self._auth_refused}", where=f"Kerberos principal "
+                                                            f"{self._conf.get('sasl.kerberos.principal')}",
+                                 hint=f"check the principal and that the brokers' is "
+                                      f"{self._conf.get('sasl.kerberos.service.name', 'kafka')}/<broker host>")
         return UnreachableError(f"{self.role} Kafka cluster did not answer ({what}) within {self.timeout_s:g}s",
                                 where=self.bootstrap, hint="check that the brokers run and the address is right")
 
     def _wrap(self, exc: BaseException, what: str) -> DrtError:
         from confluent_kafka import KafkaError, KafkaException
 
+        from dr_toolkit.kerberos import KerberosError
+
+        if isinstance(exc, KerberosError):  # no ticket, or a broker refused it: exit 3 naming the principal
+            return exc
         if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
             err = exc.args[0]
+            if err.code() == KafkaError._AUTHENTICATION and gssapi_wanted(self._conf):
+                return KerberosError(f"the {self.role} Kafka cluster refused the Kerberos authentication ({what}): "
+                                     f"{err.str()}", where=f"Kerberos principal {self._conf.get('sasl.kerberos.principal')}",
+                                     hint=f"check the principal and that the brokers' is "
+                                          f"{self._conf.get('sasl.kerberos.service.name', 'kafka')}/<broker host>")
             # No answer, so the outcome is unknown (a request in flight when the broker went away
             # ends with _DESTROY/_DESTROY_BROKER): the caller retries or reads back.
             if err.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,

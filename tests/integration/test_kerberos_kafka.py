@@ -3,8 +3,8 @@ speaking GSSAPI to both (tests/support/fixtures_kerberos_kafka.py). ``drt kafka 
 ``drt kafka remap --apply`` run as the environment's principal (its keytab; the connection only says
 SASL_PLAINTEXT + GSSAPI, the topology nothing), the gate's Kafka signal is GO when MirrorMaker 2 has
 mirrored and NO_GO while it is paused; the toolkit's own wire client (batched OffsetFetch and the
-incremental proof's evidence) authenticates too; a missing keytab or a principal the KDC does not
-know is one line naming it, exit 3.
+incremental proof's evidence) authenticates too; a missing keytab, a principal the KDC does not
+know, or a ticket the broker refuses is one line naming the principal, exit 3.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def recs(prefix: str, n: int, start: int = 0) -> list[Rec]:
 def kafka_signal(doc: dict[str, Any], topic: str) -> dict[str, Any]:
     found = [s for s in doc["signals"] if s.get("name") == topic]
     assert len(found) == 1, doc["signals"]
-    return found[0]
+    return dict(found[0])
 
 
 def test_checkpoint_remap_and_the_gate_run_against_kerberized_brokers(kafka_secure: SecureKafka, kdc: Kdc,
@@ -119,17 +119,22 @@ def test_the_wire_client_authenticates_with_the_toolkits_ticket(kafka_secure: Se
         assert {tp: e[1:3] for tp, e in ev.items()} == {(topic, 0): (0, 0), (topic, 1): (0, 5)} and n >= 2
 
 
-@pytest.mark.parametrize("case", ["missing keytab", "unknown principal"])
+@pytest.mark.parametrize("case", ["missing keytab", "unknown principal", "ticket refused by the broker"])
 def test_credential_problems_are_one_line_exit_3(kafka_secure: SecureKafka, kdc: Kdc, tmp_path: Path,
                                                  case: str) -> None:
     cfg = kafka_secure.topology(tmp_path / "drt.yaml", topics=["krb-none"], groups=["krb-none-g"],
                                 ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+    conn = connection()
     if case == "missing keytab":
         env, named = kerberos_env(kdc, keytab=tmp_path / "gone.keytab"), "drt@DRT.TEST"
-    else:
+    elif case == "unknown principal":
         env, named = kerberos_env(kdc, principal="nobody@DRT.TEST"), "nobody@DRT.TEST"
-    r = drt("kafka", "checkpoint", "--config", str(cfg), cwd=tmp_path, env={**env, ENV_CONN: connection()})
+    else:  # a ticket for HTTP/localhost (a principal of the realm): the broker, kafka/localhost, cannot read it
+        env, named, conn = kerberos_env(kdc), "drt@DRT.TEST", connection(**{"sasl.kerberos.service.name": "HTTP"})
+    r = drt("kafka", "checkpoint", "--config", str(cfg), cwd=tmp_path, env={**env, ENV_CONN: conn})
     assert r.returncode == 3, (r.returncode, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("drt: error: ") and "Traceback" not in r.stderr, r.stderr
     assert named in lines[0] and "—" in lines[0], lines[0]
+    if case == "ticket refused by the broker":
+        assert "refused the Kerberos authentication" in lines[0], lines[0]

@@ -63,9 +63,11 @@ def kafka_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         with cf.ThreadPoolExecutor(2) as ex:
             for f in [ex.submit(hot.start), ex.submit(cold.start)]:
                 f.result()
-        mm2 = MirrorMaker2(root / "mm2", hot.bootstrap, cold.bootstrap, topics=KRB_TOPICS, groups=".*", kdc=kdc,
-                           probe=(hot.probe_address, cold.probe_address)).start()
-        yield SecureKafka(hot, cold, mm2)
+        started = MirrorMaker2(root / "mm2", hot.bootstrap, cold.bootstrap, topics=KRB_TOPICS, groups="none",
+                               kdc=kdc, probe=(hot.probe_address, cold.probe_address))
+        mm2 = started
+        started.start()
+        yield SecureKafka(hot, cold, started)
     finally:
         for p in (mm2, cold, hot):
             if p is not None:
