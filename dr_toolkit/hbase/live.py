@@ -24,6 +24,13 @@ and ships through the replication sources its region servers run. So a "caught u
 
 Every read that fails raises :class:`~dr_toolkit.errors.UnreachableError` naming the URL; callers
 turn that into NO_GO ("cannot ask"), never into "nothing there".
+
+**Kerberos.** A secure HBase's info servers want SPNEGO (``hbase.security.authentication.ui=kerberos``).
+The pages are asked as the principal of the ZooKeeper session the servers were found through (its
+connection's ``sasl`` GSSAPI: :attr:`dr_toolkit.zk.client.ZkClient.kerberos`), else the
+environment's (``DRT_KERBEROS_PRINCIPAL`` + ``DRT_KERBEROS_KEYTAB``); SPNEGO names the server
+``HTTP/<host in its server name>``. A server asking for Kerberos when no principal is configured, or
+refusing the ticket, is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3) naming the URL.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -65,6 +72,8 @@ class LiveServer:
     name: str  # host,port,startcode
     host: str
     info_port: int | None  # None: the znode does not say (info server off)
+    #: the Kerberos ticket holder its pages are asked with (SPNEGO); None: plain HTTP
+    kerberos: Any = field(default=None, compare=False, repr=False)
 
     @property
     def url(self) -> str | None:
@@ -114,7 +123,7 @@ def live_region_servers(zk: ZkClient, parent: str, known: Mapping[str, LiveServe
             continue
         d = datas[n]
         port = _varint_field(d[0], 1) if d is not None else None  # RegionServerInfo.infoPort
-        out.append(LiveServer(n, n.split(",", 1)[0], _port(port)))
+        out.append(LiveServer(n, n.split(",", 1)[0], _port(port), http_kerberos(zk)))
     return out
 
 
@@ -144,14 +153,38 @@ def active_master(zk: ZkClient, parent: str) -> LiveServer:
     if not host:
         raise UnreachableError(f"cannot decode the active master's znode {path}",
                                where=f"zookeeper {zk.quorum}", hint="is this an HBase 2.x cluster?")
-    return LiveServer(f"{host},{port},{code}", host, _port(info))
+    return LiveServer(f"{host},{port},{code}", host, _port(info), http_kerberos(zk))
 
 
-def _get(url: str, timeout: float) -> bytes:
+def http_kerberos(zk: Any) -> Any:
+    """The ticket holder HBase's info servers are asked with: the ZooKeeper session's SASL principal,
+    else the environment's (``DRT_KERBEROS_PRINCIPAL``); None: plain HTTP."""
+    held = getattr(zk, "kerberos", None)
+    if held is not None:
+        return held
+    from dr_toolkit.kerberos import kerberos_wanted
+
+    return kerberos_wanted(False)
+
+
+def _get(url: str, timeout: float, kerberos: Any = None) -> bytes:
+    if kerberos is not None:
+        return _get_spnego(url, timeout, kerberos)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             data: bytes = r.read()
             return data
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401 and "negotiate" in (exc.headers.get("WWW-Authenticate") or "").lower():
+            from dr_toolkit.kerberos import KerberosError
+
+            raise KerberosError("the HBase info server asks for Kerberos (SPNEGO) and no principal is configured",
+                                where=url, hint="give the hot ZooKeeper endpoint's connection extra.sasl.mechanism "
+                                                "GSSAPI (its principal asks the info servers too), or set "
+                                                "DRT_KERBEROS_PRINCIPAL and DRT_KERBEROS_KEYTAB") from None
+        raise UnreachableError(f"cannot read {url}: HTTP {exc.code} {exc.reason}", where=url,
+                               hint="the HBase info servers (hbase.master.info.port, hbase.regionserver.info.port) "
+                                    "must be readable from the host running drt") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise UnreachableError(f"cannot read {url}: {reason}", where=url,
@@ -159,10 +192,33 @@ def _get(url: str, timeout: float) -> bytes:
                                     "must be reachable from the host running drt") from None
 
 
-def _parsed(url: str, timeout: float, parse: Callable[[str, str], T], what: str, hint: str) -> T:
+def _get_spnego(url: str, timeout: float, kerberos: Any) -> bytes:
+    """``url`` with SPNEGO as ``kerberos``'s principal (:func:`dr_toolkit.kerberos.http_get`)."""
+    import requests
+
+    from dr_toolkit.kerberos import KerberosError, http_get
+
+    try:
+        r = http_get(url, kerberos=kerberos, timeout_s=timeout)
+    except requests.RequestException as exc:
+        raise UnreachableError(f"cannot read {url}: {type(exc).__name__}", where=url,
+                               hint="the HBase info servers (hbase.master.info.port, hbase.regionserver.info.port) "
+                                    "must be reachable from the host running drt") from None
+    if r.status_code == 403:
+        raise KerberosError(f"{url} refuses {kerberos.who} (HTTP 403)", where=url,
+                            hint="the info server's admin users (hbase.security.authentication.spnego.admin.users) "
+                                 "must include this principal")
+    if r.status_code != 200:
+        raise UnreachableError(f"cannot read {url}: HTTP {r.status_code}", where=url,
+                               hint="the HBase info servers must answer the principal drt runs as")
+    return bytes(r.content)
+
+
+def _parsed(url: str, timeout: float, parse: Callable[[str, str], T], what: str, hint: str,
+            kerberos: Any = None) -> T:
     """A status page read and parsed; a page that is not what ``parse`` expects is no answer (one line,
     exit 3), never an empty result."""
-    html = _get(url, timeout).decode("utf-8", errors="replace")
+    html = _get(url, timeout, kerberos).decode("utf-8", errors="replace")
     try:
         return parse(html, url)
     except DecodeError as exc:
@@ -175,7 +231,7 @@ def jmx_bean(server: LiveServer, query: str, timeout: float = TIMEOUT_S) -> dict
         raise UnreachableError(f"region server {server.name} has no info server (info port not in its znode)",
                                where=server.name, hint="turn on hbase.regionserver.info.port: drt reads its /jmx")
     url = f"{server.url}/jmx?qry={urllib.parse.quote(query)}"
-    raw = _get(url, timeout)
+    raw = _get(url, timeout, server.kerberos)
     try:
         beans = json.loads(raw)["beans"]
     except (ValueError, KeyError, TypeError):
@@ -228,7 +284,7 @@ def replication_sources(server: LiveServer, timeout: float = TIMEOUT_S) -> dict[
                                                        "/rs-status and /jmx")
     return _parsed(f"{server.url}/rs-status", timeout, parse_rs_sources,
                    f"cannot read the replication sources region server {server.name} runs",
-                   "drt reads the Replication Status table of HBase 2.x's /rs-status")
+                   "drt reads the Replication Status table of HBase 2.x's /rs-status", server.kerberos)
 
 
 METRICS_PERIOD_KEY = "hbase.regionserver.metrics.period"
@@ -265,7 +321,7 @@ def server_conf(server: LiveServer, timeout: float = TIMEOUT_S) -> tuple[float, 
     url = f"{server.url}/conf?format=json"
     period, bulk = METRICS_PERIOD_DEFAULT_MS / 1000.0, False
     try:
-        for p in json.loads(_get(url, timeout))["properties"]:
+        for p in json.loads(_get(url, timeout, server.kerberos))["properties"]:
             if p.get("key") == METRICS_PERIOD_KEY:
                 period = float(p["value"]) / 1000.0
             elif p.get("key") == BULKLOAD_KEY:
@@ -291,7 +347,7 @@ def server_counters(server: LiveServer, timeout: float = TIMEOUT_S) -> ServerCou
             time.sleep(0.5)
         read_at = time.time()
         try:
-            beans = json.loads(_get(url, timeout))["beans"]
+            beans = json.loads(_get(url, timeout, server.kerberos))["beans"]
         except (ValueError, KeyError, TypeError):
             raise UnreachableError(f"{url} did not answer JMX JSON", where=url) from None
         mine = [b for b in beans if isinstance(b, dict) and b.get("tag.serverName") == server.name]
@@ -420,7 +476,7 @@ def running_peers(master: LiveServer, timeout: float = TIMEOUT_S) -> dict[str, L
                                                        "HBase runs from its /master-status")
     return _parsed(f"{master.url}/master-status", timeout, parse_master_peers,
                    "cannot read the peers the running master holds",
-                   "drt reads the Peers table of HBase 2.x's /master-status")
+                   "drt reads the Peers table of HBase 2.x's /master-status", master.kerberos)
 
 
 def same_peer(a: PeerConfig, b: PeerConfig) -> bool:

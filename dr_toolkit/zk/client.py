@@ -80,6 +80,16 @@ class ZkNoAuth(ConfigError):
     """The ZooKeeper credentials are missing or do not grant this operation."""
 
 
+class ZkReadRefused(UnreachableError, ZkNoAuth):
+    """ZooKeeper refused to let this client (its SASL principal, digest user, or an unauthenticated
+    session) read a znode: what is under it cannot be known — exit 3 naming the identity and the
+    znode, never "nothing there" (a secure HBase's ``<parent>/replication`` is readable only by the
+    principals its ACL names)."""
+
+
+READ_OPS = frozenset({"get", "exists", "get_children", "get_acls"})
+
+
 # --- retry policy -------------------------------------------------------------------------------
 
 # How a call is retried after a connection loss or timeout: the one :class:`Retry` value of the
@@ -141,8 +151,10 @@ def is_world_writable(acls: Sequence[Any]) -> bool:
 # --- the client -----------------------------------------------------------------------------------
 
 
-def _translate(exc: BaseException, op: str, path: str, quorum: str) -> BaseException | None:
-    """Map a kazoo error to ours; ``None`` means: retryable (connection loss, timeout)."""
+def _translate(exc: BaseException, op: str, path: str, quorum: str, who: str | None = None
+               ) -> BaseException | None:
+    """Map a kazoo error to ours; ``None`` means: retryable (connection loss, timeout). ``who``: the
+    client's identity (``Kerberos principal p@R``, ``digest user u``; None: unauthenticated)."""
     from kazoo import exceptions as ke
     from kazoo.handlers.threading import KazooTimeoutError
 
@@ -158,7 +170,19 @@ def _translate(exc: BaseException, op: str, path: str, quorum: str) -> BaseExcep
         return ZkNotEmpty(f"{op}: znode has children", where=where)
     if isinstance(exc, ke.BadVersionError):
         return ZkBadVersion(f"{op}: znode changed concurrently", where=where, hint="read it again and retry")
+    if isinstance(exc, ke.NoAuthError) and op in READ_OPS:
+        return ZkReadRefused(
+            f"{op} {path}: ZooKeeper refuses to let {who or 'an unauthenticated client'} read it (its ACL does "
+            "not grant this identity: what is under it cannot be known)", where=f"zookeeper {quorum}",
+            hint=("read it as a principal the znode's ACL names (HBase's znodes: one listed in hbase.superuser, "
+                  "or HBase's own service principal) — set DRT_KERBEROS_PRINCIPAL/DRT_KERBEROS_KEYTAB or the "
+                  "connection's login and extra.keytab" if who and who.startswith("Kerberos") else
+                  "authenticate: the connection's extra.sasl.mechanism GSSAPI with a principal "
+                  "(DRT_KERBEROS_PRINCIPAL/DRT_KERBEROS_KEYTAB), or its digest credentials"))
     if isinstance(exc, (ke.NoAuthError, ke.AuthFailedError)):
+        if who and who.startswith("Kerberos"):
+            return ZkNoAuth(f"{op}: not authorised for {who}", where=where,
+                            hint="the znode's ACL does not grant this principal write access")
         return ZkNoAuth(f"{op}: not authorised", where=where,
                         hint="check the digest credentials of the endpoint's conn_id")
     if isinstance(exc, ke.ConnectionClosedError):
@@ -208,7 +232,7 @@ class ZkTransaction:
 
         for (_name, args, _kw), res in zip(self.ops, results, strict=False):
             if isinstance(res, Exception) and not isinstance(res, RolledBackError):
-                err = _translate(res, "transaction", args[0], self._client.quorum)
+                err = _translate(res, "transaction", args[0], self._client.quorum, self._client.who)
                 raise err or res
         return results
 
@@ -217,12 +241,17 @@ class ZkClient:
     """A started KazooClient with call timeouts, retries, translated errors and default ACLs."""
 
     def __init__(self, kazoo: Any, endpoint: ZooKeeperEndpoint, *, retry: Retry, acl: list[Any] | None,
-                 read_only: bool) -> None:
+                 read_only: bool, kerberos: Any = None, who: str | None = None) -> None:
         self.kazoo = kazoo
         self.endpoint = endpoint
         self.retry = retry
         self.acl = acl
         self.read_only = read_only
+        #: the :class:`dr_toolkit.kerberos.Kerberos` holder of the SASL GSSAPI session (None: none);
+        #: HBase's info servers are asked with the same principal (SPNEGO)
+        self.kerberos = kerberos
+        #: who this session is to ZooKeeper (named when a znode's ACL refuses it); None: unauthenticated
+        self.who = who
 
     @property
     def quorum(self) -> str:
@@ -256,7 +285,7 @@ class ZkClient:
                     try:
                         return start().get(timeout=min(self.endpoint.call_timeout_s, remaining))
                     except Exception as exc:  # noqa: BLE001 - translated or retried below
-                        mapped = _translate(exc, op, path, self.quorum)
+                        mapped = _translate(exc, op, path, self.quorum, self.who)
                         if mapped is None:
                             lost = exc
                             log.debug("zookeeper %s %s %s: attempt %d failed: %r", self.quorum, op, path, n, exc)
@@ -313,7 +342,7 @@ class ZkClient:
                             out[i] = res.get(timeout=max(0.001, min(self.endpoint.call_timeout_s,
                                                                     retry.deadline_s - (retry.clock() - t0))))
                         except Exception as exc:  # noqa: BLE001 - translated or retried
-                            mapped = _translate(exc, op, paths[i], self.quorum)
+                            mapped = _translate(exc, op, paths[i], self.quorum, self.who)
                             if isinstance(mapped, ZkNoNode):
                                 out[i] = None
                             elif mapped is not None:
@@ -502,8 +531,10 @@ def connect(endpoint: ZooKeeperEndpoint, *, credentials: Credentials | None, ret
             f"cannot connect within {endpoint.connect_timeout_s:g}s ({type(exc).__name__})",
             where=f"zookeeper {endpoint.quorum}",
             hint="check that the quorum is up and reachable, or raise connect_timeout_s") from None
+    who = (kerberos.who if kerberos is not None else
+           (f"digest user {auth[0][1].partition(':')[0]}" if auth else None))
     return ZkClient(client, endpoint, retry=retry or ZK_RETRY, acl=default_acl(auth, sasl=kerberos is not None),
-                    read_only=read_only)
+                    read_only=read_only, kerberos=kerberos, who=who)
 
 
 @contextmanager
