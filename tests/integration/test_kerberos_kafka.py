@@ -23,7 +23,7 @@ import pytest
 from dr_toolkit.secrets import Credentials
 from drt_servers.kdc import Kdc
 from tests.support.fixtures_kafka import Rec, commit_after_consuming, committed, create_topic, produce, unique
-from tests.support.fixtures_kerberos import kerberos_env, without_kerberos_env
+from tests.support.fixtures_kerberos import MAX_LIFE_S, kerberos_env, without_kerberos_env
 from tests.support.fixtures_kerberos_kafka import CONN_ID, GSSAPI_EXTRA, SecureKafka, connection
 
 # stop-gap until tests/conftest.py loads the fixture module (the lead's request file has the lines)
@@ -117,6 +117,13 @@ def test_the_wire_client_authenticates_with_the_toolkits_ticket(kafka_secure: Se
         assert c.list_offsets_requests > 0
         ev, n = wire.log_evidence(c.bootstrap, c._conf, c.timeout_s, [(topic, 0), (topic, 1)])
         assert {tp: e[1:3] for tp, e in ev.items()} == {(topic, 0): (0, 0), (topic, 1): (0, 5)} and n >= 2
+        # past the ticket's life (the KDC caps it at MAX_LIFE_S): new librdkafka clients (one consumer
+        # per group) and new wire connections still authenticate — the toolkit renewed the ticket
+        time.sleep(MAX_LIFE_S + 1)
+        c.force_per_group = True
+        assert c.committed_many([group], {topic: 2}) == {group: {(topic, 0): 0, (topic, 1): 3}}
+        assert c.batched is False
+        assert wire.log_evidence(c.bootstrap, c._conf, c.timeout_s, [(topic, 1)])[0][(topic, 1)][1:3] == (0, 5)
 
 
 @pytest.mark.parametrize("case", ["missing keytab", "unknown principal", "ticket refused by the broker"])
