@@ -130,7 +130,7 @@ def test_the_wire_client_authenticates_with_the_toolkits_ticket(kafka_secure: Se
 def test_credential_problems_are_one_line_exit_3(kafka_secure: SecureKafka, kdc: Kdc, tmp_path: Path,
                                                  case: str) -> None:
     cfg = kafka_secure.topology(tmp_path / "drt.yaml", topics=["krb-none"], groups=["krb-none-g"],
-                                ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+                                ledger_url=f"sqlite:///{tmp_path}/ledger.db", timeout_s=4.0)
     conn = connection()
     if case == "missing keytab":
         env, named = kerberos_env(kdc, keytab=tmp_path / "gone.keytab"), "drt@DRT.TEST"

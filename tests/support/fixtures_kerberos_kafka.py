@@ -35,11 +35,12 @@ class SecureKafka:
     cold: KafkaBroker
     mm2: MirrorMaker2
 
-    def topology(self, path: Path, *, topics: list[str], groups: list[str], ledger_url: str) -> Path:
+    def topology(self, path: Path, *, topics: list[str], groups: list[str], ledger_url: str,
+                 timeout_s: float = 10.0) -> Path:
         """A topology for the pair (MM2's default policy: cold topics ``hot.<topic>``), both
         clusters' Kafka naming the connection :data:`CONN_ID` — and no credential."""
         write_topology(path, hot=self.hot.bootstrap, cold=self.cold.bootstrap, topics=topics, groups=groups,
-                       ledger_url=ledger_url, replication_policy="default", timeout_s=10.0)
+                       ledger_url=ledger_url, replication_policy="default", timeout_s=timeout_s)
         doc = yaml.safe_load(path.read_text())
         for side in ("hot", "cold"):
             doc["clusters"][side]["kafka"]["conn_id"] = CONN_ID
