@@ -107,6 +107,7 @@ class Kerberos:
         self._ends = 0.0
         self._starts = 0.0
         self._creds: Any = None
+        self._in_use: str | None = None  # the credential cache the current ticket is in
         if cfg.krb5_conf:
             if not Path(cfg.krb5_conf).is_file():
                 raise KerberosError(f"krb5.conf {cfg.krb5_conf} does not exist", where=self.who,
@@ -138,7 +139,7 @@ class Kerberos:
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
-            self._creds, self._ends = None, 0.0
+            self._creds, self._ends, self._in_use = None, 0.0, None
 
     # -- the ticket --------------------------------------------------------------------------------
     def credentials(self) -> Any:
@@ -149,6 +150,16 @@ class Kerberos:
             if self._creds is None or left < max(MIN_LEFT_S, (self._ends - self._starts) * REFRESH_FRACTION):
                 self._acquire()
             return self._creds
+
+    def ccache_in_use(self) -> str:
+        """The credential cache (``FILE:…``) holding the ticket :meth:`credentials` gives now — the
+        private cache with a keytab or after a renewal, else the ``kinit``'ed one read — for clients
+        in other processes that read a cache themselves (librdkafka's ``KRB5CCNAME``, a JVM's
+        ticket-cache login). A valid ticket is obtained first (KerberosError when none can be)."""
+        self.credentials()
+        with self._lock:
+            assert self._in_use is not None
+            return self._in_use
 
     def lifetime_left(self) -> float:
         return max(0.0, float(self._ends - self._clock()))
@@ -189,6 +200,7 @@ class Kerberos:
             raise self._error(exc) from None
         self._starts, self._ends = float(creds.times.starttime or self._clock()), float(creds.times.endtime)
         self._creds = self._gss_creds(self.ccache)
+        self._in_use = self.ccache
 
     def _from_ccache(self) -> None:
         """A ticket someone else obtained (``kinit``): read it; renew it into our own cache when it
@@ -224,11 +236,13 @@ class Kerberos:
                 krb5.cc_store_cred(ctx, own, renewed)
                 self._starts, self._ends = now, float(renewed.times.endtime)
                 self._creds = self._gss_creds(self.ccache)
+                self._in_use = self.ccache
                 return
             except krb5.Krb5Error:
                 pass  # not renewable: used until it ends, then the error above
         self._starts, self._ends = now, now + left
         self._creds = creds
+        self._in_use = src if ":" in src.split("/")[0] else f"FILE:{src}"
 
     def _gss_creds(self, ccache: str) -> Any:
         import gssapi

@@ -72,9 +72,12 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.javac import build_jar, cache_dir
+from dr_toolkit.kerberos import KerberosError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from dr_toolkit.kerberos import Kerberos
 
 ENV_CLASSPATH = "DRT_HADOOP_CLASSPATH"  # what `hadoop classpath` prints: the reader's Hadoop client jars
 ENV_SWITCH = "DRT_HDFS_EDITLOG"  # "off" (or 0/false/no): the quick path uses the snapshot diffs only
@@ -200,6 +203,8 @@ def namenode_state(namenodes: list[str], get: Callable[[str], Any], rpc_addresse
         except EditLogUnavailable as exc:
             errors.append(str(exc))
             continue
+        except KerberosError:
+            raise  # our ticket, not this NameNode: the next one would refuse it too
         except Exception as exc:  # noqa: BLE001 - this NameNode does not answer: try the next
             errors.append(f"{base}: {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
             continue
@@ -259,7 +264,11 @@ def _class_archive(java: str, cp: str) -> tuple[list[str], Path | None]:
     """The JVM's class-data archive of the reader (AppCDS, JDK 13+): its classes as the first run
     loaded them, mapped by later runs — about half the reader's start CPU (0.5 s instead of 1.0 s
     here). The first run writes it (to a temporary name, renamed when the run succeeded); a JVM that
-    cannot use it (another classpath, another JDK) ignores it."""
+    cannot use it (another classpath, another JDK) ignores it. Not with a directory on the classpath
+    (the Hadoop configuration directory `hadoop classpath` lists on an edge node): the JVM refuses to
+    dump an archive then ("Cannot have non-empty directory in paths") and exits 1 after the read."""
+    if any(os.path.isdir(p) for p in cp.split(os.pathsep)):
+        return [], None
     h = hashlib.sha256(f"{java}|{cp}".encode()).hexdigest()[:12]
     archive = cache_dir() / f"drt-hdfs-edits-{h}.jsa"
     if archive.is_file():
@@ -298,11 +307,33 @@ def access_time_only(e: dict[str, Any]) -> bool:
     return e.get("e") == "METADATA" and e.get("meta") == "TIMES" and int(e.get("mtime", 0)) < 0
 
 
+def _kerberos_args(kerberos: Kerberos) -> list[str]:
+    """The reader's Kerberos login (see java/HdfsEdits.java): the principal with its keytab (the JVM
+    logs in from it itself, and again when a connection needs a new ticket), else the ticket cache
+    the library reads (a ``kinit``'ed one, checked here first: an expired ticket is one line now).
+    The JVM does not read ``KRB5_CONFIG``: it gets the realm's krb5.conf as a system property."""
+    cfg = kerberos.cfg
+    cache = kerberos.ccache_in_use()  # a missing keytab, an unknown principal, an expired cache: KerberosError now
+    args = [f"-Ddrt.kerberos.principal={cfg.principal or ''}"]
+    if cfg.keytab:
+        args.append(f"-Ddrt.kerberos.keytab={Path(cfg.keytab).resolve()}")
+    else:
+        args.append(f"-Ddrt.kerberos.ccache={cache.removeprefix('FILE:')}")
+    conf = cfg.krb5_conf or os.environ.get("KRB5_CONFIG")
+    if conf:
+        args.append(f"-Djava.security.krb5.conf={conf}")
+    return args
+
+
 def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str | None,
-               max_events: int = MAX_EVENTS, max_seconds: float = MAX_SECONDS) -> Edits:
+               max_events: int = MAX_EVENTS, max_seconds: float = MAX_SECONDS,
+               kerberos: Kerberos | None = None) -> Edits:
     """The events after txid ``after`` up to at least ``state.txid`` that touch ``roots`` (see
     the module doc). Raises :class:`EditLogUnavailable` with the reason when they cannot be read
-    or are more than ``max_events``."""
+    or are more than ``max_events``. ``kerberos`` (the side's WebHDFS ticket holder): the reader
+    logs in as that principal — which must be the HDFS superuser (the NameNode's own user, or a
+    member of ``dfs.permissions.superusergroup``) — and a failed login is a
+    :class:`~dr_toolkit.kerberos.KerberosError` (exit 3), never "no change"."""
     if not enabled():
         raise EditLogUnavailable(f"the edit log evidence is switched off (${ENV_SWITCH})", "off")
     jars = hadoop_jars()
@@ -313,10 +344,10 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
     java, cp = _java(), os.pathsep.join([jar, *jars])
     cds, dump = _class_archive(java, cp)
     argv = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
-            "-Xlog:disable", *cds, "-cp", cp, READER_CLASS, state.rpc, str(after), str(state.txid),
-            str(max_events), str(max_seconds), *roots]
+            "-Xlog:disable", *cds, *(_kerberos_args(kerberos) if kerberos is not None else []), "-cp", cp,
+            READER_CLASS, state.rpc, str(after), str(state.txid), str(max_events), str(max_seconds), *roots]
     env = {**os.environ}
-    if user:
+    if user and kerberos is None:  # with Kerberos the NameNode takes the user from the ticket
         env["HADOOP_USER_NAME"] = user
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=JVM_TIMEOUT_S + max_seconds, env=env,
@@ -338,13 +369,20 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
         if not isinstance(d, dict):
             continue
         if "error" in d:
+            if d.get("kind") == "kerberos" and kerberos is not None:
+                raise KerberosError(f"the edit log reader could not authenticate to {state.rpc}: {d['error']}",
+                                    where=kerberos.who,
+                                    hint="check the principal's keytab (or kinit) and the cluster's Hadoop "
+                                         f"configuration (dfs.namenode.kerberos.principal) on ${ENV_CLASSPATH}")
             raise EditLogUnavailable(f"the NameNode's edit log could not be read: {d['error']}", str(d.get("kind")))
         if "done" in d:
             done = d
         elif "e" in d:
             out.touched.append(d)
     if p.returncode != 0 or done is None:
-        tail = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1][:300]
+        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith("log4j:")]
+        tail = (next((ln for ln in reversed(lines) if "Exception" in ln or "Error" in ln), None)
+                or (lines or [f"exit {p.returncode}"])[-1])[:300]
         raise EditLogUnavailable(f"the edit log reader failed: {tail}")
     if done.get("over"):
         raise EditLogUnavailable(f"more than {max_events} events under the policy's root since the proof (txid "

@@ -64,6 +64,7 @@ from dr_toolkit.errors import LedgerUnreachable
 from dr_toolkit.errors import why as _why
 from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.kerberos import KerberosError
 from dr_toolkit.signal import Signal, iso
 
 if TYPE_CHECKING:
@@ -387,6 +388,8 @@ def _by_editlog(fs: FileSystem, loc: Location, rec_d: Any, calls: Calls
         return "unknown", f"the edit log evidence is switched off (${editlog.ENV_SWITCH})", [], None
     try:
         now = nn_state(fs, loc, calls)
+    except KerberosError:
+        raise  # no valid ticket: one line naming the principal (exit 3), never a path that may say "no change"
     except Exception as exc:  # noqa: BLE001 - the diff path answers instead
         return "unknown", f"the NameNode's transaction id could not be read: {_why(exc)}", [], None
     if (other := editlog.not_same(rec, now)) is not None:
@@ -400,9 +403,11 @@ def _by_editlog(fs: FileSystem, loc: Location, rec_d: Any, calls: Calls
     user = loc.cluster_config.hdfs.user if loc.cluster_config is not None and loc.cluster_config.hdfs else None
     try:
         calls.did("getEditsFromTxid")
-        edits = editlog.read_edits(now, rec.txid, [loc.path], user=user)
+        edits = editlog.read_edits(now, rec.txid, [loc.path], user=user, kerberos=getattr(fs, "kerberos", None))
     except EditLogUnavailable as exc:
         return "unknown", str(exc), [], None
+    except KerberosError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the diff path answers instead
         return "unknown", f"the edit log reader failed: {_why(exc)}", [], None
     ch = edits.changes()
@@ -424,6 +429,8 @@ def _cold_side(tgt: Location, access: Access, cold: dict[str, Any], calls: Calls
         if how == "events":
             return (f"cold changed since the proof: {text} (e.g. {editlog.describe(changes[0])})"), "", "editlog"
         why, basis = _cold_unchanged(fs, tgt.path, cold, calls)
+        if why:  # the operator learns why the slower path answered (a principal not the superuser...)
+            why += f" (the edit log not used: {text})"
         return why, basis + f" (the edit log not used: {text})", str(cold.get("kind"))
     finally:
         fs.close()
@@ -508,8 +515,8 @@ def quick_signal(topology: Topology, ledger: Ledger, access: Access, now: float,
         calls.update(hot_calls)
         if why is not None:
             return None, why
-    except LedgerUnreachable:
-        raise
+    except (LedgerUnreachable, KerberosError):
+        raise  # no valid ticket: one line naming the principal (exit 3), not a slower path
     except Exception as exc:  # noqa: BLE001 - any failure: nothing proven quickly
         return None, f"the quick check failed: {_why(exc)}"
     safe = float(mrow["source_time"])

@@ -36,6 +36,7 @@ from dr_toolkit.errors import ConfigError, DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
 from dr_toolkit.fs import open_fs
 from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.kerberos import KerberosError
 from dr_toolkit.signal import Signal, iso, unreadable
 
 if TYPE_CHECKING:
@@ -193,8 +194,8 @@ def _target_signal(topology: Topology, ledger: Ledger, access: Access, now: floa
         done = next((x for x in runs if _is_completed(x)), None)
         r = probe(topology, policy.name, target, ledger, access)
     except DrtError as exc:
-        if isinstance(exc, LedgerUnreachable):
-            raise
+        if isinstance(exc, (LedgerUnreachable, KerberosError)):
+            raise  # no ledger, or no valid ticket (one line naming the principal, exit 3): nothing to judge
         return unreadable("hdfs", name, _why(exc))
     except Exception as exc:  # noqa: BLE001 - any failure is a NO_GO with its reason
         return unreadable("hdfs", name, _why(exc))

@@ -73,6 +73,7 @@ def test_spark_executors_copy_with_delegation_tokens_only(hdfs_secure: HdfsClust
                                                           kdc: Kdc, tmp_path: Path) -> None:
     hot, cold = hdfs_secure, hdfs_secure_cold
     files = seed(hot, "/ks/src")
+    cold.client().makedirs("/ks", permission="777")  # cold has permissions on: its root is the superuser's
     conf, events = spark_conf_dir(tmp_path)
     env = {**kerberos_env(kdc), **spark_env(), "SPARK_CONF_DIR": str(conf)}
     before = (token_ops(hot), token_ops(cold))

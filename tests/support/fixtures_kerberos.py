@@ -47,9 +47,11 @@ def hdfs_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 @pytest.fixture(scope="session")
 def hdfs_secure_cold(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsCluster]:
     """A second kerberized HDFS in the same realm (another NameNode: its own delegation-token keys),
-    for copies and the gate between two secure clusters; configured as :func:`hdfs_secure`."""
+    for copies and the gate between two secure clusters; configured as :func:`hdfs_secure`, with
+    permissions on as in production (``/`` is the superuser's, ``hdfs/localhost``: a test gives its
+    user a directory first; the edit log is served to the superuser only)."""
     h = HdfsCluster("hdfs-secure-cold", tmp_path_factory.mktemp("hdfs-secure-cold"), kdc=kdc, spnego_ui=True,
-                    auth_token_validity_s=COOKIE_S).start()
+                    auth_token_validity_s=COOKIE_S, conf={"dfs.permissions.enabled": "true"}).start()
     try:
         yield h
     finally:

@@ -3,6 +3,7 @@ package org.drtoolkit.copy;
 import java.io.PrintStream;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.security.PrivilegedExceptionAction;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -14,6 +15,7 @@ import org.apache.hadoop.hdfs.inotify.Event;
 import org.apache.hadoop.hdfs.inotify.EventBatch;
 import org.apache.hadoop.hdfs.inotify.EventBatchList;
 import org.apache.hadoop.hdfs.protocol.ClientProtocol;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * dr-toolkit's reader of a NameNode's edit log as HDFS inotify events, for the gate's quick path
@@ -36,6 +38,14 @@ import org.apache.hadoop.hdfs.protocol.ClientProtocol;
  * whether MAX_EVENTS was passed. A failure prints one
  * {@code {"error": ..., "kind": ...}} line (kind: superuser, missing, standby, bound, other) and
  * exits 2. Needs the HDFS superuser (the NameNode checks it when permissions are on).
+ *
+ * <p>Kerberos: with the system property {@code drt.kerberos.principal} (or only a ticket cache) the reader
+ * logs in as that principal — from the keytab {@code drt.kerberos.keytab} ({@code UserGroupInformation.loginUserFromKeytab},
+ * which also logs in again from it when a connection needs a new ticket), else from the ticket cache
+ * {@code drt.kerberos.ccache} — with {@code hadoop.security.authentication=kerberos}, and calls the
+ * NameNode as it. The NameNode's own principal comes from the Hadoop configuration on the classpath
+ * ({@code dfs.namenode.kerberos.principal}, what an edge node's hdfs-site.xml has). A failed login or
+ * SASL handshake prints kind {@code kerberos}.
  */
 public final class HdfsEdits {
   private HdfsEdits() {
@@ -176,6 +186,41 @@ public final class HdfsEdits {
     Configuration conf = new HdfsConfiguration();
     conf.setInt("ipc.client.connect.max.retries", 2);
     conf.setInt("ipc.client.connect.max.retries.on.timeouts", 2);
+    String principal = System.getProperty("drt.kerberos.principal", "");
+    String keytab = System.getProperty("drt.kerberos.keytab", "");
+    String ccache = System.getProperty("drt.kerberos.ccache", "");
+    if (principal.isEmpty() && ccache.isEmpty()) {
+      read(out, conf, nn, after, to, maxEvents, deadline, roots, args[4]);
+      return;
+    }
+    conf.set("hadoop.security.authentication", "kerberos");
+    if (conf.get("dfs.namenode.kerberos.principal", "").isEmpty()) {
+      fail(out, "kerberos", "the NameNode's Kerberos principal is not configured (dfs.namenode.kerberos.principal: "
+          + "put the cluster's Hadoop configuration directory on $DRT_HADOOP_CLASSPATH)");
+    }
+    UserGroupInformation ugi;
+    try {
+      UserGroupInformation.setConfiguration(conf);
+      if (!keytab.isEmpty()) {
+        UserGroupInformation.loginUserFromKeytab(principal, keytab);
+        ugi = UserGroupInformation.getLoginUser();
+      } else {
+        ugi = UserGroupInformation.getUGIFromTicketCache(ccache, principal.isEmpty() ? null : principal);
+      }
+    } catch (java.io.IOException | RuntimeException e) {
+      fail(out, "kerberos", "Kerberos login as " + (principal.isEmpty() ? "the ticket cache's principal" : principal)
+          + " failed: " + e.getClass().getSimpleName() + ": "
+          + firstLine(e.getMessage()));
+      return;
+    }
+    ugi.doAs((PrivilegedExceptionAction<Void>) () -> {
+      read(out, conf, nn, after, to, maxEvents, deadline, roots, args[4]);
+      return null;
+    });
+  }
+
+  static void read(PrintStream out, Configuration conf, String nn, long after, long to, long maxEvents,
+                   long deadline, List<String> roots, String seconds) throws Exception {
     long read = 0, touched = 0, atimeOnly = 0, last = after;
     boolean over = false;
     try (FileSystem fs = FileSystem.newInstance(new URI("hdfs://" + nn), conf)) {
@@ -184,7 +229,7 @@ public final class HdfsEdits {
       while (last < to) {
         if (System.nanoTime() > deadline) {
           fail(out, "bound", "the edits after txid " + last + " up to " + to + " were not read within "
-              + args[4] + " s");
+              + seconds + " s");
         }
         EventBatchList el = namenode.getEditsFromTxid(last + 1);
         if (el.getLastTxid() == -1) {
@@ -235,7 +280,10 @@ public final class HdfsEdits {
       fail(out, kind, (kind.equals("superuser") ? "reading the edit log needs the HDFS superuser: " : "")
           + cls.substring(cls.lastIndexOf('.') + 1) + ": " + firstLine(e.getMessage()));
     } catch (java.io.IOException e) {
-      fail(out, "other", e.getClass().getSimpleName() + ": " + firstLine(e.getMessage()));
+      String text = e.getClass().getSimpleName() + ": " + firstLine(e.getMessage());
+      boolean sasl = text.contains("GSS initiate failed") || text.contains("Client cannot authenticate via")
+          || text.contains("SaslException") || text.contains("Failed to find any Kerberos tgt");
+      fail(out, sasl ? "kerberos" : "other", text);
     }
     out.println("{\"done\": true, \"read_to\": " + last + ", \"events\": " + read + ", \"touched\": " + touched
         + ", \"atime_only\": " + atimeOnly + ", \"over\": " + over + "}");
