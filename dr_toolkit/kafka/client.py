@@ -61,6 +61,13 @@ class _SaslRefusedFilter(logging.Filter):
         return "SASL authentication error" not in record.getMessage() or logging.getLogger().level <= logging.INFO
 
 
+def _cache_in_use(holder: Any) -> str | None:
+    """The credential cache holding ``holder``'s current ticket (``Kerberos.ccache_in_use`` where
+    dr_toolkit.kerberos has it: a kinit'ed cache renewed into the private one is followed)."""
+    in_use = getattr(holder, "ccache_in_use", None)
+    return str(in_use()) if callable(in_use) else None
+
+
 def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
     """librdkafka's GSSAPI settings on ``conf`` from the connection or the environment (see the
     module doc); the ticket obtained now."""
@@ -87,10 +94,9 @@ def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
     conf["sasl.kerberos.min.time.before.relogin"] = 0  # no kinit by librdkafka: the toolkit keeps the ticket
     if cfg.keytab:
         conf["sasl.kerberos.keytab"] = cfg.keytab
-        cache = holder.ccache
     else:
         conf.pop("sasl.kerberos.keytab", None)
-        cache = cfg.ccache or os.environ.get("KRB5CCNAME", "")
+    cache = _cache_in_use(holder) or (holder.ccache if cfg.keytab else cfg.ccache or os.environ.get("KRB5CCNAME", ""))
     principal = holder.principal or "(from the ticket cache)"
     conf["sasl.kerberos.principal"] = principal
     if _KRB5CCNAME_OWNER and _KRB5CCNAME_OWNER[0] != principal:
@@ -257,7 +263,13 @@ class KafkaCluster:
         if gssapi_wanted(self._conf):
             from dr_toolkit.kafka import wire
 
-            wire.kerberos_of(self._conf).credentials()
+            holder = wire.kerberos_of(self._conf)
+            holder.credentials()
+            cache = _cache_in_use(holder)
+            if cache and [holder.principal or "(from the ticket cache)"] == _KRB5CCNAME_OWNER:
+                import os
+
+                os.environ["KRB5CCNAME"] = cache  # where librdkafka's next handshake reads the ticket
 
     @property
     def admin(self) -> Any:
