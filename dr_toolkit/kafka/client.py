@@ -61,13 +61,6 @@ class _SaslRefusedFilter(logging.Filter):
         return "SASL authentication error" not in record.getMessage() or logging.getLogger().level <= logging.INFO
 
 
-def _cache_in_use(holder: Any) -> str | None:
-    """The credential cache holding ``holder``'s current ticket (``Kerberos.ccache_in_use`` where
-    dr_toolkit.kerberos has it: a kinit'ed cache renewed into the private one is followed)."""
-    in_use = getattr(holder, "ccache_in_use", None)
-    return str(in_use()) if callable(in_use) else None
-
-
 def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
     """librdkafka's GSSAPI settings on ``conf`` from the connection or the environment (see the
     module doc); the ticket obtained now."""
@@ -96,7 +89,7 @@ def _kerberize(conf: dict[str, Any], credentials: Credentials | None) -> None:
         conf["sasl.kerberos.keytab"] = cfg.keytab
     else:
         conf.pop("sasl.kerberos.keytab", None)
-    cache = _cache_in_use(holder) or (holder.ccache if cfg.keytab else cfg.ccache or os.environ.get("KRB5CCNAME", ""))
+    cache = holder.ccache_in_use()  # the private cache, or the kinit'ed one read (followed when renewed)
     principal = holder.principal or "(from the ticket cache)"
     conf["sasl.kerberos.principal"] = principal
     if _KRB5CCNAME_OWNER and _KRB5CCNAME_OWNER[0] != principal:
@@ -265,7 +258,7 @@ class KafkaCluster:
 
             holder = wire.kerberos_of(self._conf)
             holder.credentials()
-            cache = _cache_in_use(holder)
+            cache = holder.ccache_in_use()
             if cache and [holder.principal or "(from the ticket cache)"] == _KRB5CCNAME_OWNER:
                 import os
 
