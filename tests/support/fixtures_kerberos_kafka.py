@@ -1,4 +1,4 @@
-"""Session fixtures for Kafka with Kerberos: a kerberized hot and cold broker (SASL_PLAINTEXT with
+"""Fixtures for Kafka with Kerberos: a kerberized hot and cold broker (SASL_PLAINTEXT with
 GSSAPI, logging in as ``kafka/localhost``) and MirrorMaker 2 between them speaking GSSAPI to both,
 on the shared ``kdc`` of :mod:`tests.support.fixtures_kerberos` (drt_servers/kafka.py's ``kdc=``).
 
@@ -53,9 +53,10 @@ def connection(**extra: str) -> str:
     return json.dumps({"conn_type": "kafka", "extra": {**GSSAPI_EXTRA, **extra}})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kafka_secure(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
-    """Kerberized hot + cold brokers (started side by side) and MirrorMaker 2 for ``krb-*``."""
+    """Kerberized hot + cold brokers (started side by side) and MirrorMaker 2 for ``krb-*``: one
+    module's (three JVMs that the other Kerberos modules of the worker need not carry)."""
     root = tmp_path_factory.mktemp("kafka-secure")
     hot = KafkaBroker(root / "hot", "hot", kdc=kdc)
     cold = KafkaBroker(root / "cold", "cold", kdc=kdc)
