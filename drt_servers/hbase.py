@@ -347,13 +347,27 @@ class HBaseCluster:
         ``hbase <CLASS>`` are bin/hbase's on this launcher's jars; its ``shell -n FILE`` makes the
         peer and scope commands dr-toolkit generates through HBase's Admin API on the control
         channel (no JRuby shell is served by Maven at this release: see the script's text). Shared
-        by the tests (tests/support/fixtures_hbase.py) and ``drt demo``."""
+        by the tests (tests/support/fixtures_hbase.py) and ``drt demo``.
+
+        On a secure cluster (``kdc``) ``shell -n FILE`` is a real HBase client instead
+        (``DrtAdminShell``): it logs in from the Kerberos ticket cache of its environment
+        (``KRB5CCNAME``; ``krb5.conf`` from ``KRB5_CONFIG``) as ``hbase shell`` does, and makes each
+        command an Admin RPC over SASL/GSSAPI — without a ticket it fails (exit 1)."""
         import sys
 
+        secure = None
+        if self.kdc is not None:
+            props = self.workdir / "conf" / "client.properties"
+            svc = self.kdc.principal(SERVICE_PRINCIPAL)
+            props.write_text("hbase.security.authentication=kerberos\nhadoop.security.authentication=kerberos\n"
+                             f"hbase.master.kerberos.principal={svc}\nhbase.regionserver.kerberos.principal={svc}\n")
+            secure = [self.host, str(self.info["zk_port"]), self.znode_parent, str(props),
+                      str(self.kdc.krb5_conf), str(self.workdir / "conf" / "log4j2.properties"),
+                      maven.java_classes("hbase")]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(HBASE_COMMAND.format(python=sys.executable, name=self.name, cp=maven.classpath("hbase"),
                                              mapredcp=mapredcp(), java=maven.java(), flags=list(JAVA17_FLAGS),
-                                             control=self.control_port))
+                                             control=self.control_port, secure=secure))
         path.chmod(0o755)
         return path
 
@@ -497,6 +511,7 @@ MAPREDCP = {mapredcp!r}
 JAVA = {java!r}
 FLAGS = {flags!r}
 CONTROL = {control}
+SECURE = {secure!r}  # a kerberized cluster: [zk host, zk port, parent, client props, krb5.conf, log4j2, classes]
 
 
 def control(*words):
@@ -518,7 +533,17 @@ def quoted(text):
     return re.findall(r"'((?:[^'\\\\]|\\\\.)*)'", text)
 
 
+def secure_shell(path):
+    host, port, parent, props, krb5, log4j, classes = SECURE
+    krb5 = os.environ.get("KRB5_CONFIG") or krb5
+    os.execv(JAVA, [JAVA, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+                    "-Djava.security.krb5.conf=" + krb5, "-Dlog4j2.configurationFile=" + log4j, *FLAGS,
+                    "-cp", classes + ":" + CP, "DrtAdminShell", host, port, parent, props, path])
+
+
 def shell(path):
+    if SECURE:
+        secure_shell(path)
     for raw in open(path).read().splitlines():
         line = raw.strip()
         if not line or line.startswith("#") or line == "exit":

@@ -324,7 +324,7 @@ def _converge(zk: ZkClient, peer_id: str, action: str, cluster: PeerCluster, dry
         return result
     if via_shell:
         assert shell is not None and result.script is not None
-        run_shell(shell, result.script)
+        run_shell(shell, result.script, kerberos=getattr(zk, "kerberos", None))
         result.after = read_peer(zk, peer_id, znode_parent)
         _audit(ledger, zk, result, "ok")
         return result

@@ -164,16 +164,36 @@ def enable_script(scopes: list[TableScope] | list[str], *, method: str = "enable
 # --- running -------------------------------------------------------------------------------------
 
 
+def shell_env(kerberos: Any = None) -> dict[str, str]:
+    """The environment of an ``hbase`` command: on a kerberized cluster (``kerberos``, a
+    :class:`dr_toolkit.kerberos.Kerberos` holder — else the environment's ``DRT_KERBEROS_PRINCIPAL``)
+    a valid ticket is obtained first (a missing keytab or unknown principal: KerberosError, exit 3)
+    and ``KRB5CCNAME`` names the toolkit's private ticket cache, which ``hbase shell`` (Hadoop's
+    UserGroupInformation) logs in from. A ticket someone obtained with ``kinit`` is passed as it is."""
+    if kerberos is None:
+        from dr_toolkit.kerberos import kerberos_wanted
+
+        kerberos = kerberos_wanted(False)
+    if kerberos is None:
+        return {}
+    kerberos.credentials()
+    if not kerberos.cfg.keytab:
+        return {}
+    return {"KRB5CCNAME": kerberos.ccache}
+
+
 def run_shell(hbase_shell: str, script: str, *, timeout_s: float = 600.0, env: dict[str, str] | None = None,
-              check: bool = True) -> ShellResult:
-    """Run ``hbase shell -n FILE`` (non-interactive: stops at the first error, stdin closed)."""
+              check: bool = True, kerberos: Any = None) -> ShellResult:
+    """Run ``hbase shell -n FILE`` (non-interactive: stops at the first error, stdin closed); with
+    Kerberos, on the toolkit's ticket (:func:`shell_env`)."""
+    child = {**os.environ, **shell_env(kerberos), **(env or {})}
     with tempfile.NamedTemporaryFile("w", suffix=".rb", prefix="drt-hbase-", delete=False) as f:
         f.write(script)
         path = f.name
     cmd = [hbase_shell, "shell", "-n", path]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                           env={**os.environ, **(env or {})})
+                           env=child)
     except FileNotFoundError:
         raise ConfigError(f"hbase command not found: {hbase_shell}",
                           hint="set clusters.<name>.hbase_shell in the topology to the `hbase` executable") from None

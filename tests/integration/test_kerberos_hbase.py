@@ -141,3 +141,26 @@ def test_a_client_the_replication_acl_does_not_name_gets_exit_3_never_drained(
     sig = hbase_signal(out)
     assert not sig["caught_up"] and named in sig["reason"] and "/replication" in sig["reason"], sig
 
+
+def test_peers_disable_and_enable_through_a_kerberized_hbase_client(
+        hbase_secure_pair: tuple[Any, Any], secure_hbase_hot: Any, hbase_kdc: Kdc, tmp_path: Path) -> None:
+    """`drt hbase peers disable|enable` on HBase 2.x run `hbase shell -n FILE`; on the secure cluster the
+    `hbase` command is a real HBase client (drt_servers DrtAdminShell) that logs in from the ticket cache
+    its environment names, as `hbase shell` does: the toolkit obtains the ticket from the keytab and
+    hands its private cache over (KRB5CCNAME). The peer changes in the running HBase (Admin API)."""
+    from tests.support.fixtures_failover import write_topology
+    from tests.support.fixtures_hbase import hbase_command
+
+    hot, cold = hbase_secure_pair
+    kdc = hbase_kdc
+    shell = hbase_command(hot, tmp_path / "bin" / "hbase")
+    cfg = write_topology(tmp_path, zk=None, hbase=[{"name": "hb", "peer_id": "1", "tables": ["default:orders"]}],
+                         hbase_clusters=(hot, cold), zk_conn_id=_fixtures.ZK_CONN_ID,
+                         hot_extra={"hbase_shell": str(shell)})
+    r = run(cfg, kdc, "--json", "hbase", "peers", "disable", "1")
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
+    assert not hot.list_peers()["1"]["enabled"]
+    r = run(cfg, kdc, "--json", "hbase", "peers", "enable", "1")
+    assert r.returncode == 0, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
+    assert hot.list_peers()["1"]["enabled"]
+
