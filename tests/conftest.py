@@ -27,7 +27,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Shared fixtures, plus one fixture module per capability (each owned by that capability).
 _FIXTURE_MODULES = ["fixtures", "fixtures_hdfs", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
-                    "fixtures_failover", "fixtures_kerberos"]
+                    "fixtures_failover", "fixtures_kerberos", "fixtures_kerberos_kafka"]
 pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES]
 
 
@@ -83,7 +83,8 @@ _SERVER_GROUPS = [  # (a fixture the module's tests use, its group), the first m
     ("hbase_clusters", "hbase"), ("spark_cluster", "spark-cluster"),
     ("mm2_session", "kafka"), ("kafka_hot", "kafka"), ("kafka_cold", "kafka"),
     ("hdfs_hot", "hdfs"), ("hdfs_cold", "hdfs"),
-    ("hdfs_secure", "kerberos"), ("zk_secure", "kerberos"), ("kdc", "kerberos"),
+    ("hdfs_secure", "kerberos"), ("hdfs_secure_cold", "kerberos"), ("zk_secure", "kerberos"),
+    ("kafka_secure", "kerberos"), ("kdc", "kerberos"),
     ("spark", "spark"), ("api_server", "airflow"), ("airflow_home", "airflow"),
 ]
 _GROUP_ORDER = ["hbase", "hdfs", "kafka", "spark", "spark-cluster", "kerberos", "airflow"]  # the longest first

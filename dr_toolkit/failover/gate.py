@@ -21,7 +21,8 @@ set by producers) are converted by their reader with the declared producer-skew 
 basis says so.
 
 A signal that cannot be read is a NO_GO. The fencing state that cannot be read is a NO_GO.
-Only an unreachable ledger raises (exit 3): without it there is nothing to decide from.
+Only an unreachable ledger or a missing/expired Kerberos ticket raises (exit 3): without them there is
+nothing to decide from.
 
 **Recorded checks.** ``check(..., record="cli")`` also writes the check to the ledger's
 ``gate_checks`` table (verdict, recovery point, RPO = ``checked_at - recovery_point``, each

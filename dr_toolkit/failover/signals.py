@@ -22,6 +22,7 @@ from dr_toolkit.errors import DrtError, LedgerUnreachable
 from dr_toolkit.errors import why as _why
 from dr_toolkit.hbase.signals import hbase_signals
 from dr_toolkit.kafka.signals import kafka_signals
+from dr_toolkit.kerberos import KerberosError
 from dr_toolkit.signal import COMPONENTS, Signal, SignalReader, unreadable
 from dr_toolkit.verify.signals import verify_signals
 
@@ -109,8 +110,8 @@ def read_signals(topology: Topology, ledger: Ledger, access: Access, *,
         except cf.TimeoutError:
             out.extend(failed(c, f"{c} did not answer within {timeout_s:g}s"))
         except DrtError as exc:
-            if isinstance(exc, LedgerUnreachable):
-                raise  # the ledger itself is unreachable: the caller exits 3
+            if isinstance(exc, (LedgerUnreachable, KerberosError)):
+                raise  # the ledger is unreachable, or no valid ticket (one line naming the principal): exit 3
             out.extend(failed(c, exc.message))
         except Exception as exc:
             log.debug("signal reader %s failed", c, exc_info=True)

@@ -26,9 +26,6 @@ from tests.support.fixtures_kafka import Rec, commit_after_consuming, committed,
 from tests.support.fixtures_kerberos import MAX_LIFE_S, kerberos_env, without_kerberos_env
 from tests.support.fixtures_kerberos_kafka import CONN_ID, GSSAPI_EXTRA, SecureKafka, connection
 
-# stop-gap until tests/conftest.py loads the fixture module (the lead's request file has the lines)
-from tests.support.fixtures_kerberos_kafka import kafka_secure as kafka_secure
-
 pytestmark = [pytest.mark.integration]
 T0 = 1_700_000_000_000
 ENV_CONN = "AIRFLOW_CONN_" + CONN_ID.upper()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from dr_toolkit.failover.gate import GO, NO_GO, decide, recovery_point
 from dr_toolkit.signal import Signal, unreadable
 from dr_toolkit.topology import parse_topology
@@ -153,3 +155,30 @@ failover: {max_lag_s: 60}
     got = fs.read_signals(topo, None, None, components=("kafka",), now=NOW)  # type: ignore[arg-type]
     assert got and all(not s.caught_up and s.basis == "unreadable" for s in got)
     assert decide(topo, [sig("hdfs", "p:t", safe=NOW - 1), *got], fenced_at=None, now=NOW).verdict == NO_GO
+
+
+def test_a_reader_without_a_valid_ticket_stops_the_check_naming_the_principal(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A missing or expired Kerberos ticket is not a state of the replication: the check stops with
+    the KerberosError (one line naming the principal, exit 3) instead of recording a NO_GO that reads
+    as lag; any other failure stays a NO_GO signal."""
+    from dr_toolkit.errors import EXIT_UNREACHABLE
+    from dr_toolkit.failover import signals as fs
+    from dr_toolkit.kerberos import KerberosError
+
+    topo = parse_topology("""
+clusters:
+  a: {role: hot, local_root: /tmp/a, kafka: {bootstrap_servers: "127.0.0.1:1"}}
+  b: {role: cold, local_root: /tmp/b, kafka: {bootstrap_servers: "127.0.0.1:2"}}
+policies:
+  kafka:
+    - {name: orders, topics: [orders], groups: [billing]}
+failover: {max_lag_s: 60}
+""")
+
+    def no_ticket(*_a: object) -> list[Signal]:
+        raise KerberosError("no valid ticket for drt@DRT.TEST", where="kafka a", hint="check the keytab")
+
+    monkeypatch.setitem(fs.READERS, "kafka", no_ticket)
+    with pytest.raises(KerberosError) as err:
+        fs.read_signals(topo, None, None, components=("kafka",), now=NOW)  # type: ignore[arg-type]
+    assert err.value.exit_code == EXIT_UNREACHABLE and "drt@DRT.TEST" in str(err.value)
