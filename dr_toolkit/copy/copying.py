@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -41,6 +43,8 @@ def executor_tokens(job: CopyJob, src_fs: FileSystem, tgt_fs: FileSystem) -> Ite
     conf, a log or the UI: :mod:`dr_toolkit.copy.spark_engine`); the tokens are cancelled when the
     job ends, whatever its outcome. A side that is not kerberized ships its credentials as before."""
     tokens: list[tuple[FileSystem, str]] = []
+    stop = threading.Event()
+    renewer: threading.Thread | None = None
     try:
         job.src_credentials, t1 = credentials_for_executors(src_fs, job.src_credentials)
         if t1:
@@ -50,14 +54,39 @@ def executor_tokens(job: CopyJob, src_fs: FileSystem, tgt_fs: FileSystem) -> Ite
             tokens.append((tgt_fs, t2))
         if tokens:
             log.info("Spark executors copy with %d HDFS delegation token(s) fetched by the driver", len(tokens))
+            renewer = threading.Thread(target=_renew_tokens, args=(tokens, stop), name="drt-token-renewer",
+                                       daemon=True)
+            renewer.start()
         yield
     finally:
+        stop.set()
+        if renewer is not None:
+            renewer.join(timeout=30)
         for fs, token in tokens:
             try:
                 fs.cancel_delegation_token(token)  # type: ignore[attr-defined]  # a WebHdfsFileSystem
             except Exception as exc:  # noqa: BLE001 - the copy's outcome stands; the token still expires
                 log.warning("a delegation token could not be cancelled (%s); it expires by itself (the "
                             "NameNode's dfs.namenode.delegation.token.renew-interval)", redact(str(exc)))
+
+
+def _renew_tokens(tokens: list[tuple[FileSystem, str]], stop: threading.Event) -> None:
+    """The driver renews the executors' tokens (with its own ticket, itself renewed from the keytab)
+    at half of what is left of each, so a job longer than the NameNode's renew interval (1 day by
+    default) keeps them valid — up to their maximum lifetime (7 days by default): past it, or when
+    a renewal fails for good, the executors' requests are refused (SecurityException ->
+    KerberosError: the files fail and the run says so, never a silent skip)."""
+    wait = 0.0
+    while not stop.wait(wait):
+        nearest = None
+        for fs, token in tokens:
+            try:
+                ends = fs.renew_delegation_token(token)  # type: ignore[attr-defined]  # a WebHdfsFileSystem
+                nearest = ends if nearest is None else min(nearest, ends)
+            except Exception as exc:  # noqa: BLE001 - tried again soon; the executors fail loudly if it expires
+                log.warning("a delegation token could not be renewed (%s); trying again", redact(str(exc)))
+                nearest = time.time() + 60 if nearest is None else min(nearest, time.time() + 60)
+        wait = min(max(((nearest or time.time() + 7200) - time.time()) / 2, 1.0), 3600.0)
 
 
 def execute(run: CopyRun, plan: Plan, read_root: str, result: CopyResult, run_id: str, *,

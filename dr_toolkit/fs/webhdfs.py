@@ -143,6 +143,7 @@ def _client_class(kerberos: bool) -> Any:
         _set_xattr = _Request("PUT")  # SETXATTR
         _get_delegation_token = _Request("GET")  # GETDELEGATIONTOKEN
         _cancel_delegation_token = _Request("PUT")  # CANCELDELEGATIONTOKEN
+        _renew_delegation_token = _Request("PUT")  # RENEWDELEGATIONTOKEN
 
     # op names from attributes lose their underscores: this one is spelled out. GET_BLOCK_LOCATIONS
     # answers the NameNode's LocatedBlocks, with isUnderConstruction
@@ -205,6 +206,14 @@ class WebHdfsFileSystem(FileSystem):
             raise ConfigError("the NameNode gave no delegation token (is the cluster kerberized?)",
                               where=", ".join(self.namenodes), hint="delegation tokens need Kerberos on the cluster")
         return str(token)
+
+    def renew_delegation_token(self, token: str) -> float:
+        """RENEWDELEGATIONTOKEN (as its renewer: the principal that fetched it): the token's new
+        expiry, epoch seconds — the NameNode's ``dfs.namenode.delegation.token.renew-interval``
+        from now (1 day by default), never past its maximum lifetime (7 days by default)."""
+        with self._errors("/"):
+            r = self.client._renew_delegation_token("/", token=token)
+            return int(r.json()["long"]) / 1000.0
 
     def cancel_delegation_token(self, token: str) -> None:
         """CANCELDELEGATIONTOKEN: the token stops working at once (a driver when its job is done)."""

@@ -11,13 +11,16 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from drt_servers.hdfs import HdfsCluster
 from drt_servers.kdc import Kdc
-from tests.support.fixtures_kerberos import kerberos_env, without_kerberos_env
+from tests.support.fixtures_kerberos import COOKIE_S, TOKEN_RENEW_S, kerberos_env, without_kerberos_env
 from tests.support.servers import spark_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("copy_state_dir")]
@@ -107,3 +110,37 @@ def test_spark_executors_copy_with_delegation_tokens_only(hdfs_secure: HdfsClust
     assert {k: spark_out[k] for k in keys} == {k: local_out[k] for k in keys}, (spark_out, local_out)
     for p, data in files.items():
         assert cold.read(p.replace("/ks/src", "/ks/dst-local")) == data
+
+
+def test_the_driver_renews_the_executors_tokens_while_the_job_runs(hdfs_secure_cold: HdfsCluster, kdc: Kdc,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """hdfs_secure_cold's tokens expire 15 s after their last renewal: an executor's token keeps
+    working for 1.6 renew intervals because the driver renews it; once the job is over it is
+    cancelled and refused (a KerberosError, never an empty listing)."""
+    from dr_toolkit.copy.copying import executor_tokens
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+    from dr_toolkit.kerberos import KerberosError
+
+    cold = hdfs_secure_cold
+    cold.client().makedirs("/ks-renew", permission="777")
+    for k, v in kerberos_env(kdc).items():
+        monkeypatch.setenv(k, v)
+    driver = WebHdfsFileSystem(cold.namenodes, kerberos=True)
+    job: Any = SimpleNamespace(src_credentials=None, tgt_credentials=None)
+    with executor_tokens(job, driver, driver):
+        for k in ("DRT_KERBEROS_PRINCIPAL", "DRT_KERBEROS_KEYTAB"):
+            monkeypatch.delenv(k)
+        executor = WebHdfsFileSystem(cold.namenodes, kerberos=True, credentials=job.tgt_credentials)
+        assert executor.kerberos is None  # the token alone
+        deadline, i = time.monotonic() + TOKEN_RENEW_S * 1.6, 0
+        while time.monotonic() < deadline:
+            executor.write(f"/ks-renew/f{i}", [b"x"])
+            i += 1
+            time.sleep(2)
+        assert sorted(s.path for s in executor.list_files("/ks-renew")) == sorted(f"/ks-renew/f{n}" for n in range(i))
+        for k, v in kerberos_env(kdc).items():
+            monkeypatch.setenv(k, v)
+    time.sleep(COOKIE_S + 0.5)
+    with pytest.raises(KerberosError, match="SecurityException"):
+        list(executor.list_files("/ks-renew"))
+    assert {rec["ugi"] for rec in cold.audit("create", under="/ks-renew")} == {"drt (auth:TOKEN)"}

@@ -22,6 +22,7 @@ from drt_servers.zookeeper import zookeeper
 
 MAX_LIFE_S = 12
 COOKIE_S = 1
+TOKEN_RENEW_S = 15  # hdfs_secure_cold's dfs.namenode.delegation.token.renew-interval (1 day by default)
 USER = "drt"
 
 
@@ -49,9 +50,12 @@ def hdfs_secure_cold(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """A second kerberized HDFS in the same realm (another NameNode: its own delegation-token keys),
     for copies and the gate between two secure clusters; configured as :func:`hdfs_secure`, with
     permissions on as in production (``/`` is the superuser's, ``hdfs/localhost``: a test gives its
-    user a directory first; the edit log is served to the superuser only)."""
+    user a directory first; the edit log is served to the superuser only), and delegation tokens
+    that expire :data:`TOKEN_RENEW_S` after their last renewal (so their renewal is exercised)."""
     h = HdfsCluster("hdfs-secure-cold", tmp_path_factory.mktemp("hdfs-secure-cold"), kdc=kdc, spnego_ui=True,
-                    auth_token_validity_s=COOKIE_S, conf={"dfs.permissions.enabled": "true"}).start()
+                    auth_token_validity_s=COOKIE_S,
+                    conf={"dfs.permissions.enabled": "true",
+                          "dfs.namenode.delegation.token.renew-interval": str(TOKEN_RENEW_S * 1000)}).start()
     try:
         yield h
     finally:
