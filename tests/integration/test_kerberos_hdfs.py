@@ -122,6 +122,7 @@ def test_expired_ticket_cache_is_one_line_exit_3(hdfs_secure: HdfsCluster, kdc: 
     fs = WebHdfsFileSystem(hdfs_secure.namenodes, kerberos=True)
     assert fs.kerberos is not None and fs.kerberos.cfg == KerberosConfig.from_env()
     assert [st.path for st in fs.list_files("/kc/cc")] == ["/kc/cc/d/f0.bin"]
+    assert fs.kerberos.ccache_in_use() == f"FILE:{tmp_path / 'cc-fresh'}"  # what a JVM or librdkafka is given
     ends = kinit(kdc, tmp_path / "cc-short", life_s=2)  # the KDC grants what is asked, down to 1 s
     time.sleep(max(0.0, ends - time.time() + 1))
     env = {**kdc.client_env(), "KRB5CCNAME": f"FILE:{tmp_path / 'cc-short'}", "DRT_KERBEROS_PRINCIPAL": "drt@DRT.TEST"}
@@ -153,6 +154,7 @@ def test_a_run_outlives_its_tickets(hdfs_secure: HdfsCluster, kdc: Kdc, monkeypa
         i += 1
         time.sleep(1.5)
     assert len(ends) >= 2, ends  # the first ticket ran out mid-run: a new one was obtained before it did
+    assert holder.ccache_in_use() == holder.ccache  # the private cache, with the newest ticket
     fs.close()
 
 
