@@ -78,7 +78,11 @@ CREATE TABLE IF NOT EXISTS kafka_checkpoints (
     PRIMARY KEY (checkpoint_id, group_id, topic, partition_id)
 )
 ;
-CREATE INDEX IF NOT EXISTS kafka_checkpoints_group ON kafka_checkpoints (group_id, taken_at)
+-- The newest checkpoint of a group in one index descent (Ledger.latest_checkpoints: ORDER BY
+-- taken_at DESC, checkpoint_id DESC LIMIT 1); it serves (group_id, taken_at) as the older index did.
+CREATE INDEX IF NOT EXISTS kafka_checkpoints_newest ON kafka_checkpoints (group_id, taken_at, checkpoint_id)
+;
+DROP INDEX IF EXISTS kafka_checkpoints_group
 ;
 CREATE TABLE IF NOT EXISTS verify_reports (
     report_id                  TEXT PRIMARY KEY,

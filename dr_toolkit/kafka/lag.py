@@ -51,6 +51,7 @@ the evidence: a row is used only when the live brokers' evidence equals its own.
 from __future__ import annotations
 
 import collections
+import concurrent.futures as cf
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -90,12 +91,14 @@ class Incremental:
     """The incremental proof's state for one check (see the module doc): ``previous``, the last
     check's per-partition rows read back from the ledger (hot topic, partition) → detail;
     filled here: ``fresh``, the rows this check proved from records or extended (to be written
-    back), and ``counts`` (carried, extended, full, no_evidence)."""
+    back), ``carried`` (the partitions whose proof was carried unchanged) and ``counts``
+    (carried, extended, full, no_evidence)."""
 
     previous: Mapping[tuple[str, int], Mapping[str, Any]]
     max_age_s: float = MAX_PROOF_AGE_S
     fresh: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    carried: set[tuple[str, int]] = field(default_factory=set)  # the partitions whose proof was carried
 
 
 def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
@@ -172,7 +175,7 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
     """:func:`mirror_lag` of each topic (the gate's input), its cost growing with the partitions,
     not with topics × partitions: metadata once per cluster, MM2's offset syncs once, the topics'
     configs in one DescribeConfigs, every partition's ends in ListOffsets requests shared by all
-    topics (hot's — after the time ``read_at`` — then hot's stable offsets, then cold's), the tails
+    topics (hot's, hot's stable offsets and cold's at the same time, after the time ``read_at``), the tails
     read :data:`TAIL_CHUNK` partitions per fetch loop on a pool of ``workers`` clients per side
     (first the last :data:`TAIL_FIRST` records, then :data:`WINDOW` for partitions the short tail
     did not prove), and every partition left unproven searched one by one on the pool. Each
@@ -190,7 +193,9 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
     out: dict[str, LagReport | DrtError] = {}
     stats: dict[str, int] = {"metadata": 0, "list_offsets": 0, "describe_configs": 0, "tail_chunks": 0, "searches": 0}
     with mirror.client("hot") as hot, mirror.client("cold") as cold:
-        hot_have, cold_have = hot.topics(), cold.topics()  # both answer before anything is judged
+        with cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="drt-metadata") as ex:  # two clusters at once
+            hot_meta, cold_meta = ex.submit(hot.topics), ex.submit(cold.topics)
+            hot_have, cold_have = hot_meta.result(), cold_meta.result()  # both answer before anything is judged
         stats["metadata"] += 2
         syncs = _offset_syncs(mirror, hot)
         counts: dict[str, int] = {}
@@ -211,29 +216,46 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
         hot_parts = [(t, p) for t in counts for p in range(counts[t])]
         cold_parts = [(mirror.cold_topic(t), p) for t in counts for p in range(min(counts[t],
                                                                                      cold_have[mirror.cold_topic(t)]))]
-        hot_ev: dict[tuple[str, int], Evidence] = {}
-        cold_ev: dict[tuple[str, int], Evidence] = {}
-        try:
-            read_at = time.time()
-            if incremental is not None:  # the ends with their evidence (start, end, epoch, topic id)
-                hot_ev = log_evidence(hot, hot_parts)
-                stats["evidence"] = stats.get("evidence", 0) + 1
-            hot_marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in hot_ev.items()}
-            hot_marks.update(hot.watermarks_many([tp for tp in hot_parts if tp not in hot_marks]))
+
+        def hot_side() -> tuple[dict[tuple[str, int], Evidence], dict[tuple[str, int], Any]]:
+            ev = log_evidence(hot, hot_parts) if incremental is not None else {}
+            marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in ev.items()}
+            marks.update(hot.watermarks_many([tp for tp in hot_parts if tp not in marks]))
+            return ev, marks
+
+        def hot_stable() -> dict[tuple[str, int], int]:
             try:  # an open transaction hides every record from its first on from read_committed
-                stable = hot.stable_ends(hot_parts)
+                return hot.stable_ends(hot_parts)
             except DrtError:
-                stable = {}
-            if incremental is not None:
-                cold_ev = log_evidence(cold, cold_parts)
-                stats["evidence"] += 1
-            cold_marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in cold_ev.items()}
-            cold_marks.update(cold.watermarks_many([tp for tp in cold_parts if tp not in cold_marks]))
-            stats["list_offsets"] += 5
-        except DrtError as exc:
-            for t in counts:
-                out[t] = exc
-            return out, stats
+                return {}
+
+        def cold_side() -> tuple[dict[tuple[str, int], Evidence], dict[tuple[str, int], Any]]:
+            ev = log_evidence(cold, cold_parts) if incremental is not None else {}
+            marks: dict[tuple[str, int], Any] = {tp: (e[1], e[2]) for tp, e in ev.items()}
+            marks.update(cold.watermarks_many([tp for tp in cold_parts if tp not in marks]))
+            return ev, marks
+
+        # Hot's ends (with their evidence), hot's stable offsets and cold's ends are asked at once
+        # (separate requests; hot and cold are two clusters). Nothing judged depends on which answers
+        # first: a caught-up proof states that cold holds copies of hot's records below hot's end —
+        # records read afterwards, by identity — and its safe time is ``read_at``, taken before any
+        # is asked; a carried proof needs each side's evidence equal to its own at the proof,
+        # whenever each was read; and a stable offset equal to the end read says no transaction was
+        # open below that end, whichever was read first (one begun in between starts at or past it).
+        read_at = time.time()
+        with cf.ThreadPoolExecutor(max_workers=3, thread_name_prefix="drt-ends") as ex:
+            hot_f, stable_f, cold_f = ex.submit(hot_side), ex.submit(hot_stable), ex.submit(cold_side)
+            try:
+                hot_ev, hot_marks = hot_f.result()
+                stable = stable_f.result()
+                cold_ev, cold_marks = cold_f.result()
+            except DrtError as exc:
+                for t in counts:
+                    out[t] = exc
+                return out, stats
+        stats["list_offsets"] += 5
+        if incremental is not None:
+            stats["evidence"] = stats.get("evidence", 0) + 2
         hot.topic_configs_many(list(counts))  # the searches ask whether hot's topic is compacted
         stats["describe_configs"] += 1
         hot_pool = ClientPool(lambda: mirror.client("hot").seeded(hot))
@@ -262,6 +284,7 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
                     elif _extensible(prev, he, ce, stable.get(tp), restamped[tp[0]]):
                         extend[tp] = prev
                 incremental.counts["carried"] += len(carried)
+                incremental.carried |= carried
                 if extend:
                     keys = list(extend)
                     parts = [tuple(keys[i:i + chunk]) for i in range(0, len(keys), chunk)]

@@ -259,3 +259,40 @@ def test_the_gate_keeps_its_proofs_in_the_ledger_and_a_missing_or_stale_row_is_t
     ledger.set_watermarks(PROOFS, [(w["name"], old, {**w["detail"], "at": old}) for w in ledger.watermarks(PROOFS)])
     fourth = sig()
     assert fourth.caught_up and "unchanged since" not in fourth.basis, fourth
+
+
+def test_an_unchanged_proof_is_confirmed_not_rewritten_and_the_unplanned_window_reads_it(
+        kafka_env, tmp_path: Path) -> None:
+    """The unplanned loss window's evidence (``holdings.record_proven``) at the second of two gate
+    checks with nothing changed: no partition's row rewritten, the confirmation row naming both
+    with the second check's safe time, and ``holdings.loss_rows`` (cold and the ledger only)
+    stating that later safe time, cold still holding the proving records."""
+    from dr_toolkit.kafka.holdings import COMPONENT, CONFIRMED, loss_rows
+
+    hot, cold = kafka_env
+    topic = unique("inc-held")
+    create_topic(hot, topic, 2)
+    create_topic(cold, topic, 2)
+    for p in range(2):
+        produce(hot, topic, p, _recs(f"{p}", 4, 0))
+        mirror(hot, cold, topic, p)
+    path = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[],
+                          ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    access = Access.from_env()
+
+    def check() -> tuple[Any, dict[str, tuple[float, float]]]:
+        [s] = [s for s in kafka_signals(topo, ledger, access, time.time()) if s.name == topic]
+        return s, {w["name"]: (w["watermark"], w["updated_at"]) for w in ledger.watermarks(COMPONENT)
+                   if w["name"].startswith(topic)}
+
+    first, rows1 = check()
+    second, rows2 = check()
+    assert first.caught_up and second.caught_up and second.safe_time > first.safe_time, (first, second)
+    assert len(rows1) == 2 and rows2 == rows1  # the proofs are the same: their rows not rewritten
+    [conf] = [w for w in ledger.watermarks(COMPONENT) if w["name"] == CONFIRMED]
+    assert conf["watermark"] == second.safe_time and sorted(conf["detail"]["partitions"][topic]) == ["0", "1"]
+    [row] = [r for r in loss_rows(Mirror.of(topo, access), ledger) if r["name"] == topic]
+    assert row["safe_time"] == second.safe_time, row
+    assert "confirmed at the check of" in row["basis"], row
