@@ -33,7 +33,6 @@ from pathlib import Path
 
 from dr_toolkit.access import Access
 from dr_toolkit.errors import EXIT_OK, EXIT_PROBLEM, ConfigError, DrtError
-from dr_toolkit.failover.gate import verify_as_of
 from dr_toolkit.ledger import open_ledger
 from dr_toolkit.secrets import redact
 from dr_toolkit.spark.session import get_session
@@ -79,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_topology(args.config) if args.config else None
             ledger = open_ledger(cfg, access) if cfg else None
             if request.wants_recovery_point:
+                # the gate and its signals (copy, Kafka, HBase modules): only with as_of gate
+                from dr_toolkit.failover.gate import verify_as_of
+
                 request = request.at(verify_as_of(cfg, ledger, access))
             spark = get_session(app_name="drt-verify")
             result = verify(request, access=access, topology=cfg, ledger=ledger, spark=spark)

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from dr_toolkit.cli.common import emit, err_console, out_console, state
 from dr_toolkit.errors import EXIT_PROBLEM, DrtError, UsageError
-from dr_toolkit.failover.gate import verify_as_of
 from dr_toolkit.spark.session import check_master
 from dr_toolkit.topology import DEFAULT_CONFIG
 from dr_toolkit.verify.api import verify, verify_policy
@@ -233,6 +232,9 @@ def register(app: typer.Typer) -> None:
                 where="drt verify")
             topo, ledger = _topology_and_ledger(st, request.wants_recovery_point)
             if request.wants_recovery_point:
+                # the gate and its signals (copy, Kafka, HBase modules): only with --as-of gate
+                from dr_toolkit.failover.gate import verify_as_of
+
                 request = request.at(verify_as_of(topo, ledger, st.access()))
             with _spark_quiet(st), _progress(st) as progress:
                 result = verify(request, access=st.access(), topology=topo, ledger=ledger, progress=progress)
