@@ -315,5 +315,7 @@ def start_for_cli(workdir: Path) -> list[ManagedProcess]:
     for c in (hot, cold):
         print(f"{c.name}: namenodes {' '.join(c.namenodes)}, rpc {c.rpc_ports}")
     print(f"yarn: resourcemanager {yarn.rm_address}, web {yarn.rm_web}, nodemanager logs "
-          f"{' '.join(map(str, yarn.log_dirs))}\n  export HADOOP_CONF_DIR={yarn.conf_dir} YARN_CONF_DIR={yarn.conf_dir}")
+          f"{' '.join(map(str, yarn.log_dirs))}, MapReduce shuffle port {yarn.shuffle_port} "
+          f"(mapred-site.xml: mapreduce.framework.name=yarn)\n"
+          f"  export HADOOP_CONF_DIR={yarn.conf_dir} YARN_CONF_DIR={yarn.conf_dir}")
     return [hot, cold, *yarn.processes]

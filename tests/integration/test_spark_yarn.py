@@ -153,6 +153,20 @@ def test_verify_on_yarn_equals_local(yarn: YarnCluster, spark_conf_dir: Path, tm
     assert y["provenance"]["spark_app_id"] == app
 
 
+def test_the_nodemanager_serves_mapreduce_shuffle(yarn: YarnCluster) -> None:
+    """MapReduce on the same YARN (Hadoop DistCp as a YARN job, benchmarks/yarn_distcp_bench.py): the
+    NodeManager runs the mapreduce_shuffle auxiliary service (its ShuffleHandler listens on the port
+    given) and the client configuration sends MapReduce jobs to this YARN with the resolved jars."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", yarn.shuffle_port), timeout=10):
+        pass
+    mapred = (yarn.conf_dir / "mapred-site.xml").read_text()
+    assert "<name>mapreduce.framework.name</name><value>yarn</value>" in mapred
+    assert "hadoop-mapreduce-client-app-3.4.1.jar" in mapred and "hadoop-distcp-3.4.1.jar" in mapred
+    assert "org.apache.hadoop.tools.DistCp" in yarn.mapreduce_argv("org.apache.hadoop.tools.DistCp", [])
+
+
 def test_yarn_unreachable_is_one_line(tmp_path: Path) -> None:
     conf = tmp_path / "conf"
     conf.mkdir()
