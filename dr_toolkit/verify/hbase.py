@@ -292,7 +292,34 @@ def _reader(spark: SparkSession) -> Any:
                           hint="let `drt verify` start the session, or start it with "
                                "spark.jars=<dr_toolkit.verify.hbase.spark_conf()['spark.jars']>") from None
     del cls
-    return jvm.org.drtoolkit.verify.HBaseCells
+    reader = jvm.org.drtoolkit.verify.HBaseCells
+    _kerberos(reader)
+    return reader
+
+
+ENV_SERVER_PRINCIPAL = "DRT_HBASE_PRINCIPAL"
+
+
+def _kerberos(reader: Any) -> None:
+    """A secure HBase (``$DRT_HBASE_PRINCIPAL``: its servers' principal, ``hbase/_HOST@REALM``): the
+    Spark JVM logs in from the keytab of ``DRT_KERBEROS_PRINCIPAL``/``DRT_KERBEROS_KEYTAB`` before any
+    client is made (local Spark: the executors share the driver's login). The keytab is checked here
+    first (KerberosError, exit 3, one line)."""
+    server = os.environ.get(ENV_SERVER_PRINCIPAL, "").strip()
+    if not server:
+        return
+    from dr_toolkit.kerberos import ENV_KEYTAB, KerberosConfig, KerberosError, kerberos_for
+
+    cfg = KerberosConfig.from_env()
+    if not cfg.principal or not cfg.keytab:
+        raise KerberosError(f"{ENV_SERVER_PRINCIPAL} names a secure HBase but no principal and keytab are given",
+                            where="verify", hint=f"set DRT_KERBEROS_PRINCIPAL and {ENV_KEYTAB}")
+    kerberos_for(cfg).credentials()  # a missing keytab or unknown principal: one line now, not a JVM trace
+    try:
+        reader.kerberos(cfg.principal, cfg.keytab, server, cfg.krb5_conf or "")
+    except Exception as exc:  # noqa: BLE001 - Py4JJavaError: the JVM's login failed
+        raise KerberosError(f"the Spark JVM cannot log in as {cfg.principal}: {_java_error(exc)}",
+                            where="verify", hint=f"check {ENV_KEYTAB} and KRB5_CONFIG") from None
 
 
 def _java_error(exc: BaseException) -> str:

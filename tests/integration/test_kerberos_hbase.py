@@ -164,3 +164,26 @@ def test_peers_disable_and_enable_through_a_kerberized_hbase_client(
     assert r.returncode == 0, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
     assert hot.list_peers()["1"]["enabled"]
 
+
+def test_verify_of_an_hbase_table_on_the_secure_pair(hbase_secure_pair: tuple[Any, Any], hbase_kdc: Kdc,
+                                                     tmp_path: Path) -> None:
+    """`drt verify hbase://… hbase://…` reads both secure clusters from Spark: the Spark JVM logs in
+    from the environment's keytab (DRT_KERBEROS_*) and its HBase clients authenticate to servers named
+    by DRT_HBASE_PRINCIPAL; every row HBase's replication shipped is identical."""
+    from drt_servers.hbase import mapredcp
+
+    hot, cold = hbase_secure_pair
+    n = cold.wait_rows(hot.count(), timeout=120)
+    env = {k: v for k, v in without_kerberos_env().items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
+    env.update(secure_env(hbase_kdc, "drt"))
+    env.update({"DRT_HBASE_CLASSPATH": mapredcp(), "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                "DRT_HBASE_PRINCIPAL": hbase_kdc.principal("hbase/localhost")})
+    uris = [f"hbase://{c.zk_quorum}{c.znode_parent}/default:orders" for c in (hot, cold)]
+    r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", *uris],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    out = json.loads(r.stdout)
+    assert out["GOODROWS"] == n and n > 0, {k: out[k] for k in ("GOODROWS", "BADROWS")}
+    assert out["BADROWS"] == out["ONLY_IN_SOURCE_TABLE_ROWS"] == out["ONLY_IN_PEER_TABLE_ROWS"] == 0
+

@@ -63,9 +63,43 @@ public final class HBaseCells {
   private HBaseCells() {
   }
 
+  private static String serverPrincipal;
+
+  /**
+   * Kerberos for every later client of this JVM (a secure HBase): the process logs in from
+   * {@code keytab} as {@code principal} (Hadoop's UserGroupInformation, as {@code hbase shell}
+   * with a keytab does), and the clients authenticate their RPCs with SASL/GSSAPI to servers named
+   * {@code server} ({@code hbase/_HOST@REALM}: hbase.master/regionserver.kerberos.principal).
+   * {@code krb5Conf}: the realm's krb5.conf (empty: the JVM's default). Idempotent per principal.
+   */
+  public static synchronized void kerberos(String principal, String keytab, String server, String krb5Conf)
+      throws IOException {
+    if (krb5Conf != null && !krb5Conf.isEmpty()) {
+      System.setProperty("java.security.krb5.conf", krb5Conf);
+    }
+    serverPrincipal = server;
+    Configuration c = HBaseConfiguration.create();
+    secure(c);
+    org.apache.hadoop.security.UserGroupInformation.setConfiguration(c);
+    org.apache.hadoop.security.UserGroupInformation me = org.apache.hadoop.security.UserGroupInformation.getLoginUser();
+    if (!me.hasKerberosCredentials() || !principal.equals(me.getUserName())) {
+      org.apache.hadoop.security.UserGroupInformation.loginUserFromKeytab(principal, keytab);
+    }
+  }
+
+  private static void secure(Configuration c) {
+    if (serverPrincipal != null) {
+      c.set("hbase.security.authentication", "kerberos");
+      c.set("hadoop.security.authentication", "kerberos");
+      c.set("hbase.master.kerberos.principal", serverPrincipal);
+      c.set("hbase.regionserver.kerberos.principal", serverPrincipal);
+    }
+  }
+
   /** The client configuration for a cluster: quorum "h1:p1,h2:p2" and znode parent, short retries. */
   public static Configuration conf(String quorum, String parent, int timeoutMs) {
     Configuration c = HBaseConfiguration.create();
+    secure(c);
     c.set("hbase.zookeeper.quorum", quorum);
     c.set("zookeeper.znode.parent", parent);
     c.setInt("zookeeper.recovery.retry", 1);
