@@ -27,7 +27,8 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Shared fixtures, plus one fixture module per capability (each owned by that capability).
 _FIXTURE_MODULES = ["fixtures", "fixtures_hdfs", "fixtures_copy", "fixtures_kafka", "fixtures_hbase", "fixtures_verify",
-                    "fixtures_failover", "fixtures_kerberos", "fixtures_kerberos_kafka"]
+                    "fixtures_failover", "fixtures_kerberos", "fixtures_kerberos_kafka",
+                    "fixtures_kerberos_hbase"]
 pytest_plugins = [f"tests.support.{m}" for m in _FIXTURE_MODULES]
 
 
@@ -84,7 +85,7 @@ _SERVER_GROUPS = [  # (a fixture the module's tests use, its group), the first m
     ("mm2_session", "kafka"), ("kafka_hot", "kafka"), ("kafka_cold", "kafka"),
     ("hdfs_hot", "hdfs"), ("hdfs_cold", "hdfs"),
     ("hdfs_secure", "kerberos"), ("hdfs_secure_cold", "kerberos"), ("zk_secure", "kerberos"),
-    ("kafka_secure", "kerberos"), ("kdc", "kerberos"),
+    ("kafka_secure", "kerberos"), ("hbase_secure_pair", "kerberos"), ("kdc", "kerberos"),
     ("spark", "spark"), ("api_server", "airflow"), ("airflow_home", "airflow"),
 ]
 _GROUP_ORDER = ["hbase", "hdfs", "kafka", "spark", "spark-cluster", "kerberos", "airflow"]  # the longest first
