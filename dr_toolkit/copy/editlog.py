@@ -55,6 +55,12 @@ directory): bounded by :data:`MAX_EVENTS` events under the root and :data:`MAX_S
 either, or where the reader cannot run — no ``$DRT_HADOOP_CLASSPATH``, not the HDFS superuser
 (``getEditsFromTxid`` requires it when permissions are on), edits purged after a checkpoint
 (a gap), a standby — the caller takes the snapshot-diff path and states why. Never GO on belief.
+
+**Kerberos.** On a kerberized side the reader logs in as that side's principal (:func:`_kerberos_args`: its
+keytab, else the ticket cache the library reads) — it must be the HDFS superuser (the NameNode's own user or a
+member of ``dfs.permissions.superusergroup``), else the snapshot diff answers, saying why. The NameNode's
+principal comes from the Hadoop configuration directory on ``$DRT_HADOOP_CLASSPATH``. A failed login or SASL
+handshake is a :class:`~dr_toolkit.kerberos.KerberosError` (exit 3), never "no change".
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_spark_executors_copy_with_delegation_tokens_only(hdfs_secure: HdfsClust
 def test_the_driver_renews_the_executors_tokens_while_the_job_runs(hdfs_secure_cold: HdfsCluster, kdc: Kdc,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """hdfs_secure_cold's tokens expire 15 s after their last renewal: an executor's token keeps
-    working for 1.6 renew intervals because the driver renews it; once the job is over it is
+    working for 1.3 renew intervals because the driver renews it; once the job is over it is
     cancelled and refused (a KerberosError, never an empty listing)."""
     from dr_toolkit.copy.copying import executor_tokens
     from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
@@ -132,7 +132,7 @@ def test_the_driver_renews_the_executors_tokens_while_the_job_runs(hdfs_secure_c
             monkeypatch.delenv(k)
         executor = WebHdfsFileSystem(cold.namenodes, kerberos=True, credentials=job.tgt_credentials)
         assert executor.kerberos is None  # the token alone
-        deadline, i = time.monotonic() + TOKEN_RENEW_S * 1.6, 0
+        deadline, i = time.monotonic() + TOKEN_RENEW_S * 1.3, 0
         while time.monotonic() < deadline:
             executor.write(f"/ks-renew/f{i}", [b"x"])
             i += 1
