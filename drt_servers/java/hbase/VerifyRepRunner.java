@@ -29,6 +29,10 @@ public final class VerifyRepRunner {
     conf.set("hadoop.tmp.dir", args[3] + "/hadoop-tmp");
     conf.set("mapreduce.jobtracker.staging.root.dir", args[3] + "/staging");
     conf.set("mapreduce.cluster.local.dir", args[3] + "/local");
+    // Job.waitForCompletion(false) polls every mapreduce.client.completion.pollinterval (5,000 ms by
+    // default): up to 5 s after the job is done (the shipped tool's waitForCompletion(true) polls
+    // every 1,000 ms). A client setting only; a -D on the command line still wins.
+    conf.set("mapreduce.client.completion.pollinterval", "100");
     // -Dkey=value before VerifyReplication's own arguments go into the job's configuration, as
     // `hbase …VerifyReplication -Dhbase.mapreduce.scan.cachedrows=1000 …` does through ToolRunner
     java.util.List<String> rest = new java.util.ArrayList<>();
