@@ -21,7 +21,7 @@ drt/DistCp beside the goal: drt no slower than DistCp (ratio ≤ 1.0, issue 22's
 DistCp's home ground). Which tool runs first alternates between runs (the page cache).
 
     nice -n 10 .venv/bin/python benchmarks/yarn_distcp_bench.py [--small 1000 --small-size 16384
-        --large 4 --large-mib 64 --maps 2 --changed-pct 1]
+        --large 4 --large-mib 64 --maps 2 --changed-pct 1 --keep]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,10 @@ def run(label: str, argv: list[str], env: dict[str, str], cwd: Path, yarn: YarnC
     if (state, final) != ("FINISHED", "SUCCEEDED"):
         raise SystemExit(f"{label}: {app} {state}/{final}")
     out.update(app=app, containers=len({k.split("/")[0] for k in yarn.container_logs(app)}))
+    # when YARN started the containers (their launch scripts, written as each is launched), from the run's start
+    launched = sorted(f.stat().st_mtime - t_epoch for d in yarn.log_dirs for f in (d / app).glob("container_*/launch_container.sh"))
+    if len(launched) >= 2:
+        out["launched"] = (launched[0], launched[1])
     try:  # when the ResourceManager's JSON keeps them: where the wall time went, around the application
         a = yarn.rest(f"/apps/{app}").get("app") or {}
         if int(a.get("startedTime") or 0) > 0 and int(a.get("finishedTime") or 0) > 0:
@@ -119,6 +124,7 @@ def main() -> int:
     ap.add_argument("--large-mib", type=int, default=64, help="MiB per large file")
     ap.add_argument("--maps", type=int, default=2, help="DistCp's -m = Spark executors (1 core each)")
     ap.add_argument("--changed-pct", type=float, default=1.0, help="%% of the files rewritten before the last run")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir (the servers' data and logs)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="drt-yarn-distcp-bench-"))
     print(f"load average at start {load()} (1/5/15 min; 2 cores); work dir {root}")
@@ -174,6 +180,8 @@ def main() -> int:
                 if "json" in r:
                     j = r["json"]
                     extra = f", {j['files_copied']:,} files / {j['bytes_copied']:,} B copied, {j['files_skipped']:,} skipped"
+                if "launched" in r:
+                    extra += "; AM launched at +{:.1f} s, first worker at +{:.1f} s".format(*r["launched"])
                 if "yarn_span" in r:
                     extra += "; the application ran from +{:.1f} s to +{:.1f} s".format(*r["yarn_span"])
                 print(f"  {phase:<13} {name:<6} {r['wall']:7.1f} s  ({r['app']}, {r['containers']} containers, "
@@ -195,6 +203,8 @@ def main() -> int:
             yarn.stop()
         cold.stop()
         hot.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
