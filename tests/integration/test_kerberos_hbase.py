@@ -25,13 +25,7 @@ from tests.support import fixtures_kerberos_hbase as _fixtures
 from tests.support.fixtures_kerberos import without_kerberos_env
 from tests.support.fixtures_kerberos_hbase import secure_env, secure_topology
 
-# stop-gap until tests/conftest.py lists fixtures_kerberos_hbase in _FIXTURE_MODULES (then delete these three)
-hbase_kdc = _fixtures.hbase_kdc
-hbase_secure_pair = _fixtures.hbase_secure_pair
-secure_hbase_hot = _fixtures.secure_hbase_hot
-
-# the "kerberos" group by hand until tests/conftest.py's _SERVER_GROUPS has ("hbase_secure_pair", "kerberos")
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kerberos")]
+pytestmark = pytest.mark.integration
 _ROW = [70_000_000]
 
 
