@@ -63,7 +63,9 @@ def test_writes_after_t_never_count(hbase_hot, hbase_cold, env, tmp_path: Path) 
     assert counters(pinned) == {"GOODROWS": 100, "BADROWS": 0, "ONLY_IN_SOURCE_TABLE_ROWS": 0,
                                 "ONLY_IN_PEER_TABLE_ROWS": 0, "CONTENT_DIFFERENT_ROWS": 0}
     assert pinned["data_time"] == pytest.approx(t, abs=0.001) and pinned["window"]["end"] == pytest.approx(t)
-    vr = verify_replication(hot, TABLE, "1", f"--endtime={round(t * 1000)}", workdir=tmp_path / "verifyrep")
+    # the job client's completion poll at 100 ms, not 5 s (a client setting: see test_verify_hbase.FAST_POLL)
+    vr = verify_replication(hot, TABLE, "1", "-Dmapreduce.client.completion.pollinterval=100",
+                            f"--endtime={round(t * 1000)}", workdir=tmp_path / "verifyrep")
     assert counters(vr) == counters(pinned)
 
     code, live, err = drt(env, tmp_path, "verify", src, dst)  # not pinned: the lag shows
