@@ -98,8 +98,7 @@ class HBaseCluster:
             self.zookeeper = zookeeper(self.workdir / "zk", self.zk_port, kdc=kdc)
             (conf / "secure.properties").write_text("".join(
                 f"{k}={v}\n" for k, v in secure_conf(kdc, [kdc.principal(u) for u in superusers]).items()))
-            (conf / "jaas.conf").write_text(JAAS_CLIENT.format(keytab=kdc.hbase_keytab,
-                                                               principal=kdc.principal(SERVICE_PRINCIPAL)))
+            kdc.jaas_file(conf / "jaas.conf", "Client", kdc.hbase_keytab, SERVICE_PRINCIPAL)
             secure = [*kdc.jvm_options(), f"-Djava.security.auth.login.config={conf / 'jaas.conf'}",
                       f"-Ddrt.secure.conf={conf / 'secure.properties'}"]
             env = kdc.client_env()
@@ -393,17 +392,6 @@ def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: s
 
 
 SERVICE_PRINCIPAL = "hbase/localhost"
-
-JAAS_CLIENT = """\
-Client {{
-  com.sun.security.auth.module.Krb5LoginModule required
-  useKeyTab=true
-  keyTab="{keytab}"
-  storeKey=true
-  useTicketCache=false
-  principal="{principal}";
-}};
-"""
 
 
 def secure_conf(kdc: Kdc, superusers: list[str]) -> dict[str, str]:

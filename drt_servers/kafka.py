@@ -88,8 +88,7 @@ SERVICE = "kafka"  # the brokers' Kerberos service name: their principal is kafk
 
 def _krb5_jaas(kdc: Kdc) -> str:
     """A ``sasl.jaas.config`` value logging in as ``kafka/localhost`` from the KDC's keytab."""
-    return (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
-            f'useTicketCache=false keyTab="{kdc.kafka_keytab}" principal="{kdc.principal(f"{SERVICE}/localhost")}";')
+    return kdc.keytab_login(kdc.kafka_keytab, f"{SERVICE}/localhost")
 
 
 def secure_listeners(port: int, internal_port: int, controller_port: int, kdc: Kdc) -> dict[str, object]:

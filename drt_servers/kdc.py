@@ -118,6 +118,18 @@ class Kdc(ManagedProcess):
         """The environment a client process needs to find this KDC (``KRB5_CONFIG``)."""
         return {"KRB5_CONFIG": str(self.krb5_conf)}
 
+    def keytab_login(self, keytab: Path | str, principal: str) -> str:
+        """A JAAS login-module entry logging in as ``principal`` from ``keytab`` (a ``sasl.jaas.config``
+        value as it is; the body of a section of a JAAS file)."""
+        return (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
+                f'useTicketCache=false keyTab="{keytab}" principal="{self.principal(principal)}";')
+
+    def jaas_file(self, path: Path, section: str, keytab: Path | str, principal: str) -> Path:
+        """Write a JAAS file with one ``section`` (``Server``: ZooKeeper's server, ``Client``: a ZooKeeper
+        client in a server JVM) logging in from ``keytab``; returns ``path``."""
+        path.write_text(f"{section} {{\n  {self.keytab_login(keytab, principal)}\n}};\n")
+        return path
+
     def jvm_options(self) -> list[str]:
         """System properties for a JVM server or client of this realm."""
         return [f"-Djava.security.krb5.conf={self.krb5_conf}", "-Dsun.security.krb5.disableReferrals=true"]

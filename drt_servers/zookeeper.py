@@ -21,17 +21,6 @@ if TYPE_CHECKING:
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar",
            "/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar"]
 
-JAAS = """\
-Server {{
-  com.sun.security.auth.module.Krb5LoginModule required
-  useKeyTab=true
-  keyTab="{keytab}"
-  storeKey=true
-  useTicketCache=false
-  principal="{principal}";
-}};
-"""
-
 
 def zookeeper(workdir: Path, port: int | None = None, *, kdc: Kdc | None = None) -> ManagedProcess:
     """ZooKeeper standalone; ready when `srvr` says Mode: standalone."""
@@ -49,8 +38,7 @@ def zookeeper(workdir: Path, port: int | None = None, *, kdc: Kdc | None = None)
     jvm: list[str] = []
     if kdc is not None:
         cfg += "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
-        (conf / "jaas.conf").write_text(JAAS.format(keytab=kdc.zookeeper_keytab,
-                                                    principal=kdc.principal("zookeeper/localhost")))
+        kdc.jaas_file(conf / "jaas.conf", "Server", kdc.zookeeper_keytab, "zookeeper/localhost")
         jvm = [*kdc.jvm_options(), f"-Djava.security.auth.login.config={conf / 'jaas.conf'}"]
     (conf / "zoo.cfg").write_text(cfg)
     cp = ":".join([str(conf), *ZK_JARS])
