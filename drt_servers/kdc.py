@@ -9,8 +9,9 @@ and creates the principals with their keytabs (random keys) when it starts:
 
 - ``service.keytab``: ``hdfs/localhost`` and ``HTTP/localhost`` (NameNode, DataNode, SPNEGO);
 - ``zookeeper.keytab``: ``zookeeper/localhost``;
-- ``kafka.keytab``: ``kafka/localhost``; ``hbase.keytab``: ``hbase/localhost`` (for the brokers and
-  HBase when they run kerberized; nothing starts them so yet);
+- ``kafka.keytab``: ``kafka/localhost`` (the brokers and MirrorMaker 2 of ``KafkaBroker(kdc=…)``);
+  ``hbase.keytab``: ``hbase/localhost`` (the secure HBase of ``HBaseCluster(kdc=…)``: NameNode, DataNode,
+  master and region server in one JVM log in as it);
 - ``<user>.keytab`` for each toolkit user principal (``drt`` and ``other`` by default).
 
 The KDC's database lives in memory: a restart makes new keys (and new keytabs). ``max_life_s``
