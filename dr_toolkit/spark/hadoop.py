@@ -41,6 +41,7 @@ from dr_toolkit.javac import build_jar, cache_dir
 
 if TYPE_CHECKING:
     from dr_toolkit.access import Access
+    from dr_toolkit.kerberos import KerberosConfig
     from dr_toolkit.topology import Topology
 
 SHIM_CLASS = "org.drtoolkit.hadoop.MediaTypeRuntimeDelegate"
@@ -237,6 +238,39 @@ def spark_hadoop_conf(topology: Topology | None, uris: Sequence[str | Location])
         conf["spark.driver.extraClassPath"] = str(jar)
         conf["spark.executor.extraClassPath"] = str(jar)
     return conf
+
+
+def spark_kerberos(topology: Topology | None, uris: Sequence[str | Location], access: Access | None
+                   ) -> KerberosConfig | None:
+    """Whom Spark's own Hadoop client must log in as to read ``uris``: the principal and keytab (or
+    ticket cache) of their kerberized HDFS sides — a topology cluster with ``hdfs.kerberos: true``
+    (its endpoint connection, else the environment), a bare ``webhdfs://`` URI when
+    ``DRT_KERBEROS_PRINCIPAL`` is set (as :func:`dr_toolkit.kerberos.kerberos_wanted`) — never the
+    topology. None when no side is kerberized. One JVM logs in as one principal: two sides naming
+    different ones are a ConfigError (exit 2)."""
+    from dr_toolkit.kerberos import ENV_PRINCIPAL, KerberosConfig
+
+    found: dict[tuple[str | None, ...], tuple[KerberosConfig, str]] = {}
+    for loc in _locations(topology, uris):
+        if loc.kind != "webhdfs":
+            continue
+        cfg = loc.cluster_config
+        if loc.cluster is None or cfg is None:
+            if not os.environ.get(ENV_PRINCIPAL):
+                continue
+            kc, where = KerberosConfig.from_env(), loc.uri
+        else:
+            if cfg.hdfs is None or not cfg.hdfs.kerberos:
+                continue
+            creds = access.cluster_endpoint(loc.cluster, cfg, "hdfs") if access is not None else None
+            kc, where = KerberosConfig.from_credentials(creds), f"clusters.{loc.cluster}.hdfs"
+        found.setdefault((kc.principal, kc.keytab, kc.ccache), (kc, where))
+    if len(found) > 1:
+        (a, wa), (b, wb) = list(found.values())[:2]
+        raise ConfigError(f"one Spark job logs in as one Kerberos principal: {wa} is read as {a.principal}, "
+                          f"{wb} as {b.principal}",
+                          hint="give both sides' connections (or the environment) the same principal and keytab")
+    return next(iter(found.values()))[0] if found else None
 
 
 def _s3a_conf(loc: Location, conf: dict[str, str]) -> None:

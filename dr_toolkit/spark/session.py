@@ -26,6 +26,15 @@ Rules (issue 15):
   (``spark_secret_env`` of :mod:`dr_toolkit.spark.hadoop`) go into the driver's environment
   and ``spark.executorEnv.*``, and ``spark.redaction.regex`` is widened so the UI's
   environment page and the event log show them redacted.
+- **Kerberos** (issue 41): when the session reads a kerberized HDFS (a cluster with
+  ``hdfs.kerberos: true``, or a bare ``webhdfs://`` URI with ``DRT_KERBEROS_PRINCIPAL`` set) and this
+  process starts the driver JVM, Spark's own Hadoop client logs in as the principal of that side's
+  connection or of the environment (:func:`dr_toolkit.spark.hadoop.spark_kerberos`; never the
+  topology): ``spark.kerberos.principal``/``keytab``, a Hadoop configuration directory saying
+  ``hadoop.security.authentication=kerberos`` and the realm's krb5.conf for the JVM
+  (:func:`kerberos_launch`), each only where the caller's conf, spark-defaults.conf and the
+  environment say nothing. A ticket is obtained first (a bad keytab is one KerberosError, exit 3);
+  with only a kinit'ed cache the JVM reads that cache (it cannot renew it: the run must end first).
 - **Start-up failures are one error**: :class:`UnreachableError` (exit 3) naming the master
   and Spark's first line, never a JVM trace; a master URL Spark cannot parse is a
   ConfigError (exit 2).
@@ -52,7 +61,7 @@ from urllib.parse import urlparse
 from dr_toolkit.errors import ConfigError, UnreachableError
 from dr_toolkit.secrets import redact
 from dr_toolkit.spark.executor_env import ARCHIVE_ALIAS, VENV_PYTHON, archive, venv_archive
-from dr_toolkit.spark.hadoop import merge_spark_conf, spark_hadoop_conf, spark_secret_env
+from dr_toolkit.spark.hadoop import merge_spark_conf, spark_hadoop_conf, spark_kerberos, spark_secret_env
 
 _T = TypeVar("_T")
 
@@ -61,6 +70,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from dr_toolkit.access import Access
+    from dr_toolkit.kerberos import KerberosConfig
     from dr_toolkit.topology import SparkEndpoint, Topology
 
 MASTER_PREFIXES = ("local", "spark://", "yarn", "k8s://", "mesos://")
@@ -195,14 +205,14 @@ def get_session(master: str | None = None, app_name: str = "dr-toolkit",
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    chosen, keys, submitted = _prepare(master, app_name, conf, topology=topology, uris=uris, access=access,
-                                       ship_library=ship_library, endpoint=endpoint, secret_env=secret_env)
+    chosen, keys, submitted, env = _prepare(master, app_name, conf, topology=topology, uris=uris, access=access,
+                                            ship_library=ship_library, endpoint=endpoint, secret_env=secret_env)
     builder: Any = SparkSession.builder
     if "spark.master" not in submitted:
         builder = builder.master(chosen)
     for k, v in keys.items():
         builder = builder.config(k, v)
-    session = _started(chosen, builder.getOrCreate, python=keys.get("spark.pyspark.python"))
+    session = _started(chosen, builder.getOrCreate, python=keys.get("spark.pyspark.python"), env=env)
     session.sparkContext.setLogLevel("WARN")
     out: SparkSession = session
     return out
@@ -218,26 +228,29 @@ CONTEXT_DEFAULTS = {"spark.driver.extraJavaOptions": QUICK_START_JVM,
                     "spark.executor.extraJavaOptions": QUICK_START_JVM}
 
 
-def _started(master: str, start: Callable[[], _T], *, python: str | None = None) -> _T:
+def _started(master: str, start: Callable[[], _T], *, python: str | None = None,
+             env: Mapping[str, str] | None = None) -> _T:
     """``start()`` (a session's or a context's getOrCreate); any failure is one line naming the
     master (UnreachableError, exit 3). On YARN ``python`` (the packed environment's interpreter) is
     what the executors run: pyspark takes it from ``$PYSPARK_PYTHON`` when the context starts, so it
-    is set for that moment only (a local session started later in this process keeps its own)."""
-    swap = _is_yarn(master) and python is not None and not os.environ.get("PYSPARK_GATEWAY_PORT")
-    before = os.environ.get("PYSPARK_PYTHON")
-    if swap:
-        os.environ["PYSPARK_PYTHON"] = str(python)
+    is set for that moment only (a local session started later in this process keeps its own).
+    ``env`` (the driver JVM's Kerberos login: :func:`kerberos_launch`) is set for that moment too."""
+    swap = dict(env or {}) if not os.environ.get("PYSPARK_GATEWAY_PORT") else {}
+    if _is_yarn(master) and python is not None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        swap["PYSPARK_PYTHON"] = str(python)
+    before = {k: os.environ.get(k) for k in swap}
+    os.environ.update(swap)
     try:
         return start()
     except Exception as exc:  # noqa: BLE001 - Py4JJavaError, PySparkRuntimeError (no Java), …
         raise UnreachableError(f"Spark did not start on master {redact(master)}: {_first(exc)}",
                                hint="check that the master is running and reachable, and JAVA_HOME") from None
     finally:
-        if swap:
-            if before is None:
-                os.environ.pop("PYSPARK_PYTHON", None)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
             else:
-                os.environ["PYSPARK_PYTHON"] = before
+                os.environ[k] = v
 
 
 def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
@@ -255,12 +268,13 @@ def get_context(master: str | None = None, app_name: str = "dr-toolkit", *,
     running = SparkContext._active_spark_context
     if running is not None:
         return running
-    chosen, keys, submitted = _prepare(master, app_name, None, endpoint=endpoint, defaults=CONTEXT_DEFAULTS)
+    chosen, keys, submitted, env = _prepare(master, app_name, None, endpoint=endpoint, defaults=CONTEXT_DEFAULTS)
     spark_conf = SparkConf()
     if "spark.master" not in submitted:
         spark_conf.setMaster(chosen)
     spark_conf.setAll(list(keys.items()))
-    sc = _started(chosen, lambda: SparkContext.getOrCreate(spark_conf), python=keys.get("spark.pyspark.python"))
+    sc = _started(chosen, lambda: SparkContext.getOrCreate(spark_conf), python=keys.get("spark.pyspark.python"),
+                  env=env)
     sc.setLogLevel("WARN")
     return sc
 
@@ -298,9 +312,10 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
              topology: Topology | None = None, uris: Sequence[str] = (), access: Access | None = None,
              ship_library: bool | None = None, endpoint: SparkEndpoint | None = None,
              secret_env: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None
-             ) -> tuple[str, dict[str, str], dict[str, str]]:
-    """The master, the keys to set and spark-submit's conf; checks Java and the master and sets
-    the driver's environment (loopback binding, Python, secrets) before the JVM starts."""
+             ) -> tuple[str, dict[str, str], dict[str, str], dict[str, str]]:
+    """The master, the keys to set, spark-submit's conf and the environment to start the driver JVM
+    with (its Kerberos login, see :func:`kerberos_launch`); checks Java and the master and sets the
+    driver's environment (loopback binding, Python, secrets) before the JVM starts."""
     try:
         submitted = _submitted_conf()
     except Exception as exc:  # noqa: BLE001 - the gateway spark-submit started is gone
@@ -323,6 +338,19 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
         check_master_reachable(chosen)
         if _is_yarn(chosen):
             check_yarn(keys, getattr(cluster, "hadoop_conf_dir", None))
+    launch_env: dict[str, str] = {}
+    kc = spark_kerberos(topology, uris, access) if uris and "spark.master" not in submitted else None
+    if kc is not None:
+        given = {**spark_defaults_file(), **user_conf, **keys}
+        kconf, launch_env = kerberos_launch(kc, given, os.environ)
+        keys.update(kconf)
+        if not any(given.get(k) for k in SPARK_KERBEROS_KEYS):
+            from dr_toolkit.kerberos import kerberos_for
+
+            holder = kerberos_for(kc)  # a keytab or cache that cannot give a ticket: one line, exit 3
+            cache = holder.ccache_in_use()
+            if not kc.keytab:  # a kinit'ed cache: the JVM logs in from it (Spark cannot renew it)
+                launch_env["KRB5CCNAME"] = cache.removeprefix("FILE:")
     if _is_loopback(chosen):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if chosen.startswith("local"):
@@ -330,7 +358,68 @@ def _prepare(master: str | None, app_name: str, conf: Mapping[str, str] | None, 
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     for k, v in secret_env.items():
         os.environ[k] = v  # the driver JVM's Hadoop client (and local-mode executors) read them here
-    return chosen, keys, submitted
+    return chosen, keys, submitted, launch_env
+
+
+#: Spark's own Kerberos settings: when the caller (conf, topology, spark-defaults.conf) sets any, the
+#: library sets none of its principal/keytab
+SPARK_KERBEROS_KEYS = ("spark.kerberos.principal", "spark.kerberos.keytab", "spark.yarn.principal",
+                       "spark.yarn.keytab")
+KRB5_JVM_PROPERTY = "java.security.krb5.conf"
+
+
+def kerberos_launch(cfg: KerberosConfig, given: Mapping[str, str], env: Mapping[str, str]
+                    ) -> tuple[dict[str, str], dict[str, str]]:
+    """The Spark conf and the driver JVM's environment that make Spark's own Hadoop client (the
+    JVM this process starts) log in as ``cfg``'s principal, each filled in only where ``given``
+    (the caller's conf, spark-defaults.conf) and ``env`` do not already say it:
+
+    - ``spark.kerberos.principal``/``keytab`` from ``cfg`` (a keytab only: spark-submit logs in from
+      it with ``UserGroupInformation.loginUserFromKeytab`` before the driver starts). The keytab's
+      path shows in the UI's environment page (a path, not a secret; the file is never read here);
+    - ``HADOOP_CONF_DIR``: a generated directory whose ``core-site.xml`` says
+      ``hadoop.security.authentication=kerberos`` (the caller's directory's files linked, its
+      core-site.xml's properties kept) — spark-submit's login reads Hadoop's static configuration
+      from the classpath, never ``spark.hadoop.*``, so without it the keytab is silently ignored;
+    - ``SPARK_SUBMIT_OPTS`` + ``-Djava.security.krb5.conf=`` the realm's krb5.conf
+      (``extra.krb5_conf``/``KRB5_CONFIG``; Java reads no ``KRB5_CONFIG``)."""
+    conf: dict[str, str] = {}
+    out: dict[str, str] = {}
+    if cfg.keytab and cfg.principal and not any(given.get(k) for k in SPARK_KERBEROS_KEYS):
+        conf["spark.kerberos.principal"] = cfg.principal
+        conf["spark.kerberos.keytab"] = str(Path(cfg.keytab).resolve())
+    conf_dir = kerberos_conf_dir(env.get("HADOOP_CONF_DIR") or None)
+    if conf_dir is not None:
+        out["HADOOP_CONF_DIR"] = conf_dir
+    krb5 = cfg.krb5_conf or env.get("KRB5_CONFIG")
+    opts = env.get("SPARK_SUBMIT_OPTS", "")
+    if krb5 and KRB5_JVM_PROPERTY not in opts + given.get("spark.driver.extraJavaOptions", ""):
+        out["SPARK_SUBMIT_OPTS"] = f"{opts} -D{KRB5_JVM_PROPERTY}={Path(krb5).resolve()}".strip()
+    return conf, out
+
+
+def kerberos_conf_dir(existing: str | None) -> str | None:
+    """None when ``existing`` (``$HADOOP_CONF_DIR``) already says Kerberos, else a private directory
+    (removed at exit) with ``existing``'s files linked and a core-site.xml of its properties plus
+    ``hadoop.security.authentication=kerberos``."""
+    import atexit
+    import shutil
+    from xml.sax.saxutils import escape
+
+    props = _site_props(Path(existing) / "core-site.xml") if existing else {}
+    if props.get("hadoop.security.authentication", "").strip().lower() == "kerberos":
+        return None
+    out = Path(tempfile.mkdtemp(prefix="drt-hadoop-conf-"))
+    atexit.register(shutil.rmtree, out, True)
+    if existing and Path(existing).is_dir():
+        for f in Path(existing).iterdir():
+            if f.name != "core-site.xml":
+                (out / f.name).symlink_to(f.resolve())
+    props["hadoop.security.authentication"] = "kerberos"
+    body = "".join(f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+                   for k, v in props.items())
+    (out / "core-site.xml").write_text(f"<?xml version=\"1.0\"?>\n<configuration>\n{body}</configuration>\n")
+    return str(out)
 
 
 def spark_defaults_file() -> dict[str, str]:

@@ -1,10 +1,11 @@
 """`drt verify` of a dataset on one kerberized HDFS against its replica on another (issue 41): Spark's
-own Hadoop client (WebHdfsFileSystem in the driver JVM, SPNEGO) reads both sides as the principal,
-configured the way Spark users configure Kerberos — ``spark.kerberos.principal``/``keytab`` (spark-submit
-logs in from the keytab), a Hadoop configuration directory saying ``hadoop.security.authentication:
-kerberos`` (``HADOOP_CONF_DIR``, as on an edge node) and the realm's krb5.conf for the JVM. The library
-sets none of it itself yet. Without those settings Spark's reads are refused ("Authentication
-required", exit 2)."""
+own Hadoop client (WebHdfsFileSystem in the driver JVM, SPNEGO) reads both sides as the principal the
+environment names (``DRT_KERBEROS_PRINCIPAL``/``DRT_KERBEROS_KEYTAB``, krb5.conf from ``KRB5_CONFIG``) —
+nothing of Spark's Kerberos settings is set here: the session builder derives them
+(``spark.kerberos.principal``/``keytab``, a Hadoop configuration directory saying
+``hadoop.security.authentication: kerberos``, ``-Djava.security.krb5.conf`` for the driver JVM;
+:func:`dr_toolkit.spark.session.kerberos_launch`). Without them Spark's reads are refused
+("Authentication required", exit 2)."""
 
 from __future__ import annotations
 
@@ -34,34 +35,29 @@ def _parquet(h: HdfsCluster, path: str, rows: list[dict[str, object]]) -> None:
 
 
 def test_verify_compares_datasets_on_kerberized_hdfs(hdfs_secure: HdfsCluster, hdfs_secure_cold: HdfsCluster, kdc: Kdc,
-                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path) -> None:
     rows = [{"id": i, "v": f"x{i}"} for i in range(20)]
     _parquet(hdfs_secure, "/kv/src", rows)
     hdfs_secure_cold.client().makedirs("/kv", permission="777")
     _parquet(hdfs_secure_cold, "/kv/dst", [*rows[:-1], {"id": 19, "v": "changed"}])
-    env = {k: v for k, v in without_kerberos_env().items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL")}
-    env.update({**kerberos_env(kdc), **spark_env()})
-    conf = tmp_path / "spark-conf"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(
-        f"spark.kerberos.principal {kdc.principal('drt')}\n"
-        f"spark.kerberos.keytab {kdc.keytab('drt')}\n"
-        f"spark.driver.extraJavaOptions -Djava.security.krb5.conf={kdc.krb5_conf}\n")
+    env = {k: v for k, v in without_kerberos_env().items()
+           if k not in ("DRT_CONFIG", "DRT_LEDGER_URL", "HADOOP_CONF_DIR", "SPARK_CONF_DIR", "SPARK_SUBMIT_OPTS")}
+    env.update({**kerberos_env(kdc), **spark_env()})  # DRT_KERBEROS_PRINCIPAL/KEYTAB, KRB5_CONFIG
+    # The test KDC's tickets last 12 s: the JVM may log in again after 1 s (Hadoop's default is 60 s).
+    # A Hadoop setting, not Kerberos's: the library keeps it and adds hadoop.security.authentication.
     hconf = tmp_path / "hadoop-conf"
     hconf.mkdir()
     (hconf / "core-site.xml").write_text(
-        "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value></property>"
-        # the test KDC's tickets last 12 s: the JVM may log in again after 1 s (60 s by default)
-        "<property><name>hadoop.kerberos.min.seconds.before.relogin</name><value>1</value></property>"
-        "</configuration>\n")
-    env["SPARK_CONF_DIR"] = str(conf)
+        "<configuration><property><name>hadoop.kerberos.min.seconds.before.relogin</name><value>1</value>"
+        "</property></configuration>\n")
     env["HADOOP_CONF_DIR"] = str(hconf)
-    env["SPARK_SUBMIT_OPTS"] = f"-Djava.security.krb5.conf={kdc.krb5_conf}"
     r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "-v", "verify",
                         hdfs_secure.uri("/kv/src"), hdfs_secure_cold.uri("/kv/dst"), "--key", "id", "--buckets", "4",
                         "--spark-master", "local[2]"], capture_output=True, text=True, cwd=tmp_path, env=env,
                        timeout=500)
+    (tmp_path / "drt-stderr.txt").write_text(r.stderr)  # kept in the test's directory for a look after a failure
     assert r.returncode == 1, r.stderr[-3000:]  # a difference found: exit 1
     out = json.loads(r.stdout)
     assert (out["GOODROWS"], out["BADROWS"], out["CONTENT_DIFFERENT_ROWS"]) == (19, 1, 1), out
     assert out["source_rows"] == out["peer_rows"] == 20 and out["column_mismatches"] == {"v": 1}, out
+    assert str(kdc.keytab("drt")) not in r.stderr + r.stdout  # the keytab's path is not logged
