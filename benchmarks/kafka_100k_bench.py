@@ -334,11 +334,12 @@ class SimCluster(KafkaCluster):
     @_own
     def evidence_many(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, int, int, int]]:
         """The incremental proof's evidence (wire.log_evidence's answer): one Metadata, then per
-        leader ListOffsets EARLIEST and LATEST; topic ids and leader epochs never change here."""
+        leader ListOffsets EARLIEST and LATEST at once (two connections: a broker's request
+        threads answer them side by side, as it answers different leaders' — modelled as one
+        ListOffsets' time); topic ids and leader epochs never change here."""
         if not tps:
             return {}
         _sleep("metadata", len(tps))
-        _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
         _sleep("list_offsets", math.ceil(len(tps) / BROKERS[0]))
         return {tp: (f"{self.role}-{tp[0]}", 0, self.model.ends(self.role, tp), 0) for tp in tps}
 

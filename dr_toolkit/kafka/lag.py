@@ -53,7 +53,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -171,6 +171,7 @@ def mirror_lag(mirror: Mirror, topics: list[str] | None = None) -> LagReport:
 
 def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS,
                     chunk: int = TAIL_CHUNK, incremental: Incremental | None = None,
+                    metadata: Mapping[str, Callable[[], tuple[KafkaCluster, dict[str, int]]]] | None = None,
                     ) -> tuple[dict[str, LagReport | DrtError], dict[str, int]]:
     """:func:`mirror_lag` of each topic (the gate's input), its cost growing with the partitions,
     not with topics × partitions: metadata once per cluster, MM2's offset syncs once, the topics'
@@ -188,15 +189,32 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
     proof, one that grew has it extended from the records appended since, and only the others are
     proven from the records; ``incremental.fresh`` receives the rows to keep for the next check.
 
+    ``metadata``: per role ("hot", "cold"), the cluster's metadata the caller has read already
+    (or is reading: each is called here, once) as (the client that read it, topic → partition
+    count); this function's clients take its partition leaders (:meth:`KafkaCluster.seeded`)
+    instead of asking Metadata again (the gate: hot's is read for the groups' committed offsets,
+    cold's while they are asked). Either is read before ``read_at``, as this function's own
+    would be; what is judged from it is only which partitions exist on each side.
+
     Returns (topic → report or error, request counts)."""
     skew = mirror.skew_ms
     out: dict[str, LagReport | DrtError] = {}
     stats: dict[str, int] = {"metadata": 0, "list_offsets": 0, "describe_configs": 0, "tail_chunks": 0, "searches": 0}
     with mirror.client("hot") as hot, mirror.client("cold") as cold:
+        known = metadata or {}
+
+        def meta(c: KafkaCluster, role: str) -> dict[str, int]:
+            if role not in known:
+                return c.topics()
+            src, have = known[role]()
+            if src is not c:
+                c.seeded(src)
+            return have
+
         with cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="drt-metadata") as ex:  # two clusters at once
-            hot_meta, cold_meta = ex.submit(hot.topics), ex.submit(cold.topics)
+            hot_meta, cold_meta = ex.submit(meta, hot, "hot"), ex.submit(meta, cold, "cold")
             hot_have, cold_have = hot_meta.result(), cold_meta.result()  # both answer before anything is judged
-        stats["metadata"] += 2
+        stats["metadata"] += sum(role not in known for role in ("hot", "cold"))
         syncs = _offset_syncs(mirror, hot)
         counts: dict[str, int] = {}
         for t in topics:

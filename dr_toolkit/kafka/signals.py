@@ -26,9 +26,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.errors import DrtError, why
+from dr_toolkit.kafka.client import KafkaCluster
 from dr_toolkit.kafka.holdings import gated_topics, record_proven, record_resolved
 from dr_toolkit.kafka.lag import Incremental, mirror_lag_many
 from dr_toolkit.kafka.mirror import Mirror
@@ -123,15 +125,34 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     mirror = mirror or Mirror.of(topology, access)
     # The ledger's reads run beside the brokers' (each is a wait on the other side): the proofs
     # kept by the last check while hot's groups and topics are asked, the groups' newest
-    # checkpoints while the lag is proven. Neither depends on what the brokers answer.
-    with cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="drt-gate-ledger") as ex:
+    # checkpoints while the lag is proven. Neither depends on what the brokers answer. Cold's
+    # metadata is asked while hot's groups are, and hot's (read for the groups' committed
+    # offsets) is the lag's too: each cluster's Metadata once per check (mirror_lag_many's
+    # ``metadata``; each read before the lag's ``read_at``, as the lag's own would be).
+    with cf.ThreadPoolExecutor(max_workers=3, thread_name_prefix="drt-gate-ledger") as ex:
         base = ex.submit(previous_proofs, ledger)
-        return _signals(topology, ledger, now, mirror, ex, base)
+        cold = ex.submit(_metadata, mirror, "cold")
+        try:
+            return _signals(topology, ledger, now, mirror, ex, base, cold)
+        finally:
+            cold.cancel()
+
+
+def _metadata(mirror: Mirror, role: str) -> tuple[KafkaCluster, dict[str, int]]:
+    """``role``'s topics (Metadata) and the client that read them (its partition leaders)."""
+    with mirror.client(role) as c:
+        return c, c.topics()
+
+
+def _given(meta: tuple[KafkaCluster, dict[str, int]]) -> Callable[[], tuple[KafkaCluster, dict[str, int]]]:
+    return lambda: meta
 
 
 def _signals(topology: Topology, ledger: Ledger, now: float, mirror: Mirror, ex: cf.ThreadPoolExecutor,
-             base: cf.Future[dict[tuple[str, int], dict[str, Any]]]) -> list[Signal]:
+             base: cf.Future[dict[tuple[str, int], dict[str, Any]]],
+             cold_meta: cf.Future[tuple[KafkaCluster, dict[str, int]]]) -> list[Signal]:
     groups = mirror.policy_groups()
+    hot_meta: tuple[KafkaCluster, dict[str, int]] | None = None
     committed: dict[str, set[tuple[str, int]]] = {}
     hot_error: str | None = None
     live_topics: list[str] = []
@@ -146,6 +167,7 @@ def _signals(topology: Topology, ledger: Ledger, now: float, mirror: Mirror, ex:
                     if mirror.uses_patterns("topics"):
                         listed_at = time.time()  # before hot's topics are listed
                         live = hot.topics()
+                        hot_meta = (hot, live)
                         live_topics = sorted(live)
                         notes += mirror.unmatched_patterns(topics=live_topics)
                         for p in topology.policies.kafka:
@@ -155,6 +177,7 @@ def _signals(topology: Topology, ledger: Ledger, now: float, mirror: Mirror, ex:
                                                     {t: n for t, n in live.items() if p.selects_topic(t)})
                 if groups:  # one metadata call, the groups' committed offsets batched (client.committed_many)
                     have = live if live is not None else hot.topics()
+                    hot_meta = (hot, have)
                     got = hot.committed_many(groups, have)
                     for g in groups:
                         committed[g] = {tp for tp in got[g] if not mirror.topic_excluded(g, tp[0])}
@@ -179,7 +202,10 @@ def _signals(topology: Topology, ledger: Ledger, now: float, mirror: Mirror, ex:
         # every topic's lag in one pass (metadata once, ListOffsets shared by all topics): lag.mirror_lag_many
         inc = Incremental(base.result())
         try:
-            reports, _stats = mirror_lag_many(mirror, topics, incremental=inc)
+            known: dict[str, Callable[[], tuple[KafkaCluster, dict[str, int]]]] = {"cold": cold_meta.result}
+            if hot_meta is not None and hot_error is None:
+                known["hot"] = _given(hot_meta)
+            reports, _stats = mirror_lag_many(mirror, topics, incremental=inc, metadata=known)
         except Exception as exc:  # noqa: BLE001 - broker down, bad config: NO_GO with the reason
             reports = {t: DrtError(_why(exc)) for t in topics}
         if inc.fresh:

@@ -637,8 +637,8 @@ def log_evidence(bootstrap: str, conf: Mapping[str, Any], timeout_s: float, tps:
     """What the brokers say of each partition's log, as the evidence of lag.py's incremental
     proof: the topic id (Metadata v12: a topic deleted and re-created under the same name has a
     new one), then per partition leader its log start and end offsets (ListOffsets v6, EARLIEST
-    then LATEST, read_uncommitted) asked *at the leader epoch Metadata named* — the broker refuses
-    the partition once its leader epoch moved on (a leader change, an unclean election: the only
+    and LATEST at once on two connections, read_uncommitted) asked *at the leader epoch Metadata
+    named* — the broker refuses the partition once its leader epoch moved on (a leader change, an unclean election: the only
     ways records below the end offset are ever truncated) — and the epoch the LATEST answer
     carries, which must be that one. Partitions not answered whole are left out (the caller takes
     the full path for them). Returns (evidence, requests sent). PLAINTEXT or SASL_PLAINTEXT with
@@ -684,33 +684,45 @@ def log_evidence(bootstrap: str, conf: Mapping[str, Any], timeout_s: float, tps:
         tid[t] = m[1]
         by.setdefault(brokers[leader], []).append((t, p, epoch))
 
-    def one(item: tuple[Leader, list[tuple[str, int, int]]]) -> tuple[dict[tuple[str, int], Evidence], int]:
-        (host, port), parts = item
-        got: dict[tuple[str, int], Evidence] = {}
+    def ask(item: tuple[Leader, list[tuple[str, int, int]], int]
+            ) -> tuple[dict[tuple[str, int], tuple[int, int, int]] | None, int]:
+        """One leader's answers to one ListOffsets (EARLIEST or LATEST) on its own connection;
+        None when the leader did not answer whole (its partitions then have no evidence)."""
+        (host, port), parts, ts = item
         try:
             c = connect(host, port, timeout_s, client_id, conf)
         except OSError:
-            return got, 0
+            return None, 0
+        got: dict[tuple[str, int], tuple[int, int, int]] = {}
         try:
             for i in range(0, len(parts), PARTITIONS_PER_REQUEST):
-                chunk = parts[i:i + PARTITIONS_PER_REQUEST]
-                lo = parse_list_offsets_epochs(c.call(LIST_OFFSETS, 6, fenced_list_offsets_request(chunk, EARLIEST)))
-                hi = parse_list_offsets_epochs(c.call(LIST_OFFSETS, 6, fenced_list_offsets_request(chunk, LATEST)))
-                for t, p, epoch in chunk:
-                    a, b = lo.get((t, p)), hi.get((t, p))
-                    if a is None or b is None or a[0] or b[0] or a[1] < 0 or b[1] < 0 or b[2] != epoch:
-                        continue  # refused (fenced: the epoch moved on), or not that epoch: no evidence
-                    got[(t, p)] = (tid[t], a[1], b[1], epoch)
+                got.update(parse_list_offsets_epochs(c.call(LIST_OFFSETS, 6, fenced_list_offsets_request(
+                    parts[i:i + PARTITIONS_PER_REQUEST], ts))))
         except (OSError, ConnectionError, struct.error, IndexError, UnicodeDecodeError):
-            pass  # this leader's partitions have no evidence: the full path
+            return None, c.requests  # this leader's partitions have no evidence: the full path
         finally:
             c.close()
         return got, c.requests
 
+    # Per leader, EARLIEST and LATEST at once, each on its own connection (one ListOffsets cannot
+    # name a partition twice, and a broker answers one connection's requests one at a time). Their
+    # order is not part of the evidence: both are asked at the epoch Metadata named and the broker
+    # refuses either once it moved on; each field is compared for equality with the proof's own,
+    # and a head removed (or records appended) after one of the two was answered is a change after
+    # the check, as it would be after both — the same whichever is asked first.
+    items = [(leader, parts, ts) for leader, parts in by.items() for ts in (EARLIEST, LATEST)]
     out: dict[tuple[str, int], Evidence] = {}
-    if by:
-        with cf.ThreadPoolExecutor(max_workers=max(1, min(8, len(by))), thread_name_prefix="drt-evidence") as ex:
-            for got, n in ex.map(one, by.items()):
-                out.update(got)
-                requests += n
+    if items:
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(16, len(items))), thread_name_prefix="drt-evidence") as ex:
+            answers = list(ex.map(ask, items))
+        requests += sum(n for _, n in answers)
+        for k, (_leader, parts) in enumerate(by.items()):
+            lo, hi = answers[2 * k][0], answers[2 * k + 1][0]
+            if lo is None or hi is None:
+                continue
+            for t, p, epoch in parts:
+                a, b = lo.get((t, p)), hi.get((t, p))
+                if a is None or b is None or a[0] or b[0] or a[1] < 0 or b[1] < 0 or b[2] != epoch:
+                    continue  # refused (fenced: the epoch moved on), or not that epoch: no evidence
+                out[(t, p)] = (tid[t], a[1], b[1], epoch)
     return out, requests
