@@ -93,6 +93,9 @@ def test_a_keytab_becomes_sparks_login_with_a_kerberos_conf_dir_and_krb5_conf(tm
     props = session._site_props(out / "core-site.xml")
     assert props == {"fs.defaultFS": "hdfs://ns", "hadoop.security.authentication": "kerberos"}
     assert kerberos_conf_dir(str(out)) is None  # a directory that already says Kerberos is used as it is
+    fresh = Path(str(kerberos_conf_dir(None)))  # no HADOOP_CONF_DIR: a core-site.xml alone
+    assert [p.name for p in fresh.iterdir()] == ["core-site.xml"]
+    assert session._site_props(fresh / "core-site.xml") == {"hadoop.security.authentication": "kerberos"}
 
 
 def test_the_callers_spark_kerberos_settings_win(tmp_path: Path) -> None:
