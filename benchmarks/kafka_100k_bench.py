@@ -564,6 +564,8 @@ def gate(label: str, mirror: Mirror, counts: Counts, topo: Any, ledger: Any, acc
             prof.disable()
             print(f"[{label}] cProfile of the {what} (main thread; the worker threads' fetches are not in it):")
             pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
+            print(f"[{label}] ... by own time:")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
         topic_sigs = [s for s in sigs if not s.name.startswith("group:")]
         group_sigs = [s for s in sigs if s.name.startswith("group:")]
         met = "met" if res[key] < GATE_GOAL_S else "NOT met"

@@ -717,11 +717,13 @@ class KafkaCluster:
                 c.close()
         return {(tp.topic, tp.partition): int(tp.offset) for tp in res if tp.offset >= 0}
 
-    def committed_many(self, groups: list[str], have: Mapping[str, int] | None = None, *, workers: int = 8
+    def committed_many(self, groups: list[str],
+                       have: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None, *, workers: int = 8
                        ) -> dict[str, dict[tuple[str, int], int]]:
         """Every group's committed offsets, as :meth:`committed` with ``partitions=None`` gives for
         each: only partitions of the topics ``have`` lists (hot's metadata, read once by the
-        caller; read here when None), offsets without a commit left out.
+        caller; read here when None; a callable: the caller's metadata being read beside the
+        batched fetch, taken when the fetch has answered), offsets without a commit left out.
 
         Batched (:mod:`dr_toolkit.kafka.wire`: one FindCoordinator, then OffsetFetch v8 with up to
         500 groups per request, each answering only the group's committed partitions) when the
@@ -743,11 +745,13 @@ class KafkaCluster:
                 finally:
                     self.offset_fetch_requests += fetcher.requests
                 self.batched = True
-                return {g: {tp: o for tp, o in got[g].items() if tp[1] < have.get(tp[0], 0)} for g in groups}
+                known = have() if callable(have) else have  # a metadata read beside the fetch: taken here
+                return {g: {tp: o for tp, o in got[g].items() if tp[1] < known.get(tp[0], 0)} for g in groups}
             except WireUnsupported as exc:
                 self.batched_refused = exc.message
         self.batched = False
-        parts = [(t, p) for t, n in sorted(have.items()) for p in range(n)]
+        known = have() if callable(have) else have
+        parts = [(t, p) for t, n in sorted(known.items()) for p in range(n)]
         import concurrent.futures as cf
 
         with cf.ThreadPoolExecutor(max_workers=max(1, min(workers, len(groups))),

@@ -192,7 +192,7 @@ def record_resolved(ledger: Ledger, policy: str, at: float, topics: Mapping[str,
     ``at`` (read before hot's topics were listed): a topic created on hot later holds only records
     written after ``at``."""
     name = RESOLVED.format(policy=policy)
-    prev = _marks(ledger).get(name)
+    prev = next((w for w in ledger.watermarks_named(COMPONENT, [name]) if str(w["name"]) == name), None)
     if prev is None or float(prev["watermark"]) < at:
         ledger.set_watermark(COMPONENT, name, at, {"topics": sorted(topics), "partitions": dict(topics)})
 

@@ -126,10 +126,10 @@ def kafka_signals(topology: Topology, ledger: Ledger, access: Access, now: float
     # The ledger's reads run beside the brokers' (each is a wait on the other side): the proofs
     # kept by the last check while hot's groups and topics are asked, the groups' newest
     # checkpoints while the lag is proven. Neither depends on what the brokers answer. Cold's
-    # metadata is asked while hot's groups are, and hot's (read for the groups' committed
-    # offsets) is the lag's too: each cluster's Metadata once per check (mirror_lag_many's
-    # ``metadata``; each read before the lag's ``read_at``, as the lag's own would be).
-    with cf.ThreadPoolExecutor(max_workers=3, thread_name_prefix="drt-gate-ledger") as ex:
+    # metadata is asked while hot's groups are, and hot's (asked beside the groups' committed
+    # offsets, which it only filters) is the lag's too: each cluster's Metadata once per check
+    # (mirror_lag_many's ``metadata``; each read before the lag's ``read_at``, as its own would be).
+    with cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="drt-gate-ledger") as ex:
         base = ex.submit(previous_proofs, ledger)
         cold = ex.submit(_metadata, mirror, "cold")
         try:
@@ -162,25 +162,28 @@ def _signals(topology: Topology, ledger: Ledger, now: float, mirror: Mirror, ex:
     if groups or patterns:
         try:
             with mirror.client("hot") as hot:
+                # hot's Metadata, asked beside hot's groups (listed, then their committed offsets,
+                # which it only filters); it is the lag's too
+                listed_at = time.time()  # before hot's topics are listed
+                hot_topics = ex.submit(hot.topics)
                 if patterns:  # MM2-style selection: resolved against hot's live groups and topics
                     groups, notes = mirror.protected_groups(hot)
-                    if mirror.uses_patterns("topics"):
-                        listed_at = time.time()  # before hot's topics are listed
-                        live = hot.topics()
-                        hot_meta = (hot, live)
-                        live_topics = sorted(live)
-                        notes += mirror.unmatched_patterns(topics=live_topics)
-                        for p in topology.policies.kafka:
-                            if p.topics_regex:  # for the unplanned window: which topics hot had then
-                                with contextlib.suppress(Exception):  # an unwritable ledger: no record
-                                    record_resolved(ledger, p.name, listed_at,
-                                                    {t: n for t, n in live.items() if p.selects_topic(t)})
-                if groups:  # one metadata call, the groups' committed offsets batched (client.committed_many)
-                    have = live if live is not None else hot.topics()
-                    hot_meta = (hot, have)
-                    got = hot.committed_many(groups, have)
-                    for g in groups:
-                        committed[g] = {tp for tp in got[g] if not mirror.topic_excluded(g, tp[0])}
+                got = hot.committed_many(groups, hot_topics.result) if groups else {}
+                have = hot_topics.result()
+                hot_meta = (hot, have)
+                if patterns and mirror.uses_patterns("topics"):
+                    live = have
+                    live_topics = sorted(live)
+                    notes += mirror.unmatched_patterns(topics=live_topics)
+                    for p in topology.policies.kafka:
+                        if p.topics_regex:  # for the unplanned window: which topics hot had then
+                            with contextlib.suppress(Exception):  # an unwritable ledger: no record
+                                record_resolved(ledger, p.name, listed_at,
+                                                {t: n for t, n in live.items() if p.selects_topic(t)})
+                for g in groups:
+                    mine = got[g]
+                    out_t = {t for t in {tp[0] for tp in mine} if mirror.topic_excluded(g, t)}
+                    committed[g] = {tp for tp in mine if tp[0] not in out_t} if out_t else set(mine)
         except Exception as exc:  # noqa: BLE001 - hot unreachable: coverage unknown -> NO_GO
             hot_error = _why(exc)
             if patterns:  # the groups the patterns select among those checkpointed before
