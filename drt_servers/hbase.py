@@ -366,7 +366,8 @@ class HBaseCluster:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(HBASE_COMMAND.format(python=sys.executable, name=self.name, cp=maven.classpath("hbase"),
                                              mapredcp=mapredcp(), java=maven.java(), flags=list(JAVA17_FLAGS),
-                                             control=self.control_port, secure=secure))
+                                             control=self.control_port, secure=secure,
+                                             cds_dir=str(maven.CACHE / "hbase-cds")))
         path.chmod(0o755)
         return path
 
@@ -499,6 +500,7 @@ MAPREDCP = {mapredcp!r}
 JAVA = {java!r}
 FLAGS = {flags!r}
 CONTROL = {control}
+CDS_DIR = {cds_dir!r}  # the class-data archives of `hbase CLASS` runs (drt_servers' cache)
 SECURE = {secure!r}  # a kerberized cluster: [zk host, zk port, parent, client props, krb5.conf, log4j2, classes]
 
 
@@ -515,6 +517,25 @@ def control(*words):
     if not answer.get("ok"):
         sys.stderr.write("ERROR: " + str(answer.get("error")) + "\\n")
         sys.exit(1)
+
+
+def class_archive(cp, main):
+    """AppCDS (JDK 13+) for `hbase CLASS`: the first run of a class path (and main class) archives the
+    classes it loaded, later runs map them — a JVM per tool call starts in about half the time (the
+    cell tool's scan: 1.9 s -> 1.0 s). Returns ((tmp, final), options) for the archiving run, else
+    (None, options). Not with a directory on the class path (the dump would fail the run: "Cannot
+    have non-empty directory in paths"). JVM log lines go to stderr: stdout is the tool's."""
+    if not CDS_DIR or any(os.path.isdir(p) for p in cp.split(":") if p):
+        return None, []
+    import hashlib
+    quiet = ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+    name = hashlib.sha256("|".join((JAVA, main, cp)).encode()).hexdigest()[:16]
+    final = os.path.join(CDS_DIR, name + ".jsa")
+    if os.path.isfile(final):
+        return None, ["-XX:SharedArchiveFile=" + final, *quiet]
+    os.makedirs(CDS_DIR, exist_ok=True)
+    tmp = os.path.join(CDS_DIR, "%s.%d.tmp.jsa" % (name, os.getpid()))
+    return (tmp, final), ["-XX:ArchiveClassesAtExit=" + tmp, *quiet]
 
 
 def quoted(text):
@@ -561,7 +582,17 @@ elif sys.argv[1] == "shell":
     shell(sys.argv[-1])
 else:
     extra = os.environ.get("HBASE_CLASSPATH", "")
-    os.execv(JAVA, [JAVA, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                    "-Djava.net.preferIPv4Stack=true", *FLAGS, "-cp", (extra + ":" if extra else "") + CP,
-                    *sys.argv[1:]])
+    cp = (extra + ":" if extra else "") + CP
+    dump, cds = class_archive(cp, sys.argv[1])
+    argv = [JAVA, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+            *FLAGS, *cds, "-cp", cp, *sys.argv[1:]]
+    if dump is None:
+        os.execv(JAVA, argv)
+    import subprocess
+    rc = subprocess.call(argv)  # the first run of this class path: its classes archived when the JVM ends
+    if rc == 0 and os.path.isfile(dump[0]):
+        os.replace(dump[0], dump[1])
+    elif os.path.exists(dump[0]):
+        os.remove(dump[0])
+    sys.exit(rc)
 '''
