@@ -228,9 +228,6 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
                 out[t] = exc
         if not counts:
             return out, stats
-        cold.topic_configs_many([mirror.cold_topic(t) for t in counts])
-        stats["describe_configs"] += 1
-        restamped = {t: cold.log_append_time(mirror.cold_topic(t)) for t in counts}
         hot_parts = [(t, p) for t in counts for p in range(counts[t])]
         cold_parts = [(mirror.cold_topic(t), p) for t in counts for p in range(min(counts[t],
                                                                                      cold_have[mirror.cold_topic(t)]))]
@@ -260,8 +257,12 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
         # is asked; a carried proof needs each side's evidence equal to its own at the proof,
         # whenever each was read; and a stable offset equal to the end read says no transaction was
         # open below that end, whichever was read first (one begun in between starts at or past it).
+        # The topics' configs (DescribeConfigs: whether cold stamps LogAppendTime, whether hot's topic
+        # is compacted — for the searches) are asked beside the ends: nothing is judged before both answer.
         read_at = time.time()
-        with cf.ThreadPoolExecutor(max_workers=3, thread_name_prefix="drt-ends") as ex:
+        with cf.ThreadPoolExecutor(max_workers=5, thread_name_prefix="drt-ends") as ex:
+            cold_conf = ex.submit(cold.topic_configs_many, [mirror.cold_topic(t) for t in counts])
+            hot_conf = ex.submit(hot.topic_configs_many, list(counts))
             hot_f, stable_f, cold_f = ex.submit(hot_side), ex.submit(hot_stable), ex.submit(cold_side)
             try:
                 hot_ev, hot_marks = hot_f.result()
@@ -271,11 +272,13 @@ def mirror_lag_many(mirror: Mirror, topics: list[str], *, workers: int = WORKERS
                 for t in counts:
                     out[t] = exc
                 return out, stats
+            cold_conf.result()
+            hot_conf.result()
+        stats["describe_configs"] += 2
+        restamped = {t: cold.log_append_time(mirror.cold_topic(t)) for t in counts}
         stats["list_offsets"] += 5
         if incremental is not None:
             stats["evidence"] = stats.get("evidence", 0) + 2
-        hot.topic_configs_many(list(counts))  # the searches ask whether hot's topic is compacted
-        stats["describe_configs"] += 1
         hot_pool = ClientPool(lambda: mirror.client("hot").seeded(hot))
         cold_pool = ClientPool(lambda: mirror.client("cold").seeded(cold))
         try:
