@@ -296,3 +296,43 @@ def test_an_unchanged_proof_is_confirmed_not_rewritten_and_the_unplanned_window_
     [row] = [r for r in loss_rows(Mirror.of(topo, access), ledger) if r["name"] == topic]
     assert row["safe_time"] == second.safe_time, row
     assert "confirmed at the check of" in row["basis"], row
+
+
+def test_the_gate_asks_each_clusters_metadata_once_and_its_lag_uses_it(kafka_env, tmp_path: Path) -> None:
+    """Hot's Metadata (asked beside the groups' committed offsets) and cold's (asked meanwhile) are the
+    lag's too: one topics() per cluster per check, the lag's clients taking the partition leaders
+    from them (the batched ListOffsets then still answers: the second check carries the proofs)."""
+    import collections
+    from dataclasses import replace
+
+    from dr_toolkit.kafka.client import KafkaCluster
+    from tests.support.fixtures_kafka import commit_after_consuming
+
+    hot, cold = kafka_env
+    topic, group = unique("inc-meta"), unique("inc-meta-g")
+    create_topic(hot, topic, 2)
+    create_topic(cold, topic, 2)
+    for p in range(2):
+        produce(hot, topic, p, _recs(f"{p}", 3, 0))
+        mirror(hot, cold, topic, p)
+    commit_after_consuming(hot, group, topic, {0: 3, 1: 1})
+    path = write_topology(tmp_path / "drt.yaml", hot=hot, cold=cold, topics=[topic], groups=[group],
+                          ledger_url=f"sqlite:///{tmp_path}/ledger.db")
+    topo = load_topology(path)
+    ledger = Ledger.open(topo.ledger.url)
+    asked: collections.Counter[str] = collections.Counter()
+
+    class Counted(KafkaCluster):
+        def topics(self) -> dict[str, int]:
+            asked[self.role] += 1
+            return super().topics()
+
+    m = replace(Mirror.of(topo, Access.from_env()),
+                clients=lambda side, creds: Counted(side.bootstrap, credentials=creds, timeout_s=side.timeout_s,
+                                                    role="hot" if side.bootstrap == hot else "cold"))
+    for n in range(2):
+        asked.clear()
+        sigs = {s.name: s for s in kafka_signals(topo, ledger, Access.from_env(), time.time(), mirror=m)}
+        assert sigs[topic].caught_up, sigs[topic]
+        assert ("unchanged since the check" in sigs[topic].basis) == (n == 1), sigs[topic].basis
+        assert dict(asked) == {"hot": 1, "cold": 1}, (n, dict(asked))
