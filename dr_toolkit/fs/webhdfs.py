@@ -226,9 +226,18 @@ class WebHdfsFileSystem(FileSystem):
         library's ``status(strict=False)`` returns None for *every* refusal — an
         AccessControlException, an invalid path, a server error — which would read a tree we may
         not read as absent (an empty source listing, a cold "missing" everything): those raise."""
+        from hdfs.util import HdfsError
+
         try:
             with self._errors(path):
-                d = self.client.status(path)
+                try:
+                    d = self.client.status(path)
+                except HdfsError as exc:
+                    # an inode path (/.reserved/.inodes/<id>) of an inode that is gone: the NameNode
+                    # answers IllegalArgumentException, not FileNotFoundException — absent too
+                    if "/.reserved/.inodes/" in path and getattr(exc, "exception", "") == "IllegalArgumentException":
+                        return None
+                    raise
         except FileNotFoundError:
             return None
         return d if isinstance(d, dict) else None
