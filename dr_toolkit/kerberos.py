@@ -142,8 +142,17 @@ class Kerberos:
             self._creds, self._ends, self._in_use = None, 0.0, None
 
     # -- the ticket --------------------------------------------------------------------------------
+    def _use_realm_conf(self) -> None:
+        """libkrb5 and GSSAPI read ``KRB5_CONFIG`` per context, from the process's environment: set it
+        again on every use — anything in the process may have changed it since this holder was made
+        (a shared holder outlives whoever set it; without it SPNEGO read /etc/krb5.conf: "Cannot find
+        KDC for realm")."""
+        if self.cfg.krb5_conf and os.environ.get("KRB5_CONFIG") != self.cfg.krb5_conf:
+            os.environ["KRB5_CONFIG"] = self.cfg.krb5_conf
+
     def credentials(self) -> Any:
         """GSSAPI initiator credentials with a ticket valid for a while yet (see the module doc)."""
+        self._use_realm_conf()
         with self._lock:
             now = self._clock()
             left = self._ends - now

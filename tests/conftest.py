@@ -88,9 +88,8 @@ _SERVER_GROUPS = [  # (a fixture the module's tests use, its group), the first m
     ("kafka_secure", "kerberos"), ("kdc", "kerberos"), ("hbase_secure_pair", "kerberos-hbase"),
     ("spark", "spark"), ("api_server", "airflow"), ("airflow_home", "airflow"),
 ]
-# "kerberos-hbase" (the secure HBase pair on a KDC of its own, realm DRT.TEST too) runs after "kerberos" on a
-# worker that has both: the library keeps one Kerberos holder per principal per process, and the pair's
-# hdfs/localhost@DRT.TEST of the other KDC taken first made the shared KDC's tests fail (CI, 2026-11-29)
+# "kerberos-hbase": the secure HBase pair on a KDC of its own (same realm name, same service principals),
+# kept apart from the shared KDC's modules and after them on a worker that has both
 _GROUP_ORDER = ["hbase", "hdfs", "kafka", "spark", "spark-cluster", "kerberos", "airflow", "kerberos-hbase"]
 
 
