@@ -133,12 +133,8 @@ failover: {max_lag_s: 60}
                   now=NOW).verdict == GO
 
 
-def test_a_failed_reader_of_a_policy_selecting_only_by_pattern_still_gives_no_go(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A Kafka policy with only ``topics_regex``/``groups_regex`` has no signal name before it is
-    read: when its reader fails, the gate must still hold a NO_GO signal for it (else GO on the rest)."""
-    from dr_toolkit.failover import signals as fs
-
-    topo = parse_topology("""
+# one Kafka policy selecting only by pattern: no signal name before it is read
+PATTERN_ONLY_KAFKA = """
 clusters:
   a: {role: hot, local_root: /tmp/a, kafka: {bootstrap_servers: "127.0.0.1:1"}}
   b: {role: cold, local_root: /tmp/b, kafka: {bootstrap_servers: "127.0.0.1:2"}}
@@ -146,7 +142,15 @@ policies:
   kafka:
     - {name: all-orders, topics_regex: ["orders\\\\..*"], groups_regex: ["billing-.*"]}
 failover: {max_lag_s: 60}
-""")
+"""
+
+
+def test_a_failed_reader_of_a_policy_selecting_only_by_pattern_still_gives_no_go(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A Kafka policy with only ``topics_regex``/``groups_regex`` has no signal name before it is
+    read: when its reader fails, the gate must still hold a NO_GO signal for it (else GO on the rest)."""
+    from dr_toolkit.failover import signals as fs
+
+    topo = parse_topology(PATTERN_ONLY_KAFKA)
 
     def broken(*_a: object) -> list[Signal]:
         raise RuntimeError("the brokers did not answer")
@@ -165,15 +169,7 @@ def test_a_reader_without_a_valid_ticket_stops_the_check_naming_the_principal(mo
     from dr_toolkit.failover import signals as fs
     from dr_toolkit.kerberos import KerberosError
 
-    topo = parse_topology("""
-clusters:
-  a: {role: hot, local_root: /tmp/a, kafka: {bootstrap_servers: "127.0.0.1:1"}}
-  b: {role: cold, local_root: /tmp/b, kafka: {bootstrap_servers: "127.0.0.1:2"}}
-policies:
-  kafka:
-    - {name: orders, topics: [orders], groups: [billing]}
-failover: {max_lag_s: 60}
-""")
+    topo = parse_topology(PATTERN_ONLY_KAFKA)
 
     def no_ticket(*_a: object) -> list[Signal]:
         raise KerberosError("no valid ticket for drt@DRT.TEST", where="kafka a", hint="check the keytab")
