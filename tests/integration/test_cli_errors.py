@@ -85,6 +85,8 @@ def test_read_commands_create_no_ledger_and_no_directory(tmp_path: Path, command
     examples = tmp_path / "checkout" / "examples"
     examples.mkdir(parents=True)
     text = (REPO / "examples" / "embedded.yaml").read_text()
+    for port in ("19092", "19093"):  # the unreachable brokers answer for remap within 2 s, not the default 10 s
+        text = text.replace(f"127.0.0.1:{port}\n", f"127.0.0.1:{port}\n      timeout_s: 2\n")
     for port in ("127.0.0.1:2181", "127.0.0.1:19092", "127.0.0.1:19093"):  # nothing listens: quick answers
         text = text.replace(port, f"127.0.0.1:{free_port()}")
     (examples / "embedded.yaml").write_text(text)
