@@ -307,16 +307,18 @@ def leave(code: int) -> None:
     daemon or not (``drt failover check --timeout 2`` took 11 s with the brokers down): when any
     thread is still alive, the output is flushed and the process ends without waiting for it. Everything
     the command writes (the ledger's rows, the report) is committed before it returns."""
-    import logging
+    import atexit
     import threading
 
     if any(t.is_alive() for t in threading.enumerate() if t is not threading.main_thread()):
-        logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        # what the process registered to do at exit still runs (logging's flush, the removal of a
+        # private ticket cache or a generated conf dir); only the joins of the threads are skipped
+        atexit._run_exitfuncs()
         os._exit(code)
     sys.exit(code)
 
