@@ -102,3 +102,29 @@ def test_only_the_native_client_commands_are_guarded(monkeypatch: pytest.MonkeyP
     assert not wanted(["distcp", "a", "b"]) and not wanted(["status"]) and not wanted(["--help"])
     monkeypatch.setenv("DRT_NATIVE_GUARD", "0")
     assert not wanted(["failover", "check"])
+
+
+def test_a_reader_given_up_on_does_not_hold_the_finished_command_open(tmp_path: Path) -> None:
+    """`drt failover check --timeout 2` with the brokers down: the verdict is out at its timeout,
+    but a pool's thread still waiting on a broker was joined at exit (the interpreter joins pool
+    threads, daemon or not) — 11 s. entry()'s exit leaves such threads; what the process registered
+    to run at exit (a private ticket cache's removal) still runs, and the output is all there."""
+    marker = tmp_path / "atexit-ran"
+    code = ("import atexit, concurrent.futures as cf, sys, threading\n"
+            "from dr_toolkit.cli.main import leave\n"
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').write('yes'))\n"
+            "never = threading.Event()\n"
+            "pool = cf.ThreadPoolExecutor(1)\n"
+            "pool.submit(never.wait)\n"  # a reader that never answers, on a pool's thread
+            "daemon = threading.Thread(target=lambda: pool.submit(never.wait), daemon=True)\n"
+            "daemon.start(); daemon.join()\n"
+            "print('verdict', flush=False)\n"
+            "leave(1)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        out, err = p.communicate(timeout=120)  # without the early exit: never (the pool's join waits forever)
+    finally:
+        p.kill()
+    assert (p.returncode, out, err) == (1, "verdict\n", "")
+    assert marker.read_text() == "yes"
