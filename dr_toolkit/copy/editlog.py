@@ -26,6 +26,29 @@ term: a standby's txid is only what it has tailed) is not trusted — the snapsh
 with the reason. (A MiniDFSCluster's HA pair shares one JVM and so one /jmx: the second
 NameNode's beans carry a ``-1`` suffix, and the active one's status names which.)
 
+**The base at the start of an edit segment.** On a NameNode, ``getEditsFromTxid(T)`` opens the edit
+segment holding T and decodes it from the segment's start up to T (``EditLogFileInputStream.skipUntil``)
+— on every call. A base deep in a long segment makes every quick read pay for the whole segment before
+it (measured: 500 transactions' events 8.3 s on a NameNode whose segment held 1,000,000 creations,
+1.1 s after a roll). So, where a side's base is read, :func:`base_state` first reads the txid with the
+first txid of the segment the NameNode is writing (NameNodeInfo's ``NameJournalStatus``: a file
+journal's ``edits_inprogress_<txid>``, a quorum journal's "segment beginning at txid"); when the txid is
+more than :data:`ROLL_MIN_TXNS` past that start (or the start is not known; ``$DRT_HDFS_EDITLOG_ROLL``:
+``always`` at every proof, ``off`` never), it has the NameNode roll its
+edit log (:func:`roll_edits`: ``ClientProtocol.rollEdits``, what ``hdfs dfsadmin -rollEdits`` and an
+HA standby every ``dfs.ha.log-roll.period`` — 2 min by default — call: an END_LOG_SEGMENT transaction
+closes the segment, a START_LOG_SEGMENT transaction, whose txid the roll returns, opens the next) and
+records as the base the txid read by :func:`namenode_state` right AFTER the roll — still before the
+evidence, with the same identity checks (read before and after the roll: the same process, active, the
+same HA term; else the txid read after it is the base, not claimed at a segment start). The roll
+changes no file and is not an event; correctness never rests on it: the base is always a txid read
+before the evidence — the roll only puts it near a segment's start, so that a later read decodes
+nothing before it. Where the roll cannot be made (no ``$DRT_HADOOP_CLASSPATH``, not the HDFS superuser,
+a standby, a failed login, the switch :data:`ENV_ROLL` off) the proof records the txid as before and
+its detail says the base is not at a segment start (each quick read then first decodes the segment up
+to it). Its effect on the NameNode: one more, small segment per proof and side (a standby makes one
+every 2 minutes).
+
 **Our own writes.** Creating and deleting the proof's snapshot are transactions too (they change
 no file: snapshot operations are not inotify events). Cold's txid is read after the proof's own
 snapshot is taken and before the full check lists cold (a change before the read is in what the
@@ -69,10 +92,12 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +112,11 @@ if TYPE_CHECKING:
 
 ENV_CLASSPATH = "DRT_HADOOP_CLASSPATH"  # what `hadoop classpath` prints: the reader's Hadoop client jars
 ENV_SWITCH = "DRT_HDFS_EDITLOG"  # "off" (or 0/false/no): the quick path uses the snapshot diffs only
+# the proof's roll of a NameNode's edit log: "off" (or 0/false/no) never; "always" at every proof; else (the
+# default) when the txid is more than ROLL_MIN_TXNS past its segment's start, or that start is not known
+ENV_ROLL = "DRT_HDFS_EDITLOG_ROLL"
+ROLL_MIN_TXNS = 10_000  # a base at most this far past its segment's start is not worth a roll (≈ 40 ms to decode)
+ROLL_TIMEOUT_S = 60.0  # the roll's JVM: start, login, one RPC
 READER_CLASS = "org.drtoolkit.copy.HdfsEdits"
 READER_SOURCE = Path(__file__).parent / "java" / "HdfsEdits.java"
 MAX_EVENTS = 10_000  # events under the root past which the snapshot diff is asked instead
@@ -110,6 +140,12 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("off", "0", "false", "no")
 
 
+def roll_mode() -> str:
+    """``off``, ``always`` or ``on`` (the default): when the proof rolls a NameNode's edit log (:data:`ENV_ROLL`)."""
+    v = os.environ.get(ENV_ROLL, "").strip().lower()
+    return "off" if v in ("off", "0", "false", "no") else "always" if v == "always" else "on"
+
+
 @dataclass(frozen=True)
 class NameNodeState:
     """One active NameNode's last written transaction id and the identity of its process."""
@@ -121,6 +157,8 @@ class NameNodeState:
     rpc: str  # host:port of its RPC server (the reader's address)
     http: str  # the WebHDFS/HTTP base URL it answered on
     ha_since: int = 0  # its last HA transition (ms; 0: none): a failover and back is another term
+    # the first txid of the edit segment holding ``txid`` (None: not read, or not known) — its cost only
+    segment: int | None = None
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,10 +168,23 @@ class NameNodeState:
         if not isinstance(d, dict):
             return None
         try:
+            seg = d.get("segment")
             return NameNodeState(int(d["txid"]), str(d["cluster_id"]), str(d["block_pool_id"]),
-                                 int(d["started_ms"]), str(d["rpc"]), str(d["http"]), int(d.get("ha_since") or 0))
+                                 int(d["started_ms"]), str(d["rpc"]), str(d["http"]), int(d.get("ha_since") or 0),
+                                 None if seg is None else int(seg))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def place(state: NameNodeState) -> str:
+    """Where ``state.txid`` sits in its edit segment — what a read from it first decodes."""
+    if state.segment is None:
+        return "its place in its edit segment not known (a read from it first decodes the segment up to it)"
+    if state.txid <= state.segment:
+        return f"the first transaction of its edit segment ({state.segment})"
+    n = state.txid - state.segment
+    return (f"{n:,} transaction{'s' if n != 1 else ''} past the start of its edit segment ({state.segment}), "
+            "which a read from it first decodes")
 
 
 
@@ -180,13 +231,32 @@ def _active(get: Callable[[str], Any], base: str) -> tuple[str, dict[str, Any]] 
     return None
 
 
+_SEGMENT_RES = (re.compile(r"edits_inprogress_0*(\d+)"), re.compile(r"[Ss]egment beginning at txid (\d+)"))
+
+
+def _segment(journals: Any) -> int | None:
+    """The first txid of the edit segment the NameNode is writing, from NameNodeInfo's
+    ``NameJournalStatus`` (a JSON list of its journals, each ``stream`` the open segment's report: a
+    file journal's ``EditLogFileOutputStream(.../edits_inprogress_<txid>)``, a quorum journal's
+    ``Writing segment beginning at txid <txid>``) — None when no journal names one or they disagree."""
+    try:
+        js = json.loads(journals) if isinstance(journals, str) else journals
+    except ValueError:
+        return None
+    found = {int(m.group(1)) for j in (js if isinstance(js, list) else []) if isinstance(j, dict)
+             for rx in _SEGMENT_RES for m in [rx.search(str(j.get("stream") or ""))] if m}
+    return found.pop() if len(found) == 1 else None
+
+
 def namenode_state(namenodes: list[str], get: Callable[[str], Any], rpc_addresses: list[str] | None = None,
-                   calls: Any = None) -> NameNodeState:
+                   calls: Any = None, *, segment: bool = False) -> NameNodeState:
     """The active NameNode's txid and identity (see the module doc). ``get`` is an HTTP GET
     returning a response (the WebHDFS session's, with its authentication). Read in this order:
-    its status (active, its last HA transition), its start time, the txid, its start time and
-    status again — equal: the txid is that process's, read while it was active throughout. Raises
-    when no NameNode answers as active or it changed while read."""
+    its status (active, its last HA transition), its start time, the txid, (``segment``: the first
+    txid of the segment it is writing — read after the txid, so a segment start not above the txid
+    is the start of the segment holding it), its start time and status again — equal: the txid is
+    that process's, read while it was active throughout. Raises when no NameNode answers as active
+    or it changed while read."""
     errors: list[str] = []
     for i, base in enumerate(namenodes):
         try:
@@ -200,12 +270,13 @@ def namenode_state(namenodes: list[str], get: Callable[[str], Any], rpc_addresse
             info = _BEAN_INFO + sfx
             started = int(_jmx(get, base, info, "NNStartedTimeInMillis"))
             txid = _txid(_jmx(get, base, info, "JournalTransactionInfo"))
+            seg = _segment(_jmx(get, base, info, "NameJournalStatus")) if segment else None
             again = int(_jmx(get, base, info, "NNStartedTimeInMillis"))
             status2 = _jmx(get, base, _BEAN_STATUS + sfx)
             cluster = str(_jmx(get, base, info, "ClusterId"))
             pool = str(_jmx(get, base, info, "BlockPoolId"))
             if calls is not None:
-                calls.did("JMX", 6)
+                calls.did("JMX", 7 if segment else 6)
         except EditLogUnavailable as exc:
             errors.append(str(exc))
             continue
@@ -222,7 +293,8 @@ def namenode_state(namenodes: list[str], get: Callable[[str], Any], rpc_addresse
         rpc = (rpc_addresses[i] if rpc_addresses and i < len(rpc_addresses) else str(status.get("HostAndPort") or ""))
         if not rpc:
             raise EditLogUnavailable(f"the NameNode at {base} names no RPC address (HostAndPort)")
-        return NameNodeState(txid, cluster, pool, started, rpc, base, ha)
+        return NameNodeState(txid, cluster, pool, started, rpc, base, ha,
+                             seg if seg is not None and seg <= txid else None)
     raise EditLogUnavailable("no NameNode answered as active on /jmx (" + "; ".join(errors) + ")")
 
 
@@ -331,6 +403,58 @@ def _kerberos_args(kerberos: Kerberos) -> list[str]:
     return args
 
 
+def _run_tool(args: list[str], *, what: str, refused: str, user: str | None, kerberos: Kerberos | None,
+              timeout: float, rpc: str) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess[str]]:
+    """One run of ``java/HdfsEdits.java`` (built once; with its class archive and the side's Kerberos
+    login): the JSON objects it printed, and the process. An ``{"error"}`` line raises — a
+    :class:`~dr_toolkit.kerberos.KerberosError` for a failed login (with ``kerberos``), else
+    :class:`EditLogUnavailable` of its kind (its message after ``refused``)."""
+    jars = hadoop_jars()
+    try:
+        jar = reader_jar(jars)
+    except ConfigError as exc:
+        raise EditLogUnavailable(f"the edit log reader could not be built: {exc}", "classpath") from None
+    java, cp = _java(), os.pathsep.join([jar, *jars])
+    cds, dump = _class_archive(java, cp)
+    argv = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+            "-Xlog:disable", *cds, *(_kerberos_args(kerberos) if kerberos is not None else []), "-cp", cp,
+            READER_CLASS, *args]
+    env = {**os.environ}
+    if user and kerberos is None:  # with Kerberos the NameNode takes the user from the ticket
+        env["HADOOP_USER_NAME"] = user
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise EditLogUnavailable(f"{what} did not finish within {timeout:g}s", "bound") from None
+    except OSError as exc:
+        raise EditLogUnavailable(f"{what} could not start: {exc}", "classpath") from None
+    if dump is not None and p.returncode == 0 and dump.is_file():
+        os.replace(dump, dump.with_name(dump.name.rsplit(".", 2)[0] + ".jsa"))  # the next runs start from it
+    out: list[dict[str, Any]] = []
+    for line in p.stdout.splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(d, dict):
+            continue
+        if "error" in d:
+            if d.get("kind") == "kerberos" and kerberos is not None:
+                raise KerberosError(f"{what} could not authenticate to {rpc}: {d['error']}", where=kerberos.who,
+                                    hint="check the principal's keytab (or kinit) and the cluster's Hadoop "
+                                         f"configuration (dfs.namenode.kerberos.principal) on ${ENV_CLASSPATH}")
+            raise EditLogUnavailable(f"{refused}: {d['error']}", str(d.get("kind")))
+        out.append(d)
+    return out, p
+
+
+def _failed(what: str, p: subprocess.CompletedProcess[str]) -> EditLogUnavailable:
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith("log4j:")]
+    tail = (next((ln for ln in reversed(lines) if "Exception" in ln or "Error" in ln), None)
+            or (lines or [f"exit {p.returncode}"])[-1])[:300]
+    return EditLogUnavailable(f"{what} failed: {tail}")
+
+
 def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str | None,
                max_events: int = MAX_EVENTS, max_seconds: float = MAX_SECONDS,
                kerberos: Kerberos | None = None) -> Edits:
@@ -342,54 +466,18 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
     :class:`~dr_toolkit.kerberos.KerberosError` (exit 3), never "no change"."""
     if not enabled():
         raise EditLogUnavailable(f"the edit log evidence is switched off (${ENV_SWITCH})", "off")
-    jars = hadoop_jars()
-    try:
-        jar = reader_jar(jars)
-    except ConfigError as exc:
-        raise EditLogUnavailable(f"the edit log reader could not be built: {exc}", "classpath") from None
-    java, cp = _java(), os.pathsep.join([jar, *jars])
-    cds, dump = _class_archive(java, cp)
-    argv = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
-            "-Xlog:disable", *cds, *(_kerberos_args(kerberos) if kerberos is not None else []), "-cp", cp,
-            READER_CLASS, state.rpc, str(after), str(state.txid), str(max_events), str(max_seconds), *roots]
-    env = {**os.environ}
-    if user and kerberos is None:  # with Kerberos the NameNode takes the user from the ticket
-        env["HADOOP_USER_NAME"] = user
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=JVM_TIMEOUT_S + max_seconds, env=env,
-                           check=False)
-    except subprocess.TimeoutExpired:
-        raise EditLogUnavailable(f"the edit log reader did not finish within {JVM_TIMEOUT_S + max_seconds:g}s",
-                                 "bound") from None
-    except OSError as exc:
-        raise EditLogUnavailable(f"the edit log reader could not start: {exc}", "classpath") from None
-    if dump is not None and p.returncode == 0 and dump.is_file():
-        os.replace(dump, dump.with_name(dump.name.rsplit(".", 2)[0] + ".jsa"))  # the next runs start from it
+    lines, p = _run_tool([state.rpc, str(after), str(state.txid), str(max_events), str(max_seconds), *roots],
+                         what="the edit log reader", refused="the NameNode's edit log could not be read", user=user,
+                         kerberos=kerberos, timeout=JVM_TIMEOUT_S + max_seconds, rpc=state.rpc)
     out = Edits(after, after, 0)
     done: dict[str, Any] | None = None
-    for line in p.stdout.splitlines():
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(d, dict):
-            continue
-        if "error" in d:
-            if d.get("kind") == "kerberos" and kerberos is not None:
-                raise KerberosError(f"the edit log reader could not authenticate to {state.rpc}: {d['error']}",
-                                    where=kerberos.who,
-                                    hint="check the principal's keytab (or kinit) and the cluster's Hadoop "
-                                         f"configuration (dfs.namenode.kerberos.principal) on ${ENV_CLASSPATH}")
-            raise EditLogUnavailable(f"the NameNode's edit log could not be read: {d['error']}", str(d.get("kind")))
+    for d in lines:
         if "done" in d:
             done = d
         elif "e" in d:
             out.touched.append(d)
     if p.returncode != 0 or done is None:
-        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip() and not ln.startswith("log4j:")]
-        tail = (next((ln for ln in reversed(lines) if "Exception" in ln or "Error" in ln), None)
-                or (lines or [f"exit {p.returncode}"])[-1])[:300]
-        raise EditLogUnavailable(f"the edit log reader failed: {tail}")
+        raise _failed("the edit log reader", p)
     if done.get("over"):
         raise EditLogUnavailable(f"more than {max_events} events under the policy's root since the proof (txid "
                                  f"{after} to {state.txid}): the snapshot diff is asked instead", "bound")
@@ -398,6 +486,72 @@ def read_edits(state: NameNodeState, after: int, roots: list[str], *, user: str 
     if out.read_to < state.txid:
         raise EditLogUnavailable(f"the edits were read to txid {out.read_to}, not to {state.txid}", "missing")
     return out
+
+
+def roll_edits(state: NameNodeState, *, user: str | None, kerberos: Kerberos | None = None) -> int:
+    """Has the NameNode at ``state.rpc`` roll its edit log (``ClientProtocol.rollEdits``; the HDFS
+    superuser, the active NameNode); returns the first txid of the new segment (its
+    START_LOG_SEGMENT transaction). Raises :class:`EditLogUnavailable` (kind: classpath, superuser,
+    standby, bound, other) or :class:`~dr_toolkit.kerberos.KerberosError` saying why not."""
+    lines, p = _run_tool(["--roll", state.rpc], what="the edit log roll", refused="the NameNode did not roll its "
+                         "edit log", user=user, kerberos=kerberos, timeout=ROLL_TIMEOUT_S, rpc=state.rpc)
+    got = next((d for d in lines if "rolled" in d), None)
+    if p.returncode != 0 or got is None:
+        raise _failed("the edit log roll", p)
+    return int(got["rolled"])
+
+
+@dataclass(frozen=True)
+class Base:
+    """A side's recorded txid — the base of its evidence — and what the proof says about it."""
+
+    state: NameNodeState
+    rolled: bool  # the NameNode's edit log was rolled right before ``state`` was read
+    note: str  # for the proof's detail: where the base sits in its edit segment, and why
+    roll_s: float | None = None  # the roll's own seconds (its JVM), when one was asked
+
+
+def _why(exc: BaseException) -> str:
+    return f"{exc}" if isinstance(exc, (EditLogUnavailable, KerberosError)) else f"{type(exc).__name__}: {exc}"
+
+
+def base_state(read: Callable[[], NameNodeState], roll: Callable[[NameNodeState], int]) -> Base:
+    """The txid a proof records for one side (see the module doc), read with ``read`` (the side's
+    :func:`namenode_state`, with ``segment``) BEFORE that side's evidence: first the txid and its
+    segment's start; when it is more than :data:`ROLL_MIN_TXNS` past that start (or the start is not
+    known; :data:`ENV_ROLL` ``always``: in any case; ``off``: never), ``roll`` (:func:`roll_edits`) then ``read`` again — the base
+    is the txid read after the roll, on the same NameNode process in the same HA term. Where the
+    roll cannot be made, the base is the txid read before it, its note saying the base is not at a
+    segment start and why. Raises only when the first read fails (then no base is recorded)."""
+    before = read()
+    mode = roll_mode()
+    if mode == "off":
+        return Base(before, False, f"not rolled (${ENV_ROLL} is off): the txid {before.txid} is {place(before)}")
+    if mode == "on" and before.segment is not None and before.txid - before.segment <= ROLL_MIN_TXNS:
+        return Base(before, False, f"not rolled (within {ROLL_MIN_TXNS:,} transactions of its segment's start): the "
+                                   f"txid {before.txid} is {place(before)}")
+    t = time.perf_counter()
+    try:
+        first = roll(before)
+    except Exception as exc:  # noqa: BLE001 - no roll: the txid read before it is the base, said so
+        return Base(before, False, f"the edit log could not be rolled ({_why(exc)}): the txid {before.txid} is "
+                                   f"{place(before)}", time.perf_counter() - t)
+    took = time.perf_counter() - t
+    try:
+        after = read()
+    except Exception as exc:  # noqa: BLE001 - the txid read before the roll is still a base read before the evidence
+        return Base(before, False, f"the edit log rolled (segment {first}), but the txid could not be read after it "
+                                   f"({_why(exc)}): the txid {before.txid} read before the roll is the base, "
+                                   f"{place(before)}", took)
+    other = not_same(before, after)
+    if other is not None or after.txid < first:
+        why = other or f"the txid read after it ({after.txid}) is below the new segment's first ({first})"
+        after = replace(after, segment=None)
+        return Base(after, False, f"the edit log rolled (segment {first}), but {why}: the txid {after.txid} read "
+                                  f"after the roll is the base, {place(after)}", took)
+    after = replace(after, segment=after.segment if after.segment is not None else first)
+    return Base(after, True, f"the edit log rolled at the proof (segment {first}, {took:.2f} s): the txid "
+                             f"{after.txid} read right after it is {place(after)}", took)
 
 
 def describe(e: dict[str, Any]) -> str:

@@ -20,6 +20,11 @@ the active NameNode's ``/jmx``, with the identity of its process), read before t
 evidence: hot's before the full check looks at hot, cold's after the proof's snapshot and before
 the counters and the listing — never after (a write in between would be missed). Deleting the
 previous proof's snapshot moves cold's recorded txid only when it is exactly one step from it.
+Where a side's txid is read, the NameNode first rolls its edit log when that txid sits deep in a
+long segment (:func:`editlog.base_state`; ``$DRT_HDFS_EDITLOG_ROLL=off`` never): the txid recorded
+is the one read right after the roll, at the start of a fresh segment, so a quick read of the
+events after it decodes nothing before it; where the roll cannot be made the txid is recorded as
+read, and the proof's detail (``edit_log_base``) says it is not at a segment start.
 
 **The quick path** (:func:`quick_signal`) proves the same safe time from O(changes) evidence:
 the ledger unchanged since the proof (the same newest run, the same last completed run), the proof
@@ -54,6 +59,7 @@ import concurrent.futures as cf
 import random
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import editlog
@@ -113,7 +119,7 @@ def _newest(runs: list[dict[str, Any]]) -> list[Any] | None:
 
 # -- the full proof, recorded ---------------------------------------------------------------------
 
-def nn_state(fs: FileSystem, loc: Location, calls: Calls | None = None) -> NameNodeState:
+def nn_state(fs: FileSystem, loc: Location, calls: Calls | None = None, *, segment: bool = False) -> NameNodeState:
     """The active NameNode's transaction id and identity (:func:`editlog.namenode_state`), over the
     filesystem's own HTTP session (its authentication: SPNEGO, a gateway's basic auth)."""
     if fs.kind != "webhdfs":
@@ -128,15 +134,35 @@ def nn_state(fs: FileSystem, loc: Location, calls: Calls | None = None) -> NameN
 
     h = loc.cluster_config.hdfs if loc.cluster_config is not None else None
     return editlog.namenode_state(list(loc.namenodes) or list(getattr(fs, "namenodes", [])), get,
-                                  list(h.rpc_addresses) if h is not None else None, calls)
+                                  list(h.rpc_addresses) if h is not None else None, calls, segment=segment)
 
 
-def _try_state(state: Callable[[], NameNodeState] | None) -> NameNodeState | None:
+def _user(loc: Location) -> str | None:
+    return loc.cluster_config.hdfs.user if loc.cluster_config is not None and loc.cluster_config.hdfs else None
+
+
+def nn_base(fs: FileSystem, loc: Location) -> editlog.Base:
+    """The side's txid as the base of its evidence (:func:`editlog.base_state`): read with its
+    segment's start; the NameNode's edit log rolled first when the txid is deep in a long segment (the
+    roll logs in as the reader does), the base then the txid read right after the roll."""
+    kerberos = getattr(fs, "kerberos", None)
+    return editlog.base_state(lambda: nn_state(fs, loc, segment=True),
+                              lambda st: editlog.roll_edits(st, user=_user(loc), kerberos=kerberos))
+
+
+def _try_state(state: Callable[[], editlog.Base] | None) -> editlog.Base | None:
     if state is None:
         return None
     try:
         return state()
     except Exception:  # noqa: BLE001 - no txid recorded: the quick path uses the snapshot diff / counters
+        return None
+
+
+def _try_nn(state: Callable[[], NameNodeState]) -> NameNodeState | None:
+    try:
+        return state()
+    except Exception:  # noqa: BLE001 - not read: the recorded txid stays
         return None
 
 
@@ -148,14 +174,15 @@ def _step_over(rec: NameNodeState | None, before: NameNodeState | None, after: N
             and editlog.not_same(rec, after) is None and before.txid == rec.txid and after.txid == rec.txid + 1)
 
 
-def cold_baseline(fs: FileSystem, root: str, state: Callable[[], NameNodeState] | None = None) -> dict[str, Any]:
+def cold_baseline(fs: FileSystem, root: str, state: Callable[[], editlog.Base] | None = None) -> dict[str, Any]:
     """Cold's state as the NameNode keeps it, taken before the full proof lists cold: a snapshot
     (snapshottable target) or its counters and modification time. Raises when it cannot be read.
 
-    With ``state`` (the NameNode's txid, :mod:`editlog`): cold's txid, read after the proof's own
-    snapshot and before the counters and before the full check lists cold, is recorded as its base
-    (``nn``): every change after it has a later txid, every change before it is in what the full
-    check sees. Unreadable: no ``nn`` (the quick path then asks the snapshot diff / counters)."""
+    With ``state`` (the NameNode's txid, :func:`nn_base`): cold's txid, read after the proof's own
+    snapshot (and after the roll of the NameNode's edit log, when one is made) and before the counters
+    and before the full check lists cold, is recorded as its base (``nn``; ``nn_base``: where it sits
+    in its edit segment): every change after it has a later txid, every change before it is in what
+    the full check sees. Unreadable: no ``nn`` (the quick path then asks the snapshot diff / counters)."""
     if fs.kind != "webhdfs":
         raise ValueError(f"cold is not on HDFS ({fs.kind}): no NameNode record of its state")
     if fs.is_snapshottable(root):
@@ -167,7 +194,8 @@ def cold_baseline(fs: FileSystem, root: str, state: Callable[[], NameNodeState] 
             raise ValueError(f"the snapshot {name} just taken of {root} is not listed")
         base: dict[str, Any] = {"kind": "snapshot", "snapshot": name, "identity": info.identity}
         if nn is not None:
-            base["nn"], base["nn_read"] = nn.record(), "after the proof's snapshot, before the full check lists cold"
+            base["nn"], base["nn_base"] = nn.state.record(), nn.note
+            base["nn_read"] = "after the proof's snapshot, before the full check lists cold"
         return base
     nn = _try_state(state)
     st = fs.stat(root)
@@ -175,7 +203,8 @@ def cold_baseline(fs: FileSystem, root: str, state: Callable[[], NameNodeState] 
         raise FileNotFoundError(root)
     base = {"kind": "summary", "summary": fs.content_summary(root), "mtime": st.mtime}  # type: ignore[attr-defined]
     if nn is not None:
-        base["nn"], base["nn_read"] = nn.record(), "before the counters and the full check's listing of cold"
+        base["nn"], base["nn_read"] = nn.state.record(), "before the counters and the full check's listing of cold"
+        base["nn_base"] = nn.note
     return base
 
 
@@ -206,7 +235,7 @@ def _sample(fs: FileSystem, root: str, entries: Any, k: int = SAMPLE) -> list[li
 
 def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: HdfsPolicy, target: str,
                  sig: Signal, base: dict[str, Any], before: list[Any] | None, now: float,
-                 hot_nn: NameNodeState | None = None) -> str | None:
+                 hot_nn: editlog.Base | None = None) -> str | None:
     """After a full check that stated a safe time: record the proof; None, or why it was not."""
     d = sig.detail
     if sig.safe_time is None or d.get("unreplicated"):
@@ -240,7 +269,8 @@ def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: Hdf
               "cold_manifest_id": cold_mid, "newest_run": before, "safe_time": sig.safe_time,
               "files_pending": d.get("files_pending"), "hot_snapshot": hot_snap,
               "hot_snapshot_id": hot_id if hot_snap else None, "cold": cold,
-              "hot_nn": hot_nn.record() if hot_nn is not None else None,
+              "hot_nn": hot_nn.state.record() if hot_nn is not None else None,
+              "hot_nn_base": hot_nn.note if hot_nn is not None else None,
               "checked": "dry run: hot and cold listed, the manifest compared, cold's own checksum of kept files"}
     old = recorded(ledger, policy.name, tgt.uri)
     ledger.set_watermark(COMPONENT, proof_key(policy.name, tgt.uri), now, detail)
@@ -248,14 +278,14 @@ def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: Hdf
         fs = open_fs(tgt, access)
         try:
             rec = NameNodeState.of(cold.get("nn"))
-            pre = _try_state(lambda: nn_state(fs, tgt)) if rec is not None else None
+            pre = _try_nn(lambda: nn_state(fs, tgt)) if rec is not None else None
             dropped = _drop(fs, tgt.path, old.get("cold"))
-            post = _try_state(lambda: nn_state(fs, tgt)) if pre is not None else None
+            post = _try_nn(lambda: nn_state(fs, tgt)) if pre is not None else None
             if dropped and _step_over(rec, pre, post):
                 # the previous proof's snapshot deleted: one transaction, ours, and nothing since the
                 # recorded txid before it — the recorded txid moves over it (so a quiet cold needs no read)
-                assert post is not None
-                cold["nn"] = post.record()
+                assert post is not None and rec is not None
+                cold["nn"] = replace(post, segment=rec.segment).record()
                 cold["nn_read"] = f"{cold.get('nn_read')}; moved over the deletion of the previous proof's snapshot"
                 ledger.set_watermark(COMPONENT, proof_key(policy.name, tgt.uri), now, detail)
         finally:
@@ -263,9 +293,9 @@ def record_proof(topology: Topology, ledger: Ledger, access: Access, policy: Hdf
     return None
 
 
-def _hot_state(topology: Topology, access: Access, policy: HdfsPolicy) -> NameNodeState | None:
-    """Hot's NameNode txid, read before the full check looks at hot (None: not read — the quick path
-    then diffs hot's snapshot)."""
+def _hot_state(topology: Topology, access: Access, policy: HdfsPolicy) -> editlog.Base | None:
+    """Hot's NameNode txid (:func:`nn_base`: after a roll of its edit log, when one is made), read
+    before the full check looks at hot (None: not read — the quick path then diffs hot's snapshot)."""
     if not editlog.enabled():
         return None
     try:
@@ -274,7 +304,7 @@ def _hot_state(topology: Topology, access: Access, policy: HdfsPolicy) -> NameNo
     except Exception:  # noqa: BLE001 - no txid recorded for hot
         return None
     try:
-        return _try_state(lambda: nn_state(fs, src))
+        return _try_state(lambda: nn_base(fs, src))
     finally:
         fs.close()
 
@@ -287,7 +317,7 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
     base: dict[str, Any] | None = None
     why: str | None = None
     before: list[Any] | None = None
-    hot_nn: NameNodeState | None = None
+    hot_nn: editlog.Base | None = None
     try:
         runs = [r for r in ledger.runs(policy=policy.name, limit=500) if r["target"] == tgt.uri]
         before = _newest(runs)
@@ -298,7 +328,7 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
             fs = open_fs(tgt, access)
             try:
                 cfs = fs
-                base = cold_baseline(fs, tgt.path, (lambda: nn_state(cfs, tgt)) if editlog.enabled() else None)
+                base = cold_baseline(fs, tgt.path, (lambda: nn_base(cfs, tgt)) if editlog.enabled() else None)
             finally:
                 fs.close()
     except LedgerUnreachable:
@@ -324,6 +354,10 @@ def prove_target(full: Callable[..., Signal], topology: Topology, ledger: Ledger
                 pass
     sig.detail["proof"] = {"recorded": why is None, "at": iso(now)} if why is None else {"recorded": False,
                                                                                           "why": why}
+    if why is None and (hot_nn is not None or (base or {}).get("nn_base")):
+        # where each side's recorded txid sits in its NameNode's edit log (what a quick read decodes first)
+        sig.detail["proof"]["edit_log_base"] = {"hot": hot_nn.note if hot_nn is not None else None,
+                                                "cold": (base or {}).get("nn_base")}
     return sig
 
 
@@ -400,10 +434,9 @@ def _by_editlog(fs: FileSystem, loc: Location, rec_d: Any, calls: Calls
                         "evidence): no namespace change at all since"), [], now
     if now.txid < rec.txid:
         return "unknown", f"{who}'s transaction id went back ({rec.txid} then, {now.txid} now)", [], None
-    user = loc.cluster_config.hdfs.user if loc.cluster_config is not None and loc.cluster_config.hdfs else None
     try:
         calls.did("getEditsFromTxid")
-        edits = editlog.read_edits(now, rec.txid, [loc.path], user=user, kerberos=getattr(fs, "kerberos", None))
+        edits = editlog.read_edits(now, rec.txid, [loc.path], user=_user(loc), kerberos=getattr(fs, "kerberos", None))
     except EditLogUnavailable as exc:
         return "unknown", str(exc), [], None
     except KerberosError:
@@ -411,9 +444,9 @@ def _by_editlog(fs: FileSystem, loc: Location, rec_d: Any, calls: Calls
     except Exception as exc:  # noqa: BLE001 - the diff path answers instead
         return "unknown", f"the edit log reader failed: {_why(exc)}", [], None
     ch = edits.changes()
-    return "events", (f"{who}'s edit log from txid {rec.txid} (recorded at the proof, read before its evidence) to "
-                      f"{edits.read_to}: {edits.events_read} events on the NameNode, {len(ch)} changing "
-                      f"{loc.path}" + (f" ({edits.atime_only} access-time updates not counted)" if edits.atime_only
+    return "events", (f"{who}'s edit log from txid {rec.txid} (recorded at the proof, read before its evidence; "
+                      f"{editlog.place(rec)}) to {edits.read_to}: {edits.events_read} events on the NameNode, "
+                      f"{len(ch)} changing {loc.path}" + (f" ({edits.atime_only} access-time updates not counted)" if edits.atime_only
                                        else "")), ch, now
 
 

@@ -39,6 +39,19 @@ import org.apache.hadoop.security.UserGroupInformation;
  * {@code {"error": ..., "kind": ...}} line (kind: superuser, missing, standby, bound, other) and
  * exits 2. Needs the HDFS superuser (the NameNode checks it when permissions are on).
  *
+ * <pre>
+ * java org.drtoolkit.copy.HdfsEdits --roll RPC_HOST:PORT
+ * </pre>
+ *
+ * Has the NameNode roll its edit log ({@code ClientProtocol.rollEdits}, what {@code hdfs dfsadmin
+ * -rollEdits} calls: the current segment is finalized with an END_LOG_SEGMENT transaction and a new
+ * one begun with a START_LOG_SEGMENT transaction) and prints {@code {"rolled": TXID}}: the first
+ * transaction id of the new segment (its START_LOG_SEGMENT). The proof does this before it reads a
+ * side's txid, so that the txid it records sits at the start of a segment: {@code getEditsFromTxid}
+ * decodes the segment holding the asked txid from the segment's start on every call. Needs the HDFS
+ * superuser and the active NameNode (a standby answers StandbyException: kind standby); the same
+ * errors and the same Kerberos login as the read.
+ *
  * <p>Kerberos: with the system property {@code drt.kerberos.principal} (or only a ticket cache) the reader
  * logs in as that principal — from the keytab {@code drt.kerberos.keytab} ({@code UserGroupInformation.loginUserFromKeytab},
  * which also logs in again from it when a connection needs a new ticket), else from the ticket cache
@@ -170,27 +183,35 @@ public final class HdfsEdits {
 
   public static void main(String[] args) throws Exception {
     PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8.name());
-    if (args.length < 6) {
-      fail(out, "other", "usage: HdfsEdits RPC_HOST:PORT AFTER_TXID TO_TXID MAX_EVENTS MAX_SECONDS ROOT...");
-    }
-    String nn = args[0];
-    long after = Long.parseLong(args[1]);
-    long to = Long.parseLong(args[2]);
-    long maxEvents = Long.parseLong(args[3]);
-    long deadline = System.nanoTime() + (long) (Double.parseDouble(args[4]) * 1e9);
-    List<String> roots = new ArrayList<>();
-    for (int i = 5; i < args.length; i++) {
-      String r = args[i];
-      roots.add(r.length() > 1 && r.endsWith("/") ? r.substring(0, r.length() - 1) : r);
-    }
     Configuration conf = new HdfsConfiguration();
     conf.setInt("ipc.client.connect.max.retries", 2);
     conf.setInt("ipc.client.connect.max.retries.on.timeouts", 2);
+    Action action;
+    if (args.length == 2 && args[0].equals("--roll")) {
+      String nn = args[1];
+      action = () -> roll(out, conf, nn);
+    } else {
+      if (args.length < 6) {
+        fail(out, "other", "usage: HdfsEdits RPC_HOST:PORT AFTER_TXID TO_TXID MAX_EVENTS MAX_SECONDS ROOT... | "
+            + "HdfsEdits --roll RPC_HOST:PORT");
+      }
+      String nn = args[0];
+      long after = Long.parseLong(args[1]);
+      long to = Long.parseLong(args[2]);
+      long maxEvents = Long.parseLong(args[3]);
+      long deadline = System.nanoTime() + (long) (Double.parseDouble(args[4]) * 1e9);
+      List<String> roots = new ArrayList<>();
+      for (int i = 5; i < args.length; i++) {
+        String r = args[i];
+        roots.add(r.length() > 1 && r.endsWith("/") ? r.substring(0, r.length() - 1) : r);
+      }
+      action = () -> read(out, conf, nn, after, to, maxEvents, deadline, roots, args[4]);
+    }
     String principal = System.getProperty("drt.kerberos.principal", "");
     String keytab = System.getProperty("drt.kerberos.keytab", "");
     String ccache = System.getProperty("drt.kerberos.ccache", "");
     if (principal.isEmpty() && ccache.isEmpty()) {
-      read(out, conf, nn, after, to, maxEvents, deadline, roots, args[4]);
+      action.run();
       return;
     }
     conf.set("hadoop.security.authentication", "kerberos");
@@ -214,76 +235,105 @@ public final class HdfsEdits {
       return;
     }
     ugi.doAs((PrivilegedExceptionAction<Void>) () -> {
-      read(out, conf, nn, after, to, maxEvents, deadline, roots, args[4]);
+      action.run();
       return null;
     });
   }
 
-  static void read(PrintStream out, Configuration conf, String nn, long after, long to, long maxEvents,
-                   long deadline, List<String> roots, String seconds) throws Exception {
-    long read = 0, touched = 0, atimeOnly = 0, last = after;
-    boolean over = false;
+  /** What one run of the tool does (a read, or a roll), as the logged-in user. */
+  interface Action {
+    void run() throws Exception;
+  }
+
+  /** What to do with the NameNode's RPC proxy. */
+  interface Call {
+    void run(ClientProtocol namenode) throws Exception;
+  }
+
+  /** {@code call} on the NameNode at {@code nn}; its failures printed as one error line (exit 2). */
+  static void withNameNode(PrintStream out, Configuration conf, String nn, String what, Call call) throws Exception {
     try (FileSystem fs = FileSystem.newInstance(new URI("hdfs://" + nn), conf)) {
-      ClientProtocol namenode = ((DistributedFileSystem) fs).getClient().getNamenode();
-      int idle = 0;
-      while (last < to) {
-        if (System.nanoTime() > deadline) {
-          fail(out, "bound", "the edits after txid " + last + " up to " + to + " were not read within "
-              + seconds + " s");
-        }
-        EventBatchList el = namenode.getEditsFromTxid(last + 1);
-        if (el.getLastTxid() == -1) {
-          // nothing readable yet past `last` (the NameNode reads up to its synced txid): wait a little
-          if (++idle > 200) {
-            fail(out, "missing", "the NameNode answered no edits after txid " + last + " (its synced txid "
-                + el.getSyncTxid() + ", wanted " + to + ")");
-          }
-          Thread.sleep(25);
-          continue;
-        }
-        idle = 0;
-        if (el.getFirstTxid() != last + 1) {
-          fail(out, "missing", "the NameNode's edit log no longer holds txid " + (last + 1)
-              + " (it starts at " + el.getFirstTxid() + ": purged after a checkpoint)");
-        }
-        for (EventBatch batch : el.getBatches()) {
-          for (Event e : batch.getEvents()) {
-            read++;
-            if (touches(e, roots) == 0) {
-              continue;
-            }
-            if (e.getEventType() == Event.EventType.METADATA
-                && ((Event.MetadataUpdateEvent) e).getMetadataType() == Event.MetadataUpdateEvent.MetadataType.TIMES
-                && ((Event.MetadataUpdateEvent) e).getMtime() < 0) {
-              atimeOnly++; // a read's access-time update (dfs.namenode.accesstime.precision): not a change
-              continue;
-            }
-            touched++;
-            if (touched <= maxEvents) {
-              out.println(json(e, batch.getTxid()));
-            } else {
-              over = true;
-            }
-          }
-        }
-        last = el.getLastTxid();
-        if (over) {
-          break;
-        }
-      }
+      call.run(((DistributedFileSystem) fs).getClient().getNamenode());
     } catch (org.apache.hadoop.security.AccessControlException e) {
-      fail(out, "superuser", "reading the edit log needs the HDFS superuser: " + firstLine(e.getMessage()));
+      fail(out, "superuser", what + " needs the HDFS superuser: " + firstLine(e.getMessage()));
     } catch (org.apache.hadoop.ipc.RemoteException e) {
       String cls = e.getClassName();
       String kind = cls.endsWith("AccessControlException") ? "superuser"
           : cls.endsWith("StandbyException") ? "standby" : "other";
-      fail(out, kind, (kind.equals("superuser") ? "reading the edit log needs the HDFS superuser: " : "")
+      fail(out, kind, (kind.equals("superuser") ? what + " needs the HDFS superuser: " : "")
           + cls.substring(cls.lastIndexOf('.') + 1) + ": " + firstLine(e.getMessage()));
     } catch (java.io.IOException e) {
       String text = e.getClass().getSimpleName() + ": " + firstLine(e.getMessage());
       boolean sasl = text.contains("GSS initiate failed") || text.contains("Client cannot authenticate via")
           || text.contains("SaslException") || text.contains("Failed to find any Kerberos tgt");
       fail(out, sasl ? "kerberos" : "other", text);
+    }
+  }
+
+  /** The NameNode rolls its edit log; prints the first txid of the new segment. */
+  static void roll(PrintStream out, Configuration conf, String nn) throws Exception {
+    withNameNode(out, conf, nn, "rolling the edit log", namenode -> {
+      long segment = namenode.rollEdits();
+      out.println("{\"rolled\": " + segment + "}");
+      out.flush();
+    });
+  }
+
+  static void read(PrintStream out, Configuration conf, String nn, long after, long to, long maxEvents,
+                   long deadline, List<String> roots, String seconds) throws Exception {
+    withNameNode(out, conf, nn, "reading the edit log",
+        namenode -> readFrom(out, namenode, after, to, maxEvents, deadline, roots, seconds));
+  }
+
+  static void readFrom(PrintStream out, ClientProtocol namenode, long after, long to, long maxEvents,
+                       long deadline, List<String> roots, String seconds) throws Exception {
+    long read = 0, touched = 0, atimeOnly = 0, last = after;
+    boolean over = false;
+    int idle = 0;
+    while (last < to) {
+      if (System.nanoTime() > deadline) {
+        fail(out, "bound", "the edits after txid " + last + " up to " + to + " were not read within "
+            + seconds + " s");
+      }
+      EventBatchList el = namenode.getEditsFromTxid(last + 1);
+      if (el.getLastTxid() == -1) {
+        // nothing readable yet past `last` (the NameNode reads up to its synced txid): wait a little
+        if (++idle > 200) {
+          fail(out, "missing", "the NameNode answered no edits after txid " + last + " (its synced txid "
+              + el.getSyncTxid() + ", wanted " + to + ")");
+        }
+        Thread.sleep(25);
+        continue;
+      }
+      idle = 0;
+      if (el.getFirstTxid() != last + 1) {
+        fail(out, "missing", "the NameNode's edit log no longer holds txid " + (last + 1)
+            + " (it starts at " + el.getFirstTxid() + ": purged after a checkpoint)");
+      }
+      for (EventBatch batch : el.getBatches()) {
+        for (Event e : batch.getEvents()) {
+          read++;
+          if (touches(e, roots) == 0) {
+            continue;
+          }
+          if (e.getEventType() == Event.EventType.METADATA
+              && ((Event.MetadataUpdateEvent) e).getMetadataType() == Event.MetadataUpdateEvent.MetadataType.TIMES
+              && ((Event.MetadataUpdateEvent) e).getMtime() < 0) {
+            atimeOnly++; // a read's access-time update (dfs.namenode.accesstime.precision): not a change
+            continue;
+          }
+          touched++;
+          if (touched <= maxEvents) {
+            out.println(json(e, batch.getTxid()));
+          } else {
+            over = true;
+          }
+        }
+      }
+      last = el.getLastTxid();
+      if (over) {
+        break;
+      }
     }
     out.println("{\"done\": true, \"read_to\": " + last + ", \"events\": " + read + ", \"touched\": " + touched
         + ", \"atime_only\": " + atimeOnly + ", \"over\": " + over + "}");
