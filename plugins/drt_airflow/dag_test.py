@@ -5,6 +5,11 @@ process with the demo's AIRFLOW_HOME environment):
     python plugins/drt_airflow/dag_test.py DAG_ID '{"conf": "json"}'
 
 The last line printed is ``DRT-DAG-STATES {json}``; the exit code is 1 when the run failed.
+
+    python plugins/drt_airflow/dag_test.py --many '[["DAG_ID", {"conf": "json"}, "LOG_FILE"], ...]'
+
+runs the DAGs one after the other in this one process (Airflow imported and the DAG folder parsed
+once: :func:`run_dags`).
 """
 
 from __future__ import annotations
@@ -93,9 +98,10 @@ def write_task_logs() -> None:
     inner = sdk_dag._run_task
     if getattr(inner, "drt_writes_logs", False):
         return
+    global _TEE
     base = conf.get("logging", "base_log_folder")
     names = FileTaskHandler(base_log_folder=base)
-    tee = _TaskLogTee()
+    tee = _TEE = _TaskLogTee()
 
     def run_task(*, ti: Any, task: Any, run_triggerer: bool = False) -> Any:
         path = Path(base, names._render_filename(ti, ti.try_number))
@@ -110,13 +116,18 @@ def write_task_logs() -> None:
     sdk_dag._run_task = run_task
 
 
-def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = DAGS) -> tuple[str, dict[str, str]]:
-    """Run ``dag_id`` (from ``folder``) once with ``dag.test()``, each task's log written where the
-    UI reads it (:func:`write_task_logs`); return the run's state and each task's."""
+_TEE: _TaskLogTee | None = None  # the process's tee, once write_task_logs() set it up
+
+
+def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = DAGS,
+            bag: Any = None) -> tuple[str, dict[str, str]]:
+    """Run ``dag_id`` (from ``folder``, or from the DagBag ``bag`` already filled) once with
+    ``dag.test()``, each task's log written where the UI reads it (:func:`write_task_logs`); return
+    the run's state and each task's."""
     from airflow.dag_processing.dagbag import DagBag
 
     write_task_logs()
-    bag = DagBag(dag_folder=str(folder))
+    bag = bag if bag is not None else DagBag(dag_folder=str(folder))
     if dag_id not in bag.dags:
         raise SystemExit(f"DAG {dag_id} not found in {folder}: {bag.import_errors}")
     run = bag.dags[dag_id].test(run_conf=conf or {})
@@ -125,7 +136,46 @@ def run_dag(dag_id: str, conf: dict[str, Any] | None = None, *, folder: Path = D
     return str(run.state), states
 
 
+def run_dags(plan: list[list[Any]], *, folder: Path = DAGS) -> int:
+    """``--many``: the DAGs of ``plan`` (``[dag_id, conf, log file]`` each) one after the other in
+    this process — Airflow imported and the DAG folder parsed once, not once per DAG (`drt demo`'s
+    four DAGs before its failover) — each one's output (the tasks' own logs as in :func:`run_dag`)
+    in its own log file. After each, one line on stdout: ``DRT-DAG-DONE <dag_id> <state> {states}``;
+    the next DAG starts when a line comes on stdin (the caller reads what the DAG wrote, alone).
+    Returns the exit code: 1 at the first DAG that failed (the later ones are not run)."""
+    import os
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    report = os.fdopen(os.dup(1), "w", buffering=1)  # stdout, before the tee takes file descriptor 1
+    write_task_logs()
+    tee = _TEE
+    assert tee is not None
+    logs: list[Any] = []
+    bag: Any = None
+    try:
+        for i, (dag_id, conf, log) in enumerate(plan):
+            if i and not sys.stdin.readline():  # the caller has gone
+                return EXIT_PROBLEM
+            tee.to(None)  # everything so far written where it went: what follows goes to this DAG's log
+            logs.append(open(log, "ab"))  # noqa: SIM115 - closed below, after the tee's last write
+            tee.out = logs[-1].fileno()
+            if bag is None:
+                bag = DagBag(dag_folder=str(folder))
+            state, states = run_dag(dag_id, conf, bag=bag)
+            tee.to(None)
+            report.write(f"DRT-DAG-DONE {dag_id} {state} {json.dumps(states)}\n")
+            if state != "success":
+                return EXIT_PROBLEM
+        return EXIT_OK
+    finally:
+        for f in logs:
+            f.close()
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--many":
+        sys.exit(run_dags(json.loads(sys.argv[2])))
     state, states = run_dag(sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)
     print("DRT-DAG-STATES " + json.dumps(states), flush=True)
     sys.exit(EXIT_OK if state == "success" else EXIT_PROBLEM)
