@@ -40,6 +40,17 @@ def no_trace(text: str) -> None:
     assert "Traceback" not in text and "Py4JJavaError" not in text, text[-3000:]
 
 
+def quick_jvms(where: Path) -> str:
+    """A SPARK_CONF_DIR whose spark-defaults.conf starts the driver's and the executors' JVMs with
+    the copy engine's quick-start options (QUICK_START_JVM): these tests' tables are a few thousand
+    rows, their time is the JVMs' start-up and compiling, and what they check (counts, refusals)
+    does not depend on the JIT."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {QUICK_START_JVM}\n"
+                                               f"spark.executor.extraJavaOptions {QUICK_START_JVM}\n")
+    return str(where)
+
+
 def test_library_and_credentials_reach_executors_redacted(spark_cluster: SparkCluster, tmp_path: Path) -> None:
     from tests.support.spark_probe import SECRETS, digest
 
@@ -83,8 +94,8 @@ def test_verify_on_the_cluster_finds_planted_differences(spark_cluster: SparkClu
     peer_rows.append({"id": 9000, "v": "new", "tags": [], "amt": 1.0})
     src, peer = _parquet(tmp_path / "s", src_rows), _parquet(tmp_path / "p", peer_rows)
     p = subprocess.run([*DRT, "--json", "verify", src, peer, "--key", "id", "--buckets", "64",
-                        "--spark-master", spark_cluster.master_url], env=env(), capture_output=True, text=True,
-                       timeout=400, cwd=tmp_path)
+                        "--spark-master", spark_cluster.master_url], env=env(SPARK_CONF_DIR=quick_jvms(tmp_path / "conf")),
+                       capture_output=True, text=True, timeout=400, cwd=tmp_path)
     assert p.returncode == 1, p.stderr[-3000:]
     no_trace(p.stderr)
     d = json.loads(p.stdout)
@@ -301,7 +312,8 @@ s.stop()
 def test_workers_that_cannot_import_the_tasks_packages_are_refused_in_one_line(
         spark_cluster: SparkCluster, tmp_path: Path) -> None:
     bare = _bare_python(tmp_path / "bare")
-    p = subprocess.run([sys.executable, "-c", UNSHIPPED, spark_cluster.master_url], env=env(PYSPARK_PYTHON=bare),
+    p = subprocess.run([sys.executable, "-c", UNSHIPPED, spark_cluster.master_url],
+                       env=env(PYSPARK_PYTHON=bare, SPARK_CONF_DIR=quick_jvms(tmp_path / "conf")),
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith(("REFUSED", "NOT REFUSED"))), p.stdout)
