@@ -41,15 +41,20 @@ def yarn(hdfs_hot: HdfsCluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.fixture(scope="module")
 def spark_conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The submitter's spark-defaults.conf: small containers for the one 4 GiB NodeManager."""
+    """The submitter's spark-defaults.conf: small containers for the one 4 GiB NodeManager, and
+    every JVM (driver, application master, executor) with the copy engine's quick-start options
+    (QUICK_START_JVM): the tests' data are a few hundred rows, their time is the JVMs' start-up."""
     import pyspark
+
+    from dr_toolkit.spark.session import QUICK_START_JVM
 
     d = tmp_path_factory.mktemp("spark-conf")
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     (d / "spark-defaults.conf").write_text(
         f"spark.yarn.jars local:{jars}/*\nspark.executor.instances 1\nspark.executor.cores 2\n"
         "spark.executor.memory 512m\nspark.yarn.am.memory 256m\nspark.driver.memory 512m\n"
-        "spark.sql.shuffle.partitions 4\n")
+        "spark.sql.shuffle.partitions 4\n"
+        + "".join(f"spark.{jvm}.extraJavaOptions {QUICK_START_JVM}\n" for jvm in ("driver", "yarn.am", "executor")))
     return d
 
 
@@ -141,7 +146,7 @@ def test_verify_on_yarn_equals_local(yarn: YarnCluster, spark_conf_dir: Path, tm
     assert on_yarn.returncode == 1, on_yarn.stderr[-4000:]  # differences found
     no_trace(on_yarn.stderr)
     local = drt("verify", src, peer, "--key", "id", "--buckets", "4", "--spark-master", "local[2]",
-                environ=env(), cwd=tmp_path)
+                environ=env(conf_dir=spark_conf_dir), cwd=tmp_path)  # (its YARN keys unused on local[2])
     assert local.returncode == 1, local.stderr[-3000:]
     y, loc = json.loads(on_yarn.stdout), json.loads(local.stdout)
     counters = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TABLE_ROWS", "CONTENT_DIFFERENT_ROWS",
