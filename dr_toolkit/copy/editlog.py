@@ -519,10 +519,10 @@ def base_state(read: Callable[[], NameNodeState], roll: Callable[[NameNodeState]
     """The txid a proof records for one side (see the module doc), read with ``read`` (the side's
     :func:`namenode_state`, with ``segment``) BEFORE that side's evidence: first the txid and its
     segment's start; when it is more than :data:`ROLL_MIN_TXNS` past that start (or the start is not
-    known; :data:`ENV_ROLL` ``always``: in any case; ``off``: never), ``roll`` (:func:`roll_edits`) then ``read`` again — the base
-    is the txid read after the roll, on the same NameNode process in the same HA term. Where the
-    roll cannot be made, the base is the txid read before it, its note saying the base is not at a
-    segment start and why. Raises only when the first read fails (then no base is recorded)."""
+    known; :data:`ENV_ROLL` ``always``: in any case; ``off``: never), ``roll`` (:func:`roll_edits`)
+    then ``read`` again — the base is the txid read after the roll, on the same NameNode process in
+    the same HA term. Where the roll cannot be made, the base is the txid read before it, its note
+    saying the base is not at a segment start and why. Raises only when the first read fails (then no base is recorded)."""
     before = read()
     mode = roll_mode()
     if mode == "off":
