@@ -80,8 +80,13 @@ def test_the_quick_hdfs_signal_reads_txids_and_edit_logs_with_kerberos(
         monkeypatch: pytest.MonkeyPatch) -> None:
     env = secure_pair_env
     hot, cold = hdfs_secure, hdfs_secure_cold
+    from dr_toolkit.copy import editlog
+
+    monkeypatch.setenv(editlog.ENV_ROLL, "always")  # the proof rolls both NameNodes' edit logs, logged in from the keytab
     s = _sig(env, "prove")
     assert s.caught_up and s.detail["proof"]["recorded"], s.detail
+    for note in s.detail["proof"]["edit_log_base"].values():
+        assert "the edit log rolled at the proof" in note, note
     # unchanged: both txids as recorded (read over SPNEGO), no diff call: GO
     s = _sig(env, "quick")
     assert s.caught_up and s.safe_time == env["run"].source_time, (s.reason, s.basis)
