@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy import manifest as mf
@@ -145,7 +146,7 @@ def prune(fs: FileSystem, root: str, gone: list[str], plan: Plan) -> list[str]:
     if not (gone or plan.empty_dirs or plan.prune_dirs) or fs.kind == "s3":
         return []
     needed: set[str] = set()
-    for rel in list(plan.keep) + [t.rel for t in plan.copies]:
+    for rel in chain(plan.keep, [t.rel for t in plan.copies]):
         for p in _parents(rel):
             if p in needed:
                 break
@@ -210,6 +211,21 @@ def account(plan: Plan, result: CopyResult, outcomes: list[Outcome]) -> set[str]
     return pending
 
 
+def same_entries(keep: mf.Entries, base: mf.Entries) -> bool:
+    """Whether the next manifest's entries are the base's (``len`` already equal): every path with
+    an equal entry. Read side by side while both give the same paths in the same order (the next
+    manifest is kept in the base's order when nothing changed), by lookup from the first path that
+    differs. Equal, not identical, entries: a map spilled to disk gives each entry anew as it is
+    read, and an entry recorded again with the same values is the same entry."""
+    a, b = iter(keep.items()), iter(base.items())
+    for (k, v), (bk, bv) in zip(a, b, strict=False):
+        if k != bk:
+            return all(keep.get(p) == e for p, e in base.items())
+        if v != bv:
+            return False
+    return True
+
+
 def record_manifest(run: CopyRun, plan: Plan, base: Base, result: CopyResult, pending: set[str],
                     snap_id: str | None) -> None:
     """The new state, after the files are placed: the manifest of what the target holds now (the
@@ -226,7 +242,7 @@ def record_manifest(run: CopyRun, plan: Plan, base: Base, result: CopyResult, pe
                   "pending": sorted(pending), "ok": result.ok, "filters": filters_key(options)}
     unchanged = (base.entries is not None and base.manifest_id is not None and not pending
                  and not (base.header or {}).get("pending") and len(plan.keep) == len(base.entries)
-                 and all(plan.keep.get(k) is v for k, v in base.entries.items()))
+                 and same_entries(plan.keep, base.entries))
     if unchanged and base.digest:  # nothing changed: no need to write the same entries again
         assert base.manifest_id is not None
         location, digest = state.write_same_as(manifest_id, base.manifest_id, base.digest, header_out)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.plan import Filters
 from dr_toolkit.copy.request import Opener
+from dr_toolkit.copy.spill import Files, files_map
 from dr_toolkit.copy.state import Fence
 from dr_toolkit.errors import ConfigError
 from dr_toolkit.fs.base import FileStatus, FileSystem, tmp_run_tag
@@ -138,9 +139,9 @@ def _serial_entries(side: Side, only: str | None, skipped: Skipped | None, dirs:
 
 
 def list_tree(side: Side, only: str | None = None, skipped: Skipped | None = None,
-              dirs: dict[str, Any] | None = None, recursive: bool = True) -> dict[str, FileStatus]:
-    """:func:`entries` by relative path."""
-    return dict(entries(side, only, skipped, dirs, recursive))
+              dirs: dict[str, Any] | None = None, recursive: bool = True) -> Files:
+    """:func:`entries` by relative path (a :class:`~dr_toolkit.copy.spill.SpillMap`: on disk past a batch)."""
+    return files_map(entries(side, only, skipped, dirs, recursive))
 
 
 #: filesystems without directories: one flat listing (an S3 prefix is one paged scan in key order)
@@ -298,7 +299,7 @@ def _under(rel: str, d: str) -> bool:
     return not d or rel == d or rel.startswith(d + "/")
 
 
-def _relist(side: Side, d: str, files: dict[str, FileStatus], tokens: dict[str, Any],
+def _relist(side: Side, d: str, files: Files, tokens: dict[str, Any],
             skipped: Skipped | None) -> None:
     """Read directory ``d`` (relative) again, one level: its files replace the ones listed in it,
     a subdirectory gone drops what was listed under it, a new one is listed whole."""
@@ -328,7 +329,7 @@ def _relist(side: Side, d: str, files: dict[str, FileStatus], tokens: dict[str, 
 
 
 def proven_listing(side: Side, skipped: Skipped | None
-                    ) -> tuple[dict[str, FileStatus], list[str]]:
+                    ) -> tuple[Files, list[str]]:
     """The source listing, proven to be the tree's names at one moment — or the directories that
     kept changing (then it is not: a directory renamed during the walk, from a part not yet read
     into a part already read, is seen nowhere).
@@ -367,7 +368,7 @@ def proven_listing(side: Side, skipped: Skipped | None
     return files, changed
 
 
-def utf8_only(files: dict[str, FileStatus], skips: Skips) -> dict[str, FileStatus]:
+def utf8_only(files: Files, skips: Skips) -> Files:
     """A local source name that is not UTF-8 (its bytes carried as surrogate escapes) cannot be a
     WebHDFS or S3 name: such files are skipped with a reported reason (copied by their bytes
     between local trees)."""
@@ -382,13 +383,13 @@ def utf8_only(files: dict[str, FileStatus], skips: Skips) -> dict[str, FileStatu
     for rel in bad:
         skips(files[rel].path, "name is not UTF-8 (the target cannot hold it)")
     drop = set(bad)
-    return {r: s for r, s in files.items() if r not in drop}
+    return files_map((r, s) for r, s in files.items() if r not in drop)
 
 
-def wanted_only(files: dict[str, FileStatus], f: Filters) -> dict[str, FileStatus]:
+def wanted_only(files: Files, f: Filters) -> Files:
     if not f.active:
         return files  # listings already pass over temporary names
-    return {r: s for r, s in files.items() if f.wanted(r)}
+    return files_map((r, s) for r, s in files.items() if f.wanted(r))
 
 
 ODD = frozenset({"symlink", "dangling symlink", "not a regular file"})
@@ -405,7 +406,7 @@ class Found:
     odd: list[tuple[str, str]] = field(default_factory=list)
 
 
-def target_listing(src: Side, tgt: Side, found: Found | None = None) -> dict[str, FileStatus]:
+def target_listing(src: Side, tgt: Side, found: Found | None = None) -> Files:
     """The target's files (a single-file source: that one name, nothing else looked at)."""
     if src.single:  # a single file: the target is that one name, nothing else is looked at (or deleted)
         name = posixpath.basename(src.single.rstrip("/"))

@@ -24,10 +24,13 @@ import gzip
 import hashlib
 import io
 import json
+import marshal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import Any, NamedTuple
+
+from dr_toolkit.copy.spill import RowCodec, SpillMap
 
 
 class Entry(NamedTuple):
@@ -47,7 +50,16 @@ class Entry(NamedTuple):
         return self._replace(tmtime=tmtime, tversion=tversion)
 
 
-Entries = dict[str, Entry]
+#: path -> entry: a :class:`~dr_toolkit.copy.spill.SpillMap` (a dict while small, on disk past a batch) or a dict
+Entries = MutableMapping[str, Entry]
+
+#: an entry as a spilled map's row: its fields marshalled
+ENTRY_ROWS: RowCodec[Entry] = RowCodec(lambda e: marshal.dumps(tuple(e)), lambda b: Entry._make(marshal.loads(b)))
+
+
+def entries_map(items: Any = ()) -> SpillMap[Entry]:
+    """An empty (or filled) map of entries that spills to disk past a batch."""
+    return SpillMap(ENTRY_ROWS, items)
 
 
 def new_manifest_id() -> str:
@@ -65,17 +77,24 @@ def encode(entries: Entries, header: dict[str, Any]) -> bytes:
         w = io.BufferedWriter(gz, buffer_size=1 << 20)
         w.write((json.dumps({"header": header}) + "\n").encode())
         dumps = json.JSONEncoder(separators=(",", ":")).encode
-        items = list(entries.items())
-        for i in range(0, len(items), CHUNK_ENTRIES):
+        rows: list[tuple[Any, ...]] = []
+        for p, e in entries.items():  # streamed: a spilled map is read a page at a time
             # one row per file: [p, size, mtime, checksum, tmtime, version, schecksum, tversion, open, tchecksum]
-            w.write(dumps([(p, *e) for p, e in items[i:i + CHUNK_ENTRIES]]).encode() + b"\n")
+            rows.append((p, *e))
+            if len(rows) == CHUNK_ENTRIES:
+                w.write(dumps(rows).encode() + b"\n")
+                rows = []
+        if rows:
+            w.write(dumps(rows).encode() + b"\n")
         w.flush()
     return buf.getvalue()
 
 
 def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
+    """The header and the entries (a :class:`~dr_toolkit.copy.spill.SpillMap`: decoded a line at a
+    time into a map that spills to disk past a batch)."""
     header: dict[str, Any] = {}
-    out: Entries = {}
+    out = entries_map()
     loads = json.loads
     make = Entry._make
     for line in _lines(data):

@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dr_toolkit.copy.manifest import Entries, Entry
+from dr_toolkit.copy.manifest import Entries, Entry, entries_map
+from dr_toolkit.copy.spill import Files, files_map
 from dr_toolkit.fs.base import (
     DIGEST_ALGO,
     Checksum,
@@ -71,7 +72,7 @@ class Plan:
     deletes: list[str] = field(default_factory=list)  # target files the source no longer has (--delete)
     blockers: list[str] = field(default_factory=list)  # target files in the way of a type change
     moves: list[tuple[str, str]] = field(default_factory=list)  # (old rel, new rel) from a snapshot diff
-    keep: Entries = field(default_factory=dict)  # entries of the new manifest that need no work
+    keep: Entries = field(default_factory=entries_map)  # entries of the new manifest that need no work (spills)
     fallbacks: list[dict[str, str]] = field(default_factory=list)  # files kept without a proof (never with --update)
     basis: dict[str, int] = field(default_factory=dict)  # how each skipped file was proven equal, counted
     basis_samples: list[dict[str, str]] = field(default_factory=list)
@@ -274,8 +275,8 @@ def target_kept(t: FileStatus) -> Entry:
     return Entry(t.size, t.mtime, None, t.mtime, None, None, t.version)
 
 
-def reconcile(src_fs: FileSystem, src_root: str, src: dict[str, FileStatus], tgt_fs: FileSystem, tgt_root: str,
-              tgt: dict[str, FileStatus], options: CopyOptions, *, mode: str, reason: str,
+def reconcile(src_fs: FileSystem, src_root: str, src: Files, tgt_fs: FileSystem, tgt_root: str,
+              tgt: Files, options: CopyOptions, *, mode: str, reason: str,
               recorded: Entries | None = None) -> Plan:
     """Full comparison of a source listing with a target listing (bootstrap or reconcile), on
     ``options.workers`` threads.
@@ -323,7 +324,7 @@ def entry_break(rel: str, e: Entry, t: FileStatus | None) -> str | None:
     return None
 
 
-def chain_break(base: Entries, tgt: dict[str, FileStatus], wanted: Callable[[str], bool]) -> str | None:
+def chain_break(base: Entries, tgt: Files, wanted: Callable[[str], bool]) -> str | None:
     """Why the target no longer holds the base manifest exactly (None when it does). The oracle
     only: the copy run asks :func:`~dr_toolkit.copy.stream_plan.stream_chain_break`."""
     for rel, e in base.items():
@@ -365,7 +366,7 @@ def copy_mode(options: CopyOptions, *, manifest_id: int | str | None, has_base: 
     return "fast-forward", f"target holds manifest {manifest_id}; {how}"
 
 
-def fast_forward(src: dict[str, FileStatus], base: Entries, options: CopyOptions, *, reason: str,
+def fast_forward(src: Files, base: Entries, options: CopyOptions, *, reason: str,
                  moves: dict[str, str] | None = None, changed: set[str] | None = None) -> Plan:
     """Apply only the changes between the base manifest and the new source state.
 
@@ -516,9 +517,9 @@ class _Sorted:
         return out
 
 
-def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None],
+def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], Files | None],
                unknown: Callable[[str], bool] | None = None
-               ) -> tuple[dict[str, FileStatus], dict[str, str], set[str]]:
+               ) -> tuple[Files, dict[str, str], set[str]]:
     """The new source state from the base manifest and an HDFS snapshot diff, as DistCpSync
     reads one:
 
@@ -564,8 +565,8 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
         taken.update(got)
         if i >= 0:
             staged.setdefault(i, []).extend((r, r[len(p):]) for r in got)
-    state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
-                                    for r, e in base.items() if r not in taken}
+    state: Files = files_map((r, FileStatus(r, e.size, e.mtime, version=e.version))
+                             for r, e in base.items() if r not in taken)
     origin: dict[str, str] = {}
     relist = [t for i, (p, t) in enumerate(renames) if not staged.get(i) or (unknown is not None and unknown(p))]
     for i in sorted(staged, key=lambda i: (_depth(renames[i][1]), renames[i][1])):
@@ -609,8 +610,8 @@ def apply_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, boo
     return state, origin, changed
 
 
-def relist_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], dict[str, FileStatus] | None]
-                ) -> tuple[dict[str, FileStatus], set[str]]:
+def relist_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bool], Files | None]
+                ) -> tuple[Files, set[str]]:
     """The state of the snapshot read, from the base manifest and an HDFS snapshot diff whose
     direction is not proven forward (the base snapshot is the newer one: ``-rdiff``, a backward
     ``-diff``, or a NameNode that gives no snapshot ids).
@@ -664,7 +665,7 @@ def relist_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bo
     covered = "" in tops_set
     singles = sorted(p for p in exact
                      if p and not covered and p not in tops_set and not any(q in tops_set for q in _parents(p)))
-    fresh_of: dict[str, dict[str, FileStatus]] = {}
+    fresh_of: dict[str, Files] = {}
     for p in singles:
         fresh = stat_tree(p, False)
         if fresh is None:  # a directory in the snapshot read
@@ -673,8 +674,8 @@ def relist_diff(base: Entries, diff: Iterable[Any], stat_tree: Callable[[str, bo
             fresh = stat_tree(p, True) or {}  # the base has a file there: the directory listed whole
         gone.update(keys.under(p))
         fresh_of[p] = fresh
-    state: dict[str, FileStatus] = {r: FileStatus(r, e.size, e.mtime, version=e.version)
-                                    for r, e in base.items() if r not in gone}
+    state: Files = files_map((r, FileStatus(r, e.size, e.mtime, version=e.version))
+                             for r, e in base.items() if r not in gone)
     changed: set[str] = set()
     for p in tops:
         for r, s in (stat_tree(p, True) or {}).items():

@@ -39,6 +39,7 @@ import posixpath
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from dr_toolkit.copy import manifest as mf
@@ -66,12 +67,15 @@ from dr_toolkit.copy.plan import (
     relist_diff,
 )
 from dr_toolkit.copy.run import Base, CopyRun, Snaps
+from dr_toolkit.copy.spill import Files, files_map
 from dr_toolkit.errors import UnreachableError
 from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem
 from dr_toolkit.topology import CopyOptions
 
 #: the copy's log lines keep the name they had before the stages had modules of their own (stderr)
 log = logging.getLogger("dr_toolkit.copy.api")
+
+CONFIRM_CHUNK = 8192  # kept files whose checksums are asked at once (their paths in memory, not all of them)
 
 
 @dataclass
@@ -142,7 +146,7 @@ def plan_run(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed) -> t
     return plan, read_root
 
 
-def _drift(plan: Plan, src_files: dict[str, FileStatus], tgt_files: dict[str, FileStatus], fs: FileSystem,
+def _drift(plan: Plan, src_files: Files, tgt_files: Files, fs: FileSystem,
            preserve: Any) -> None:
     """``--preserve``: a kept file whose target permission or mtime is not the source's (changed
     on either side behind our back: a chmod or touch keeps HDFS's fileId) gets them re-applied,
@@ -213,7 +217,7 @@ def _diff_base(src: Side, header: dict[str, Any], snapshot: str, snaps: Snaps | 
 
 
 def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
-               ) -> tuple[Plan, str, dict[str, FileStatus], dict[str, FileStatus]]:
+               ) -> tuple[Plan, str, Files, Files]:
     """The plan of the mode that applies, the root read, the source and target files planned."""
     src, tgt, options, skips = run.src, run.tgt, run.options, listed.skips
     snapshot = snaps.read if snaps is not None else None
@@ -230,7 +234,7 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
     # after the other (40,936 files a side, 2 cores: 2.1-2.6 s together, 0.5-0.7 s each alone)
     with ThreadPoolExecutor(2) as pool:
         if src.fs.kind == tgt.fs.kind == "local":
-            tgt_future: Future[dict[str, FileStatus]] = Future()
+            tgt_future: Future[Files] = Future()
             tgt_future.set_result(target_listing(src, tgt, listed.target))
         else:
             tgt_future = pool.submit(target_listing, src, tgt, listed.target)
@@ -255,7 +259,7 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
         moves: dict[str, str] = {}
         changed: set[str] | None = None
 
-        def stat_read(rel: str, recursive: bool) -> dict[str, FileStatus] | None:
+        def stat_read(rel: str, recursive: bool) -> Files | None:
             """``rel`` as the tree read holds it: {} when gone, a directory's files when ``recursive``."""
             s = src.fs.stat(src.fs.join(read_root, rel))
             if s is None:
@@ -264,7 +268,7 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
                 return list_tree(reading, src.fs.join(read_root, rel), skips) if recursive else None
             return {rel: s}
 
-        def restat(state: dict[str, FileStatus], changed: set[str], rels: Iterable[str]) -> None:
+        def restat(state: Files, changed: set[str], rels: Iterable[str]) -> None:
             """Read ``rels`` again in the tree read: each one found there is in the state and changed."""
             for rel in rels:
                 fresh = stat_read(rel, False)
@@ -278,7 +282,7 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
             state, changed = relist_diff(entries, diff, stat_read)
             restat(state, changed, pending)
             restat(state, changed, [r for r, e in entries.items() if e.open and r in state and r not in changed])
-            src_files = {r: s for r, s in state.items() if f.wanted(r)}
+            src_files: Files = files_map((r, s) for r, s in state.items() if f.wanted(r))
             how = (f"snapshot diff {old} → {snapshot} ({len(diff)} entries; {old} is not proven the older: "
                    f"the paths it names listed in {snapshot})")
         elif diff is not None and entries is not None:
@@ -299,7 +303,7 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
             moved_to = {old: new for new, old in moves.items()}
             now_at = [moved_to.get(r, r) for r, e in entries.items() if e.open]
             restat(state, changed, [r for r in now_at if r in state and r not in changed])
-            src_files = {r: s for r, s in state.items() if f.wanted(r)}
+            src_files = files_map((r, s) for r, s in state.items() if f.wanted(r))
             how = f"snapshot diff {old} → {snapshot} ({len(diff)} entries)"
         else:
             if listed.changing is not None and not snapshot and not src.single:
@@ -315,7 +319,9 @@ def plan_modes(run: CopyRun, base: Base, snaps: Snaps | None, listed: Listed
         tgt_files = wanted_only(tgt_all, f)
     if tgt.fs.kind != "local":
         src_files = utf8_only(src_files, skips)
-    held = {r: e for r, e in (entries or {}).items() if r not in pending}
+    # the entries the base vouches for: the base itself unless a failed run left files pending (no copy)
+    held: mf.Entries = entries if entries is not None and not pending else \
+        mf.entries_map((r, e) for r, e in (entries or {}).items() if r not in pending)
     with sp.Workdir() as tmp:
         streams = _Streams(tmp, src_files, tgt_files, held, entries, pending)
 
@@ -349,7 +355,7 @@ class _Streams:
     (tree order; spilled as sorted runs under ``tmp`` past one batch), each made when first asked
     and read as often as needed: the chain check and the plan read the same streams."""
 
-    def __init__(self, tmp: str, src: dict[str, FileStatus], tgt: dict[str, FileStatus], held: mf.Entries,
+    def __init__(self, tmp: str, src: Files, tgt: Files, held: mf.Entries,
                  entries: mf.Entries | None, pending: set[str]) -> None:
         self.tmp, self._src, self._tgt, self._held, self._entries, self.pending = tmp, src, tgt, held, entries, pending
         self._made: dict[str, Any] = {}
@@ -384,8 +390,8 @@ class _Streams:
         return self._stream("recorded", self._entries.items(), sp.ENTRY)  # type: ignore[no-any-return]
 
 
-def _compare_unproven(src: Side, read_root: str, tgt: Side, plan: Plan, src_files: dict[str, FileStatus],
-                      tgt_files: dict[str, FileStatus], held: mf.Entries, options: CopyOptions,
+def _compare_unproven(src: Side, read_root: str, tgt: Side, plan: Plan, src_files: Files,
+                      tgt_files: Files, held: mf.Entries, options: CopyOptions,
                       recorded: mf.Entries | None) -> None:
     """Files a run without ``--update`` kept as the target had them (recorded without a change
     token: nothing proved them equal) are compared by content, as a reconcile would, instead of
@@ -414,8 +420,7 @@ def _target_rewritten(tgt: Side, held: mf.Entries, workers: int) -> str | None:
     """A target whose change token is no content token (HDFS): every file the manifest holds must
     still answer the checksum recorded after its commit (one GETFILECHECKSUM each, as DistCp
     ``-update`` asks); why not, or None."""
-    rels = list(held)
-    if not rels:
+    if not held:
         return None
 
     def why(rel: str) -> str | None:
@@ -429,14 +434,16 @@ def _target_rewritten(tgt: Side, held: mf.Entries, workers: int) -> str | None:
         return None if got == want else f"target changed: {rel} was rewritten in place (its checksum is not the " \
                                          "one recorded)"
 
-    with ThreadPoolExecutor(max(1, min(workers, len(rels)))) as pool:
-        for w in pool.map(why, rels):
-            if w:
-                return w
+    keys = iter(held)  # in chunks: the manifest's paths are never all in memory (held may be on disk)
+    with ThreadPoolExecutor(max(1, min(workers, len(held)))) as pool:
+        while rels := list(islice(keys, CONFIRM_CHUNK)):
+            for w in pool.map(why, rels):
+                if w:
+                    return w
     return None
 
 
-def _confirm_by_checksum(src: Side, read_root: str, plan: Plan, src_files: dict[str, FileStatus],
+def _confirm_by_checksum(src: Side, read_root: str, plan: Plan, src_files: Files,
                          held: mf.Entries, workers: int) -> None:
     """A source whose change token is not a content token (HDFS: ``TRUNCATE`` + ``APPEND`` keep
     the fileId, ``SETTIMES`` puts mtime back): a file kept because size, mtime and token are as
@@ -446,8 +453,9 @@ def _confirm_by_checksum(src: Side, read_root: str, plan: Plan, src_files: dict[
     ask nothing per unchanged file (their point: work in proportion to the changes) — and the
     real GETSNAPSHOTDIFF reports nothing for such a rewrite when size and mtime come back (found
     by the randomized test): a documented limit of snapshot mode (docs/design.md)."""
-    cands = [r for r in plan.keep if r in src_files and r in held]
-    if not cands:
+    keys = (r for r in plan.keep if r in src_files and r in held)
+    first = list(islice(keys, CONFIRM_CHUNK))
+    if not first:
         return
 
     def same(rel: str) -> bool:
@@ -460,12 +468,14 @@ def _confirm_by_checksum(src: Side, read_root: str, plan: Plan, src_files: dict[
             return False
         return got == want
 
-    with ThreadPoolExecutor(max(1, min(workers, len(cands)))) as pool:
-        verdicts = list(pool.map(same, cands))
+    changed: list[str] = []  # asked in chunks (the kept paths may be on disk), popped after: keep is not
+    with ThreadPoolExecutor(max(1, min(workers, len(first)))) as pool:  # changed while it is read
+        cands = first
+        while cands:
+            changed += [rel for rel, ok in zip(cands, pool.map(same, cands), strict=True) if not ok]
+            cands = list(islice(keys, CONFIRM_CHUNK))
     n = 0
-    for rel, ok in zip(cands, verdicts, strict=True):
-        if ok:
-            continue
+    for rel in changed:
         s = src_files[rel]
         plan.keep.pop(rel)
         n += 1
