@@ -21,6 +21,11 @@
    (default: both up to 1,000,000 entries, only the streamed one above: the in-memory one needs ~1.2 KiB
    a file)
 5. with --spark: the spark engine's figures beside the local engine's.
+6. (--only 6) the copy run's own planning path, planning.plan_run, on a synthetic namespace of --entries files
+   (a generated filesystem listed through listing.list_tree; [4]'s changes): the base manifest decoded, both
+   listings, the chain check, the plan, the copies recorded and the next manifest encoded, with the run's maps
+   spilling to SQLite past spill.BATCH and (--run-maps both, the default) all in memory: wall, CPU, peak PSS
+   beside issue 42's goal (10,000,000 files within 2 GiB).
 Both sides of every ratio run on the same disk, from the page cache (each source is read once first).
 `drt` runs with bytecode caching on (PYTHONDONTWRITEBYTECODE is dropped for its runs and one
 warm-up run writes the .pyc files), as an installed toolkit runs.
@@ -366,6 +371,152 @@ MIB = 2**20
 GOAL_100M_S, GOAL_100M_RSS, GOAL_10M_RSS = 15 * 60, 4 * 2**30, 2 * 2**30
 
 
+RUN_CHILD = r"""
+import os, resource, sys, time
+from dr_toolkit.copy import manifest as mf
+from dr_toolkit.copy import spill
+from dr_toolkit.copy import stream_plan as sp
+from dr_toolkit.copy.listing import Side
+from dr_toolkit.copy.planning import Listed, plan_run
+from dr_toolkit.copy.run import Base, CopyRun
+from dr_toolkit.fs.base import FileStatus, FileSystem
+from dr_toolkit.fs.uri import parse_uri
+from dr_toolkit.topology import CopyOptions
+n, work, spilling = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+if not spilling:
+    spill.BATCH = 1 << 62  # the peer: every map an ordinary dict (as before SpillMap)
+
+
+def entry(i):
+    return mf.Entry(1000 + i % 5000, 1.6e9 + i, f"COMPOSITE-CRC32C:{i:08x}", 1.7e9 + i, f"{i}:1{i}",
+                    f"COMPOSITE-CRC32C:{i:08x}", f"{i + 7}:2{i}")
+
+
+def rel(i):
+    return f"d{i % 1000:04d}/part-{i:08d}.parquet"
+
+
+class Synthetic(FileSystem):
+    # a namespace generated as it is listed: the source (copy_bench [4]'s changes: 1 % deleted, 1 % changed,
+    # 0.1 % renamed) or the target (what the base manifest recorded of it)
+    kind = "synthetic"
+
+    def __init__(self, side):
+        self.side = side
+
+    def list_files(self, root, skipped=None, dirs=None, recursive=True):
+        for i in range(n):
+            r, e = rel(i), entry(i)
+            if self.side == "tgt":
+                yield FileStatus(f"{root}/{r}", e.size, e.tmtime, version=e.tversion)
+                continue
+            if i % 100 == 0:
+                continue
+            if i % 100 == 1:
+                yield FileStatus(f"{root}/{r}", e.size + 10, e.mtime + 5, version=e.version)
+            elif i % 1000 == 2:
+                yield FileStatus(f"{root}/moved/{r}", e.size, e.mtime, version=e.version)
+            else:
+                yield FileStatus(f"{root}/{r}", e.size, e.mtime, version=e.version)
+
+
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+path = os.path.join(work, "base.jsonl.gz")
+with open(path, "wb") as f:  # setup (not counted): the base manifest, streamed to a file
+    sp.write_manifest(f, {"manifest_id": "base", "pending": [], "filters": None}, ((rel(i), entry(i)) for i in range(n)))
+rss_setup = rss()
+print(f"  [6] {time.strftime('%H:%M:%S')} base manifest written ({os.path.getsize(path) / 2**20:,.0f} MiB)",
+      file=sys.stderr, flush=True)
+t0, c0 = time.perf_counter(), time.process_time()
+with open(path, "rb") as f:  # as StateStore.read_manifest: the bytes, then manifest.decode
+    data = f.read()
+header, entries = mf.decode(data)
+del data
+t1 = time.perf_counter()
+options = CopyOptions(update=True, delete=True)
+src = Side(parse_uri("file:///bench/src"), Synthetic("src"), "/bench/src")
+tgt = Side(parse_uri("file:///bench/tgt"), Synthetic("tgt"), "/bench/tgt")
+run = CopyRun(src, tgt, None, options, None, False, None, None, (None, None), None, time.time(), None)
+plan, _ = plan_run(run, Base("base", header, entries, "", None), None, Listed())
+t2 = time.perf_counter()
+for t in plan.copies:  # the copies recorded as account() records them (no bytes copied)
+    plan.keep[t.rel] = mf.Entry(t.size, t.mtime, "COMPOSITE-CRC32C:0", 1.8e9, t.version, None, "t")
+out = mf.encode(plan.keep, {"manifest_id": "next"})
+t3 = time.perf_counter()
+info = (f"mode={plan.mode} copies={len(plan.copies)} deletes={len(plan.deletes)} keep={len(plan.keep)} "
+        f"spilled={getattr(plan.keep, 'spilled', False)}")
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {time.process_time() - c0:.3f} {rss()} {rss_setup} {len(out)} {info}")
+"""
+
+
+def bench_run_plan(n: int, work: Path, spilling: bool) -> None:
+    """[6] the copy run's own planning path on a synthetic namespace of ``n`` files (copy_bench [4]'s
+    changes): the base manifest's bytes decoded (``manifest.decode``), ``planning.plan_run`` (both
+    listings through ``listing.list_tree`` from a generated filesystem, the chain check, the streamed
+    fast-forward, the steps after the rules), the copies recorded in ``Plan.keep`` and the next
+    manifest encoded (``manifest.encode``) — with the run's maps spilling past ``spill.BATCH``
+    (``spilling``) or all in memory (the peer). PSS of the process sampled every 0.5 s; temporary
+    files (sorted runs, SQLite maps) in the work directory (TMPDIR), its disk sampled too."""
+    import threading
+
+    tmp = work / ("run-spill" if spilling else "run-memory")
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "SQLITE_TMPDIR": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-c", RUN_CHILD, str(n), str(tmp), "1" if spilling else "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    peak = {"rss": 0, "pss": 0, "disk": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            rss, pss = _tree_memory(proc.pid)
+            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
+            peak["disk"] = max(peak["disk"], _disk(tmp) + _unlinked(proc.pid))
+
+    load0 = os.getloadavg()
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    done.set()
+    th.join()
+    load1 = os.getloadavg()
+    shutil.rmtree(tmp, ignore_errors=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"plan_run benchmark failed: {err[-3000:]}")
+    t_dec, t_plan, t_enc, cpu, maxrss, rss_setup, next_bytes, *info = out.split()
+    wall = float(t_dec) + float(t_plan) + float(t_enc)
+    mem = max(peak["pss"], 1)
+    print(f"[6] the copy run's planning path ({'maps spill past spill.BATCH' if spilling else 'PEER: every map in memory'}"
+          f") on {n:,} files: decode the base manifest {float(t_dec):.1f}s, plan_run (listings, chain check, plan) "
+          f"{float(t_plan):.1f}s, copies recorded + next manifest encoded {float(t_enc):.1f}s = {wall:.1f}s wall, "
+          f"{float(cpu):.1f}s CPU; peak PSS {mem / MIB:,.0f} MiB sampled (ru_maxrss {int(maxrss) / MIB:,.0f} MiB, "
+          f"{int(rss_setup) / MIB:,.0f} MiB after the setup), disk of its temporary files at the peak "
+          f"{peak['disk'] / MIB:,.0f} MiB (the base manifest's file and SQLite's unlinked files included); next manifest "
+          f"{int(next_bytes) / MIB:,.0f} MiB; load {load0[0]:.1f} before, {load1[0]:.1f} after; {' '.join(info)}")
+    scaled = mem * 10_000_000 / n
+    print(f"     goal: 10,000,000 files within 2 GiB: {mem / MIB:,.0f} MiB at {n:,}"
+          + (f" ({'within' if mem < GOAL_10M_RSS else 'OVER'} 2 GiB)" if n >= 10_000_000 else
+             f"; x{10_000_000 / n:g} linearly: {scaled / MIB:,.0f} MiB (an upper bound where it is bounded)"))
+
+
+def _unlinked(pid: int) -> int:
+    """The disk of the files a process holds open after unlinking them (SQLite's temporary databases)."""
+    total = 0
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(" (deleted)"):
+                    total += os.stat(f"/proc/{pid}/fd/{fd}").st_blocks * 512
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return total
+
+
 def _tree_memory(root: int) -> tuple[int, int]:
     """RSS and PSS (proportional: pages shared after a fork counted once) of a process and its descendants
     (found through /proc/<pid>/task/<tid>/children: no walk over every process of the machine)."""
@@ -486,7 +637,10 @@ def main() -> None:
     ap.add_argument("--raw-runs", action="store_true", help="[4] streamed: runs' chunks not compressed (zlib level 1 "
                     "by default)")
     ap.add_argument("--parts", type=int, default=2, help="[4] streamed: key ranges merged in processes of their own")
-    ap.add_argument("--only", default="1,2,4", help="which measurements (1=large, 2=tree+rerun, 4=plan)")
+    ap.add_argument("--only", default="1,2,4", help="which measurements (1=large, 2=tree+rerun, 4=plan, "
+                    "6=the copy run's plan_run path)")
+    ap.add_argument("--run-maps", choices=["spill", "memory", "both"], default="both",
+                    help="[6]: the run's maps spilling past spill.BATCH, all in memory (the peer), or both")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="drt-copy-bench-", dir=a.workdir))
@@ -504,6 +658,11 @@ def main() -> None:
                 bench_plan(a.entries)
             if planner in ("streamed", "both"):
                 bench_stream_plan(a.entries, work, a.batch, not a.raw_runs, a.parts)
+        if "6" in only:
+            if a.run_maps in ("spill", "both"):
+                bench_run_plan(a.entries, work, True)
+            if a.run_maps in ("memory", "both"):
+                bench_run_plan(a.entries, work, False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -17,18 +17,17 @@ past :data:`~dr_toolkit.copy.stream_plan.BATCH` entries; below one batch each st
 never encoded). A snapshot diff's fast-forward stays :func:`~dr_toolkit.copy.plan.fast_forward`
 (moves and what changed, over the base applied to the diff).
 
-Still O(files) in a copy run, and why: the listings arrive as dictionaries
-(:func:`~dr_toolkit.copy.listing.proven_listing` re-reads the directories that changed into its
-dict; :func:`~dr_toolkit.copy.listing.target_listing` collects temporary files, empty and odd
-entries beside the files), the base manifest is decoded into one
-(:func:`~dr_toolkit.copy.manifest.decode`), and the steps after the rules look files up by path:
-``--preserve`` drift (a kept file's source and target status), the checksum confirmation of an
-HDFS source's kept files and of the target's (by the entries held), target files filtered out yet
-in the way of the source's tree, odd entries against the source's directories, pending files. The
-plan itself is a :class:`~dr_toolkit.copy.plan.Plan` (its ``keep`` dict is the next manifest) as
-the copy and commit stages take it. So a run's memory is still about a kilobyte a file; the
-planning pass itself no longer adds its own dictionaries (sets of paths, the in-memory planner's
-sorted copies) on top.
+The run's maps — both listings (:func:`~dr_toolkit.copy.listing.list_tree` and what filters and
+name checks keep of them), the base manifest (:func:`~dr_toolkit.copy.manifest.decode`) and the
+next one (``Plan.keep``) — are :class:`~dr_toolkit.copy.spill.SpillMap`: a dict below
+:data:`~dr_toolkit.copy.spill.BATCH` entries, a private SQLite file past it, iterated in
+insertion order as the dict was. So the steps after the rules still look files up by path
+(``--preserve`` drift, checksum confirmations of an HDFS source's kept files — asked in chunks —
+and of the target's, filtered-out files in the way, odd entries, pending files), now in bounded
+memory. Still O(files): the manifests' gzip bytes (read and written whole by the state store: about
+30 bytes a file), the plan's copies, deletions and reads (O(changes)), the sorted key list a
+snapshot diff's replay keeps of the base (:func:`~dr_toolkit.copy.plan.apply_diff`), ``-p ugax``'s
+sorted kept paths, and ``-log``'s per-file lines.
 """
 
 from __future__ import annotations

@@ -791,8 +791,9 @@ def stream_chain_break(base: Iterable[tuple[str, Entry]], tgt: Iterable[tuple[st
 
 @gc_paused()
 def to_plan(run: Streamed) -> Plan:
-    """The decisions gathered into a :class:`~dr_toolkit.copy.plan.Plan` (O(files): for the
-    consumers that still take one, and for the oracle test)."""
+    """The decisions gathered into a :class:`~dr_toolkit.copy.plan.Plan` (its ``keep`` a
+    :class:`~dr_toolkit.copy.spill.SpillMap`, on disk past a batch; the copies, deletions and
+    blockers O(changes)): what the copy and commit stages take, and the oracle test's."""
     plan = Plan(run.mode, run.reason)
     same = 0
     for batch in run.batches():
