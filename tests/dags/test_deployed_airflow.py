@@ -24,6 +24,7 @@ import yaml
 
 from dr_toolkit.ledger import Ledger
 from dr_toolkit.topology import load_topology
+from drt_demo.demo import ParkReported
 from tests.support.airflow_deployed import AirflowDeployment, stray_processes
 from tests.support.fixtures_failover import write_topology
 
@@ -179,6 +180,11 @@ def test_scheduler_runs_the_dags_with_a_retry_a_deferred_sensor_and_an_approval(
     parked = af.wait_for("the approval parked", lambda: _state(af, "dr_failover", frid, "approval",
                                                                "awaiting_input"), timeout=360)
     assert parked["try_number"] == 1
+    # answered only once the scheduler has taken in the parking worker's exit: an answer before it
+    # can fail the resumed task in Airflow 3.3 (drt_demo.demo.ParkReported says why)
+    scheduler_log = next(p.log_path for p in af.procs if p.name == "airflow-scheduler")
+    park_seen = ParkReported(scheduler_log, "dr_failover", "approval")
+    af.wait_for("the scheduler taking in the parking worker's exit", lambda: park_seen(frid), timeout=120)
     phase("approval parked")
     assert fence_of(topo)["active"] is None  # nothing promoted before the answer
     assert _ti(af, "dr_failover", frid, "promote_cold")["state"] in (None, "scheduled", "queued", "none")
