@@ -72,8 +72,10 @@ def dr_failover():  # type: ignore[no-untyped-def]
     for step in before:
         op: BaseOperator
         if step == Step.WAIT_DRAIN:
-            # deferred to the triggerer while it waits (no worker slot held for up to 2 hours)
-            op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=15, timeout=timedelta(hours=2),
+            # deferred to the triggerer while it waits (no worker slot held for up to 2 hours); one
+            # drain read (HBase queue znodes, Kafka offsets) every 5 s: the failover waits at most that
+            # long past the drain (`drt failover run` reads every 1 s)
+            op = DrainedSensor(task_id=str(step), run_id=RUN_ID, poke_interval=5, timeout=timedelta(hours=2),
                                deferrable=True)
         else:
             op = FailoverStepOperator(task_id=str(step), step=str(step), run_id=RUN_ID)
