@@ -347,6 +347,8 @@ class Policies(_Model):
     hbase: list[HBasePolicy] = Field(default_factory=list)
     kafka: list[KafkaPolicy] = Field(default_factory=list)
     verify: list[VerifyPolicy] = Field(default_factory=list)
+    retry_delay_s: float = Field(default=60.0, ge=0, description="how long a per-policy DAG's failed task "
+                                 "waits before its one retry (Airflow's retry_delay)")
 
 
 class Ledger(_Model):

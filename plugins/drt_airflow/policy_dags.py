@@ -98,19 +98,19 @@ def linked_hdfs_policy(topology: Topology, policy: VerifyPolicy) -> HdfsPolicy |
     return None
 
 
-def _dag(kind: str, name: str, schedule: Any, doc: str) -> DAG:
+def _dag(kind: str, name: str, schedule: Any, doc: str, retry_delay_s: float = 60.0) -> DAG:
     from airflow.sdk import DAG
 
     return DAG(dag_id=dag_id(kind, name), schedule=schedule, start_date=START, catchup=False,
                max_active_runs=1, tags=["dr-toolkit", kind, "policy"], doc_md=doc,
-               default_args={"retries": 1, "retry_delay": pendulum.duration(minutes=1)})
+               default_args={"retries": 1, "retry_delay": pendulum.duration(seconds=retry_delay_s)})
 
 
 def _when(schedule: str | None) -> str:
     return f"`{schedule}` (the policy's `schedule`)" if schedule else "manual only (`schedule: null`)"
 
 
-def hdfs_dag(policy: HdfsPolicy) -> DAG:
+def hdfs_dag(policy: HdfsPolicy, retry_delay_s: float = 60.0) -> DAG:
     from airflow.providers.standard.operators.python import PythonOperator
 
     from drt_airflow.hdfs import HdfsReplicationOperator, summarize
@@ -120,14 +120,14 @@ def hdfs_dag(policy: HdfsPolicy) -> DAG:
            f"\n\nRuns {_when(sched)}. **replicate** is `drt replicate {policy.name}` (incremental, atomic, "
            f"under the ledger lease `policy:{policy.name}`) and updates the Asset `x-drt://hdfs/{policy.name}` "
            "(linked verify DAGs run after it); **report** sums the copy.")
-    with _dag("hdfs", policy.name, sched, doc) as dag:
+    with _dag("hdfs", policy.name, sched, doc, retry_delay_s) as dag:
         rep = HdfsReplicationOperator(task_id="replicate", policy=policy.name,
                                       outlets=[policy_asset("hdfs", policy.name)])
         rep >> PythonOperator(task_id="report", python_callable=summarize, op_args=[rep.output])
     return dag
 
 
-def kafka_dag(policy: KafkaPolicy) -> DAG:
+def kafka_dag(policy: KafkaPolicy, retry_delay_s: float = 60.0) -> DAG:
     from drt_airflow.kafka import KafkaCheckpointOperator, KafkaLagOperator
 
     sched = policy_schedule("kafka", policy.name, policy.schedule)
@@ -135,21 +135,21 @@ def kafka_dag(policy: KafkaPolicy) -> DAG:
            f" on topics {', '.join(f'`{t}`' for t in policy.topics)}. Runs {_when(sched)}. **checkpoint** "
            f"records the groups' offsets in the ledger (Asset `x-drt://kafka/{policy.name}`); **lag_report** "
            "reports how far the cold mirror is behind on the policy's topics.")
-    with _dag("kafka", policy.name, sched, doc) as dag:
+    with _dag("kafka", policy.name, sched, doc, retry_delay_s) as dag:
         ck = KafkaCheckpointOperator(task_id="checkpoint", groups=policy.groups or None,
                                      outlets=[policy_asset("kafka", policy.name)])
         ck >> KafkaLagOperator(task_id="lag_report", topics=policy.topics)
     return dag
 
 
-def hbase_dag(policy: HBasePolicy) -> DAG:
+def hbase_dag(policy: HBasePolicy, retry_delay_s: float = 60.0) -> DAG:
     from drt_airflow.hbase import HBasePeersOperator, HBaseStatusOperator, HBaseTableSweepOperator
 
     sched = policy_schedule("hbase", policy.name, policy.schedule)
     doc = (f"### HBase policy `{policy.name}` (peer `{policy.peer_id}`)\n\nRuns {_when(sched)}: **peers** "
            "adds or repairs the policy's replication peer, **table_sweep** checks REPLICATION_SCOPE of its "
            f"tables, **queue_status** reports the peer's queues (Asset `x-drt://hbase/{policy.name}`).")
-    with _dag("hbase", policy.name, sched, doc) as dag:
+    with _dag("hbase", policy.name, sched, doc, retry_delay_s) as dag:
         (HBasePeersOperator(task_id="peers", policies=[policy.name])
          >> HBaseTableSweepOperator(task_id="table_sweep", policies=[policy.name])
          >> HBaseStatusOperator(task_id="queue_status", peers=[policy.peer_id],
@@ -175,7 +175,7 @@ def verify_dag(topology: Topology, policy: VerifyPolicy) -> DAG:
     doc = (f"### Verify policy `{policy.name}`\n\n`{policy.source}` vs `{policy.target}`, key "
            f"{', '.join(policy.key)}. Runs {when}. **verify** fails when BADROWS > 0 (open its HTML report); "
            f"it updates the Asset `x-drt://verify/{policy.name}`.")
-    with _dag("verify", policy.name, schedule, doc) as dag:
+    with _dag("verify", policy.name, schedule, doc, topology.policies.retry_delay_s) as dag:
         VerifyOperator(task_id="verify", policy=policy.name, outlets=[policy_asset("verify", policy.name)])
     return dag
 
@@ -199,8 +199,9 @@ def policy_dags(topology: Topology | None = None) -> dict[str, DAG]:
     """Every per-policy DAG of the topology, by DAG id."""
     topo = topology if topology is not None else load_for_parsing()
     try:
-        dags = ([hdfs_dag(p) for p in topo.policies.hdfs] + [kafka_dag(p) for p in topo.policies.kafka]
-                + [hbase_dag(p) for p in topo.policies.hbase]
+        delay = topo.policies.retry_delay_s
+        dags = ([hdfs_dag(p, delay) for p in topo.policies.hdfs] + [kafka_dag(p, delay) for p in topo.policies.kafka]
+                + [hbase_dag(p, delay) for p in topo.policies.hbase]
                 + [verify_dag(topo, p) for p in topo.policies.verify])
     except ConfigError as exc:
         raise RuntimeError(f"dr-toolkit: no per-policy DAGs: {exc.message}") from None

@@ -58,6 +58,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, zk_server: Any, kafka_hot: A
     # the ledger on PostgreSQL, as deployed (docker-compose.yml): tasks, the triggerer and the test
     # write and read it from separate processes at once
     doc["ledger"]["url"] = postgres.create_database(f"drt_ledger_{topic.rsplit('-', 1)[1]}")
+    # the retry 20 s after the first try fails (the default 60 s): the test makes the source between
+    # the two, after it sees `up_for_retry`
+    doc["policies"]["retry_delay_s"] = 20
     for c in doc["clusters"].values():
         c["zookeeper"].update(connect_timeout_s=15, call_timeout_s=15)
         c["kafka"]["timeout_s"] = 15
