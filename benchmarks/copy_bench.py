@@ -22,8 +22,9 @@
    a file)
 5. with --spark: the spark engine's figures beside the local engine's.
 6. (--only 6) the copy run's own planning path, planning.plan_run, on a synthetic namespace of --entries files
-   (a generated filesystem listed through listing.list_tree; [4]'s changes): the base manifest decoded, both
-   listings, the chain check, the plan, the copies recorded and the next manifest encoded, with the run's maps
+   (a generated filesystem listed through listing.list_tree; [4]'s changes): the base manifest read from a local
+   state location and decoded (StateStore.read_manifest, streamed), both listings, the chain check, the plan, the
+   copies recorded and the next manifest written (StateStore.write_manifest, streamed), with the run's maps
    spilling to SQLite past spill.BATCH and (--run-maps both, the default) all in memory: wall, CPU, peak PSS
    beside issue 42's goal (10,000,000 files within 2 GiB).
 Both sides of every ratio run on the same disk, from the page cache (each source is read once first).
@@ -379,9 +380,12 @@ from dr_toolkit.copy import stream_plan as sp
 from dr_toolkit.copy.listing import Side
 from dr_toolkit.copy.planning import Listed, plan_run
 from dr_toolkit.copy.run import Base, CopyRun
+from dr_toolkit.copy.state import StateStore
 from dr_toolkit.fs.base import FileStatus, FileSystem
+from dr_toolkit.fs.local import LocalFileSystem
 from dr_toolkit.fs.uri import parse_uri
 from dr_toolkit.topology import CopyOptions
+import hashlib
 n, work, spilling = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 if not spilling:
     spill.BATCH = 1 << 62  # the peer: every map an ordinary dict (as before SpillMap)
@@ -424,18 +428,25 @@ def rss():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-path = os.path.join(work, "base.jsonl.gz")
-with open(path, "wb") as f:  # setup (not counted): the base manifest, streamed to a file
+store = StateStore(parse_uri("file://" + os.path.join(work, "state")), LocalFileSystem(), "file:///bench/src",
+                   "file:///bench/tgt")
+path = store.manifest_path("base")
+os.makedirs(os.path.dirname(path))
+with open(path, "wb") as f:  # setup (not counted): the base manifest, streamed to the state location
     sp.write_manifest(f, {"manifest_id": "base", "pending": [], "filters": None}, ((rel(i), entry(i)) for i in range(n)))
+sha = hashlib.sha256()
+with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        sha.update(chunk)
 rss_setup = rss()
 print(f"  [6] {time.strftime('%H:%M:%S')} base manifest written ({os.path.getsize(path) / 2**20:,.0f} MiB)",
       file=sys.stderr, flush=True)
 t0, c0 = time.perf_counter(), time.process_time()
-with open(path, "rb") as f:  # as StateStore.read_manifest: the bytes, then manifest.decode
-    data = f.read()
-header, entries = mf.decode(data)
-del data
+got = store.read_manifest("base", sha.hexdigest())  # the run's own read: digest checked, then decoded
+assert got is not None
+header, entries = got
 t1 = time.perf_counter()
+rss_read = rss()
 options = CopyOptions(update=True, delete=True)
 src = Side(parse_uri("file:///bench/src"), Synthetic("src"), "/bench/src")
 tgt = Side(parse_uri("file:///bench/tgt"), Synthetic("tgt"), "/bench/tgt")
@@ -444,20 +455,22 @@ plan, _ = plan_run(run, Base("base", header, entries, "", None), None, Listed())
 t2 = time.perf_counter()
 for t in plan.copies:  # the copies recorded as account() records them (no bytes copied)
     plan.keep[t.rel] = mf.Entry(t.size, t.mtime, "COMPOSITE-CRC32C:0", 1.8e9, t.version, None, "t")
-out = mf.encode(plan.keep, {"manifest_id": "next"})
+uri, _ = store.write_manifest("next", plan.keep, {"manifest_id": "next"})  # the run's own write (commit.py)
+out_size = os.path.getsize(store.manifest_path("next"))
 t3 = time.perf_counter()
 info = (f"mode={plan.mode} copies={len(plan.copies)} deletes={len(plan.deletes)} keep={len(plan.keep)} "
-        f"spilled={getattr(plan.keep, 'spilled', False)}")
-print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {time.process_time() - c0:.3f} {rss()} {rss_setup} {len(out)} {info}")
+        f"spilled={getattr(plan.keep, 'spilled', False)} ru_maxrss_after_read_MiB={rss_read // 2**20}")
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {time.process_time() - c0:.3f} {rss()} {rss_setup} {out_size} {info}")
 """
 
 
 def bench_run_plan(n: int, work: Path, spilling: bool) -> None:
     """[6] the copy run's own planning path on a synthetic namespace of ``n`` files (copy_bench [4]'s
-    changes): the base manifest's bytes decoded (``manifest.decode``), ``planning.plan_run`` (both
+    changes): the base manifest read from a local state location and decoded
+    (``StateStore.read_manifest``, its digest checked), ``planning.plan_run`` (both
     listings through ``listing.list_tree`` from a generated filesystem, the chain check, the streamed
     fast-forward, the steps after the rules), the copies recorded in ``Plan.keep`` and the next
-    manifest encoded (``manifest.encode``) — with the run's maps spilling past ``spill.BATCH``
+    manifest written to the state location (``StateStore.write_manifest``) — with the run's maps spilling past ``spill.BATCH``
     (``spilling``) or all in memory (the peer). PSS of the process sampled every 0.5 s; temporary
     files (sorted runs, SQLite maps) in the work directory (TMPDIR), its disk sampled too."""
     import threading
@@ -490,8 +503,8 @@ def bench_run_plan(n: int, work: Path, spilling: bool) -> None:
     wall = float(t_dec) + float(t_plan) + float(t_enc)
     mem = max(peak["pss"], 1)
     print(f"[6] the copy run's planning path ({'maps spill past spill.BATCH' if spilling else 'PEER: every map in memory'}"
-          f") on {n:,} files: decode the base manifest {float(t_dec):.1f}s, plan_run (listings, chain check, plan) "
-          f"{float(t_plan):.1f}s, copies recorded + next manifest encoded {float(t_enc):.1f}s = {wall:.1f}s wall, "
+          f") on {n:,} files: read + decode the base manifest {float(t_dec):.1f}s, plan_run (listings, chain check, plan) "
+          f"{float(t_plan):.1f}s, copies recorded + next manifest written {float(t_enc):.1f}s = {wall:.1f}s wall, "
           f"{float(cpu):.1f}s CPU; peak PSS {mem / MIB:,.0f} MiB sampled (ru_maxrss {int(maxrss) / MIB:,.0f} MiB, "
           f"{int(rss_setup) / MIB:,.0f} MiB after the setup), disk of its temporary files at the peak "
           f"{peak['disk'] / MIB:,.0f} MiB (the base manifest's file and SQLite's unlinked files included); next manifest "

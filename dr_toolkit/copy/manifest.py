@@ -28,7 +28,7 @@ import marshal
 import time
 import uuid
 from collections.abc import Iterator, MutableMapping
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from dr_toolkit.copy.spill import RowCodec, SpillMap
 
@@ -69,12 +69,34 @@ def new_manifest_id() -> str:
 
 
 CHUNK_ENTRIES = 4096
+#: the buffer a manifest's JSON lines are written through and read through (decompressed bytes)
+LINE_BUFFER = 1 << 20
 
 
-def encode(entries: Entries, header: dict[str, Any]) -> bytes:
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
-        w = io.BufferedWriter(gz, buffer_size=1 << 20)
+class _Hashing:
+    """A binary file object's ``write`` passed through, the bytes counted and hashed on the way."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.size, self.sha = out, 0, hashlib.sha256()
+
+    def write(self, b: Any) -> int:
+        self.sha.update(b)
+        self.size += len(b)
+        self.out.write(b)
+        return len(b)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def encode_to(out: IO[bytes], entries: Entries, header: dict[str, Any]) -> tuple[int, str]:
+    """The manifest written into ``out`` as it is encoded (gzip; a spilled map is read a page at a
+    time): O(one line of rows) in memory whatever the number of entries. Returns (bytes written,
+    sha256 of them: :func:`digest`'s value). The bytes are :func:`encode`'s."""
+    hashed = _Hashing(out)
+    # filename="": never the name of ``out`` (a temporary file's) in the gzip header
+    with gzip.GzipFile(filename="", fileobj=hashed, mode="wb", compresslevel=1, mtime=0) as gz:
+        w = io.BufferedWriter(gz, buffer_size=LINE_BUFFER)
         w.write((json.dumps({"header": header}) + "\n").encode())
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         rows: list[tuple[Any, ...]] = []
@@ -87,17 +109,29 @@ def encode(entries: Entries, header: dict[str, Any]) -> bytes:
         if rows:
             w.write(dumps(rows).encode() + b"\n")
         w.flush()
+    return hashed.size, hashed.sha.hexdigest()
+
+
+def encode(entries: Entries, header: dict[str, Any]) -> bytes:
+    """The manifest's bytes, whole (small manifests and tests; a run writes through :func:`encode_to`)."""
+    buf = io.BytesIO()
+    encode_to(buf, entries, header)
     return buf.getvalue()
 
 
-def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
+#: a manifest's gzip bytes, whole, or a binary file object read as a stream
+Source = bytes | IO[bytes] | io.RawIOBase
+
+
+def decode(src: Source) -> tuple[dict[str, Any], Entries]:
     """The header and the entries (a :class:`~dr_toolkit.copy.spill.SpillMap`: decoded a line at a
-    time into a map that spills to disk past a batch)."""
+    time into a map that spills to disk past a batch). ``src``: the bytes, or a binary file object
+    read as a stream (never held whole)."""
     header: dict[str, Any] = {}
     out = entries_map()
     loads = json.loads
     make = Entry._make
-    for line in _lines(data):
+    for line in _lines(src):
         d = loads(line)
         if isinstance(d, list):
             out.update((r[0], make(r[1:]) if len(r) == 10 else Entry(*r[1:])) for r in d)
@@ -109,17 +143,20 @@ def decode(data: bytes) -> tuple[dict[str, Any], Entries]:
     return header, out
 
 
-def read_header(data: bytes) -> dict[str, Any]:
-    """Only the header line (cheap: the rest is not decompressed)."""
-    for line in _lines(data):
+def read_header(src: Source) -> dict[str, Any]:
+    """Only the header line (cheap: the rest is not decompressed, nor read from a file object past
+    the first buffer)."""
+    for line in _lines(src):
         d = json.loads(line)
         return dict(d.get("header") or {}) if isinstance(d, dict) else {}
     return {}
 
 
-def _lines(data: bytes) -> Iterator[bytes]:
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
-        yield from io.BufferedReader(gz, buffer_size=1 << 20)
+def _lines(src: Source) -> Iterator[bytes]:
+    f = io.BytesIO(src) if isinstance(src, bytes | bytearray | memoryview) else src
+    # mode="rb": a file object opened "w+b" (a temporary file) would otherwise be taken for writing
+    with gzip.GzipFile(filename="", fileobj=f, mode="rb") as gz:
+        yield from io.BufferedReader(gz, buffer_size=LINE_BUFFER)
 
 
 def digest(data: bytes) -> str:

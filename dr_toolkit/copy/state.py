@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
 import posixpath
+import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +85,55 @@ def pair_key(source: str, target: str) -> str:
     return hashlib.sha256(f"{source}\n{target}".encode()).hexdigest()[:16]
 
 
+#: a manifest's gzip bytes are held in memory up to this size while written or checked, in a
+#: temporary file (``$TMPDIR``) past it
+SPOOL_BYTES = 8 << 20
+#: the chunk a manifest is read from and written to the state location in
+IO_CHUNK = 1 << 20
+
+
+class ChunkReader(io.RawIOBase):
+    """A stream of chunks (``FileSystem.read``) as a readable binary file object, the bytes hashed
+    (``sha``: sha256) as they are read. Closing it closes the stream (a remote read ends there)."""
+
+    def __init__(self, first: bytes, rest: Iterator[bytes]) -> None:
+        super().__init__()
+        self.sha = hashlib.sha256()
+        self._rest: Iterator[bytes] | None = rest
+        self._buf, self._pos = first, 0
+        self.sha.update(first)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while self._pos == len(self._buf):
+            nxt = next(self._rest, b"") if self._rest is not None else b""
+            if not nxt:
+                return 0
+            self.sha.update(nxt)
+            self._buf, self._pos = nxt, 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def remaining(self) -> Iterator[bytes]:
+        """The bytes not read yet, a chunk at a time (hashed too)."""
+        return iter(lambda: self.read(IO_CHUNK), b"")
+
+    def hexdigest(self) -> str:
+        """sha256 of the bytes read so far (of the whole file once it has all been read)."""
+        return self.sha.hexdigest()
+
+    def close(self) -> None:
+        rest, self._rest = self._rest, None
+        close = getattr(rest, "close", None)
+        if close is not None:
+            close()
+        super().close()
+
+
 class StateStore:
     """The state of one (source, target) pair in the state location."""
 
@@ -109,9 +160,9 @@ class StateStore:
     def manifest_uri(self, manifest_id: str) -> str:
         return self.loc.uri.rstrip("/") + f"/copy/{pair_key(self.source, self.target)}/manifests/{manifest_id}.jsonl.gz"
 
-    def _put(self, path: str, data: bytes) -> None:
+    def _put(self, path: str, data: bytes | Iterable[bytes], size_hint: int | None = None) -> None:
         tmp = tmp_name(path, "state")
-        self.fs.write(tmp, [data])
+        self.fs.write(tmp, [data] if isinstance(data, bytes) else data, size_hint=size_hint)
         self.fs.rename(tmp, path)
 
     # -- manifests -------------------------------------------------------------------------------
@@ -120,9 +171,13 @@ class StateStore:
         pair = self.fs.join(self.root, "pair.json")
         if self.fs.stat(pair) is None:
             self._put(pair, json.dumps({"source": self.source, "target": self.target}).encode())
-        data = mf.encode(entries, header)
-        self._put(self.manifest_path(manifest_id), data)
-        return self.manifest_uri(manifest_id), mf.digest(data)
+        # encoded into a temporary file (in memory while small, on disk past SPOOL_BYTES), hashed on
+        # the way, then written to the state location a chunk at a time: never whole in memory
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as f:
+            size, digest = mf.encode_to(f, entries, header)
+            f.seek(0)
+            self._put(self.manifest_path(manifest_id), iter(lambda: f.read(IO_CHUNK), b""), size_hint=size)
+        return self.manifest_uri(manifest_id), digest
 
     def write_same_as(self, manifest_id: str, base_id: str, base_digest: str, header: dict[str, Any]
                       ) -> tuple[str, str]:
@@ -142,21 +197,39 @@ class StateStore:
         full = self._read(self.manifest_path(str(got[0]["entries_from"])), got[0].get("entries_digest"))
         return None if full is None else (got[0], full[1])
 
-    def _raw(self, path: str) -> bytes | None:
+    def _open(self, path: str) -> ChunkReader | None:
+        """The file at ``path`` as a binary file object read a chunk at a time from the state
+        location (None when missing)."""
+        chunks = self.fs.read(path, chunk_size=IO_CHUNK)
         try:
-            return self.fs.read_all(path)
+            first = next(chunks, b"")
         except (FileNotFoundError, IsADirectoryError):
             return None
+        return ChunkReader(first, chunks)
 
     def _header(self, manifest_id: str) -> dict[str, Any] | None:
-        data = self._raw(self.manifest_path(manifest_id))
-        return None if data is None else mf.read_header(data)
+        src = self._open(self.manifest_path(manifest_id))
+        if src is None:
+            return None
+        with src:  # only the first buffer is read: closing it ends the read
+            return mf.read_header(src)
 
     def _read(self, path: str, digest: str | None) -> tuple[dict[str, Any], mf.Entries] | None:
-        data = self._raw(path)
-        if data is None or (digest and mf.digest(data) != digest):
+        src = self._open(path)
+        if src is None:
             return None
-        return mf.decode(data)
+        with src:
+            if not digest:
+                return mf.decode(src)
+            # checked before anything is decoded: the bytes go to a temporary file (in memory while
+            # small, on disk past SPOOL_BYTES) as they are hashed, and are decoded from there
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as f:
+                for chunk in src.remaining():
+                    f.write(chunk)
+                if src.hexdigest() != digest:
+                    return None
+                f.seek(0)
+                return mf.decode(f)
 
     def manifest_ids(self) -> list[str]:
         """The stored manifests, oldest first."""
@@ -168,16 +241,20 @@ class StateStore:
         """The newest readable manifest of this pair (the base when no ledger indexes them),
         with the sha256 of its bytes."""
         for mid in reversed(self.manifest_ids()):
-            data = self._raw(self.manifest_path(mid))
-            if data is None:
+            src = self._open(self.manifest_path(mid))
+            if src is None:
                 continue
-            header, entries = mf.decode(data)
+            with src:  # decoded as it is read, hashed on the way (the rest, if any, read for the digest)
+                header, entries = mf.decode(src)
+                for _ in src.remaining():
+                    pass
+                data_digest = src.hexdigest()
             if header.get("entries_from"):
                 full = self._read(self.manifest_path(str(header["entries_from"])), header.get("entries_digest"))
                 if full is None:
                     continue
                 entries = full[1]
-            return mid, header, entries, mf.digest(data)
+            return mid, header, entries, data_digest
         return None
 
     def prune(self, keep: int, max_age_days: float | None, protect: set[str], now: float | None = None) -> list[str]:

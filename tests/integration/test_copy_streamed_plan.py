@@ -119,3 +119,33 @@ def test_the_copy_run_decides_through_spilled_sorted_runs(tmp_path: Path, monkey
     assert r.mode == "reconcile" and r.files_copied == 0 and r.attributes_reapplied == 1, r.mode_reason
     r = run()
     assert r.mode == "fast-forward" and r.files_copied == 0 and manifest(r, dst)[0]["entries_from"], r.mode_reason
+
+
+def test_a_manifest_streams_to_and_from_a_state_location_on_hdfs(hot_dir: Any, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """The state location on real HDFS (WebHDFS): a manifest past the spool threshold is written a chunk at a
+    time (the bytes of the whole-bytes encoder, its digest computed on the way), read back a chunk at a time
+    (the digest checked first), its header alone read by a stream closed early, and the client still works."""
+    from dr_toolkit.copy import state
+    from dr_toolkit.fs.webhdfs import WebHdfsFileSystem
+
+    monkeypatch.setattr(state, "SPOOL_BYTES", 4096)
+    monkeypatch.setattr(state, "IO_CHUNK", 16 << 10)
+    monkeypatch.setattr(spill_map, "BATCH", 100)
+    fs = WebHdfsFileSystem([hot_dir.active_url], user="hdfs")  # the active NameNode only: no failover to wait for
+    store = state.StateStore(hot_dir.location("state"), fs, "file:///src", "file:///dst")
+    d = {f"d{i % 7}/f{i:05d}-{os.urandom(12).hex()}": mf.Entry(i, 1.6e9 + i, f"COMPOSITE-CRC32C:{i:08x}", 1.7e9,
+                                                              f"{i}:1", None, f"t{i}", i % 9 == 0)
+         for i in range(5000)}  # more than one 4096-row line, ~140 KiB of gzip: 9 chunks
+    header = {"manifest_id": "m1", "pending": []}
+    want = mf.encode(d, header)
+    _, digest = store.write_manifest("m1", d, header)
+    assert hot_dir.read(store.manifest_path("m1")[len(hot_dir.root):]) == want and digest == mf.digest(want)
+    assert store._header("m1") == header  # the rest of the stream left unread
+    got = store.read_manifest("m1", digest)
+    assert got is not None and got[0] == header and list(got[1].items()) == list(d.items())
+    assert isinstance(got[1], SpillMap) and got[1].spilled
+    assert store.read_manifest("m1", "0" * 64) is None
+    _, same = store.write_same_as("m2", "m1", digest, {"manifest_id": "m2"})
+    latest = store.latest()
+    assert latest is not None and latest[0] == "m2" and latest[3] == same and list(latest[2].items()) == list(d.items())
