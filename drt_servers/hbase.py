@@ -112,6 +112,24 @@ class HBaseCluster:
                                       port=self.control_port, log_dir=self.workdir, ready=self._ready,
                                       start_timeout=start_timeout, cwd=self.workdir, env=env or None)
 
+    @classmethod
+    def attach(cls, workdir: str | Path, name: str, control_port: int) -> HBaseCluster:
+        """The cluster another process started and still runs (the suite's child test processes:
+        tests/support/fixtures_hbase.py), through the same control channel; :meth:`stop` leaves it
+        running (its owner stops it). What it says about itself is asked again (:meth:`refresh`)."""
+        self = cls.__new__(cls)
+        self.name, self.workdir, self.kdc, self.host = name, Path(workdir), None, "127.0.0.1"
+        self.zookeeper, self.control_port, self.master_info_port_wanted = None, int(control_port), -1
+        self.process = _Attached(f"hbase-{name}", int(control_port))  # type: ignore[assignment]
+        self.info = {}
+        self.refresh()
+        self.zk_port = int(self.info["zk_port"])
+        return self
+
+    def attach_args(self) -> dict[str, Any]:
+        """What :meth:`attach` takes to reach this cluster from another process."""
+        return {"workdir": str(self.workdir), "name": self.name, "control_port": self.control_port}
+
     # --- lifecycle --------------------------------------------------------------------------------
 
     def _ready(self) -> bool:
@@ -372,6 +390,32 @@ class HBaseCluster:
         return path
 
 
+class _Attached:
+    """The process side of an attached :class:`HBaseCluster`: running while its control port answers;
+    never stopped from here."""
+
+    def __init__(self, name: str, port: int) -> None:
+        self.name, self.port = name, port
+        self.started_in_s: float | None = None
+
+    @property
+    def running(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return f"{self.name}: attached (started by another process), control port {self.port}"
+
+    def rss_bytes(self) -> int:
+        return 0
+
+
 def hbase_pair(root: Path, *, peer_id: str = PEER, table: str = TABLE, family: str = FAMILY,
                kdc: Kdc | None = None) -> tuple[HBaseCluster, HBaseCluster]:
     """Hot and cold clusters, ``table`` with ``family`` at REPLICATION_SCOPE 1 on both, and a real peer
@@ -426,12 +470,27 @@ def start_for_cli(workdir: Path) -> list[ManagedProcess]:
 
 
 def verify_replication(source: HBaseCluster, table: str, peer: str, *args: str, workdir: Path,
-                       timeout: float = 1800) -> dict[str, Any]:
+                       timeout: float = 1800, jvm_options: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run HBase's own VerifyReplication (``hbase-mapreduce``, MapReduce local job runner) against
     ``source``: ``peer`` is a peer id of ``source`` or a cluster key, ``args`` its options as HBase
     spells them (``--versions=3``, ``--families=d``, ``--starttime=MS``…). Returns its counters
     (GOODROWS, BADROWS, ONLY_IN_SOURCE_TABLE_ROWS, ONLY_IN_PEER_TABLE_ROWS, CONTENT_DIFFERENT_ROWS),
     ``job_s`` (the job itself) and ``wall_s`` (the JVM, start to end)."""
+    return verify_replications(source, [(table, peer, list(args))], workdir=workdir, timeout=timeout,
+                               jvm_options=jvm_options)[0]
+
+
+#: the JVM options a test's VerifyReplication runs on small tables take (``jvm_options=``): the
+#: client JIT only (C1) — a job over a few hundred rows is its JVM's start-up and class loading
+QUICK_JVM = ("-XX:TieredStopAtLevel=1",)
+
+
+def verify_replications(source: HBaseCluster, jobs: list[tuple[str, str, list[str]]], *, workdir: Path,
+                        timeout: float = 1800, jvm_options: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """:func:`verify_replication` for each ``(table, peer, args)`` of ``jobs``, one job after the
+    other in one JVM (``VerifyRepRunner … --then …``): each job its own VerifyReplication, Job and
+    configuration, the JVM's start and class loading paid once. Returns each job's counters, in
+    order; ``wall_s`` is the whole JVM's. ``jvm_options``: e.g. :data:`QUICK_JVM`."""
     import subprocess
 
     workdir = Path(workdir)
@@ -439,23 +498,32 @@ def verify_replication(source: HBaseCluster, table: str, peer: str, *args: str, 
     conf = workdir / "conf"
     conf.mkdir(exist_ok=True)
     (conf / "log4j2.properties").write_text(LOG4J2)
-    argv = [maven.java(), "-Xmx1g", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+    job_args: list[str] = []
+    for i, (table, peer, args) in enumerate(jobs):
+        job_args += [*(["--then"] if i else []), *args, peer, table]
+    argv = [maven.java(), "-Xmx1g", "-XX:+UseSerialGC", *jvm_options, "-Djava.net.preferIPv4Stack=true",
             f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}", f"-Djava.io.tmpdir={workdir}",
             *JAVA17_FLAGS, "-cp", f"{maven.java_classes('hbase')}:{maven.classpath('hbase')}", "VerifyRepRunner",
-            "127.0.0.1", str(source.info["zk_port"]), source.znode_parent, str(workdir), *args, peer, table]
+            "127.0.0.1", str(source.info["zk_port"]), source.znode_parent, str(workdir), *job_args]
     t0 = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=workdir)
     wall = time.monotonic() - t0
     (workdir / "verifyrep.log").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
-    last = next((ln for ln in reversed(r.stdout.strip().splitlines()) if ln.startswith("{")), None)
-    if last is None:
+    results = [ln for ln in r.stdout.strip().splitlines() if ln.startswith("{")]
+    if not results:
         raise ControlError(f"VerifyReplication printed no result (exit {r.returncode}); log: "
                            f"{workdir / 'verifyrep.log'}: {r.stderr.strip()[-800:]}")
-    out: dict[str, Any] = json.loads(last)
-    if not out.get("ok"):
-        raise ControlError(f"VerifyReplication failed: {out} (log {workdir / 'verifyrep.log'})")
-    out["wall_s"] = wall
-    return out
+    outs: list[dict[str, Any]] = []
+    for line in results:
+        out: dict[str, Any] = json.loads(line)
+        if not out.get("ok"):
+            raise ControlError(f"VerifyReplication failed: {out} (log {workdir / 'verifyrep.log'})")
+        out["wall_s"] = wall
+        outs.append(out)
+    if len(outs) != len(jobs):
+        raise ControlError(f"VerifyReplication answered {len(outs)} of {len(jobs)} jobs (exit {r.returncode}); "
+                           f"log {workdir / 'verifyrep.log'}: {r.stderr.strip()[-800:]}")
+    return outs
 
 
 #: the jars of the HBase client a Spark job needs to read tables through TableInputFormat — what

@@ -64,13 +64,15 @@ def planted(hbase_clusters: tuple[Any, Any]) -> tuple[Any, Any]:
 
 
 @pytest.fixture(scope="module")
-def hbase_env() -> dict[str, str]:
+def hbase_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from drt_servers.hbase import mapredcp
+    from tests.support.fixtures_hbase import quick_spark_conf
 
     # chunks of ~8 rows: the chunk digests settle most of a 200-row table and every planted
     # difference is found through a re-read key range (the default, 4,096, would read it whole)
     return {**os.environ, "DRT_HBASE_CLASSPATH": mapredcp(), "PYTHONPATH": str(REPO),
-            "SPARK_LOCAL_IP": "127.0.0.1", "DRT_HBASE_CHUNK_ROWS": "8"}
+            "SPARK_LOCAL_IP": "127.0.0.1", "DRT_HBASE_CHUNK_ROWS": "8",
+            "SPARK_CONF_DIR": quick_spark_conf(tmp_path_factory.mktemp("spark-conf"))}
 
 
 def uri(c: Any, table: str = TABLE) -> str:
@@ -84,7 +86,9 @@ from dr_toolkit.verify.api import verify
 from dr_toolkit.verify.request import VerifyRequest
 src, dst, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 for case in cases:
-    r = verify(VerifyRequest(source=src, target=dst, **case), access=Access.none())
+    table = case.pop("table", None)  # another table of the same clusters
+    s, d = (u.rsplit("/", 1)[0] + "/" + table for u in (src, dst)) if table else (src, dst)
+    r = verify(VerifyRequest(source=s, target=d, **case), access=Access.none())
     print("RESULT " + json.dumps(r.to_json()), flush=True)
 """
 
@@ -101,27 +105,74 @@ def ours(env: dict[str, str], hot: Any, cold: Any, cases: list[dict[str, Any]], 
 # 5,000 ms by default): VerifyReplication's local job here maps in ~4 s and then waited up to 5 s more
 # to be seen done. A client setting only: the job, its input and its counters are HBase's as before.
 FAST_POLL = "-Dmapreduce.client.completion.pollinterval=100"
-_THEIRS: dict[tuple[str, ...], dict[str, Any]] = {}
+AHEAD = "drt:ahead"
+CUT_APART = "drt:chunks"
 
 
-def theirs(hot: Any, args: list[str], tmp: Path) -> dict[str, Any]:
-    """VerifyReplication's counters for ``args`` on ``drt:vr`` (which the tests after ``planted``
-    only read): run once per option set — the CLI test and the "snapshot" case both ask for the
-    default one, "versions" and "snapshot-versions" for ``--versions=3`` (our side reads in two
-    ways; theirs reads the region servers either way)."""
-    from drt_servers.hbase import verify_replication
+@pytest.fixture(scope="module")
+def ahead(planted) -> str:
+    """``drt:ahead``: 3 rows shipped to cold, then a row only cold has that sorts before the first
+    source row (test_peer_only_rows_ahead…)."""
+    hot, cold = planted
+    for c in (cold, hot):
+        c.drop_table(AHEAD)
+        c.create_table(AHEAD, "d", 1)
+    hot.put(0, 3, table=AHEAD, family="d")
+    cold.wait_rows(3, table=AHEAD)
+    cold.put_cell(AHEAD, "a-peer-only", "d", "q", "x")  # sorts before row-0000000000
+    return AHEAD
 
-    key = tuple(args)
-    if key not in _THEIRS:
-        _THEIRS[key] = verify_replication(hot, TABLE, "1", FAST_POLL, *args, workdir=tmp)
-    return _THEIRS[key]
+
+@pytest.fixture(scope="module")
+def cut_apart(planted) -> str:
+    """``drt:chunks``: 400 rows, the two sides' regions split at different keys, 12 random changes
+    on cold (test_random_changes_with_regions_cut_apart…)."""
+    import random
+
+    hot, cold = planted
+    table, n = CUT_APART, 400
+    rng = random.Random(2026)
+    for c, splits in ((cold, [row(50), row(175), row(300)]), (hot, [row(100), row(250)])):
+        c.drop_table(table)
+        c.create_table(table, "d", 1, splits=splits)
+    hot.put(0, n, table=table, family="d", value_bytes=20)
+    cold.wait_rows(n, table=table)
+    for i in rng.sample(range(n), 12):
+        what = rng.choice(["delete", "change", "peer-only"])
+        if what == "delete":
+            cold.delete(table, row(i))
+        elif what == "change":
+            cold.put_cell(table, row(i), "d", "q", "changed")
+        else:
+            cold.put_cell(table, row(i) + "x", "d", "q", "peer-only")  # after source row i, in its region
+    return table
+
+
+@pytest.fixture(scope="module")
+def theirs(planted, ahead, cut_apart, tmp_path_factory: pytest.TempPathFactory
+           ) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:
+    """VerifyReplication's counters by (table, option set), for every one the tests compare with
+    (the tables after their fixtures are only read): each its own job, one after the other in one
+    JVM (:func:`drt_servers.hbase.verify_replications`: the JVM's start and class loading once, not
+    nine times), C1 only (a few hundred rows). The CLI test and the "snapshot" case both ask for the
+    default option set, "versions" and "snapshot-versions" for ``--versions=3`` (our side reads in
+    two ways; theirs reads the region servers either way)."""
+    from drt_servers.hbase import QUICK_JVM, verify_replications
+
+    hot, _ = planted
+    keys = list(dict.fromkeys([(TABLE, ()), *((TABLE, tuple(args)) for _c, args, _e in CASES.values()),
+                               (ahead, ()), (cut_apart, ())]))
+    outs = verify_replications(hot, [(t, "1", [FAST_POLL, *args]) for t, args in keys],
+                               workdir=tmp_path_factory.mktemp("verifyrep"), jvm_options=QUICK_JVM)
+    return dict(zip(keys, outs, strict=True))
 
 
 def counters(d: dict[str, Any]) -> dict[str, int]:
     return {k: int(d[k]) for k in COUNTERS}
 
 
-def test_cli_counts_every_planted_difference_like_verifyreplication(planted, hbase_env, tmp_path: Path) -> None:
+def test_cli_counts_every_planted_difference_like_verifyreplication(planted, theirs, hbase_env, tmp_path: Path
+                                                                     ) -> None:
     hot, cold = planted
     report = tmp_path / "vr.html"
     r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", uri(hot), uri(cold),
@@ -129,7 +180,7 @@ def test_cli_counts_every_planted_difference_like_verifyreplication(planted, hba
                        timeout=600)
     assert r.returncode == 1, r.stderr[-3000:]  # differences: exit 1
     out = json.loads(r.stdout)
-    vr = theirs(hot, [], tmp_path / "verifyrep")
+    vr = theirs[(TABLE, ())]
     assert counters(out) == counters(vr)
     # and what they are: 2 rows gone from cold, 2 rows only on cold, rows 50 (changed value), 70 (delete
     # not replicated) and 80 (excluded family) differ; the extra old version of row 60 is not looked at
@@ -178,11 +229,13 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def ours_by_case(planted, hbase_env, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """Every option set through ``verify()`` in one process (one Spark start for all of them)."""
+def ours_by_case(planted, ahead, cut_apart, hbase_env, tmp_path_factory: pytest.TempPathFactory
+                 ) -> dict[str, dict[str, Any]]:
+    """Every option set through ``verify()`` in one process (one Spark start for all of them), and
+    the default one on the tables ``ahead`` and ``cut_apart``."""
     hot, cold = planted
-    names = list(CASES)
-    cases = [dict(CASES[n][0]) for n in names]
+    names = [*CASES, AHEAD, CUT_APART]
+    cases = [dict(CASES[n][0]) for n in CASES] + [{"table": ahead}, {"table": cut_apart}]
     for case in cases:
         if case.get("read") == "snapshot":
             case["hbase_rootdir"] = [hot.rootdir_uri, cold.rootdir_uri]
@@ -191,11 +244,10 @@ def ours_by_case(planted, hbase_env, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_options_count_as_verifyreplication_counts(planted, ours_by_case, tmp_path: Path, name: str) -> None:
-    hot, _ = planted
+def test_options_count_as_verifyreplication_counts(ours_by_case, theirs, name: str) -> None:
     case, args, expect = CASES[name]
     out = ours_by_case[name]
-    vr = theirs(hot, args, tmp_path / "verifyrep")
+    vr = theirs[(TABLE, tuple(args))]
     assert counters(out) == counters(vr), (case, out["samples"])
     for k, v in expect.items():
         assert out[k] == v, (k, counters(out))
@@ -252,56 +304,24 @@ def test_unreachable_cluster_is_exit_3(planted, hbase_env, tmp_path: Path) -> No
 
 
 def test_peer_only_rows_ahead_of_the_first_source_row_are_counted_here_not_by_verifyreplication(
-        planted, hbase_env, tmp_path: Path) -> None:
+        ours_by_case, theirs, ahead) -> None:
     """The one documented difference: VerifyReplication's mapper scans the peer from the first
-    source row of its region, so a peer-only row before it is never counted; drt counts it."""
-    hot, cold = planted
-    table = "drt:ahead"
-    for c in (cold, hot):
-        c.drop_table(table)
-        c.create_table(table, "d", 1)
-    hot.put(0, 3, table=table, family="d")
-    cold.wait_rows(3, table=table)
-    cold.put_cell(table, "a-peer-only", "d", "q", "x")  # sorts before row-0000000000
-    [mine] = ours(hbase_env, hot, cold, [{}], tmp_path, table)
-    vr = verify_replication_on(hot, table, tmp_path / "verifyrep")
+    source row of its region, so a peer-only row before it is never counted; drt counts it
+    (the table: the ``ahead`` fixture)."""
+    mine, vr = ours_by_case[AHEAD], theirs[(ahead, ())]
     assert (mine["GOODROWS"], mine["ONLY_IN_PEER_TABLE_ROWS"]) == (3, 1)
     assert (vr["GOODROWS"], vr["ONLY_IN_PEER_TABLE_ROWS"]) == (3, 0)
 
 
-def verify_replication_on(hot: Any, table: str, tmp: Path) -> dict[str, Any]:
-    from drt_servers.hbase import verify_replication
-
-    return verify_replication(hot, table, "1", FAST_POLL, workdir=tmp)
-
-
 def test_random_changes_with_regions_cut_apart_count_as_verifyreplication_counts(
-        planted, hbase_env, tmp_path: Path) -> None:
+        ours_by_case, theirs, cut_apart) -> None:
     """The chunk digests where the two tables' regions are split at different keys (a chunk is
     cut by region ends differently on each side) and random changes land anywhere on cold: rows
-    gone, cells changed, rows only on cold. Counted exactly as VerifyReplication counts them, and
-    most of the table settled by chunk digests without a row read."""
-    import random
-
-    hot, cold = planted
-    table, n = "drt:chunks", 400
-    rng = random.Random(2026)
-    for c, splits in ((cold, [row(50), row(175), row(300)]), (hot, [row(100), row(250)])):
-        c.drop_table(table)
-        c.create_table(table, "d", 1, splits=splits)
-    hot.put(0, n, table=table, family="d", value_bytes=20)
-    cold.wait_rows(n, table=table)
-    for i in rng.sample(range(n), 12):
-        what = rng.choice(["delete", "change", "peer-only"])
-        if what == "delete":
-            cold.delete(table, row(i))
-        elif what == "change":
-            cold.put_cell(table, row(i), "d", "q", "changed")
-        else:
-            cold.put_cell(table, row(i) + "x", "d", "q", "peer-only")  # after source row i, in its region
-    [mine] = ours(hbase_env, hot, cold, [{}], tmp_path, table)
-    vr = verify_replication_on(hot, table, tmp_path / "verifyrep")
+    gone, cells changed, rows only on cold (the ``cut_apart`` fixture). Counted exactly as
+    VerifyReplication counts them, and most of the table settled by chunk digests without a row
+    read."""
+    mine, vr = ours_by_case[CUT_APART], theirs[(cut_apart, ())]
     assert counters(mine) == counters(vr), mine["samples"]
     assert mine["BADROWS"] > 0
     chunks = mine["window"]["chunks"]
-    assert chunks["rows_identical"] >= n // 2 and chunks["ranges_read"] >= 1, chunks
+    assert chunks["rows_identical"] >= 400 // 2 and chunks["ranges_read"] >= 1, chunks

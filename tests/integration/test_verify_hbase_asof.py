@@ -25,10 +25,13 @@ COUNTERS = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TA
 
 
 @pytest.fixture
-def env() -> dict[str, str]:
+def env(tmp_path: Path) -> dict[str, str]:
     from drt_servers.hbase import mapredcp
+    from tests.support.fixtures_hbase import quick_spark_conf
 
-    return {**os.environ, "DRT_HBASE_CLASSPATH": mapredcp(), "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the Spark JVM with the quick-start options (C1 only, serial GC): the tables are 150 rows
+    return {**os.environ, "DRT_HBASE_CLASSPATH": mapredcp(), "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_CONF_DIR": quick_spark_conf(tmp_path / "spark-conf")}
 
 
 def drt(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -42,7 +45,7 @@ def counters(d: dict[str, Any]) -> dict[str, int]:
 
 
 def test_writes_after_t_never_count(hbase_hot, hbase_cold, env, tmp_path: Path) -> None:
-    from drt_servers.hbase import verify_replication
+    from drt_servers.hbase import QUICK_JVM, verify_replication
 
     hot, cold = hbase_hot, hbase_cold
     for c in (cold, hot):
@@ -65,7 +68,7 @@ def test_writes_after_t_never_count(hbase_hot, hbase_cold, env, tmp_path: Path) 
     assert pinned["data_time"] == pytest.approx(t, abs=0.001) and pinned["window"]["end"] == pytest.approx(t)
     # the job client's completion poll at 100 ms, not 5 s (a client setting: see test_verify_hbase.FAST_POLL)
     vr = verify_replication(hot, TABLE, "1", "-Dmapreduce.client.completion.pollinterval=100",
-                            f"--endtime={round(t * 1000)}", workdir=tmp_path / "verifyrep")
+                            f"--endtime={round(t * 1000)}", workdir=tmp_path / "verifyrep", jvm_options=QUICK_JVM)
     assert counters(vr) == counters(pinned)
 
     code, live, err = drt(env, tmp_path, "verify", src, dst)  # not pinned: the lag shows

@@ -60,18 +60,37 @@ def zkc(zk_endpoint: ZooKeeperEndpoint) -> Iterator[Any]:
         pass
 
 
+#: where the session's pair is, for the child test processes (tests/support/child.py) it starts
+PAIR_ENV = "DRT_TEST_HBASE_PAIR"
+
+
 @pytest.fixture(scope="session")
 def hbase_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
     """Two real HBase 2.6 clusters (drt_servers.hbase: mini ZooKeeper + mini HDFS + master + region
     server per JVM), table ``default:orders`` (family ``d``, REPLICATION_SCOPE 1) on both, and the real
     replication peer ``1`` hot → cold added through HBase's Admin API. A cluster that cannot start
-    fails the tests that use it, naming the artifact or the log."""
-    from drt_servers.hbase import hbase_pair
+    fails the tests that use it, naming the artifact or the log.
 
+    A test marked ``child_process`` run while the pair is up gets the same pair (``$DRT_TEST_HBASE_PAIR``
+    names it: :meth:`HBaseCluster.attach`), not a pair of its own started for it (~40 s); the tests
+    leave the pair as they found it (``hbase_hot``, ``hbase_worlds``), in the child as here."""
+    import json
+    import os
+
+    from drt_servers.hbase import HBaseCluster, hbase_pair
+    from tests.support.child import in_child
+
+    shared = os.environ.get(PAIR_ENV) if in_child() else None
+    if shared:
+        hot, cold = (HBaseCluster.attach(**d) for d in json.loads(shared))
+        yield hot, cold  # the parent process stops them
+        return
     hot, cold = hbase_pair(tmp_path_factory.mktemp("hbase"))
     for c in (hot, cold):
         print(f"\n{c.describe()}")
+    os.environ[PAIR_ENV] = json.dumps([c.attach_args() for c in (hot, cold)])
     yield hot, cold
+    os.environ.pop(PAIR_ENV, None)
     for c in (hot, cold):
         c.stop()
 
@@ -175,3 +194,16 @@ def hbase_command(cluster: Any, path: Path) -> Path:
     """An executable ``hbase`` command for the real HBase ``cluster`` at ``path``: the generator is
     :meth:`drt_servers.hbase.HBaseCluster.write_hbase_command` (the demo writes the same)."""
     return Path(cluster.write_hbase_command(path))
+
+
+def quick_spark_conf(where: Path) -> str:
+    """A ``SPARK_CONF_DIR`` at ``where`` whose spark-defaults.conf starts the Spark JVM of ``drt verify
+    hbase://…`` with the copy engine's quick-start options (``QUICK_START_JVM``: C1 only, serial GC):
+    the HBase verify tests' tables are a few hundred rows, a verification's time is the JVM's
+    start-up (test_verify_hbase.py, test_verify_hbase_asof.py)."""
+    from dr_toolkit.spark.session import QUICK_START_JVM
+
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {QUICK_START_JVM}\n"
+                                               f"spark.executor.extraJavaOptions {QUICK_START_JVM}\n")
+    return str(where)
