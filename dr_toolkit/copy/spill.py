@@ -50,6 +50,11 @@ _dumps, _loads = marshal.dumps, marshal.loads
 #: a listing's values: :class:`~dr_toolkit.fs.base.FileStatus` by its seven fields
 STATUS: RowCodec[FileStatus] = RowCodec(lambda s: _dumps(_status_fields(s)), lambda b: FileStatus(*_loads(b)))
 
+def _key(k: str) -> bytes:
+    """A path as its row's key: its bytes (sqlite3 refuses a ``str`` with surrogate escapes)."""
+    return k.encode("utf-8", "surrogateescape")
+
+
 _UPSERT = "INSERT INTO m (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
 
 
@@ -81,7 +86,8 @@ class SpillMap(MutableMapping[str, V]):
         db = sqlite3.connect("", check_same_thread=False, isolation_level=None)  # "": a private temporary file
         for pragma in ("journal_mode = OFF", "synchronous = OFF", f"cache_size = -{CACHE_KIB}", "temp_store = FILE"):
             db.execute(f"PRAGMA {pragma}")
-        db.execute("CREATE TABLE m (k TEXT NOT NULL UNIQUE, v BLOB NOT NULL)")
+        # k: the path's UTF-8 bytes, surrogate escapes (a local name that is not UTF-8) back to their bytes
+        db.execute("CREATE TABLE m (k BLOB NOT NULL UNIQUE, v BLOB NOT NULL)")
         self._db = db
         mem, self._mem = self._mem, None
         assert mem is not None
@@ -94,13 +100,13 @@ class SpillMap(MutableMapping[str, V]):
         dump = self._codec.dump
         db = self._db
         db.execute("BEGIN")
-        db.executemany(_UPSERT, [(k, dump(v)) for k, v in self._buf.items()])
+        db.executemany(_UPSERT, [(_key(k), dump(v)) for k, v in self._buf.items()])
         db.execute("COMMIT")
         self._buf = {}
         self._count = None
 
     def _row(self, key: str) -> bytes | None:
-        got = self._db.execute("SELECT v FROM m WHERE k = ?", (key,)).fetchone()
+        got = self._db.execute("SELECT v FROM m WHERE k = ?", (_key(key),)).fetchone()
         return None if got is None else cast(bytes, got[0])
 
     # --- the Mapping ----------------------------------------------------------------------------
@@ -181,7 +187,7 @@ class SpillMap(MutableMapping[str, V]):
                 v = self._buf.pop(key, _MISSING)
                 b = self._row(key)
                 if b is not None:
-                    self._db.execute("DELETE FROM m WHERE k = ?", (key,))
+                    self._db.execute("DELETE FROM m WHERE k = ?", (_key(key),))
                     if v is _MISSING:
                         v = self._codec.load(b)
                 self._count = None
@@ -213,7 +219,8 @@ class SpillMap(MutableMapping[str, V]):
             if not rows:
                 return
             last = rows[-1][0]
-            for _, k, b in rows:
+            for _, kb, b in rows:
+                k = kb.decode("utf-8", "surrogateescape")
                 if buf is not None and k in buf:
                     yield k, buf[k], True
                 else:

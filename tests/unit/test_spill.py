@@ -116,3 +116,16 @@ def test_a_manifest_encoded_from_a_spilled_map_has_the_dicts_bytes() -> None:
     header, back = mf.decode(data)
     assert header == {"manifest_id": "x"} and isinstance(back, SpillMap) and back.spilled
     assert list(back.items()) == list(d.items())
+
+
+@pytest.mark.usefixtures("tiny")
+def test_names_that_are_not_utf8_spill_too() -> None:
+    # a local listing carries a name that is not UTF-8 as surrogate escapes (os.fsdecode): sqlite3 refuses such a
+    # str, so a spilled map keys its rows by the name's bytes
+    names = ["a", "caf\udce9", "d/\udcff\udcfe", "é", "z"]
+    d = {n: FileStatus(n, i, float(i)) for i, n in enumerate(names)}
+    m = files_map(d)
+    assert m.spilled
+    _check(m, d, [*names, "absent", "caf\udce8"])
+    assert m.pop("caf\udce9") == d.pop("caf\udce9")
+    _check(m, d, names)
