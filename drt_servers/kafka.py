@@ -325,7 +325,11 @@ class MirrorMaker2(ManagedProcess):
             f"{src}.consumer.isolation.level": "read_committed",
             f"{src}.consumer.fetch.max.wait.ms": 50,
             f"{dst}.producer.linger.ms": 0,
-            "offset.flush.interval.ms": 1000,
+            # the Connect worker's commit (MirrorSourceTask.commit() sends the offset syncs held back
+            # past MM2's 10 in flight): a worker setting, taken from the target cluster's prefix in
+            # dedicated mode — unprefixed it was ignored, and a burst's last offset sync reached the
+            # checkpoint task only after the default 60 s
+            f"{dst}.offset.flush.interval.ms": 1000,
         }
         if kdc is not None:
             for alias in (src, dst):
