@@ -166,8 +166,9 @@ def test_identity_replication_policy_remap_is_exact_and_mm2_never_ahead(kafka_en
 
 def _wait_synced_past(cold: str, group: str, topic: str, floor: int, timeout: float = 300.0) -> int:
     """MM2's synced offset of ``group`` on cold once it lies past ``floor`` (a bound, not a timing
-    check: MM2 first has to see the new group and reassign its checkpoint task — 50–60 s of the old
-    60 s bound in the last full runs, over it once)."""
+    check: MM2 first has to see the new group, reassign its checkpoint task and receive the burst's
+    last offset sync — 50–60 s while the test MM2's worker flushed every 60 s, about 2 s since
+    drt_servers sets ``<target>.offset.flush.interval.ms``)."""
     deadline = time.monotonic() + timeout
     while True:
         got = committed(cold, group, topic, 1)[0]
