@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dr_toolkit.copy.manifest import Entries, Entry, entries_map
-from dr_toolkit.copy.spill import Files, files_map
+from dr_toolkit.copy.spill import Files, SpillMap, files_map
 from dr_toolkit.fs.base import (
     DIGEST_ALGO,
     Checksum,
@@ -501,13 +501,22 @@ def _depth(p: str) -> int:
 
 
 class _Sorted:
-    """Sorted keys with subtree queries: ``under(p)`` = ``p`` itself and every key below it."""
+    """Sorted keys with subtree queries: ``under(p)`` = ``p`` itself and every key below it, in
+    sorted order. A spilled map (the base manifest past a batch) is asked through its index
+    (:meth:`SpillMap.sorted_keys`): no sorted copy of its keys is made; others are sorted here."""
 
     def __init__(self, keys: Iterable[str]) -> None:
-        self.keys = sorted(keys)
-        self.set = set(self.keys)
+        self.map = keys if isinstance(keys, SpillMap) and keys.spilled else None
+        if self.map is None:
+            self.keys = sorted(keys)
+            self.set = set(self.keys)
 
     def under(self, p: str) -> list[str]:
+        m = self.map
+        if m is not None:
+            if not p:
+                return list(m.sorted_keys())
+            return ([p] if p in m else []) + list(m.sorted_keys(p))
         out = [p] if p in self.set else []
         if not p:
             return list(self.keys)

@@ -66,7 +66,7 @@ from dr_toolkit.copy.plan import (
     relist_diff,
 )
 from dr_toolkit.copy.run import Base, CopyRun, Snaps
-from dr_toolkit.copy.spill import Files, files_map
+from dr_toolkit.copy.spill import Files, SpillMap, files_map
 from dr_toolkit.errors import UnreachableError
 from dr_toolkit.fs.base import Checksum, FileStatus, FileSystem
 from dr_toolkit.topology import CopyOptions
@@ -167,9 +167,12 @@ def _attr_drift(plan: Plan, src: Side, read_root: str, tgt: Side, preserve: Any,
     (as DistCp reads them for every file it lists with those flags) and re-applied where they
     differ."""
     which = frozenset(EXTRA_ATTRIBUTES.intersection(preserve))
-    rels = sorted(plan.keep)
-    if not which or not rels:
+    n = len(plan.keep)
+    if not which or not n:
         return
+    keep = plan.keep
+    # in path order, CONFIRM_CHUNK paths at a time (a spilled map's are read from its index): never all of them
+    rels = keep.sorted_keys() if isinstance(keep, SpillMap) else iter(sorted(keep))
 
     def differs(rel: str) -> dict[str, Any] | None:
         a = src.fs.attributes(src.fs.join(read_root, rel), which)
@@ -177,10 +180,11 @@ def _attr_drift(plan: Plan, src: Side, read_root: str, tgt: Side, preserve: Any,
         want = {k: v for k, v in a.items() if b.get(k) != v}
         return want or None
 
-    with ThreadPoolExecutor(max(1, min(workers, len(rels)))) as pool:
-        for rel, want in zip(rels, pool.map(differs, rels), strict=True):
-            if want:
-                plan.attr_fixups.append((rel, want))
+    with ThreadPoolExecutor(max(1, min(workers, n))) as pool:
+        while chunk := list(islice(rels, CONFIRM_CHUNK)):
+            for rel, want in zip(chunk, pool.map(differs, chunk), strict=True):
+                if want:
+                    plan.attr_fixups.append((rel, want))
 
 
 def _diff_base(src: Side, header: dict[str, Any], snapshot: str, snaps: Snaps | None

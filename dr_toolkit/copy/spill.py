@@ -51,8 +51,10 @@ _dumps, _loads = marshal.dumps, marshal.loads
 STATUS: RowCodec[FileStatus] = RowCodec(lambda s: _dumps(_status_fields(s)), lambda b: FileStatus(*_loads(b)))
 
 def _key(k: str) -> bytes:
-    """A path as its row's key: its bytes (sqlite3 refuses a ``str`` with surrogate escapes)."""
-    return k.encode("utf-8", "surrogateescape")
+    """A path as its row's key: UTF-8 bytes (sqlite3 refuses a ``str`` with the surrogate escapes of a
+    local name that is not UTF-8). ``surrogatepass`` encodes a surrogate as UTF-8 encodes every other
+    code point, so the keys' byte order (SQLite's, for a BLOB) is the ``str`` order of the paths."""
+    return k.encode("utf-8", "surrogatepass")
 
 
 _UPSERT = "INSERT INTO m (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
@@ -86,7 +88,7 @@ class SpillMap(MutableMapping[str, V]):
         db = sqlite3.connect("", check_same_thread=False, isolation_level=None)  # "": a private temporary file
         for pragma in ("journal_mode = OFF", "synchronous = OFF", f"cache_size = -{CACHE_KIB}", "temp_store = FILE"):
             db.execute(f"PRAGMA {pragma}")
-        # k: the path's UTF-8 bytes, surrogate escapes (a local name that is not UTF-8) back to their bytes
+        # k: the path's UTF-8 bytes (_key): its unique index serves lookups and the sorted reads
         db.execute("CREATE TABLE m (k BLOB NOT NULL UNIQUE, v BLOB NOT NULL)")
         self._db = db
         mem, self._mem = self._mem, None
@@ -220,11 +222,36 @@ class SpillMap(MutableMapping[str, V]):
                 return
             last = rows[-1][0]
             for _, kb, b in rows:
-                k = kb.decode("utf-8", "surrogateescape")
+                k = kb.decode("utf-8", "surrogatepass")
                 if buf is not None and k in buf:
                     yield k, buf[k], True
                 else:
                     yield k, b, False
+
+    def sorted_keys(self, under: str | None = None) -> Iterator[str]:
+        """The keys in sorted (``str``) order; with ``under``, only those below the directory ``under``
+        (starting with ``under + "/"``). A spilled map reads them from its index a page at a time
+        (bounded memory); in memory they are sorted here (at most a batch of them)."""
+        mem = self._mem
+        if mem is not None:
+            yield from sorted(mem if under is None else (k for k in mem if k.startswith(under + "/")))
+            return
+        last, hi = (b"", None) if under is None else (_key(under + "/"), _key(under + "0"))  # '0' follows '/'
+        op = ">="
+        while True:
+            with self._lock:
+                self._flush()
+                if hi is None:
+                    rows = self._db.execute(f"SELECT k FROM m WHERE k {op} ? ORDER BY k LIMIT ?",
+                                            (last, PAGE)).fetchall()
+                else:
+                    rows = self._db.execute(f"SELECT k FROM m WHERE k {op} ? AND k < ? ORDER BY k LIMIT ?",
+                                            (last, hi, PAGE)).fetchall()
+            if not rows:
+                return
+            last, op = rows[-1][0], ">"
+            for (kb,) in rows:
+                yield kb.decode("utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
         mem = self._mem
