@@ -22,6 +22,7 @@ import pytest
 from dr_toolkit.spark.session import QUICK_START_JVM
 from tests.support import spark_cluster as cluster_fixtures
 from tests.support.spark_cluster import SparkCluster, spark_home
+from tests.support.spark_quick import quick_jvms
 
 spark_cluster = cluster_fixtures.spark_cluster  # the session-scoped cluster fixture
 
@@ -40,21 +41,11 @@ def no_trace(text: str) -> None:
     assert "Traceback" not in text and "Py4JJavaError" not in text, text[-3000:]
 
 
-def quick_jvms(where: Path) -> str:
-    """A SPARK_CONF_DIR whose spark-defaults.conf starts the driver's and the executors' JVMs with
-    the copy engine's quick-start options (QUICK_START_JVM): these tests' tables are a few thousand
-    rows, their time is the JVMs' start-up and compiling, and what they check (counts, refusals)
-    does not depend on the JIT."""
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {QUICK_START_JVM}\n"
-                                               f"spark.executor.extraJavaOptions {QUICK_START_JVM}\n")
-    return str(where)
-
-
 def test_library_and_credentials_reach_executors_redacted(spark_cluster: SparkCluster, tmp_path: Path) -> None:
     from tests.support.spark_probe import SECRETS, digest
 
-    p = subprocess.run([sys.executable, "-m", "tests.support.spark_probe", spark_cluster.master_url], env=env(),
+    p = subprocess.run([sys.executable, "-m", "tests.support.spark_probe", spark_cluster.master_url],
+                       env=env(SPARK_CONF_DIR=quick_jvms(tmp_path / "conf")),  # one task per worker: quick JVMs
                        capture_output=True, text=True, timeout=400, cwd=REPO)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -272,12 +263,14 @@ s.stop()
 def test_a_session_after_a_spark_copy_in_the_same_process_is_its_own(spark_cluster: SparkCluster,
                                                                      tmp_path: Path) -> None:
     """The copy engine stops the context it started: a verify after it (the runbook's final copy,
-    then its final verify) gets a session of its own, not the copy's quick-start JVMs."""
+    then its final verify) gets a session of its own, not the copy's quick-start JVMs. Only the
+    drivers start with the quick-start options (spark-defaults.conf): the executors' are what is checked."""
     src = tmp_path / "src"
     _tree(src, 3, 1024)
     p = subprocess.run([sys.executable, "-c", COPY_THEN_SESSION, spark_cluster.master_url, f"file://{src}",
-                        f"file://{tmp_path / 'dst'}"], env=env(), capture_output=True, text=True, timeout=400,
-                       cwd=tmp_path)
+                        f"file://{tmp_path / 'dst'}"],
+                       env=env(SPARK_CONF_DIR=quick_jvms(tmp_path / "conf", executors=False)),
+                       capture_output=True, text=True, timeout=400, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("PROBE "))[6:])
     assert got["left_running"] is False and got["app"] == "drt-verify", got
@@ -339,7 +332,8 @@ def test_spark_submit_settings_win(tmp_path: Path) -> None:
     p = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", "--conf",
                         "spark.sql.shuffle.partitions=64", "--conf", "spark.ui.enabled=true", "--conf",
                         "spark.ui.port=0", "--name", "user-app", str(probe)],
-                       env=env(SPARK_HOME=str(spark_home()), PYSPARK_DRIVER_PYTHON=sys.executable),
+                       env=env(SPARK_HOME=str(spark_home()), PYSPARK_DRIVER_PYTHON=sys.executable,
+                               SPARK_CONF_DIR=quick_jvms(tmp_path / "conf")),  # (none of the keys checked)
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     got = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("PROBE "))[6:])

@@ -90,17 +90,23 @@ def test_row_repaired_before_the_recompare_is_not_bad(spark, tmp_path: Path) -> 
     good = {"id": [i for i in rows["id"] if i not in (10, 20)], "v": [f"v{i}" for i in range(1000) if i not in (10, 20)]}
     pq.write_table(pa.table(good), peer / "part-0.parquet")
     pq.write_table(pa.table({"id": [10, 20], "v": ["stale", "stale"]}), peer / "part-1.parquet")
-    first_done = threading.Event()
+    first_done, repaired = threading.Event(), threading.Event()
 
     def repair() -> None:
         first_done.wait(60)
         pq.write_table(pa.table({"id": [10, 20], "v": ["v10", "still wrong"]}), peer / ".part-1.tmp")
         os.replace(peer / ".part-1.tmp", peer / "part-1.parquet")
+        repaired.set()
+
+    def progress(msg: str) -> None:
+        if "re-comparing" in msg:  # the pause begins: the thread repairs, then the pause runs out
+            first_done.set()
+            assert repaired.wait(60)
 
     t = threading.Thread(target=repair)
     t.start()
-    r = verify_paths(f"file://{src}", f"file://{peer}", ["id"], spark=spark, recompare_sleep_s=3,
-               progress=lambda m: first_done.set() if "re-comparing" in m else None)
+    r = verify_paths(f"file://{src}", f"file://{peer}", ["id"], spark=spark, recompare_sleep_s=0.01,
+                     progress=progress)
     t.join()
     assert r.counters["CONTENT_DIFFERENT_ROWS"] == 1 and r.counters["BADROWS"] == 1
     assert r.counters["GOODROWS"] == 999
