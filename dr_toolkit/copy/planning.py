@@ -24,10 +24,13 @@ next one (``Plan.keep``) — are :class:`~dr_toolkit.copy.spill.SpillMap`: a dic
 insertion order as the dict was. So the steps after the rules still look files up by path
 (``--preserve`` drift, checksum confirmations of an HDFS source's kept files — asked in chunks —
 and of the target's, filtered-out files in the way, odd entries, pending files), now in bounded
-memory. Still O(files): the manifests' gzip bytes (read and written whole by the state store: about
-30 bytes a file), the plan's copies, deletions and reads (O(changes)), the sorted key list a
-snapshot diff's replay keeps of the base (:func:`~dr_toolkit.copy.plan.apply_diff`), ``-p ugax``'s
-sorted kept paths, and ``-log``'s per-file lines.
+memory. The manifests themselves stream between the state location and the run
+(:class:`~dr_toolkit.copy.state.StateStore`: read and written a chunk at a time, through a spooled
+temporary file), a snapshot diff's replay asks a spilled base for the paths under a directory
+through its index (:meth:`~dr_toolkit.copy.spill.SpillMap.sorted_keys`), and ``-p ugax`` walks the
+kept paths in order from it, a chunk at a time. O(changes): the plan's copies, deletions and reads.
+Still O(files): ``-log``'s per-file lines, the directory sets of pruning and odd entries
+(O(directories)), and the paths a snapshot diff moves or deletes when it names a whole tree.
 """
 
 from __future__ import annotations
