@@ -5,6 +5,7 @@ input. Most run `main()` in this process (the shared Spark session); one runs th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from dr_toolkit.cli.main import main
 from tests.support.fixtures_verify import ROWS, base_frame, write
+from tests.support.spark_quick import quick_jvms
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +37,8 @@ def test_cli_subprocess_reports_differences_with_exit_1(spark, tmp_path: Path) -
     report = tmp_path / "r.html"
     r = subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", "--json", "verify", src, peer,
                         "--key", "id", "--report", str(report)],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**os.environ, "SPARK_CONF_DIR": quick_jvms(tmp_path / "conf")})  # 1,000 rows: a quick JVM
     assert r.returncode == 1, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert all(f in out for f in CONTRACT)

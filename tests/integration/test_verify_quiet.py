@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.spark_quick import quick_jvms
+
 pytestmark = pytest.mark.integration
 
 
@@ -21,6 +23,7 @@ def drt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DRT_CONFIG", "DRT_LEDGER_URL", "COLUMNS")}
     env["TMPDIR"] = str(cwd / "tmp")  # the scratch log of Spark's output: removed at the end
     (cwd / "tmp").mkdir(exist_ok=True)
+    env["SPARK_CONF_DIR"] = quick_jvms(cwd / "conf")  # three rows: the JVM with the quick-start options
     return subprocess.run([sys.executable, "-m", "dr_toolkit.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=600)
 
