@@ -66,13 +66,14 @@ def planted(hbase_clusters: tuple[Any, Any]) -> tuple[Any, Any]:
 @pytest.fixture(scope="module")
 def hbase_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from drt_servers.hbase import mapredcp
-    from tests.support.fixtures_hbase import quick_spark_conf
+    from tests.support.spark_quick import quick_jvms
 
+    # the Spark JVM with the quick-start options (C1 only, serial GC): the tables are a few hundred rows.
     # chunks of ~8 rows: the chunk digests settle most of a 200-row table and every planted
     # difference is found through a re-read key range (the default, 4,096, would read it whole)
     return {**os.environ, "DRT_HBASE_CLASSPATH": mapredcp(), "PYTHONPATH": str(REPO),
             "SPARK_LOCAL_IP": "127.0.0.1", "DRT_HBASE_CHUNK_ROWS": "8",
-            "SPARK_CONF_DIR": quick_spark_conf(tmp_path_factory.mktemp("spark-conf"))}
+            "SPARK_CONF_DIR": quick_jvms(tmp_path_factory.mktemp("spark-conf"))}
 
 
 def uri(c: Any, table: str = TABLE) -> str:

@@ -27,11 +27,11 @@ COUNTERS = ("GOODROWS", "BADROWS", "ONLY_IN_SOURCE_TABLE_ROWS", "ONLY_IN_PEER_TA
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     from drt_servers.hbase import mapredcp
-    from tests.support.fixtures_hbase import quick_spark_conf
+    from tests.support.spark_quick import quick_jvms
 
     # the Spark JVM with the quick-start options (C1 only, serial GC): the tables are 150 rows
     return {**os.environ, "DRT_HBASE_CLASSPATH": mapredcp(), "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_CONF_DIR": quick_spark_conf(tmp_path / "spark-conf")}
+            "SPARK_CONF_DIR": quick_jvms(tmp_path / "spark-conf")}
 
 
 def drt(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:

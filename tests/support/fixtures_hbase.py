@@ -195,15 +195,3 @@ def hbase_command(cluster: Any, path: Path) -> Path:
     :meth:`drt_servers.hbase.HBaseCluster.write_hbase_command` (the demo writes the same)."""
     return Path(cluster.write_hbase_command(path))
 
-
-def quick_spark_conf(where: Path) -> str:
-    """A ``SPARK_CONF_DIR`` at ``where`` whose spark-defaults.conf starts the Spark JVM of ``drt verify
-    hbase://…`` with the copy engine's quick-start options (``QUICK_START_JVM``: C1 only, serial GC):
-    the HBase verify tests' tables are a few hundred rows, a verification's time is the JVM's
-    start-up (test_verify_hbase.py, test_verify_hbase_asof.py)."""
-    from dr_toolkit.spark.session import QUICK_START_JVM
-
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {QUICK_START_JVM}\n"
-                                               f"spark.executor.extraJavaOptions {QUICK_START_JVM}\n")
-    return str(where)
