@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -473,29 +474,13 @@ def bench_run_plan(n: int, work: Path, spilling: bool) -> None:
     manifest written to the state location (``StateStore.write_manifest``) — with the run's maps spilling past ``spill.BATCH``
     (``spilling``) or all in memory (the peer). PSS of the process sampled every 0.5 s; temporary
     files (sorted runs, SQLite maps) in the work directory (TMPDIR), its disk sampled too."""
-    import threading
 
     tmp = work / ("run-spill" if spilling else "run-memory")
     tmp.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TMPDIR": str(tmp), "SQLITE_TMPDIR": str(tmp)}
     proc = subprocess.Popen([sys.executable, "-c", RUN_CHILD, str(n), str(tmp), "1" if spilling else "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
-    peak = {"rss": 0, "pss": 0, "disk": 0}
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.5):
-            rss, pss = _tree_memory(proc.pid)
-            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
-            peak["disk"] = max(peak["disk"], _disk(tmp) + _unlinked(proc.pid))
-
-    load0 = os.getloadavg()
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, err = proc.communicate()
-    done.set()
-    th.join()
-    load1 = os.getloadavg()
+    out, err, peak, load0, load1 = _watched(proc, lambda: _disk(tmp) + _unlinked(proc.pid))
     shutil.rmtree(tmp, ignore_errors=True)
     if proc.returncode != 0:
         raise SystemExit(f"plan_run benchmark failed: {err[-3000:]}")
@@ -513,6 +498,30 @@ def bench_run_plan(n: int, work: Path, spilling: bool) -> None:
     print(f"     goal: 10,000,000 files within 2 GiB: {mem / MIB:,.0f} MiB at {n:,}"
           + (f" ({'within' if mem < GOAL_10M_RSS else 'OVER'} 2 GiB)" if n >= 10_000_000 else
              f"; x{10_000_000 / n:g} linearly: {scaled / MIB:,.0f} MiB (an upper bound where it is bounded)"))
+
+
+def _watched(proc: subprocess.Popen[str], disk: Callable[[], int]
+             ) -> tuple[str, str, dict[str, int], tuple[float, ...], tuple[float, ...]]:
+    """Wait for ``proc``, sampling every 0.5 s the RSS and PSS of it and its children and ``disk()``:
+    (stdout, stderr, the peaks, the load average before, after)."""
+    import threading
+
+    peak = {"rss": 0, "pss": 0, "disk": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            rss, pss = _tree_memory(proc.pid)
+            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
+            peak["disk"] = max(peak["disk"], disk())
+
+    load0 = os.getloadavg()
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    done.set()
+    th.join()
+    return out, err, peak, load0, os.getloadavg()
 
 
 def _unlinked(pid: int) -> int:
@@ -569,28 +578,12 @@ def bench_stream_plan(n: int, work: Path, batch: int | None, compress: bool = Tr
     as a stream; stream_fast_forward over each key range of split_ranges, each in a process of its
     own; the new manifest written as the decisions come, its parts concatenated). The memory of all
     its processes together and the disk of the work directory are sampled every 0.5 s from here."""
-    import threading
 
     proc = subprocess.Popen([sys.executable, "-c", STREAM_CHILD, str(n), str(work), str(batch or "-"),
                              "1" if compress else "0", str(parts)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE if n < 20_000_000 else None, text=True,
                             cwd=REPO)
-    peak = {"rss": 0, "pss": 0, "disk": 0}
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.5):
-            rss, pss = _tree_memory(proc.pid)
-            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
-            peak["disk"] = max(peak["disk"], _disk(work))
-
-    load0 = os.getloadavg()
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, err = proc.communicate()
-    done.set()
-    th.join()
-    load1 = os.getloadavg()
+    out, err, peak, load0, load1 = _watched(proc, lambda: _disk(work))
     if proc.returncode != 0:
         raise SystemExit(f"streamed planner failed: {(err or '(its stderr above)')[-2000:]}")
     (setup, t, t_src, t_base, t_merge, t_cat, bound, runs, b, cpu, gen, disk, base_bytes, next_bytes, nparts,
